@@ -1,0 +1,261 @@
+//! Public types of the engine: reasons, reports, families and derived values.
+
+use crate::protocol::LabelError;
+
+/// Why a received sample was not applied. Each variant is one `reason` label value of
+/// `vllm_corrector_samples_rejected_total`. Invariant: received = applied + Σ rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    /// The series is read by no rule (including every `*_created` series). Not an error.
+    UnusedSeries,
+    /// A sample with the same timestamp as the series' newest: an idempotent no-op (retry, resend).
+    DuplicateSample,
+    /// A sample older than the series' newest sample.
+    OutOfOrder,
+    /// A NaN that is not the staleness marker.
+    NanValue,
+    /// The sample's timestamp is older than every frame its group still keeps.
+    FrameEvicted,
+    /// A native histogram sample (RW1 `histograms`): accepted and counted, not used.
+    NativeHistogram,
+    /// The series' label set was invalid.
+    Label(LabelError),
+}
+
+impl RejectReason {
+    /// Every reason, in a fixed order (for pre-registering self-metric labels).
+    pub const ALL: [RejectReason; 11] = [
+        RejectReason::UnusedSeries,
+        RejectReason::DuplicateSample,
+        RejectReason::OutOfOrder,
+        RejectReason::NanValue,
+        RejectReason::FrameEvicted,
+        RejectReason::NativeHistogram,
+        RejectReason::Label(LabelError::EmptyLabelSet),
+        RejectReason::Label(LabelError::MissingMetricName),
+        RejectReason::Label(LabelError::DuplicateLabelName),
+        RejectReason::Label(LabelError::InvalidMetricName),
+        RejectReason::Label(LabelError::InvalidLabelName),
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::UnusedSeries => "unused_series",
+            RejectReason::DuplicateSample => "duplicate_sample",
+            RejectReason::OutOfOrder => "out_of_order",
+            RejectReason::NanValue => "nan_value",
+            RejectReason::FrameEvicted => "frame_evicted",
+            RejectReason::NativeHistogram => "native_histogram",
+            RejectReason::Label(e) => e.reason(),
+        }
+    }
+
+    /// Index into [`IngestReport::rejected`].
+    pub fn index(self) -> usize {
+        Self::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// Per-request sample accounting. `received == applied + rejected.iter().sum()` always holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Samples received (float samples plus native histogram samples).
+    pub received: u64,
+    /// Samples applied to series state (stale markers included).
+    pub applied: u64,
+    /// Rejected samples, indexed by [`RejectReason::index`].
+    pub rejected: [u64; RejectReason::ALL.len()],
+}
+
+impl IngestReport {
+    /// Counts `n` samples as received and rejected for `reason`.
+    pub fn reject(&mut self, reason: RejectReason, n: u64) {
+        self.received += n;
+        self.rejected[reason.index()] += n;
+    }
+
+    /// Counts `n` samples as received and applied.
+    pub fn apply(&mut self, n: u64) {
+        self.received += n;
+        self.applied += n;
+    }
+
+    /// Total rejected samples, all reasons.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().sum()
+    }
+
+    /// Adds another report into this one.
+    pub fn merge(&mut self, other: &IngestReport) {
+        self.received += other.received;
+        self.applied += other.applied;
+        for (a, b) in self.rejected.iter_mut().zip(other.rejected.iter()) {
+            *a += *b;
+        }
+    }
+}
+
+/// The four corrected families (reference §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.
+    CanonicalTpot,
+    /// `vllm_corrected_token_weighted_itl_seconds`: `_sum` in seconds, `_count` in tokens.
+    TokenWeightedItl,
+    /// `vllm_corrected_acceptance_corrected_itl_seconds`: histogram, seconds per token.
+    AcceptanceCorrectedItl,
+    /// `vllm_corrected_iteration_tokens_local_compute`: `_sum` in tokens, `_count` in iterations.
+    IterationTokensLocalCompute,
+}
+
+/// Shape of a derived family on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// `_bucket{le}`, `_sum`, `_count`.
+    Histogram,
+    /// `_sum` and `_count` only (exposed as a summary without quantiles).
+    SumCount,
+}
+
+impl Family {
+    /// Every family, in exposition order.
+    pub const ALL: [Family; 4] = [
+        Family::CanonicalTpot,
+        Family::TokenWeightedItl,
+        Family::AcceptanceCorrectedItl,
+        Family::IterationTokensLocalCompute,
+    ];
+
+    /// The exposed family name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::CanonicalTpot => "vllm_corrected_request_time_per_output_token_seconds",
+            Family::TokenWeightedItl => "vllm_corrected_token_weighted_itl_seconds",
+            Family::AcceptanceCorrectedItl => "vllm_corrected_acceptance_corrected_itl_seconds",
+            Family::IterationTokensLocalCompute => "vllm_corrected_iteration_tokens_local_compute",
+        }
+    }
+
+    /// The family's `# HELP` text.
+    pub fn help(self) -> &'static str {
+        match self {
+            Family::CanonicalTpot => {
+                "Per-request time per output token in seconds over requests with more than one output token, as vllm bench serve computes it."
+            }
+            Family::TokenWeightedItl => {
+                "Inter-token latency weighted by tokens: _sum is seconds of decode, _count is tokens generated after each request's first."
+            }
+            Family::AcceptanceCorrectedItl => {
+                "Inter-token latency per token under speculative decoding: exact _sum and _count, buckets estimated per scrape interval."
+            }
+            Family::IterationTokensLocalCompute => {
+                "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations."
+            }
+        }
+    }
+
+    /// Histogram or sum/count.
+    pub fn kind(self) -> FamilyKind {
+        match self {
+            Family::CanonicalTpot | Family::AcceptanceCorrectedItl => FamilyKind::Histogram,
+            Family::TokenWeightedItl | Family::IterationTokensLocalCompute => FamilyKind::SumCount,
+        }
+    }
+
+    /// Index into per-family arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One derived value: cumulative since the inputs' last counter reset.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DerivedValue {
+    /// A histogram: `(le, cumulative count)` pairs in ascending `le`, ending with `+Inf`; the
+    /// `+Inf` count equals `count`. Counts may be fractional for estimated families.
+    Histogram {
+        /// `(upper bound in seconds, cumulative count)`, ascending, last bound `f64::INFINITY`.
+        buckets: Vec<(f64, f64)>,
+        /// Sum of observations, seconds.
+        sum: f64,
+        /// Number of observations (requests or tokens, per family).
+        count: f64,
+    },
+    /// A sum and a count.
+    SumCount {
+        /// Sum, in the family's unit (seconds or tokens).
+        sum: f64,
+        /// Count, in the family's unit (tokens or iterations).
+        count: f64,
+    },
+}
+
+/// Why a family is absent for a group. Each variant is one `reason` label value of
+/// `vllm_corrector_groups_withheld`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WithheldReason {
+    /// A series the rule needs has never been seen for the group (for example vLLM < 0.11 has no
+    /// request TPOT histogram, and < 0.16 has no `prompt_tokens_by_source_total`).
+    MissingInput,
+    /// `vllm:request_generation_tokens` has no `le="1"` bound: canonical TPOT cannot be exact.
+    NoLeOneBound,
+    /// The inputs are present but no timestamp yet has a sample of every one of them.
+    Incomplete,
+    /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
+    InconsistentInputs,
+}
+
+impl WithheldReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [WithheldReason; 4] = [
+        WithheldReason::MissingInput,
+        WithheldReason::NoLeOneBound,
+        WithheldReason::Incomplete,
+        WithheldReason::InconsistentInputs,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithheldReason::MissingInput => "missing_input",
+            WithheldReason::NoLeOneBound => "no_le_1_bound",
+            WithheldReason::Incomplete => "incomplete",
+            WithheldReason::InconsistentInputs => "inconsistent_inputs",
+        }
+    }
+}
+
+/// Engine settings. Built by [`crate::config`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// A group with no sample for this long (receive wall clock, ms) is dropped. Default 10 min.
+    pub idle_timeout_ms: i64,
+    /// Frames (distinct timestamps) kept per group while waiting for every input. Default 16.
+    pub max_pending_frames: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { idle_timeout_ms: 10 * 60 * 1000, max_pending_frames: 16 }
+    }
+}
+
+/// Counts for self-metrics, taken under the engine lock.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineStats {
+    /// Input series currently tracked (series a rule reads).
+    pub active_series: usize,
+    /// Groups currently tracked.
+    pub groups: usize,
+    /// `(family, reason, groups)`: how many groups currently withhold each family, and why.
+    pub withheld: Vec<(Family, WithheldReason, usize)>,
+    /// Frames dropped before every input arrived, since start.
+    pub frames_dropped: u64,
+    /// Groups removed because all their inputs went stale, since start.
+    pub groups_removed_stale: u64,
+    /// Groups removed by the idle timeout, since start.
+    pub groups_removed_idle: u64,
+    /// Counter resets seen in any input, since start.
+    pub counter_resets: u64,
+}

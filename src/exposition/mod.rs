@@ -1,0 +1,1 @@
+//! exposition layer (being implemented).

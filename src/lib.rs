@@ -1,0 +1,25 @@
+//! vllm-corrector: a Prometheus remote-write receiver that derives corrected vLLM latency families.
+//!
+//! The crate is laid out along the data flow:
+//!
+//! ```text
+//! POST /api/v1/write
+//!   http        negotiate (v1 / 415), limits                     -> bytes
+//!   protocol    snappy (length-checked) -> borrowed RW1 decode     -> series with samples
+//!   engine      classify series -> group -> frame at ts -> rules   -> derived cumulative values
+//!   exposition  derived values + self-metrics                      -> GET /metrics
+//! ```
+//!
+//! * [`protocol`] knows bytes and the remote-write specs, nothing of HTTP or rules.
+//! * [`engine`] knows series, groups, frames and rules, nothing of HTTP.
+//! * [`exposition`] renders the engine's derived values and the self-metrics.
+//! * [`http`] wires them together and maps each layer's error enum to a status code, once.
+//! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod engine;
+pub mod exposition;
+pub mod http;
+pub mod protocol;
+pub mod telemetry;

@@ -1,0 +1,1 @@
+//! Self-metrics and logging (being implemented).
