@@ -10,7 +10,7 @@ pub struct Label<'a> {
 }
 
 /// Why a series' label set was rejected. Each variant is one `reason` label value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
 pub enum LabelError {
     /// No labels at all (after dropping empty values).
     #[error("series has an empty label set")]
