@@ -258,4 +258,6 @@ pub struct EngineStats {
     pub groups_removed_idle: u64,
     /// Counter resets seen in any input, since start.
     pub counter_resets: u64,
+    /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
+    pub newest_sample_ms: Option<i64>,
 }

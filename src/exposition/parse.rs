@@ -1,0 +1,1 @@
+//! Parser of the Prometheus text exposition format (being implemented).
