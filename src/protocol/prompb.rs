@@ -3,7 +3,6 @@
 //! These types are **not** the hot path: the receiver decodes RW 1.0 bodies with the borrowed walker
 //! in [`super::v1`]. They exist to *encode* requests (tests, the future simulator, see
 //! [`super::encode`]) and to serve as an independent test oracle for the borrowed decoder.
-#![allow(clippy::all)]
 
 /// RW 1.0 messages, protobuf package `prometheus` (`proto/remote.proto`).
 pub mod v1 {
