@@ -119,7 +119,11 @@ mod tests {
 
     #[test]
     fn sorted_valid_set_is_kept_as_is() {
-        let mut v = vec![l("__name__", "vllm:num_requests_running"), l("engine", "0"), l("model_name", "m")];
+        let mut v = vec![
+            l("__name__", "vllm:num_requests_running"),
+            l("engine", "0"),
+            l("model_name", "m"),
+        ];
         let expected = v.clone();
         normalize_labels(&mut v).unwrap();
         assert_eq!(v, expected);
@@ -127,7 +131,12 @@ mod tests {
 
     #[test]
     fn unsorted_labels_are_sorted_by_name() {
-        let mut v = vec![l("model_name", "m"), l("Zone", "a"), l("__name__", "up"), l("engine", "0")];
+        let mut v = vec![
+            l("model_name", "m"),
+            l("Zone", "a"),
+            l("__name__", "up"),
+            l("engine", "0"),
+        ];
         normalize_labels(&mut v).unwrap();
         // Byte order: 'Z' (0x5A) < '_' (0x5F) < 'e' (0x65) < 'm' (0x6D).
         let names: Vec<&str> = v.iter().map(|x| x.name).collect();
@@ -144,7 +153,10 @@ mod tests {
 
     #[test]
     fn empty_label_set_is_rejected() {
-        assert_eq!(normalize_labels(&mut vec![]), Err(LabelError::EmptyLabelSet));
+        assert_eq!(
+            normalize_labels(&mut vec![]),
+            Err(LabelError::EmptyLabelSet)
+        );
         // Only empty values: empty after dropping them.
         let mut v = vec![l("__name__", ""), l("job", "")];
         assert_eq!(normalize_labels(&mut v), Err(LabelError::EmptyLabelSet));
@@ -153,13 +165,22 @@ mod tests {
     #[test]
     fn duplicate_label_names_are_rejected() {
         let mut v = vec![l("__name__", "up"), l("job", "a"), l("job", "b")];
-        assert_eq!(normalize_labels(&mut v), Err(LabelError::DuplicateLabelName));
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
         // Duplicates that only meet after sorting.
         let mut v = vec![l("job", "a"), l("__name__", "up"), l("job", "a")];
-        assert_eq!(normalize_labels(&mut v), Err(LabelError::DuplicateLabelName));
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
         // Two metric names.
         let mut v = vec![l("__name__", "a"), l("__name__", "b")];
-        assert_eq!(normalize_labels(&mut v), Err(LabelError::DuplicateLabelName));
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
     }
 
     #[test]
@@ -175,7 +196,11 @@ mod tests {
     fn invalid_metric_names_are_rejected() {
         for bad in ["1up", "vllm-x", "a b", "ümlaut", "vllm:é", "a.b"] {
             let mut v = vec![l("__name__", bad)];
-            assert_eq!(normalize_labels(&mut v), Err(LabelError::InvalidMetricName), "{bad}");
+            assert_eq!(
+                normalize_labels(&mut v),
+                Err(LabelError::InvalidMetricName),
+                "{bad}"
+            );
         }
         for good in ["vllm:e2e_request_latency_seconds_bucket", ":x", "_", "A9:_"] {
             let mut v = vec![l("__name__", good)];
@@ -187,7 +212,11 @@ mod tests {
     fn invalid_label_names_are_rejected() {
         for bad in ["9le", "a:b", "model-name", "é", "a b"] {
             let mut v = vec![l("__name__", "up"), l(bad, "x")];
-            assert_eq!(normalize_labels(&mut v), Err(LabelError::InvalidLabelName), "{bad}");
+            assert_eq!(
+                normalize_labels(&mut v),
+                Err(LabelError::InvalidLabelName),
+                "{bad}"
+            );
         }
         for good in ["le", "_x", "__meta_internal", "Z9_"] {
             let mut v = vec![l("__name__", "up"), l(good, "x")];
@@ -198,8 +227,16 @@ mod tests {
     #[test]
     fn first_error_follows_the_documented_order() {
         // Duplicate beats an invalid label name that sorts before it.
-        let mut v = vec![l("__name__", "up"), l("9bad", "x"), l("job", "a"), l("job", "b")];
-        assert_eq!(normalize_labels(&mut v), Err(LabelError::DuplicateLabelName));
+        let mut v = vec![
+            l("__name__", "up"),
+            l("9bad", "x"),
+            l("job", "a"),
+            l("job", "b"),
+        ];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
         // A missing name beats an invalid label name.
         let mut v = vec![l("9bad", "x")];
         assert_eq!(normalize_labels(&mut v), Err(LabelError::MissingMetricName));

@@ -25,11 +25,20 @@ const MAX_EXPANSION: u64 = 22;
 ///   (including declarations over the format's own 4 GiB limit).
 /// * [`ProtocolError::Snappy`] for an empty, corrupt or truncated body, or a framed-snappy stream
 ///   (its stream identifier chunk is not a valid block).
-pub fn decompress_into(body: &[u8], max_decoded_bytes: usize, out: &mut Vec<u8>) -> Result<(), ProtocolError> {
+pub fn decompress_into(
+    body: &[u8],
+    max_decoded_bytes: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), ProtocolError> {
     let cap = max_decoded_bytes as u64;
     let declared = match snap::raw::decompress_len(body) {
         Ok(n) => n as u64,
-        Err(snap::Error::TooBig { given, .. }) => return Err(ProtocolError::DecodedTooLarge { declared: given, cap }),
+        Err(snap::Error::TooBig { given, .. }) => {
+            return Err(ProtocolError::DecodedTooLarge {
+                declared: given,
+                cap,
+            });
+        }
         Err(e) => return Err(ProtocolError::Snappy(e.to_string())),
     };
     if declared > cap {
@@ -86,8 +95,18 @@ mod tests {
         assert_eq!(body.len(), 47);
         let mut out = Vec::new();
         let err = decompress_into(&body, CAP, &mut out).unwrap_err();
-        assert_eq!(err, ProtocolError::DecodedTooLarge { declared: 2_684_354_560, cap: CAP as u64 });
-        assert_eq!(out.capacity(), 0, "nothing may be allocated for a rejected body");
+        assert_eq!(
+            err,
+            ProtocolError::DecodedTooLarge {
+                declared: 2_684_354_560,
+                cap: CAP as u64
+            }
+        );
+        assert_eq!(
+            out.capacity(),
+            0,
+            "nothing may be allocated for a rejected body"
+        );
     }
 
     #[test]
@@ -95,7 +114,13 @@ mod tests {
         // 2^32 = 0x1_0000_0000: groups 0,0,0,0,0x10 -> 0x80 0x80 0x80 0x80 0x10.
         let body = [0x80, 0x80, 0x80, 0x80, 0x10, 0x00];
         let err = decompress_into(&body, CAP, &mut Vec::new()).unwrap_err();
-        assert_eq!(err, ProtocolError::DecodedTooLarge { declared: 1 << 32, cap: CAP as u64 });
+        assert_eq!(
+            err,
+            ProtocolError::DecodedTooLarge {
+                declared: 1 << 32,
+                cap: CAP as u64
+            }
+        );
     }
 
     #[test]
@@ -126,7 +151,13 @@ mod tests {
         let body = snap::raw::Encoder::new().compress_vec(&[1u8; 100]).unwrap();
         decompress_into(&body, 100, &mut Vec::new()).unwrap();
         let err = decompress_into(&body, 99, &mut Vec::new()).unwrap_err();
-        assert_eq!(err, ProtocolError::DecodedTooLarge { declared: 100, cap: 99 });
+        assert_eq!(
+            err,
+            ProtocolError::DecodedTooLarge {
+                declared: 100,
+                cap: 99
+            }
+        );
     }
 
     #[test]
@@ -142,13 +173,24 @@ mod tests {
     fn corrupt_and_empty_bodies_are_snappy_errors() {
         let mut out = Vec::new();
         // Empty body: not even a length header.
-        assert!(matches!(decompress_into(&[], CAP, &mut out), Err(ProtocolError::Snappy(_))));
+        assert!(matches!(
+            decompress_into(&[], CAP, &mut out),
+            Err(ProtocolError::Snappy(_))
+        ));
         // Header declares 10 bytes, then a literal tag for 5 bytes with only 2 present.
         let body = [10, 4 << 2, b'a', b'b'];
-        assert!(matches!(decompress_into(&body, CAP, &mut out), Err(ProtocolError::Snappy(_))));
+        assert!(matches!(
+            decompress_into(&body, CAP, &mut out),
+            Err(ProtocolError::Snappy(_))
+        ));
         // A valid block with its last byte cut off.
-        let good = snap::raw::Encoder::new().compress_vec(b"hello, remote write").unwrap();
+        let good = snap::raw::Encoder::new()
+            .compress_vec(b"hello, remote write")
+            .unwrap();
         let cut = &good[..good.len() - 1];
-        assert!(matches!(decompress_into(cut, CAP, &mut out), Err(ProtocolError::Snappy(_))));
+        assert!(matches!(
+            decompress_into(cut, CAP, &mut out),
+            Err(ProtocolError::Snappy(_))
+        ));
     }
 }
