@@ -16,3 +16,6 @@ mod state;
 
 pub use api::*;
 pub use state::Engine;
+
+#[cfg(test)]
+mod tests;
