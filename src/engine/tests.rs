@@ -68,7 +68,10 @@ fn feed(engine: &mut Engine, raw: &[(Raw, i64)], report: &mut IngestReport) {
     }
 }
 
-fn outputs(engine: &Engine) -> Vec<(Family, Vec<(String, String)>, DerivedValue)> {
+/// Every derived value: family, group labels, value.
+type Outputs = Vec<(Family, Vec<(String, String)>, DerivedValue)>;
+
+fn outputs(engine: &Engine) -> Outputs {
     let mut out = Vec::new();
     for family in Family::ALL {
         engine.for_each_derived(family, |labels, value| out.push((family, labels.to_vec(), value.clone())));
@@ -86,7 +89,7 @@ fn two_scrapes() -> Vec<(Raw, i64)> {
     all
 }
 
-fn value_of(out: &[(Family, Vec<(String, String)>, DerivedValue)], family: Family, engine: &str) -> DerivedValue {
+fn value_of(out: &Outputs, family: Family, engine: &str) -> DerivedValue {
     out.iter().find(|(f, l, _)| *f == family && l.iter().any(|(n, v)| n == "engine" && v == engine)).unwrap().2.clone()
 }
 
