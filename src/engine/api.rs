@@ -16,26 +16,33 @@ pub enum RejectReason {
     NanValue,
     /// The sample's timestamp is older than every frame its group still keeps.
     FrameEvicted,
-    /// A native histogram sample (RW1 `histograms`): accepted and counted, not used.
+    /// A native histogram sample of a schema other than custom buckets (−53): accepted and
+    /// counted, not used.
     NativeHistogram,
+    /// A custom-buckets native histogram sample whose bounds, spans or counts are inconsistent
+    /// (`crate::protocol::HistogramError`).
+    InvalidNativeHistogram,
     /// The series' label set was invalid.
     Label(LabelError),
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 14] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
         RejectReason::NanValue,
         RejectReason::FrameEvicted,
         RejectReason::NativeHistogram,
+        RejectReason::InvalidNativeHistogram,
         RejectReason::Label(LabelError::EmptyLabelSet),
         RejectReason::Label(LabelError::MissingMetricName),
         RejectReason::Label(LabelError::DuplicateLabelName),
         RejectReason::Label(LabelError::InvalidMetricName),
         RejectReason::Label(LabelError::InvalidLabelName),
+        RejectReason::Label(LabelError::OddLabelRefs),
+        RejectReason::Label(LabelError::SymbolRefOutOfRange),
     ];
 
     /// The `reason` label value.
@@ -47,6 +54,7 @@ impl RejectReason {
             RejectReason::NanValue => "nan_value",
             RejectReason::FrameEvicted => "frame_evicted",
             RejectReason::NativeHistogram => "native_histogram",
+            RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
             RejectReason::Label(e) => e.reason(),
         }
     }

@@ -27,6 +27,12 @@ pub enum LabelError {
     /// A label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`.
     #[error("series has an invalid label name")]
     InvalidLabelName,
+    /// RW 2.0: `labels_refs` has an odd number of entries, so it is not a list of name/value pairs.
+    #[error("series has an odd number of label references")]
+    OddLabelRefs,
+    /// RW 2.0: a `labels_refs` entry points outside the request's `symbols` table.
+    #[error("series has a label reference outside the symbols table")]
+    SymbolRefOutOfRange,
 }
 
 impl LabelError {
@@ -38,6 +44,8 @@ impl LabelError {
             LabelError::DuplicateLabelName => "duplicate_label_name",
             LabelError::InvalidMetricName => "invalid_metric_name",
             LabelError::InvalidLabelName => "invalid_label_name",
+            LabelError::OddLabelRefs => "odd_label_refs",
+            LabelError::SymbolRefOutOfRange => "symbol_ref_out_of_range",
         }
     }
 }
