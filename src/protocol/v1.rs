@@ -2,19 +2,23 @@
 //!
 //! This is the receiver's hot path: it walks the protobuf wire format by hand and borrows every
 //! string from the decompressed body, allocating one `Vec` of series and one of metadata per
-//! request, and one `Vec` of labels and one of samples per series, each sized exactly by a cheap
-//! first pass over the field keys.
+//! request, and one `Vec` of labels, one of samples and one of native histograms per series, each
+//! sized exactly by a cheap first pass over the field keys. The wire cursor is [`super::wire`].
 //!
 //! Wire format: `protobuf.dev/programming-guides/encoding`. Fields may come in any order and
 //! repeat (a repeated scalar keeps its last value); unknown fields of wire types varint, fixed64,
-//! length-delimited and fixed32 are skipped (reserved field 2 included). Exemplars and native
-//! histograms are counted, their contents skipped unread.
+//! length-delimited and fixed32 are skipped (reserved field 2 included). Exemplars are counted,
+//! their contents skipped unread. Native histograms are decoded by [`super::histogram`]: custom
+//! buckets (schema −53) in full, other schemas only recognised.
 //!
 //! **An RW 2.0 body decodes as an empty request, without error**: `io.prometheus.write.v2.Request`
 //! keeps its data in fields 4 and 5, unknown to RW 1.0, and reserves 1 to 3. The HTTP layer must
 //! therefore pick the schema from the `Content-Type` (`proto=`) and never by trying to decode.
 
-use super::{Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef};
+use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
+use super::{
+    Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef, histogram,
+};
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
 ///
@@ -92,17 +96,19 @@ fn decode_series(buf: &[u8]) -> Result<SeriesRef<'_>, ProtocolError> {
     let mut series = SeriesRef {
         labels: Vec::with_capacity(n_labels),
         samples: Vec::with_capacity(n_samples),
+        histograms: Vec::with_capacity(n_histograms),
         exemplars: u32::try_from(n_exemplars).unwrap_or(u32::MAX),
-        histograms: u32::try_from(n_histograms).unwrap_or(u32::MAX),
+        ..SeriesRef::default()
     };
     let mut r = Reader::new(buf, "TimeSeries");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => series.labels.push(decode_label(r.bytes()?)?),
             (2, Wire::Len) => series.samples.push(decode_sample(r.bytes()?)?),
-            (3 | 4, Wire::Len) => {
+            (3, Wire::Len) => {
                 r.bytes()?;
             }
+            (4, Wire::Len) => series.histograms.push(histogram::decode(r.bytes()?)?),
             (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
@@ -137,9 +143,8 @@ fn decode_sample(buf: &[u8]) -> Result<Sample, ProtocolError> {
     let mut r = Reader::new(buf, "Sample");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Fixed64) => sample.value = f64::from_bits(r.fixed64()?),
-            // int64 is the two's complement of the varint's 64 bits: negative timestamps work.
-            (2, Wire::Varint) => sample.timestamp_ms = r.varint()? as i64,
+            (1, Wire::Fixed64) => sample.value = r.double()?,
+            (2, Wire::Varint) => sample.timestamp_ms = r.int64()?,
             (field @ (1 | 2), wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
@@ -170,165 +175,6 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
         }
     }
     Ok(valid.then_some(metadata))
-}
-
-/// Counts the occurrences of each of `fields` in one message, skipping every value: the first,
-/// cheap pass that sizes the vectors of the second.
-fn count_fields<const N: usize>(
-    buf: &[u8],
-    message: &'static str,
-    fields: [u32; N],
-) -> Result<[usize; N], ProtocolError> {
-    let mut counts = [0usize; N];
-    let mut r = Reader::new(buf, message);
-    while !r.at_end() {
-        let (field, wire) = r.key()?;
-        if let Some(i) = fields.iter().position(|&f| f == field) {
-            counts[i] += 1;
-        }
-        r.skip(wire)?;
-    }
-    Ok(counts)
-}
-
-/// `bytes` as a string, or `""` with `valid` cleared when they are not UTF-8.
-fn lenient_utf8<'a>(bytes: &'a [u8], valid: &mut bool) -> &'a str {
-    std::str::from_utf8(bytes).unwrap_or_else(|_| {
-        *valid = false;
-        ""
-    })
-}
-
-fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, ProtocolError> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}")))
-}
-
-/// The protobuf wire types this decoder accepts. Groups (3, 4) are deprecated and never sent by
-/// remote-write senders; they are errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wire {
-    Varint,
-    Fixed64,
-    Len,
-    Fixed32,
-}
-
-/// A cursor over one message's bytes. Every read is bounds-checked against this message.
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    message: &'static str,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], message: &'static str) -> Self {
-        Reader {
-            buf,
-            pos: 0,
-            message,
-        }
-    }
-
-    fn at_end(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-
-    fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
-        ProtocolError::Protobuf(format!("{} at byte {}: {what}", self.message, self.pos))
-    }
-
-    fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
-        self.error(format_args!(
-            "field {field} has unexpected wire type {wire:?}"
-        ))
-    }
-
-    /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63.
-    #[inline]
-    fn varint(&mut self) -> Result<u64, ProtocolError> {
-        let mut value = 0u64;
-        for i in 0..10 {
-            let Some(&byte) = self.buf.get(self.pos) else {
-                return Err(self.error(format_args!("truncated varint")));
-            };
-            if i == 9 && byte > 1 {
-                return Err(self.error(format_args!("varint overflows 64 bits")));
-            }
-            self.pos += 1;
-            value |= u64::from(byte & 0x7f) << (7 * i);
-            if byte < 0x80 {
-                return Ok(value);
-            }
-        }
-        Err(self.error(format_args!("varint overflows 64 bits")))
-    }
-
-    /// Reads a field key: field number (non-zero, at most 2^29 - 1) and wire type.
-    fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
-        let key = self.varint()?;
-        let Ok(key) = u32::try_from(key) else {
-            return Err(self.error(format_args!("field key {key} out of range")));
-        };
-        let field = key >> 3;
-        if field == 0 {
-            return Err(self.error(format_args!("field number 0")));
-        }
-        let wire = match key & 7 {
-            0 => Wire::Varint,
-            1 => Wire::Fixed64,
-            2 => Wire::Len,
-            5 => Wire::Fixed32,
-            3 | 4 => {
-                return Err(self.error(format_args!(
-                    "field {field} uses the unsupported group wire type"
-                )));
-            }
-            other => {
-                return Err(self.error(format_args!(
-                    "field {field} has undefined wire type {other}"
-                )));
-            }
-        };
-        Ok((field, wire))
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
-        let remaining = self.buf.len() - self.pos;
-        if n > remaining {
-            return Err(self.error(format_args!("{n} bytes needed, {remaining} left")));
-        }
-        let bytes = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(bytes)
-    }
-
-    fn fixed64(&mut self) -> Result<u64, ProtocolError> {
-        let mut le = [0u8; 8];
-        le.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(le))
-    }
-
-    /// Reads a length-delimited value; its length must fit in what is left of this message.
-    fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
-        let len = self.varint()?;
-        let remaining = self.buf.len() - self.pos;
-        match usize::try_from(len) {
-            Ok(len) if len <= remaining => self.take(len),
-            _ => Err(self.error(format_args!(
-                "length {len} runs past the {remaining} bytes left"
-            ))),
-        }
-    }
-
-    fn skip(&mut self, wire: Wire) -> Result<(), ProtocolError> {
-        match wire {
-            Wire::Varint => self.varint().map(drop),
-            Wire::Fixed64 => self.take(8).map(drop),
-            Wire::Len => self.bytes().map(drop),
-            Wire::Fixed32 => self.take(4).map(drop),
-        }
-    }
 }
 
 #[cfg(test)]
