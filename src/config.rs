@@ -102,7 +102,10 @@ pub struct EngineSection {
 
 impl Default for EngineSection {
     fn default() -> Self {
-        EngineSection { idle_timeout: "10m".to_owned(), max_pending_frames: 16 }
+        EngineSection {
+            idle_timeout: "10m".to_owned(),
+            max_pending_frames: 16,
+        }
     }
 }
 
@@ -200,7 +203,10 @@ pub enum ConfigError {
 }
 
 fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid { field, message: message.into() }
+    ConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
 }
 
 impl FileConfig {
@@ -213,8 +219,10 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_saphyr::from_str(text)
-            .map_err(|e| ConfigError::Yaml { path: path.to_owned(), message: e.to_string() })
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
     }
 
     /// Reads and parses a configuration file.
@@ -222,8 +230,10 @@ impl FileConfig {
     /// # Errors
     /// [`ConfigError::Read`] when the file cannot be read, else as [`FileConfig::from_yaml`].
     pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         FileConfig::from_yaml(&text, path)
     }
 }
@@ -248,7 +258,13 @@ impl Config {
     /// [`ConfigError::Invalid`] naming the first invalid flag or field.
     pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address: SocketAddr = args.listen_address.parse().map_err(|e| {
-            invalid("--web.listen-address", format!("{:?} is not HOST:PORT with a numeric host: {e}", args.listen_address))
+            invalid(
+                "--web.listen-address",
+                format!(
+                    "{:?} is not HOST:PORT with a numeric host: {e}",
+                    args.listen_address
+                ),
+            )
         })?;
         let engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;
@@ -265,30 +281,53 @@ impl Config {
 
 fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
     let idle: Duration = humantime::parse_duration(&section.idle_timeout).map_err(|e| {
-        invalid("engine.idle_timeout", format!("{:?} is not a duration like 10m or 90s: {e}", section.idle_timeout))
+        invalid(
+            "engine.idle_timeout",
+            format!(
+                "{:?} is not a duration like 10m or 90s: {e}",
+                section.idle_timeout
+            ),
+        )
     })?;
     if idle < Duration::from_secs(1) {
-        return Err(invalid("engine.idle_timeout", format!("{:?} is below the minimum of 1s", section.idle_timeout)));
+        return Err(invalid(
+            "engine.idle_timeout",
+            format!("{:?} is below the minimum of 1s", section.idle_timeout),
+        ));
     }
-    let idle_timeout_ms = i64::try_from(idle.as_millis())
-        .map_err(|_| invalid("engine.idle_timeout", format!("{:?} is too long", section.idle_timeout)))?;
+    let idle_timeout_ms = i64::try_from(idle.as_millis()).map_err(|_| {
+        invalid(
+            "engine.idle_timeout",
+            format!("{:?} is too long", section.idle_timeout),
+        )
+    })?;
     if !(1..=1024).contains(&section.max_pending_frames) {
         return Err(invalid(
             "engine.max_pending_frames",
             format!("{} is outside 1..=1024", section.max_pending_frames),
         ));
     }
-    Ok(EngineConfig { idle_timeout_ms, max_pending_frames: section.max_pending_frames })
+    Ok(EngineConfig {
+        idle_timeout_ms,
+        max_pending_frames: section.max_pending_frames,
+    })
 }
 
 fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
     let positive = |field: &'static str, v: usize| {
-        if v == 0 { Err(invalid(field, "must be at least 1")) } else { Ok(v) }
+        if v == 0 {
+            Err(invalid(field, "must be at least 1"))
+        } else {
+            Ok(v)
+        }
     };
     Ok(Limits {
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
-        max_concurrent_requests: positive("limits.max_concurrent_requests", section.max_concurrent_requests)?,
+        max_concurrent_requests: positive(
+            "limits.max_concurrent_requests",
+            section.max_concurrent_requests,
+        )?,
     })
 }
 
@@ -310,15 +349,28 @@ mod tests {
     #[test]
     fn no_flags_and_no_file_give_the_documented_defaults() {
         let c = Config::from_args(args(&[])).unwrap();
-        assert_eq!(c.listen_address, "0.0.0.0:9490".parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            c.listen_address,
+            "0.0.0.0:9490".parse::<SocketAddr>().unwrap()
+        );
         assert_eq!(c.log_level, LogLevel::Info);
         assert_eq!(c.log_format, LogFormat::Logfmt);
         // 10 min = 600 000 ms.
-        assert_eq!(c.engine, EngineConfig { idle_timeout_ms: 600_000, max_pending_frames: 16 });
+        assert_eq!(
+            c.engine,
+            EngineConfig {
+                idle_timeout_ms: 600_000,
+                max_pending_frames: 16
+            }
+        );
         // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
         assert_eq!(
             c.limits,
-            Limits { max_body_bytes: 33_554_432, max_decoded_bytes: 134_217_728, max_concurrent_requests: 64 }
+            Limits {
+                max_body_bytes: 33_554_432,
+                max_decoded_bytes: 134_217_728,
+                max_concurrent_requests: 64
+            }
         );
     }
 
@@ -331,7 +383,10 @@ mod tests {
             "json",
         ]))
         .unwrap();
-        assert_eq!(c.listen_address, "127.0.0.1:1234".parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            c.listen_address,
+            "127.0.0.1:1234".parse::<SocketAddr>().unwrap()
+        );
         assert_eq!(c.log_level, LogLevel::Debug);
         assert_eq!(c.log_format, LogFormat::Json);
     }
@@ -344,12 +399,17 @@ mod tests {
     #[test]
     fn bad_listen_address_names_the_flag() {
         let err = Config::from_args(args(&["--web.listen-address=localhost"])).unwrap_err();
-        assert!(err.to_string().starts_with("--web.listen-address:"), "{err}");
+        assert!(
+            err.to_string().starts_with("--web.listen-address:"),
+            "{err}"
+        );
     }
 
     #[test]
     fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
-        let c = from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n").unwrap();
+        let c =
+            from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n")
+                .unwrap();
         // 1 h 30 min = 5 400 s = 5 400 000 ms.
         assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
         assert_eq!(c.engine.max_pending_frames, 16);
@@ -359,7 +419,10 @@ mod tests {
 
     #[test]
     fn empty_yaml_file_means_defaults() {
-        assert_eq!(FileConfig::from_yaml("\n", Path::new("x")).unwrap(), FileConfig::default());
+        assert_eq!(
+            FileConfig::from_yaml("\n", Path::new("x")).unwrap(),
+            FileConfig::default()
+        );
     }
 
     #[test]
@@ -383,17 +446,28 @@ mod tests {
 
     #[test]
     fn zero_limits_name_their_field() {
-        for field in ["max_body_bytes", "max_decoded_bytes", "max_concurrent_requests"] {
+        for field in [
+            "max_body_bytes",
+            "max_decoded_bytes",
+            "max_concurrent_requests",
+        ] {
             let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
-            assert_eq!(err.to_string(), format!("limits.{field}: must be at least 1"));
+            assert_eq!(
+                err.to_string(),
+                format!("limits.{field}: must be at least 1")
+            );
         }
         let err = from_yaml("engine:\n  max_pending_frames: 0\n").unwrap_err();
-        assert!(err.to_string().starts_with("engine.max_pending_frames:"), "{err}");
+        assert!(
+            err.to_string().starts_with("engine.max_pending_frames:"),
+            "{err}"
+        );
     }
 
     #[test]
     fn missing_config_file_is_a_read_error() {
-        let err = Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"])).unwrap_err();
+        let err = Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"]))
+            .unwrap_err();
         assert!(matches!(err, ConfigError::Read { .. }), "{err}");
     }
 }

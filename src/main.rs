@@ -26,7 +26,10 @@ fn main() -> ExitCode {
         eprintln!("vllm-corrector: {error}");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "cannot start the async runtime");
@@ -57,9 +60,14 @@ async fn serve(config: Config) -> std::io::Result<()> {
         }
     });
 
-    let listener = tokio::net::TcpListener::bind(config.listen_address).await.map_err(|error| {
-        std::io::Error::new(error.kind(), format!("cannot listen on {}: {error}", config.listen_address))
-    })?;
+    let listener = tokio::net::TcpListener::bind(config.listen_address)
+        .await
+        .map_err(|error| {
+            std::io::Error::new(
+                error.kind(),
+                format!("cannot listen on {}: {error}", config.listen_address),
+            )
+        })?;
     let address = listener.local_addr()?;
     tracing::info!(
         %address,
@@ -110,5 +118,7 @@ async fn shutdown_signal() {
 
 /// Wall clock, ms since the Unix epoch.
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -68,18 +68,24 @@ impl SelfMetrics {
             groups_removed: MetricFamily::default(),
         };
         for reason in RejectReason::ALL {
-            let _ = m.samples_rejected.get_or_create(&[("reason", reason.as_str())]);
+            let _ = m
+                .samples_rejected
+                .get_or_create(&[("reason", reason.as_str())]);
         }
         for family in Family::ALL {
             for reason in WithheldReason::ALL {
-                let _ = m.groups_withheld.get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
+                let _ = m
+                    .groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
             }
         }
         for reason in ["stale", "idle"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
         let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
-        build_info.get_or_create(&[("version", env!("CARGO_PKG_VERSION"))]).set(1);
+        build_info
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .set(1);
 
         let mut m = m;
         let r = &mut m.registry;
@@ -104,7 +110,11 @@ impl SelfMetrics {
             "HTTP responses sent, by handler and status code",
             m.http_requests.clone(),
         );
-        r.register("vllm_corrector_active_series", "Input series currently tracked", m.active_series.clone());
+        r.register(
+            "vllm_corrector_active_series",
+            "Input series currently tracked",
+            m.active_series.clone(),
+        );
         r.register(
             "vllm_corrector_active_groups",
             "Groups (one vLLM engine's label set) currently tracked",
@@ -159,7 +169,9 @@ impl SelfMetrics {
         for reason in RejectReason::ALL {
             let n = report.rejected[reason.index()];
             if n > 0 {
-                self.samples_rejected.get_or_create(&[("reason", reason.as_str())]).inc_by(n);
+                self.samples_rejected
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(n);
             }
         }
     }
@@ -167,7 +179,9 @@ impl SelfMetrics {
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
     pub fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
         let code = status_label(status);
-        self.http_requests.get_or_create(&[("handler", handler), ("code", code)]).inc();
+        self.http_requests
+            .get_or_create(&[("handler", handler), ("code", code)])
+            .inc();
     }
 
     /// Sets the engine gauges and mirrored counters from a snapshot taken at scrape time.
@@ -178,17 +192,29 @@ impl SelfMetrics {
         self.metadata_families.set(to_i64(metadata_families));
         for family in Family::ALL {
             for reason in WithheldReason::ALL {
-                let n: usize =
-                    stats.withheld.iter().filter(|(f, r, _)| *f == family && *r == reason).map(|(_, _, n)| *n).sum();
-                self.groups_withheld.get_or_create(&[("family", family.name()), ("reason", reason.as_str())]).set(to_i64(n));
+                let n: usize = stats
+                    .withheld
+                    .iter()
+                    .filter(|(f, r, _)| *f == family && *r == reason)
+                    .map(|(_, _, n)| *n)
+                    .sum();
+                self.groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())])
+                    .set(to_i64(n));
             }
         }
         let newest = stats.newest_sample_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
         self.newest_sample_timestamp.set(newest);
         store(&self.frames_dropped, stats.frames_dropped);
         store(&self.counter_resets, stats.counter_resets);
-        store(&self.groups_removed.get_or_create(&[("reason", "stale")]), stats.groups_removed_stale);
-        store(&self.groups_removed.get_or_create(&[("reason", "idle")]), stats.groups_removed_idle);
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "stale")]),
+            stats.groups_removed_stale,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "idle")]),
+            stats.groups_removed_idle,
+        );
     }
 
     /// Appends the self-metrics in OpenMetrics 1.0.0 text, **without** the final `# EOF` (the
@@ -254,7 +280,12 @@ pub struct SamplesIngested<'a> {
 impl InternalEvent for SamplesIngested<'_> {
     fn emit(self, metrics: &SelfMetrics) {
         let r = self.report;
-        tracing::debug!(received = r.received, applied = r.applied, rejected = r.rejected_total(), "samples ingested");
+        tracing::debug!(
+            received = r.received,
+            applied = r.applied,
+            rejected = r.rejected_total(),
+            "samples ingested"
+        );
         metrics.record_ingest(r);
     }
 }
@@ -270,7 +301,11 @@ pub struct HttpResponded {
 
 impl InternalEvent for HttpResponded {
     fn emit(self, metrics: &SelfMetrics) {
-        tracing::trace!(handler = self.handler, code = self.status.as_u16(), "http response");
+        tracing::trace!(
+            handler = self.handler,
+            code = self.status.as_u16(),
+            "http response"
+        );
         metrics.record_http(self.handler, self.status);
     }
 }
@@ -310,7 +345,9 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
         LogLevel::Debug => tracing::Level::DEBUG,
         LogLevel::Trace => tracing::Level::TRACE,
     };
-    let builder = tracing_subscriber::fmt().with_max_level(max).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(max)
+        .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Logfmt => builder.compact().with_ansi(false).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -337,11 +374,19 @@ mod tests {
     fn every_reject_reason_is_pre_registered_at_zero() {
         let t = text_of(&SelfMetrics::new());
         for reason in RejectReason::ALL {
-            let line = format!("vllm_corrector_samples_rejected_total{{reason=\"{}\"}} 0", reason.as_str());
+            let line = format!(
+                "vllm_corrector_samples_rejected_total{{reason=\"{}\"}} 0",
+                reason.as_str()
+            );
             assert!(has_line(&t, &line), "missing {line} in\n{t}");
         }
         // 4 families x 4 reasons, all at 0.
-        assert_eq!(t.lines().filter(|l| l.starts_with("vllm_corrector_groups_withheld{")).count(), 16);
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
+                .count(),
+            16
+        );
     }
 
     #[test]
@@ -357,10 +402,28 @@ mod tests {
         SamplesIngested { report: &b }.emit(&m);
         let t = text_of(&m);
         // received 7 + 4 = 11, applied 5 + 1 = 6.
-        assert!(has_line(&t, "vllm_corrector_samples_received_total 11"), "{t}");
-        assert!(has_line(&t, "vllm_corrector_samples_applied_total 6"), "{t}");
-        assert!(has_line(&t, "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"} 2"), "{t}");
-        assert!(has_line(&t, "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"), "{t}");
+        assert!(
+            has_line(&t, "vllm_corrector_samples_received_total 11"),
+            "{t}"
+        );
+        assert!(
+            has_line(&t, "vllm_corrector_samples_applied_total 6"),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"
+            ),
+            "{t}"
+        );
     }
 
     #[test]
@@ -371,7 +434,11 @@ mod tests {
             groups: 2,
             withheld: vec![
                 (Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1),
-                (Family::IterationTokensLocalCompute, WithheldReason::MissingInput, 2),
+                (
+                    Family::IterationTokensLocalCompute,
+                    WithheldReason::MissingInput,
+                    2,
+                ),
             ],
             frames_dropped: 3,
             groups_removed_stale: 4,
@@ -406,23 +473,52 @@ mod tests {
     #[test]
     fn http_responses_are_counted_by_handler_and_code() {
         let m = SelfMetrics::new();
-        for status in [axum::http::StatusCode::NO_CONTENT, axum::http::StatusCode::NO_CONTENT, axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE] {
-            HttpResponded { handler: "/api/v1/write", status }.emit(&m);
+        for status in [
+            axum::http::StatusCode::NO_CONTENT,
+            axum::http::StatusCode::NO_CONTENT,
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ] {
+            HttpResponded {
+                handler: "/api/v1/write",
+                status,
+            }
+            .emit(&m);
         }
         let t = text_of(&m);
-        assert!(has_line(&t, "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2"), "{t}");
-        assert!(has_line(&t, "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"415\"} 1"), "{t}");
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"415\"} 1"
+            ),
+            "{t}"
+        );
     }
 
     #[test]
     fn text_format_has_no_openmetrics_markers_and_openmetrics_has_no_eof_yet() {
         let m = SelfMetrics::new();
         let t = text_of(&m);
-        assert!(!t.contains("# EOF") && !t.contains("# UNIT") && !t.contains(" info\n"), "{t}");
-        assert!(has_line(&t, "# TYPE vllm_corrector_samples_received_total counter"), "{t}");
+        assert!(
+            !t.contains("# EOF") && !t.contains("# UNIT") && !t.contains(" info\n"),
+            "{t}"
+        );
+        assert!(
+            has_line(&t, "# TYPE vllm_corrector_samples_received_total counter"),
+            "{t}"
+        );
         let mut om = String::new();
         m.encode_openmetrics(&mut om).unwrap();
         assert!(!om.contains("# EOF"), "{om}");
-        assert!(has_line(&om, "# TYPE vllm_corrector_samples_received counter"), "{om}");
+        assert!(
+            has_line(&om, "# TYPE vllm_corrector_samples_received counter"),
+            "{om}"
+        );
     }
 }

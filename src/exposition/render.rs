@@ -72,10 +72,22 @@ pub fn write_header(out: &mut String, family: Family, format: Format) {
 /// the order given. A [`DerivedValue::Histogram`] under a sum/count family shows only its sum and
 /// count; a [`DerivedValue::SumCount`] under a histogram family is skipped (a histogram needs its
 /// `+Inf` bucket), which the engine never produces.
-pub fn write_group(out: &mut String, family: Family, labels: &[(String, String)], value: &DerivedValue) {
+pub fn write_group(
+    out: &mut String,
+    family: Family,
+    labels: &[(String, String)],
+    value: &DerivedValue,
+) {
     let name = family.name();
     let (sum, count) = match (family.kind(), value) {
-        (FamilyKind::Histogram, DerivedValue::Histogram { buckets, sum, count }) => {
+        (
+            FamilyKind::Histogram,
+            DerivedValue::Histogram {
+                buckets,
+                sum,
+                count,
+            },
+        ) => {
             for &(le, cumulative) in buckets {
                 out.push_str(name);
                 out.push_str("_bucket");
@@ -186,7 +198,10 @@ pub fn format_le(v: f64) -> String {
     let repr = python_repr(v);
     match repr.find('.') {
         Some(dot) if v > 0.0 && dot > 6 => {
-            let digits: String = repr[1..dot].chars().chain(repr[dot + 1..].chars()).collect();
+            let digits: String = repr[1..dot]
+                .chars()
+                .chain(repr[dot + 1..].chars())
+                .collect();
             let mantissa = format!("{}.{}", &repr[..1], digits);
             let mantissa = mantissa.trim_end_matches(['0', '.']);
             format!("{mantissa}e+0{}", dot - 1)
@@ -233,19 +248,34 @@ pub(crate) mod promtool {
             .spawn();
         let mut child = match child {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::env::var_os("CI").is_none() => {
-                eprintln!("SKIPPED: promtool not found ({e}); install it (apt-get install prometheus) to run this check");
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound && std::env::var_os("CI").is_none() =>
+            {
+                eprintln!(
+                    "SKIPPED: promtool not found ({e}); install it (apt-get install prometheus) to run this check"
+                );
                 return false;
             }
             Err(e) => panic!("promtool is required in CI (apt-get install prometheus): {e}"),
         };
-        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write to promtool");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write to promtool");
         let output = child.wait_with_output().expect("promtool runs");
-        let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
         let unexpected: Vec<&str> = report
             .lines()
             .filter(|line| !line.trim().is_empty())
-            .filter(|line| format != Format::OpenMetrics || !is_openmetrics_counter_artifact(line, text))
+            .filter(|line| {
+                format != Format::OpenMetrics || !is_openmetrics_counter_artifact(line, text)
+            })
             .collect();
         assert!(
             unexpected.is_empty() && (output.status.success() || format == Format::OpenMetrics),
@@ -256,9 +286,14 @@ pub(crate) mod promtool {
     }
 
     fn is_openmetrics_counter_artifact(line: &str, text: &str) -> bool {
-        let Some(name) = line.strip_suffix(" no help text") else { return false };
-        let Some(family) = name.strip_suffix("_total") else { return false };
-        text.lines().any(|l| l == format!("# TYPE {family} counter"))
+        let Some(name) = line.strip_suffix(" no help text") else {
+            return false;
+        };
+        let Some(family) = name.strip_suffix("_total") else {
+            return false;
+        };
+        text.lines()
+            .any(|l| l == format!("# TYPE {family} counter"))
     }
 }
 
@@ -267,12 +302,21 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
     }
 
     fn tpot_value() -> DerivedValue {
         DerivedValue::Histogram {
-            buckets: vec![(0.01, 0.0), (0.025, 2.0), (1.0, 3.5), (20.0, 4.0), (f64::INFINITY, 4.0)],
+            buckets: vec![
+                (0.01, 0.0),
+                (0.025, 2.0),
+                (1.0, 3.5),
+                (20.0, 4.0),
+                (f64::INFINITY, 4.0),
+            ],
             sum: 0.125,
             count: 4.0,
         }
@@ -327,7 +371,12 @@ mod tests {
     fn histogram_renders_every_bucket_then_sum_and_count() {
         let mut out = String::new();
         write_header(&mut out, Family::CanonicalTpot, Format::Text);
-        write_group(&mut out, Family::CanonicalTpot, &labels(&[("engine", "0"), ("model_name", "m")]), &tpot_value());
+        write_group(
+            &mut out,
+            Family::CanonicalTpot,
+            &labels(&[("engine", "0"), ("model_name", "m")]),
+            &tpot_value(),
+        );
         let n = "vllm_corrected_request_time_per_output_token_seconds";
         let want = format!(
             "# HELP {n} {help}\n\
@@ -353,7 +402,10 @@ mod tests {
             &mut out,
             Family::TokenWeightedItl,
             &labels(&[("engine", "1")]),
-            &DerivedValue::SumCount { sum: 12.5, count: 250.0 },
+            &DerivedValue::SumCount {
+                sum: 12.5,
+                count: 250.0,
+            },
         );
         let n = "vllm_corrected_token_weighted_itl_seconds";
         let help = Family::TokenWeightedItl.help();
@@ -368,7 +420,10 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let mut out = String::new();
-        let value = DerivedValue::SumCount { sum: 1.0, count: 2.0 };
+        let value = DerivedValue::SumCount {
+            sum: 1.0,
+            count: 2.0,
+        };
         write_header(&mut out, Family::IterationTokensLocalCompute, Format::Text);
         write_group(
             &mut out,
@@ -378,20 +433,33 @@ mod tests {
         );
         let n = "vllm_corrected_iteration_tokens_local_compute";
         // Backslash, quote and newline each become a two-character escape.
-        assert!(out.contains(&format!("{n}_sum{{model_name=\"a\\\\b \\\"q\\\"\\nz\"}} 1\n")), "{out}");
+        assert!(
+            out.contains(&format!(
+                "{n}_sum{{model_name=\"a\\\\b \\\"q\\\"\\nz\"}} 1\n"
+            )),
+            "{out}"
+        );
         promtool::check(&out, Format::Text);
     }
 
     #[test]
     fn group_without_labels_has_no_braces_except_for_le() {
         let mut out = String::new();
-        write_group(&mut out, Family::AcceptanceCorrectedItl, &[], &DerivedValue::Histogram {
-            buckets: vec![(f64::INFINITY, 3.0)],
-            sum: 0.5,
-            count: 3.0,
-        });
+        write_group(
+            &mut out,
+            Family::AcceptanceCorrectedItl,
+            &[],
+            &DerivedValue::Histogram {
+                buckets: vec![(f64::INFINITY, 3.0)],
+                sum: 0.5,
+                count: 3.0,
+            },
+        );
         let n = "vllm_corrected_acceptance_corrected_itl_seconds";
-        assert_eq!(out, format!("{n}_bucket{{le=\"+Inf\"}} 3\n{n}_sum 0.5\n{n}_count 3\n"));
+        assert_eq!(
+            out,
+            format!("{n}_bucket{{le=\"+Inf\"}} 3\n{n}_sum 0.5\n{n}_count 3\n")
+        );
     }
 
     #[test]
@@ -410,13 +478,19 @@ mod tests {
     fn all_four_families_together_pass_promtool_in_both_formats() {
         for format in [Format::Text, Format::OpenMetrics] {
             let mut out = String::new();
-            let groups = [labels(&[("engine", "0"), ("model_name", "m")]), labels(&[("engine", "1"), ("model_name", "m")])];
+            let groups = [
+                labels(&[("engine", "0"), ("model_name", "m")]),
+                labels(&[("engine", "1"), ("model_name", "m")]),
+            ];
             for family in Family::ALL {
                 write_header(&mut out, family, format);
                 for g in &groups {
                     let value = match family.kind() {
                         FamilyKind::Histogram => tpot_value(),
-                        FamilyKind::SumCount => DerivedValue::SumCount { sum: 3.25, count: 7.0 },
+                        FamilyKind::SumCount => DerivedValue::SumCount {
+                            sum: 3.25,
+                            count: 7.0,
+                        },
                     };
                     write_group(&mut out, family, g, &value);
                 }

@@ -41,7 +41,9 @@ pub enum HttpError {
     Protocol(#[from] ProtocolError),
     /// Some series had invalid labels. Their samples were rejected; the valid series were applied.
     /// 400 (remote-write notes, checklist item 1).
-    #[error("{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}")]
+    #[error(
+        "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
+    )]
     InvalidSeries {
         /// Invalid series in the request.
         invalid: usize,
@@ -56,7 +58,9 @@ pub enum HttpError {
     },
     /// No request slot became free in time (`limits.max_concurrent_requests`). 503: transient,
     /// the sender retries with backoff.
-    #[error("too many concurrent remote-write requests (limits.max_concurrent_requests); retry later")]
+    #[error(
+        "too many concurrent remote-write requests (limits.max_concurrent_requests); retry later"
+    )]
     Overloaded,
     /// A bug: processing panicked. 500.
     #[error("internal error: {0}")]
@@ -70,7 +74,8 @@ impl HttpError {
             HttpError::UnsupportedEncoding(_)
             | HttpError::RemoteWrite2Unsupported
             | HttpError::UnsupportedContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            HttpError::BodyTooLarge { .. } | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+            HttpError::BodyTooLarge { .. }
+            | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             HttpError::BodyRead(_)
@@ -91,7 +96,12 @@ impl IntoResponse for HttpError {
         } else {
             tracing::warn!(code = status.as_u16(), error = %self, "remote write rejected");
         }
-        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{self}\n")).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response()
     }
 }
 
@@ -101,9 +111,21 @@ mod tests {
 
     #[test]
     fn each_protocol_error_has_its_status() {
-        let too_large = ProtocolError::DecodedTooLarge { declared: 10, cap: 5 };
-        assert_eq!(HttpError::from(too_large).status(), StatusCode::PAYLOAD_TOO_LARGE);
-        assert_eq!(HttpError::from(ProtocolError::Snappy("x".into())).status(), StatusCode::BAD_REQUEST);
-        assert_eq!(HttpError::from(ProtocolError::Protobuf("x".into())).status(), StatusCode::BAD_REQUEST);
+        let too_large = ProtocolError::DecodedTooLarge {
+            declared: 10,
+            cap: 5,
+        };
+        assert_eq!(
+            HttpError::from(too_large).status(),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            HttpError::from(ProtocolError::Snappy("x".into())).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            HttpError::from(ProtocolError::Protobuf("x".into())).status(),
+            StatusCode::BAD_REQUEST
+        );
     }
 }

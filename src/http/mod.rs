@@ -97,7 +97,10 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::handle))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
-        .layer(middleware::from_fn_with_state(state.clone(), count_response))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_response,
+        ))
         .with_state(state)
 }
 
@@ -115,7 +118,11 @@ fn handler_label(path: &str) -> &'static str {
 async fn count_response(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let handler = handler_label(request.uri().path());
     let response = next.run(request).await;
-    HttpResponded { handler, status: response.status() }.emit(&state.metrics);
+    HttpResponded {
+        handler,
+        status: response.status(),
+    }
+    .emit(&state.metrics);
     response
 }
 
@@ -127,6 +134,9 @@ async fn ready(State(state): State<AppState>) -> (StatusCode, &'static str) {
     if state.ready.load(Ordering::Acquire) {
         (StatusCode::OK, "vllm-corrector is ready.\n")
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "vllm-corrector is not ready.\n")
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "vllm-corrector is not ready.\n",
+        )
     }
 }

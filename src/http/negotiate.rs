@@ -32,14 +32,18 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(WriteProtocol::V1);
     };
-    let text = value.to_str().map_err(|_| HttpError::UnsupportedContentType("<non-ASCII>".to_owned()))?;
+    let text = value
+        .to_str()
+        .map_err(|_| HttpError::UnsupportedContentType("<non-ASCII>".to_owned()))?;
     let mut parts = text.split(';');
     let media_type = parts.next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/x-protobuf") {
         return Err(HttpError::UnsupportedContentType(text.to_owned()));
     }
     for param in parts {
-        let Some((name, value)) = param.split_once('=') else { continue };
+        let Some((name, value)) = param.split_once('=') else {
+            continue;
+        };
         if !name.trim().eq_ignore_ascii_case("proto") {
             continue;
         }
@@ -58,7 +62,9 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
 /// `application/openmetrics-text;version=1.0.0,…,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` and so
 /// gets OpenMetrics.
 pub fn metrics_format(accept: Option<&HeaderValue>) -> Format {
-    let Some(text) = accept.and_then(|v| v.to_str().ok()) else { return Format::Text };
+    let Some(text) = accept.and_then(|v| v.to_str().ok()) else {
+        return Format::Text;
+    };
     let mut openmetrics_q: f32 = 0.0;
     let mut text_q: f32 = 0.0;
     for entry in text.split(',') {
@@ -75,7 +81,11 @@ pub fn metrics_format(accept: Option<&HeaderValue>) -> Format {
             _ => {}
         }
     }
-    if openmetrics_q > 0.0 && openmetrics_q >= text_q { Format::OpenMetrics } else { Format::Text }
+    if openmetrics_q > 0.0 && openmetrics_q >= text_q {
+        Format::OpenMetrics
+    } else {
+        Format::Text
+    }
 }
 
 #[cfg(test)]
@@ -102,18 +112,41 @@ mod tests {
             if let Some(ct) = ct {
                 pairs.push((header::CONTENT_TYPE, ct));
             }
-            assert_eq!(write_protocol(&headers(&pairs)).unwrap(), WriteProtocol::V1, "{ct:?}");
+            assert_eq!(
+                write_protocol(&headers(&pairs)).unwrap(),
+                WriteProtocol::V1,
+                "{ct:?}"
+            );
         }
-        assert_eq!(write_protocol(&HeaderMap::new()).unwrap(), WriteProtocol::V1);
+        assert_eq!(
+            write_protocol(&HeaderMap::new()).unwrap(),
+            WriteProtocol::V1
+        );
     }
 
     #[test]
     fn rw2_unknown_proto_and_other_types_are_refused() {
-        let rw2 = headers(&[(header::CONTENT_TYPE, "application/x-protobuf;proto=io.prometheus.write.v2.Request")]);
-        assert!(matches!(write_protocol(&rw2), Err(HttpError::RemoteWrite2Unsupported)));
-        for ct in ["application/x-protobuf;proto=foo.Bar", "application/json", "text/plain"] {
+        let rw2 = headers(&[(
+            header::CONTENT_TYPE,
+            "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+        )]);
+        assert!(matches!(
+            write_protocol(&rw2),
+            Err(HttpError::RemoteWrite2Unsupported)
+        ));
+        for ct in [
+            "application/x-protobuf;proto=foo.Bar",
+            "application/json",
+            "text/plain",
+        ] {
             let h = headers(&[(header::CONTENT_TYPE, ct)]);
-            assert!(matches!(write_protocol(&h), Err(HttpError::UnsupportedContentType(_))), "{ct}");
+            assert!(
+                matches!(
+                    write_protocol(&h),
+                    Err(HttpError::UnsupportedContentType(_))
+                ),
+                "{ct}"
+            );
         }
     }
 
@@ -121,7 +154,10 @@ mod tests {
     fn only_snappy_encoding_is_accepted() {
         for ce in ["gzip", "snappy, gzip", "identity", "zstd"] {
             let h = headers(&[(header::CONTENT_ENCODING, ce)]);
-            assert!(matches!(write_protocol(&h), Err(HttpError::UnsupportedEncoding(_))), "{ce}");
+            assert!(
+                matches!(write_protocol(&h), Err(HttpError::UnsupportedEncoding(_))),
+                "{ce}"
+            );
         }
         assert!(write_protocol(&headers(&[(header::CONTENT_ENCODING, "SNAPPY")])).is_ok());
     }
@@ -134,10 +170,15 @@ mod tests {
             (Some("text/plain;version=0.0.4"), Format::Text),
             (Some("application/openmetrics-text"), Format::OpenMetrics),
             (
-                Some("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+                Some(
+                    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+                ),
                 Format::OpenMetrics,
             ),
-            (Some("text/plain;q=0.9,application/openmetrics-text;q=0.5"), Format::Text),
+            (
+                Some("text/plain;q=0.9,application/openmetrics-text;q=0.5"),
+                Format::Text,
+            ),
             (Some("application/openmetrics-text;q=0"), Format::Text),
         ];
         for (accept, want) in cases {

@@ -82,7 +82,9 @@ fn write_request(series: &[Vec<u8>], metadata: &[Vec<u8>]) -> Vec<u8> {
 }
 
 fn snappy(raw: &[u8]) -> Vec<u8> {
-    snap::raw::Encoder::new().compress_vec(raw).expect("snappy compresses")
+    snap::raw::Encoder::new()
+        .compress_vec(raw)
+        .expect("snappy compresses")
 }
 
 // ---- requests ----
@@ -105,19 +107,37 @@ fn post(body: Vec<u8>, content_type: Option<&str>, encoding: Option<&str>) -> Re
     if let Some(ce) = encoding {
         builder = builder.header(header::CONTENT_ENCODING, ce);
     }
-    builder.header("X-Prometheus-Remote-Write-Version", "0.1.0").body(Body::from(body)).unwrap()
+    builder
+        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+        .body(Body::from(body))
+        .unwrap()
 }
 
 fn rw1(body: Vec<u8>) -> Request<Body> {
     post(body, Some("application/x-protobuf"), Some("snappy"))
 }
 
-async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, axum::http::HeaderMap, String) {
-    let response = app(state.clone()).oneshot(request).await.expect("router answers");
+async fn send(
+    state: &AppState,
+    request: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, String) {
+    let response = app(state.clone())
+        .oneshot(request)
+        .await
+        .expect("router answers");
     let status = response.status();
     let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.expect("body").to_bytes();
-    (status, headers, String::from_utf8(bytes.to_vec()).expect("utf-8 body"))
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        headers,
+        String::from_utf8(bytes.to_vec()).expect("utf-8 body"),
+    )
 }
 
 async fn scrape(state: &AppState, accept: Option<&str>) -> (String, String) {
@@ -127,7 +147,12 @@ async fn scrape(state: &AppState, accept: Option<&str>) -> (String, String) {
     }
     let (status, headers, body) = send(state, builder.body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let content_type = headers.get(header::CONTENT_TYPE).unwrap().to_str().unwrap().to_owned();
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
     (content_type, body)
 }
 
@@ -143,7 +168,11 @@ fn has_line(text: &str, line: &str) -> bool {
 
 fn tokens_series(engine: &str, samples: &[(f64, i64)]) -> Vec<u8> {
     series(
-        &[("__name__", "vllm:generation_tokens_total"), ("engine", engine), ("model_name", "m")],
+        &[
+            ("__name__", "vllm:generation_tokens_total"),
+            ("engine", engine),
+            ("model_name", "m"),
+        ],
         samples,
     )
 }
@@ -157,10 +186,16 @@ async fn valid_rw1_is_204_without_written_headers() {
     let (status, headers, text) = send(&state, rw1(body)).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
     for name in headers.keys() {
-        assert!(!name.as_str().starts_with("x-prometheus-remote-write-"), "v1 response carries {name}");
+        assert!(
+            !name.as_str().starts_with("x-prometheus-remote-write-"),
+            "v1 response carries {name}"
+        );
     }
     // One sample sent, so one received.
-    assert!(has_line(&self_metrics_text(&state), "vllm_corrector_samples_received_total 1"));
+    assert!(has_line(
+        &self_metrics_text(&state),
+        "vllm_corrector_samples_received_total 1"
+    ));
 }
 
 #[tokio::test]
@@ -175,7 +210,11 @@ async fn absent_content_type_and_encoding_are_read_as_rw1() {
 async fn proto_write_request_parameter_is_rw1() {
     let state = state();
     let body = snappy(&write_request(&[tokens_series("0", &[(10.0, TS)])], &[]));
-    let request = post(body, Some("application/x-protobuf;proto=prometheus.WriteRequest"), Some("snappy"));
+    let request = post(
+        body,
+        Some("application/x-protobuf;proto=prometheus.WriteRequest"),
+        Some("snappy"),
+    );
     let (status, _, text) = send(&state, request).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
 }
@@ -184,8 +223,16 @@ async fn proto_write_request_parameter_is_rw1() {
 async fn metadata_only_request_is_204_and_kept() {
     let state = state();
     let meta = [
-        metadata(1, "vllm:generation_tokens", "Number of generation tokens processed."),
-        metadata(3, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds."),
+        metadata(
+            1,
+            "vllm:generation_tokens",
+            "Number of generation tokens processed.",
+        ),
+        metadata(
+            3,
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+        ),
     ];
     let (status, _, text) = send(&state, rw1(snappy(&write_request(&[], &meta)))).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
@@ -218,24 +265,46 @@ async fn truncated_protobuf_is_400() {
 async fn invalid_series_is_400_naming_it_and_the_valid_series_is_applied() {
     let state = state();
     let bad = series(
-        &[("__name__", "vllm:generation_tokens_total"), ("model_name", "a"), ("model_name", "b")],
+        &[
+            ("__name__", "vllm:generation_tokens_total"),
+            ("model_name", "a"),
+            ("model_name", "b"),
+        ],
         &[(1.0, TS), (2.0, TS + 15_000), (3.0, TS + 30_000)],
     );
     let good = tokens_series("0", &[(10.0, TS), (20.0, TS + 15_000)]);
     let (status, _, text) = send(&state, rw1(snappy(&write_request(&[good, bad], &[])))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
-    assert!(text.contains("series #1") && text.contains("model_name=\"a\""), "{text}");
+    assert!(
+        text.contains("series #1") && text.contains("model_name=\"a\""),
+        "{text}"
+    );
     let m = self_metrics_text(&state);
     // Bad series: 3 samples rejected for the duplicate name. Good series: 2 new in-order samples
     // of a rule input, both applied. Received 3 + 2 = 5.
-    assert!(has_line(&m, "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"), "{m}");
-    assert!(has_line(&m, "vllm_corrector_samples_applied_total 2"), "{m}");
-    assert!(has_line(&m, "vllm_corrector_samples_received_total 5"), "{m}");
+    assert!(
+        has_line(
+            &m,
+            "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"
+        ),
+        "{m}"
+    );
+    assert!(
+        has_line(&m, "vllm_corrector_samples_applied_total 2"),
+        "{m}"
+    );
+    assert!(
+        has_line(&m, "vllm_corrector_samples_received_total 5"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
 async fn oversized_body_is_413() {
-    let limits = Limits { max_body_bytes: 64, ..Limits::default() };
+    let limits = Limits {
+        max_body_bytes: 64,
+        ..Limits::default()
+    };
     let state = state_with(limits);
     let (status, _, text) = send(&state, rw1(vec![0u8; 65])).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
@@ -243,12 +312,21 @@ async fn oversized_body_is_413() {
     let (status, _, _) = send(&state, rw1(vec![0xffu8; 64])).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let m = self_metrics_text(&state);
-    assert!(has_line(&m, "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"413\"} 1"), "{m}");
+    assert!(
+        has_line(
+            &m,
+            "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"413\"} 1"
+        ),
+        "{m}"
+    );
 }
 
 #[tokio::test]
 async fn declared_decoded_length_over_the_cap_is_413() {
-    let limits = Limits { max_decoded_bytes: 1024, ..Limits::default() };
+    let limits = Limits {
+        max_decoded_bytes: 1024,
+        ..Limits::default()
+    };
     let state = state_with(limits);
     // A snappy block starts with the decoded length as a varint: declare 2.5 GB in 5 bytes,
     // followed by a few junk bytes that must never be read.
@@ -263,16 +341,27 @@ async fn declared_decoded_length_over_the_cap_is_413() {
 async fn rw2_content_type_is_415_and_says_so() {
     let state = state();
     let body = snappy(&write_request(&[tokens_series("0", &[(10.0, TS)])], &[]));
-    let request = post(body, Some("application/x-protobuf;proto=io.prometheus.write.v2.Request"), Some("snappy"));
+    let request = post(
+        body,
+        Some("application/x-protobuf;proto=io.prometheus.write.v2.Request"),
+        Some("snappy"),
+    );
     let (status, _, text) = send(&state, request).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert!(text.contains("remote write 2.0") && text.contains("not supported"), "{text}");
+    assert!(
+        text.contains("remote write 2.0") && text.contains("not supported"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
 async fn gzip_encoding_is_415() {
     let state = state();
-    let request = post(vec![0x1f, 0x8b, 8, 0], Some("application/x-protobuf"), Some("gzip"));
+    let request = post(
+        vec![0x1f, 0x8b, 8, 0],
+        Some("application/x-protobuf"),
+        Some("gzip"),
+    );
     let (status, _, text) = send(&state, request).await;
     assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
 }
@@ -295,9 +384,16 @@ async fn empty_body_is_400() {
 
 #[tokio::test]
 async fn no_free_slot_within_the_wait_is_503() {
-    let limits = Limits { max_concurrent_requests: 1, ..Limits::default() };
+    let limits = Limits {
+        max_concurrent_requests: 1,
+        ..Limits::default()
+    };
     let state = state_with(limits).with_permit_wait(Duration::from_millis(20));
-    let _held = state.permits.clone().try_acquire_owned().expect("the only slot");
+    let _held = state
+        .permits
+        .clone()
+        .try_acquire_owned()
+        .expect("the only slot");
     let (status, _, text) = send(&state, rw1(vec![1, 2, 3])).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
 }
@@ -312,17 +408,29 @@ async fn metrics_negotiates_openmetrics_and_text() {
 
     let prometheus_accept = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
     let (ct, om) = scrape(&state, Some(prometheus_accept)).await;
-    assert_eq!(ct, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+    assert_eq!(
+        ct,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     assert!(om.ends_with("# EOF\n"), "{om}");
     assert_eq!(om.matches("# EOF").count(), 1);
-    assert!(has_line(&om, "# TYPE vllm_corrector_samples_received counter"), "{om}");
+    assert!(
+        has_line(&om, "# TYPE vllm_corrector_samples_received counter"),
+        "{om}"
+    );
     promtool::check(&om, Format::OpenMetrics);
 
     for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
         let (ct, text) = scrape(&state, accept).await;
         assert_eq!(ct, "text/plain; version=0.0.4; charset=utf-8", "{accept:?}");
         assert!(!text.contains("# EOF"), "{text}");
-        assert!(has_line(&text, "# TYPE vllm_corrector_samples_received_total counter"), "{text}");
+        assert!(
+            has_line(
+                &text,
+                "# TYPE vllm_corrector_samples_received_total counter"
+            ),
+            "{text}"
+        );
         promtool::check(&text, Format::Text);
     }
 }
@@ -332,11 +440,26 @@ async fn healthy_always_and_ready_once_serving() {
     let state = state();
     let get = |path: &str| Request::get(path).body(Body::empty()).unwrap();
     assert_eq!(send(&state, get("/-/healthy")).await.0, StatusCode::OK);
-    assert_eq!(send(&state, get("/-/ready")).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        send(&state, get("/-/ready")).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
     state.set_ready(true);
     assert_eq!(send(&state, get("/-/ready")).await.0, StatusCode::OK);
     assert_eq!(send(&state, get("/nope")).await.0, StatusCode::NOT_FOUND);
     let m = self_metrics_text(&state);
-    assert!(has_line(&m, "vllm_corrector_http_requests_total{handler=\"/-/ready\",code=\"503\"} 1"), "{m}");
-    assert!(has_line(&m, "vllm_corrector_http_requests_total{handler=\"other\",code=\"404\"} 1"), "{m}");
+    assert!(
+        has_line(
+            &m,
+            "vllm_corrector_http_requests_total{handler=\"/-/ready\",code=\"503\"} 1"
+        ),
+        "{m}"
+    );
+    assert!(
+        has_line(
+            &m,
+            "vllm_corrector_http_requests_total{handler=\"other\",code=\"404\"} 1"
+        ),
+        "{m}"
+    );
 }

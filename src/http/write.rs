@@ -35,19 +35,26 @@ thread_local! {
 ///
 /// # Errors
 /// Any [`HttpError`], answered with its status and a one-line reason.
-pub async fn handle(State(state): State<AppState>, request: Request) -> Result<StatusCode, HttpError> {
+pub async fn handle(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<StatusCode, HttpError> {
     let negotiate::WriteProtocol::V1 = negotiate::write_protocol(request.headers())?;
     let permit = tokio::time::timeout(state.permit_wait, state.permits.clone().acquire_owned())
         .await
         .map_err(|_| HttpError::Overloaded)?
         .map_err(|_| HttpError::Overloaded)?;
-    let body = Bytes::from_request(request, &()).await.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            HttpError::BodyTooLarge { limit: state.limits.max_body_bytes }
-        } else {
-            HttpError::BodyRead(rejection.body_text())
-        }
-    })?;
+    let body = Bytes::from_request(request, &())
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                HttpError::BodyTooLarge {
+                    limit: state.limits.max_body_bytes,
+                }
+            } else {
+                HttpError::BodyRead(rejection.body_text())
+            }
+        })?;
     if body.is_empty() {
         return Err(HttpError::EmptyBody);
     }
@@ -66,7 +73,9 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Result<S
     drop(permit);
     match outcome {
         Ok(result) => result.map(|()| StatusCode::NO_CONTENT),
-        Err(join_error) => Err(HttpError::Internal(format!("request processing panicked: {join_error}"))),
+        Err(join_error) => Err(HttpError::Internal(format!(
+            "request processing panicked: {join_error}"
+        ))),
     }
 }
 
@@ -91,7 +100,8 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
                 let samples = series.samples.len() as u64 + u64::from(series.histograms);
                 report.reject(RejectReason::Label(error), samples);
                 invalid += 1;
-                first_invalid.get_or_insert_with(|| (position, quote_labels(&series.labels), error));
+                first_invalid
+                    .get_or_insert_with(|| (position, quote_labels(&series.labels), error));
                 false
             }
         }
@@ -116,13 +126,21 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
 
     match first_invalid {
         None => Ok(()),
-        Some((index, labels, reason)) => Err(HttpError::InvalidSeries { invalid, total, index, labels, reason }),
+        Some((index, labels, reason)) => Err(HttpError::InvalidSeries {
+            invalid,
+            total,
+            index,
+            labels,
+            reason,
+        }),
     }
 }
 
 /// Receive wall clock, ms since the Unix epoch (for the idle timeout only).
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
@@ -153,12 +171,27 @@ mod tests {
 
     #[test]
     fn quoted_labels_are_escaped_and_bounded() {
-        let labels = [Label { name: "__name__", value: "x" }, Label { name: "a", value: "q\"\n" }];
+        let labels = [
+            Label {
+                name: "__name__",
+                value: "x",
+            },
+            Label {
+                name: "a",
+                value: "q\"\n",
+            },
+        ];
         assert_eq!(quote_labels(&labels), "{__name__=\"x\", a=\"q\\\"\\n\"}");
         let long = "v".repeat(2000);
-        let quoted = quote_labels(&[Label { name: "a", value: &long }]);
+        let quoted = quote_labels(&[Label {
+            name: "a",
+            value: &long,
+        }]);
         // The first 512 bytes (the opening brace included), then "…" (3 bytes) and "}".
         assert_eq!(quoted.len(), MAX_QUOTED_LABELS + 3 + 1);
-        assert!(quoted.starts_with("{a=\"vvv") && quoted.ends_with("vv…}"), "{quoted}");
+        assert!(
+            quoted.starts_with("{a=\"vvv") && quoted.ends_with("vv…}"),
+            "{quoted}"
+        );
     }
 }
