@@ -463,3 +463,66 @@ async fn healthy_always_and_ready_once_serving() {
         "{m}"
     );
 }
+
+#[tokio::test]
+async fn corrected_families_reach_metrics_in_both_formats() {
+    let state = state();
+    let g = [("engine", "0"), ("model_name", "m\"1")];
+    let one = |name: &str, extra: &[(&str, &str)], value: f64| {
+        let mut labels = vec![("__name__", name)];
+        labels.extend_from_slice(&g);
+        labels.extend_from_slice(extra);
+        series(&labels, &[(value, TS)])
+    };
+    let tpot = "vllm:request_time_per_output_token_seconds";
+    let gen_hist = "vllm:request_generation_tokens";
+    let body = write_request(
+        &[
+            // Request TPOT: 6 requests, 2 of them with n <= 1 (TPOT 0, so in every bucket).
+            one(&format!("{tpot}_bucket"), &[("le", "0.01")], 3.0),
+            one(&format!("{tpot}_bucket"), &[("le", "0.1")], 5.0),
+            one(&format!("{tpot}_bucket"), &[("le", "+Inf")], 6.0),
+            one(&format!("{tpot}_sum"), &[], 0.9),
+            one(&format!("{tpot}_count"), &[], 6.0),
+            one(&format!("{gen_hist}_bucket"), &[("le", "1.0")], 2.0),
+            one(&format!("{gen_hist}_bucket"), &[("le", "+Inf")], 6.0),
+            one(&format!("{gen_hist}_sum"), &[], 300.0),
+            one(&format!("{gen_hist}_count"), &[], 6.0),
+            // Token-weighted ITL inputs.
+            one("vllm:inter_token_latency_seconds_sum", &[], 2.5),
+            one("vllm:generation_tokens_total", &[], 100.0),
+            one("vllm:time_to_first_token_seconds_count", &[], 4.0),
+        ],
+        &[],
+    );
+    let (status, _, text) = send(&state, rw1(snappy(&body))).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+
+    let labels = "engine=\"0\",model_name=\"m\\\"1\"";
+    let tpot_out = "vllm_corrected_request_time_per_output_token_seconds";
+    let itl_out = "vllm_corrected_token_weighted_itl_seconds";
+    // Canonical TPOT: every bucket and the count minus the 2 requests of le="1.0": 3-2, 5-2,
+    // 6-2; count 6-2 = 4; the sum is unchanged (n <= 1 requests add 0). Token-weighted ITL:
+    // sum 2.5 s, count 100 generated - 4 first tokens = 96.
+    let expected = [
+        format!("# TYPE {tpot_out} histogram"),
+        format!("{tpot_out}_bucket{{{labels},le=\"0.01\"}} 1"),
+        format!("{tpot_out}_bucket{{{labels},le=\"0.1\"}} 3"),
+        format!("{tpot_out}_bucket{{{labels},le=\"+Inf\"}} 4"),
+        format!("{tpot_out}_sum{{{labels}}} 0.9"),
+        format!("{tpot_out}_count{{{labels}}} 4"),
+        format!("# TYPE {itl_out} summary"),
+        format!("{itl_out}_sum{{{labels}}} 2.5"),
+        format!("{itl_out}_count{{{labels}}} 96"),
+    ];
+    for (accept, format) in [
+        (None, Format::Text),
+        (Some("application/openmetrics-text"), Format::OpenMetrics),
+    ] {
+        let (_, out) = scrape(&state, accept).await;
+        for line in &expected {
+            assert!(has_line(&out, line), "missing {line} in\n{out}");
+        }
+        promtool::check(&out, format);
+    }
+}
