@@ -345,14 +345,27 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
         LogLevel::Debug => tracing::Level::DEBUG,
         LogLevel::Trace => tracing::Level::TRACE,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(max)
-        .with_writer(std::io::stderr);
     let result = match format {
-        LogFormat::Logfmt => builder.compact().with_ansi(false).try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
+        LogFormat::Logfmt => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            let layer = tracing_logfmt::builder().with_span_name(false).with_span_path(false).layer().with_writer(std::io::stderr);
+            tracing_subscriber::registry()
+                .with(tracing_subscriber::filter::LevelFilter::from_level(max))
+                .with(layer)
+                .try_init()
+                .map_err(|e| LoggingError(e.to_string()))
+        }
+        LogFormat::Json => tracing_subscriber::fmt()
+            .with_max_level(max)
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .try_init()
+            .map_err(|e| LoggingError(e.to_string())),
     };
-    result.map_err(|e| LoggingError(e.to_string()))
+    result
 }
 
 #[cfg(test)]
