@@ -345,7 +345,7 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
         LogLevel::Debug => tracing::Level::DEBUG,
         LogLevel::Trace => tracing::Level::TRACE,
     };
-    let result = match format {
+    match format {
         // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
         LogFormat::Logfmt => {
             use tracing_subscriber::layer::SubscriberExt;
@@ -364,8 +364,7 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
             .flatten_event(true)
             .try_init()
             .map_err(|e| LoggingError(e.to_string())),
-    };
-    result
+    }
 }
 
 #[cfg(test)]
