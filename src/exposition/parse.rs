@@ -269,7 +269,7 @@ fn split_token(s: &str) -> (&str, &str) {
 /// Parses `name{labels} value [timestamp] [# exemplar]`.
 fn parse_sample(line: &str, format: Format) -> Result<ParsedSample, ParseErrorKind> {
     let line = line.trim_start();
-    let name_end = line.find(|c: char| c == '{' || c == ' ' || c == '\t').unwrap_or(line.len());
+    let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
     let name = &line[..name_end];
     if !is_metric_name(name) {
         return Err(ParseErrorKind::InvalidMetricName);

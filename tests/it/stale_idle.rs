@@ -49,8 +49,8 @@ fn idle_timeout_from_the_config_file_removes_a_silent_group() {
             break last_write.elapsed();
         }
         assert!(
-            last_write.elapsed() < Duration::from_secs(20),
-            "groups still served 20 s after the last sample with idle_timeout 2s\n{}",
+            last_write.elapsed() < Duration::from_secs(40),
+            "groups still served 40 s after the last sample with idle_timeout 2s\n{}",
             snapshot.text
         );
         std::thread::sleep(Duration::from_millis(200));
