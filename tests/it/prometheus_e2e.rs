@@ -211,4 +211,12 @@ fn real_prometheus_scrapes_remote_writes_and_reads_back_the_hand_values() {
     wait_for(&prometheus, &corrector, &server.address, Scrape::T1, Duration::from_secs(90));
     server.set(Scrape::T2.text());
     wait_for(&prometheus, &corrector, &server.address, Scrape::T2, Duration::from_secs(90));
+
+    // The point of max_samples_per_send: 50 is that every scrape arrived split over requests.
+    let per_scrape = Scrape::T1.points(0).len() as f64;
+    let writes = corrector.snapshot().value("vllm_corrector_http_requests_total", &[("handler", "/api/v1/write"), ("code", "204")]);
+    assert!(
+        writes.is_some_and(|n| n >= (per_scrape / 50.0).ceil()),
+        "expected each {per_scrape}-sample scrape split into requests of at most 50 samples, saw {writes:?} accepted writes"
+    );
 }
