@@ -97,7 +97,10 @@ pub struct ParsedSample {
 impl ParsedSample {
     /// The value of label `name`, if the sample has it.
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.labels
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -115,7 +118,9 @@ pub struct Exposition {
 }
 
 /// Suffixes a sample name may add to its family name (0.0.4 and OpenMetrics).
-const SAMPLE_SUFFIXES: [&str; 8] = ["_bucket", "_sum", "_count", "_total", "_created", "_gsum", "_gcount", "_info"];
+const SAMPLE_SUFFIXES: [&str; 8] = [
+    "_bucket", "_sum", "_count", "_total", "_created", "_gsum", "_gcount", "_info",
+];
 
 impl Exposition {
     /// The type of the family a sample named `sample_name` belongs to: the `# TYPE` of the name
@@ -196,7 +201,10 @@ pub fn parse(input: &str, format: Format) -> Result<Exposition, ParseError> {
     for (index, raw) in input.lines().enumerate() {
         let line_no = index + 1;
         line_count = line_no;
-        let err = |kind| ParseError { line: line_no, kind };
+        let err = |kind| ParseError {
+            line: line_no,
+            kind,
+        };
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if seen_eof {
             if format == Format::OpenMetrics {
@@ -219,13 +227,20 @@ pub fn parse(input: &str, format: Format) -> Result<Exposition, ParseError> {
         exposition.samples.push(sample);
     }
     if format == Format::OpenMetrics && !seen_eof {
-        return Err(ParseError { line: line_count + 1, kind: ParseErrorKind::MissingEof });
+        return Err(ParseError {
+            line: line_count + 1,
+            kind: ParseErrorKind::MissingEof,
+        });
     }
     Ok(exposition)
 }
 
 /// Handles the text after `#`: `HELP`, `TYPE`, `UNIT` or a free comment.
-fn parse_comment(comment: &str, format: Format, out: &mut Exposition) -> Result<(), ParseErrorKind> {
+fn parse_comment(
+    comment: &str,
+    format: Format,
+    out: &mut Exposition,
+) -> Result<(), ParseErrorKind> {
     let comment = comment.trim_start();
     let (keyword, rest) = split_token(comment);
     if !matches!(keyword, "HELP" | "TYPE" | "UNIT") {
@@ -233,7 +248,9 @@ fn parse_comment(comment: &str, format: Format, out: &mut Exposition) -> Result<
     }
     let (family, text) = split_token(rest.trim_start());
     if family.is_empty() {
-        return Err(ParseErrorKind::MalformedComment(format!("# {keyword} without a metric name")));
+        return Err(ParseErrorKind::MalformedComment(format!(
+            "# {keyword} without a metric name"
+        )));
     }
     if !is_metric_name(family) {
         return Err(ParseErrorKind::InvalidMetricName);
@@ -245,14 +262,16 @@ fn parse_comment(comment: &str, format: Format, out: &mut Exposition) -> Result<
         }
         "TYPE" => {
             let token = text.trim();
-            let kind = MetricKind::from_token(token)
-                .ok_or_else(|| ParseErrorKind::MalformedComment(format!("unknown type {token:?}")))?;
+            let kind = MetricKind::from_token(token).ok_or_else(|| {
+                ParseErrorKind::MalformedComment(format!("unknown type {token:?}"))
+            })?;
             if out.types.insert(family.to_string(), kind).is_some() {
                 return Err(ParseErrorKind::DuplicateType(family.to_string()));
             }
         }
         _ => {
-            out.units.insert(family.to_string(), text.trim().to_string());
+            out.units
+                .insert(family.to_string(), text.trim().to_string());
         }
     }
     Ok(())
@@ -280,12 +299,20 @@ fn parse_sample(line: &str, format: Format) -> Result<ParsedSample, ParseErrorKi
         rest = parse_labels(after_brace, &mut labels)?;
     }
     let mut tokens = rest.split([' ', '\t']).filter(|t| !t.is_empty());
-    let value_token = tokens.next().ok_or_else(|| ParseErrorKind::InvalidValue(String::new()))?;
-    let value = parse_value(value_token).ok_or_else(|| ParseErrorKind::InvalidValue(value_token.to_string()))?;
+    let value_token = tokens
+        .next()
+        .ok_or_else(|| ParseErrorKind::InvalidValue(String::new()))?;
+    let value = parse_value(value_token)
+        .ok_or_else(|| ParseErrorKind::InvalidValue(value_token.to_string()))?;
     let mut timestamp_ms = None;
     if let Some(token) = tokens.next() {
         if format == Format::OpenMetrics && token == "#" {
-            return Ok(ParsedSample { name: name.to_string(), labels, value, timestamp_ms });
+            return Ok(ParsedSample {
+                name: name.to_string(),
+                labels,
+                value,
+                timestamp_ms,
+            });
         }
         timestamp_ms = Some(parse_timestamp(token, format)?);
     }
@@ -294,25 +321,39 @@ fn parse_sample(line: &str, format: Format) -> Result<ParsedSample, ParseErrorKi
             return Err(ParseErrorKind::TrailingText(token.to_string()));
         }
     }
-    Ok(ParsedSample { name: name.to_string(), labels, value, timestamp_ms })
+    Ok(ParsedSample {
+        name: name.to_string(),
+        labels,
+        value,
+        timestamp_ms,
+    })
 }
 
 /// Parses the label pairs after `{` into `out`; returns the text after the closing `}`.
-fn parse_labels<'a>(mut s: &'a str, out: &mut Vec<(String, String)>) -> Result<&'a str, ParseErrorKind> {
+fn parse_labels<'a>(
+    mut s: &'a str,
+    out: &mut Vec<(String, String)>,
+) -> Result<&'a str, ParseErrorKind> {
     loop {
         s = s.trim_start();
         if let Some(after) = s.strip_prefix('}') {
             return Ok(after);
         }
-        let name_end = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+        let name_end = s
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
         let name = &s[..name_end];
         if !is_label_name(name) {
             return Err(ParseErrorKind::InvalidLabelName);
         }
         s = s[name_end..].trim_start();
-        s = s.strip_prefix('=').ok_or(ParseErrorKind::MalformedLabels("expected '=' after a label name"))?;
+        s = s.strip_prefix('=').ok_or(ParseErrorKind::MalformedLabels(
+            "expected '=' after a label name",
+        ))?;
         s = s.trim_start();
-        s = s.strip_prefix('"').ok_or(ParseErrorKind::MalformedLabels("expected '\"' to open a label value"))?;
+        s = s.strip_prefix('"').ok_or(ParseErrorKind::MalformedLabels(
+            "expected '\"' to open a label value",
+        ))?;
         let (value, after) = read_label_value(s)?;
         if out.iter().any(|(n, _)| n == name) {
             return Err(ParseErrorKind::DuplicateLabel(name.to_string()));
@@ -322,7 +363,9 @@ fn parse_labels<'a>(mut s: &'a str, out: &mut Vec<(String, String)>) -> Result<&
         if let Some(after_comma) = s.strip_prefix(',') {
             s = after_comma;
         } else if !s.starts_with('}') {
-            return Err(ParseErrorKind::MalformedLabels("expected ',' or '}' after a label value"));
+            return Err(ParseErrorKind::MalformedLabels(
+                "expected ',' or '}' after a label value",
+            ));
         }
     }
 }
@@ -389,7 +432,9 @@ fn parse_timestamp(token: &str, format: Format) -> Result<i64, ParseErrorKind> {
     match format {
         Format::Text004 => token.parse::<i64>().map_err(|_| invalid()),
         Format::OpenMetrics => {
-            let seconds = parse_value(token).filter(|s| s.is_finite()).ok_or_else(invalid)?;
+            let seconds = parse_value(token)
+                .filter(|s| s.is_finite())
+                .ok_or_else(invalid)?;
             Ok((seconds * 1000.0).round() as i64)
         }
     }

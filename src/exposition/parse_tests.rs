@@ -3,7 +3,10 @@
 use super::*;
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
 }
 
 #[test]
@@ -25,17 +28,32 @@ vllm:request_generation_tokens_created{engine=\"0\",model_name=\"m\"} 1.70000000
     let e = parse(text, Format::Text004).unwrap();
     assert_eq!(e.samples.len(), 6);
     assert_eq!(e.samples[0].name, "vllm:request_generation_tokens_bucket");
-    assert_eq!(e.samples[0].labels, labels(&[("engine", "0"), ("le", "1.0"), ("model_name", "m")]));
+    assert_eq!(
+        e.samples[0].labels,
+        labels(&[("engine", "0"), ("le", "1.0"), ("model_name", "m")])
+    );
     assert_eq!(e.samples[0].value, 4.0);
     assert_eq!(e.samples[0].timestamp_ms, None);
     assert_eq!(e.samples[1].label("le"), Some("1e+06"));
     assert_eq!(e.samples[4].value, 1100.0);
     assert_eq!(e.samples[5].value, 1_700_000_000.5);
-    assert_eq!(e.kind_of("vllm:request_generation_tokens_bucket"), Some(MetricKind::Histogram));
-    assert_eq!(e.kind_of("vllm:request_generation_tokens_sum"), Some(MetricKind::Histogram));
+    assert_eq!(
+        e.kind_of("vllm:request_generation_tokens_bucket"),
+        Some(MetricKind::Histogram)
+    );
+    assert_eq!(
+        e.kind_of("vllm:request_generation_tokens_sum"),
+        Some(MetricKind::Histogram)
+    );
     // The `_created` family has its own TYPE line, which wins over the suffix rule.
-    assert_eq!(e.kind_of("vllm:request_generation_tokens_created"), Some(MetricKind::Gauge));
-    assert_eq!(e.help["vllm:request_generation_tokens"], "Number of generation tokens processed.");
+    assert_eq!(
+        e.kind_of("vllm:request_generation_tokens_created"),
+        Some(MetricKind::Gauge)
+    );
+    assert_eq!(
+        e.help["vllm:request_generation_tokens"],
+        "Number of generation tokens processed."
+    );
     assert_eq!(e.kind_of("vllm:other"), None);
 }
 
@@ -59,7 +77,13 @@ fn label_escapes_are_unescaped() {
     let e = parse(text, Format::Text004).unwrap();
     assert_eq!(
         e.samples[0].labels,
-        labels(&[("a", "a\\b"), ("b", "q\"q"), ("c", "x\ny"), ("d", ""), ("e", "{,}=")])
+        labels(&[
+            ("a", "a\\b"),
+            ("b", "q\"q"),
+            ("c", "x\ny"),
+            ("d", ""),
+            ("e", "{,}=")
+        ])
     );
 }
 
@@ -87,21 +111,65 @@ fn help_escapes_and_free_comments() {
 fn errors_carry_the_line_number() {
     let cases: &[(&str, usize, ParseErrorKind)] = &[
         ("ok 1\n9bad 1\n", 2, ParseErrorKind::InvalidMetricName),
-        ("ok 1\n\nm{1a=\"x\"} 1\n", 3, ParseErrorKind::InvalidLabelName),
-        ("m{a=\"x\",a=\"y\"} 1\n", 1, ParseErrorKind::DuplicateLabel("a".into())),
+        (
+            "ok 1\n\nm{1a=\"x\"} 1\n",
+            3,
+            ParseErrorKind::InvalidLabelName,
+        ),
+        (
+            "m{a=\"x\",a=\"y\"} 1\n",
+            1,
+            ParseErrorKind::DuplicateLabel("a".into()),
+        ),
         ("m{a=\"x\\t\"} 1\n", 1, ParseErrorKind::InvalidEscape),
-        ("m{a=\"x\"\n", 1, ParseErrorKind::MalformedLabels("expected ',' or '}' after a label value")),
-        ("m{a=\"x} 1\n", 1, ParseErrorKind::MalformedLabels("unterminated label value")),
-        ("m{a \"x\"} 1\n", 1, ParseErrorKind::MalformedLabels("expected '=' after a label name")),
-        ("m{a=\"x\" b=\"y\"} 1\n", 1, ParseErrorKind::MalformedLabels("expected ',' or '}' after a label value")),
+        (
+            "m{a=\"x\"\n",
+            1,
+            ParseErrorKind::MalformedLabels("expected ',' or '}' after a label value"),
+        ),
+        (
+            "m{a=\"x} 1\n",
+            1,
+            ParseErrorKind::MalformedLabels("unterminated label value"),
+        ),
+        (
+            "m{a \"x\"} 1\n",
+            1,
+            ParseErrorKind::MalformedLabels("expected '=' after a label name"),
+        ),
+        (
+            "m{a=\"x\" b=\"y\"} 1\n",
+            1,
+            ParseErrorKind::MalformedLabels("expected ',' or '}' after a label value"),
+        ),
         ("m\n", 1, ParseErrorKind::InvalidValue(String::new())),
         ("m one\n", 1, ParseErrorKind::InvalidValue("one".into())),
-        ("m infinity\n", 1, ParseErrorKind::InvalidValue("infinity".into())),
-        ("m 1 1.5\n", 1, ParseErrorKind::InvalidTimestamp("1.5".into())),
+        (
+            "m infinity\n",
+            1,
+            ParseErrorKind::InvalidValue("infinity".into()),
+        ),
+        (
+            "m 1 1.5\n",
+            1,
+            ParseErrorKind::InvalidTimestamp("1.5".into()),
+        ),
         ("m 1 2 3\n", 1, ParseErrorKind::TrailingText("3".into())),
-        ("# TYPE m countr\n", 1, ParseErrorKind::MalformedComment("unknown type \"countr\"".into())),
-        ("# TYPE m gauge\n# TYPE m gauge\n", 2, ParseErrorKind::DuplicateType("m".into())),
-        ("# HELP\n", 1, ParseErrorKind::MalformedComment("# HELP without a metric name".into())),
+        (
+            "# TYPE m countr\n",
+            1,
+            ParseErrorKind::MalformedComment("unknown type \"countr\"".into()),
+        ),
+        (
+            "# TYPE m gauge\n# TYPE m gauge\n",
+            2,
+            ParseErrorKind::DuplicateType("m".into()),
+        ),
+        (
+            "# HELP\n",
+            1,
+            ParseErrorKind::MalformedComment("# HELP without a metric name".into()),
+        ),
     ];
     for (text, line, kind) in cases {
         let err = parse(text, Format::Text004).expect_err(text);
@@ -127,24 +195,45 @@ x_bucket{le=\"0.1\"} 3 17.0 # {trace_id=\"b\"} 0.05
 # EOF
 ";
     let e = parse(text, Format::OpenMetrics).unwrap();
-    assert_eq!(e.units["vllm_corrected_token_weighted_itl_seconds"], "seconds");
-    assert_eq!(e.help["vllm_corrected_token_weighted_itl_seconds"], "Help with \"quotes\".");
+    assert_eq!(
+        e.units["vllm_corrected_token_weighted_itl_seconds"],
+        "seconds"
+    );
+    assert_eq!(
+        e.help["vllm_corrected_token_weighted_itl_seconds"],
+        "Help with \"quotes\"."
+    );
     assert_eq!(e.samples[0].value, 43.0);
     assert_eq!(e.samples[0].timestamp_ms, Some(1_700_000_000_250));
     assert_eq!(e.samples[1].value, 1800.0);
     assert_eq!(e.samples[1].timestamp_ms, None);
     assert_eq!(e.samples[2].timestamp_ms, Some(17_000));
-    assert_eq!(e.kind_of("vllm_corrected_token_weighted_itl_seconds_count"), Some(MetricKind::Summary));
+    assert_eq!(
+        e.kind_of("vllm_corrected_token_weighted_itl_seconds_count"),
+        Some(MetricKind::Summary)
+    );
 }
 
 #[test]
 fn openmetrics_requires_eof_last() {
     let missing = parse("m 1\n", Format::OpenMetrics).unwrap_err();
-    assert_eq!((missing.line, missing.kind), (2, ParseErrorKind::MissingEof));
+    assert_eq!(
+        (missing.line, missing.kind),
+        (2, ParseErrorKind::MissingEof)
+    );
     let after = parse("m 1\n# EOF\nn 2\n", Format::OpenMetrics).unwrap_err();
-    assert_eq!((after.line, after.kind), (3, ParseErrorKind::ContentAfterEof));
+    assert_eq!(
+        (after.line, after.kind),
+        (3, ParseErrorKind::ContentAfterEof)
+    );
     // In 0.0.4, `# EOF` is just a comment and later lines still count.
-    assert_eq!(parse("m 1\n# EOF\nn 2\n", Format::Text004).unwrap().samples.len(), 2);
+    assert_eq!(
+        parse("m 1\n# EOF\nn 2\n", Format::Text004)
+            .unwrap()
+            .samples
+            .len(),
+        2
+    );
 }
 
 #[test]
@@ -153,7 +242,10 @@ fn content_type_selects_the_format() {
         Format::from_content_type("application/openmetrics-text; version=1.0.0; charset=utf-8"),
         Format::OpenMetrics
     );
-    assert_eq!(Format::from_content_type("text/plain; version=0.0.4; charset=utf-8"), Format::Text004);
+    assert_eq!(
+        Format::from_content_type("text/plain; version=0.0.4; charset=utf-8"),
+        Format::Text004
+    );
     assert_eq!(Format::from_content_type(""), Format::Text004);
 }
 

@@ -25,7 +25,10 @@ fn shuffled_requests(seed: u64, [t1, t2, _]: [i64; 3]) -> Vec<Vec<Point>> {
         .into_iter()
         .zip(Scrape::T2.points(t2))
         .map(|(a, b)| {
-            assert_eq!(a.labels, b.labels, "t1.prom and t2.prom list the same series in the same order");
+            assert_eq!(
+                a.labels, b.labels,
+                "t1.prom and t2.prom list the same series in the same order"
+            );
             VecDeque::from([a, b])
         })
         .collect();
@@ -54,12 +57,29 @@ fn shuffling_keeps_per_series_order_and_interleaves_the_scrapes() {
     let requests = shuffled_requests(7, times);
     let flat: Vec<&Point> = requests.iter().flatten().collect();
     assert_eq!(flat.len(), 2 * Scrape::T1.points(times[0]).len());
-    assert!(requests.len() > 50, "many small requests, got {}", requests.len());
-    let first_t2 = flat.iter().position(|p| p.timestamp_ms == times[1]).unwrap();
-    let last_t1 = flat.iter().rposition(|p| p.timestamp_ms == times[0]).unwrap();
+    assert!(
+        requests.len() > 50,
+        "many small requests, got {}",
+        requests.len()
+    );
+    let first_t2 = flat
+        .iter()
+        .position(|p| p.timestamp_ms == times[1])
+        .unwrap();
+    let last_t1 = flat
+        .iter()
+        .rposition(|p| p.timestamp_ms == times[0])
+        .unwrap();
     assert!(first_t2 < last_t1, "t1 and t2 interleave");
-    for (i, p) in flat.iter().enumerate().filter(|(_, p)| p.timestamp_ms == times[1]) {
-        let t1_at = flat.iter().position(|q| q.labels == p.labels && q.timestamp_ms == times[0]).unwrap();
+    for (i, p) in flat
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.timestamp_ms == times[1])
+    {
+        let t1_at = flat
+            .iter()
+            .position(|q| q.labels == p.labels && q.timestamp_ms == times[0])
+            .unwrap();
         assert!(t1_at < i, "series {:?}: t1 must precede t2", p.labels);
     }
 }
@@ -71,12 +91,22 @@ fn in_order_scrapes_serve_the_hand_values_at_t1_then_t2() {
     corrector.write(&Scrape::T1.points(times[0]));
     let at_t1 = corrector.snapshot();
     for engine in ["0", "1"] {
-        assert_group(&at_t1, &group(engine), &fixture(Scrape::T1, engine), &format!("t1 engine {engine}"));
+        assert_group(
+            &at_t1,
+            &group(engine),
+            &fixture(Scrape::T1, engine),
+            &format!("t1 engine {engine}"),
+        );
     }
     corrector.write(&Scrape::T2.points(times[1]));
     let at_t2 = corrector.snapshot();
     for engine in ["0", "1"] {
-        assert_group(&at_t2, &group(engine), &fixture(Scrape::T2, engine), &format!("t2 engine {engine}"));
+        assert_group(
+            &at_t2,
+            &group(engine),
+            &fixture(Scrape::T2, engine),
+            &format!("t2 engine {engine}"),
+        );
     }
 }
 
@@ -88,7 +118,10 @@ fn split_and_shuffled_arrival_serves_the_hand_values_identical_to_in_order() {
         post_in_order(&corrector, times);
         corrector.snapshot().derived_lines()
     };
-    assert!(!reference.is_empty(), "in-order arrival serves corrected families");
+    assert!(
+        !reference.is_empty(),
+        "in-order arrival serves corrected families"
+    );
     for seed in [1, 7, 42, 1234, 99_991] {
         let corrector = Corrector::start();
         for request in shuffled_requests(seed, times) {
@@ -96,8 +129,17 @@ fn split_and_shuffled_arrival_serves_the_hand_values_identical_to_in_order() {
         }
         let snapshot = corrector.snapshot();
         for engine in ["0", "1"] {
-            assert_group(&snapshot, &group(engine), &fixture(Scrape::T2, engine), &format!("seed {seed} engine {engine}"));
+            assert_group(
+                &snapshot,
+                &group(engine),
+                &fixture(Scrape::T2, engine),
+                &format!("seed {seed} engine {engine}"),
+            );
         }
-        assert_eq!(snapshot.derived_lines(), reference, "seed {seed}: output differs from in-order arrival");
+        assert_eq!(
+            snapshot.derived_lines(),
+            reference,
+            "seed {seed}: output differs from in-order arrival"
+        );
     }
 }

@@ -35,7 +35,11 @@ impl Scrape {
 
     /// The fixture file's text.
     pub fn text(self) -> String {
-        let path = format!("{}/tests/fixtures/vllm-0.33/{}", env!("CARGO_MANIFEST_DIR"), self.file());
+        let path = format!(
+            "{}/tests/fixtures/vllm-0.33/{}",
+            env!("CARGO_MANIFEST_DIR"),
+            self.file()
+        );
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
     }
 
@@ -52,7 +56,11 @@ impl Scrape {
                 labels.push(("job".into(), JOB.into()));
                 labels.push(("instance".into(), INSTANCE.into()));
                 labels.sort();
-                Point { labels, value: s.value, timestamp_ms }
+                Point {
+                    labels,
+                    value: s.value,
+                    timestamp_ms,
+                }
             })
             .collect()
     }
@@ -80,7 +88,10 @@ pub fn group_at(model: &str, engine: &str, instance: &str) -> Vec<(String, Strin
 
 /// Three scrape timestamps 15 s apart, ending a little before now (ms since the epoch).
 pub fn scrape_times() -> [i64; 3] {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let t1 = now / 1000 * 1000 - 60_000;
     [t1, t1 + 15_000, t1 + 30_000]
 }

@@ -17,7 +17,10 @@ impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("vllm-corrector-it-{tag}-{}-{n}", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "vllm-corrector-it-{tag}-{}-{n}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir(path)
@@ -37,7 +40,11 @@ impl Drop for TempDir {
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port").local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A running corrector; killed on drop. Its log goes to a file that failures print.
@@ -66,11 +73,16 @@ impl Corrector {
             std::fs::write(&path, text).expect("write config file");
             path
         });
-        let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
         let mut last_error = String::new();
         for _attempt in 0..3 {
             let address = format!("127.0.0.1:{}", free_port());
-            let log = dir.path().join(format!("corrector-{}.log", address.replace(':', "_")));
+            let log = dir
+                .path()
+                .join(format!("corrector-{}.log", address.replace(':', "_")));
             let mut command = Command::new(env!("CARGO_BIN_EXE_vllm-corrector"));
             command.args(["--web.listen-address", &address, "--log.level", "debug"]);
             if let Some(path) = &config {
@@ -84,13 +96,30 @@ impl Corrector {
                 .spawn()
                 .expect("spawn vllm-corrector");
             let base = format!("http://{address}");
-            match wait_ready(&mut child, &client, &format!("{base}/-/ready"), Duration::from_secs(20)) {
-                Ok(()) => return Corrector { child, base, address, log, client, _dir: dir },
+            match wait_ready(
+                &mut child,
+                &client,
+                &format!("{base}/-/ready"),
+                Duration::from_secs(20),
+            ) {
+                Ok(()) => {
+                    return Corrector {
+                        child,
+                        base,
+                        address,
+                        log,
+                        client,
+                        _dir: dir,
+                    };
+                }
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     // A port taken between free_port() and bind: try another one.
-                    last_error = format!("{e}\n--- log ---\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+                    last_error = format!(
+                        "{e}\n--- log ---\n{}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
                 }
             }
         }
@@ -112,14 +141,23 @@ impl Corrector {
             .header("X-Prometheus-Remote-Write-Version", "0.1.0")
             .body(rw::body(points))
             .send()
-            .unwrap_or_else(|e| panic!("POST /api/v1/write failed: {e}\n--- log ---\n{}", self.log_text()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "POST /api/v1/write failed: {e}\n--- log ---\n{}",
+                    self.log_text()
+                )
+            });
         response.status().as_u16()
     }
 
     /// Posts `points` and asserts a 2xx answer.
     pub fn write(&self, points: &[Point]) {
         let status = self.post(points);
-        assert!((200..300).contains(&status), "remote write answered {status}\n--- log ---\n{}", self.log_text());
+        assert!(
+            (200..300).contains(&status),
+            "remote write answered {status}\n--- log ---\n{}",
+            self.log_text()
+        );
     }
 
     /// `GET /metrics` in text format 0.0.4 (no `Accept` header).
@@ -137,10 +175,14 @@ impl Corrector {
         if let Some(accept) = accept {
             request = request.header("Accept", accept);
         }
-        let response = request
-            .send()
-            .unwrap_or_else(|e| panic!("GET /metrics failed: {e}\n--- log ---\n{}", self.log_text()));
-        assert!(response.status().is_success(), "GET /metrics answered {}", response.status());
+        let response = request.send().unwrap_or_else(|e| {
+            panic!("GET /metrics failed: {e}\n--- log ---\n{}", self.log_text())
+        });
+        assert!(
+            response.status().is_success(),
+            "GET /metrics answered {}",
+            response.status()
+        );
         response.text().unwrap()
     }
 

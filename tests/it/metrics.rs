@@ -23,8 +23,12 @@ pub struct Snapshot {
 }
 
 fn same_labels(sample: &ParsedSample, want: &[(String, String)]) -> bool {
-    let mut have: Vec<(&str, &str)> =
-        sample.labels.iter().filter(|(n, _)| n != "le").map(|(n, v)| (n.as_str(), v.as_str())).collect();
+    let mut have: Vec<(&str, &str)> = sample
+        .labels
+        .iter()
+        .filter(|(n, _)| n != "le")
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
     let mut want: Vec<(&str, &str)> = want.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     have.sort();
     want.sort();
@@ -43,8 +47,12 @@ impl Snapshot {
     }
 
     fn parse_as(text: &str, format: Format) -> Snapshot {
-        let exposition = parse(text, format).unwrap_or_else(|e| panic!("/metrics does not parse as {format:?}: {e}\n{text}"));
-        Snapshot { text: text.to_string(), samples: exposition.samples }
+        let exposition = parse(text, format)
+            .unwrap_or_else(|e| panic!("/metrics does not parse as {format:?}: {e}\n{text}"));
+        Snapshot {
+            text: text.to_string(),
+            samples: exposition.samples,
+        }
     }
 
     /// The value of the sample `name` whose labels are exactly `labels` (any order).
@@ -54,7 +62,11 @@ impl Snapshot {
         self.samples
             .iter()
             .find(|s| {
-                let mut have: Vec<(&str, &str)> = s.labels.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                let mut have: Vec<(&str, &str)> = s
+                    .labels
+                    .iter()
+                    .map(|(n, v)| (n.as_str(), v.as_str()))
+                    .collect();
                 have.sort();
                 s.name == name && have == want
             })
@@ -62,9 +74,15 @@ impl Snapshot {
     }
 
     /// Every sample of `family` (any suffix) carrying exactly the `group` labels (plus `le`).
-    pub fn group_samples<'a>(&'a self, family: &'a str, group: &'a [(String, String)]) -> impl Iterator<Item = &'a ParsedSample> {
+    pub fn group_samples<'a>(
+        &'a self,
+        family: &'a str,
+        group: &'a [(String, String)],
+    ) -> impl Iterator<Item = &'a ParsedSample> {
         self.samples.iter().filter(move |s| {
-            s.name.strip_prefix(family).is_some_and(|suffix| matches!(suffix, "_bucket" | "_sum" | "_count"))
+            s.name
+                .strip_prefix(family)
+                .is_some_and(|suffix| matches!(suffix, "_bucket" | "_sum" | "_count"))
                 && same_labels(s, group)
         })
     }
@@ -76,13 +94,21 @@ impl Snapshot {
 
     /// The histogram `family` of `group`, if served; `le` is parsed as a float.
     pub fn histogram(&self, family: &str, group: &[(String, String)]) -> Option<Histogram> {
-        let mut h = Histogram { buckets: Vec::new(), sum: f64::NAN, count: f64::NAN };
+        let mut h = Histogram {
+            buckets: Vec::new(),
+            sum: f64::NAN,
+            count: f64::NAN,
+        };
         let mut any = false;
         for s in self.group_samples(family, group) {
             any = true;
             match &s.name[family.len()..] {
                 "_bucket" => {
-                    let le = s.label("le").expect("bucket has le").parse::<f64>().expect("le is a float");
+                    let le = s
+                        .label("le")
+                        .expect("bucket has le")
+                        .parse::<f64>()
+                        .expect("le is a float");
                     h.buckets.push((le, s.value));
                 }
                 "_sum" => h.sum = s.value,
@@ -95,14 +121,22 @@ impl Snapshot {
 
     /// `(_sum, _count)` of `family` for `group`, if both are served.
     pub fn sum_count(&self, family: &str, group: &[(String, String)]) -> Option<(f64, f64)> {
-        let get = |suffix: &str| self.group_samples(family, group).find(|s| s.name.ends_with(suffix)).map(|s| s.value);
+        let get = |suffix: &str| {
+            self.group_samples(family, group)
+                .find(|s| s.name.ends_with(suffix))
+                .map(|s| s.value)
+        };
         Some((get("_sum")?, get("_count")?))
     }
 
     /// The `vllm_corrected_*` sample lines, sorted: what must not depend on arrival order.
     pub fn derived_lines(&self) -> Vec<String> {
-        let mut lines: Vec<String> =
-            self.text.lines().filter(|l| l.starts_with("vllm_corrected_")).map(str::to_string).collect();
+        let mut lines: Vec<String> = self
+            .text
+            .lines()
+            .filter(|l| l.starts_with("vllm_corrected_"))
+            .map(str::to_string)
+            .collect();
         lines.sort();
         lines
     }

@@ -46,7 +46,12 @@ impl ExpositionServer {
                 }
             }
         });
-        ExpositionServer { address, body, stop, thread: Some(thread) }
+        ExpositionServer {
+            address,
+            body,
+            stop,
+            thread: Some(thread),
+        }
     }
 
     fn set(&self, text: String) {
@@ -120,7 +125,10 @@ remote_write:
         let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
         let mut child = Command::new(binary)
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address={address}"))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -129,10 +137,18 @@ remote_write:
             .expect("spawn prometheus");
         let client = reqwest::blocking::Client::new();
         let base = format!("http://{address}");
-        if let Err(e) = wait_ready(&mut child, &client, &format!("{base}/-/ready"), Duration::from_secs(60)) {
+        if let Err(e) = wait_ready(
+            &mut child,
+            &client,
+            &format!("{base}/-/ready"),
+            Duration::from_secs(60),
+        ) {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("prometheus not ready: {e}\n{}", std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default());
+            panic!(
+                "prometheus not ready: {e}\n{}",
+                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
+            );
         }
         Prometheus { child, base, dir }
     }
@@ -149,20 +165,36 @@ remote_write:
             .send()
             .map_err(|e| e.to_string())?;
         let mut text = String::new();
-        response.read_to_string(&mut text).map_err(|e| e.to_string())?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
-        let results = json["data"]["result"].as_array().ok_or_else(|| format!("no data.result: {text}"))?;
+        response
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+        let results = json["data"]["result"]
+            .as_array()
+            .ok_or_else(|| format!("no data.result: {text}"))?;
         let mut samples = Vec::new();
         for r in results {
             let mut name = String::new();
             let mut labels = Vec::new();
             for (k, v) in r["metric"].as_object().ok_or("metric is not an object")? {
                 let v = v.as_str().unwrap_or_default().to_string();
-                if k == "__name__" { name = v } else { labels.push((k.clone(), v)) }
+                if k == "__name__" {
+                    name = v
+                } else {
+                    labels.push((k.clone(), v))
+                }
             }
             let value = r["value"][1].as_str().ok_or("value is not a string")?;
-            let value = value.parse::<f64>().map_err(|e| format!("value {value:?}: {e}"))?;
-            samples.push(ParsedSample { name, labels, value, timestamp_ms: None });
+            let value = value
+                .parse::<f64>()
+                .map_err(|e| format!("value {value:?}: {e}"))?;
+            samples.push(ParsedSample {
+                name,
+                labels,
+                value,
+                timestamp_ms: None,
+            });
         }
         Ok(Snapshot { text, samples })
     }
@@ -176,15 +208,29 @@ impl Drop for Prometheus {
 }
 
 /// Polls Prometheus until both engines serve the hand values of `scrape`, or panics after `timeout`.
-fn wait_for(prometheus: &Prometheus, corrector: &Corrector, instance: &str, scrape: Scrape, timeout: Duration) {
-    let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+fn wait_for(
+    prometheus: &Prometheus,
+    corrector: &Corrector,
+    instance: &str,
+    scrape: Scrape,
+    timeout: Duration,
+) {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no query answered yet");
     while Instant::now() < deadline {
         let outcome = prometheus.corrected_series(&client).and_then(|snapshot| {
             ["0", "1"].iter().try_for_each(|engine| {
                 let what = format!("{scrape:?} engine {engine}");
-                check_group(&snapshot, &group_at(MODEL, engine, instance), &fixture(scrape, engine), &what)
+                check_group(
+                    &snapshot,
+                    &group_at(MODEL, engine, instance),
+                    &fixture(scrape, engine),
+                    &what,
+                )
             })
         });
         match outcome {
@@ -196,25 +242,51 @@ fn wait_for(prometheus: &Prometheus, corrector: &Corrector, instance: &str, scra
     panic!(
         "Prometheus did not serve the {scrape:?} hand values within {timeout:?}: {last}\n--- prometheus log ---\n{}\n--- corrector log (tail) ---\n{}",
         prometheus.log_text(),
-        corrector.log_text().lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+        corrector
+            .log_text()
+            .lines()
+            .rev()
+            .take(60)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
 #[test]
 fn real_prometheus_scrapes_remote_writes_and_reads_back_the_hand_values() {
-    let Some(binary) = require_tool("prometheus") else { return };
+    let Some(binary) = require_tool("prometheus") else {
+        return;
+    };
     let corrector = Corrector::start();
     let server = ExpositionServer::start(Scrape::T1.text());
     let prometheus = Prometheus::start(&binary, &server.address, &corrector.address);
     // Prometheus adds job="vllm" and instance=<the exposition server> to every vLLM series; the
     // corrector keeps them and honor_labels keeps them when Prometheus scrapes the corrector.
-    wait_for(&prometheus, &corrector, &server.address, Scrape::T1, Duration::from_secs(90));
+    wait_for(
+        &prometheus,
+        &corrector,
+        &server.address,
+        Scrape::T1,
+        Duration::from_secs(90),
+    );
     server.set(Scrape::T2.text());
-    wait_for(&prometheus, &corrector, &server.address, Scrape::T2, Duration::from_secs(90));
+    wait_for(
+        &prometheus,
+        &corrector,
+        &server.address,
+        Scrape::T2,
+        Duration::from_secs(90),
+    );
 
     // The point of max_samples_per_send: 50 is that every scrape arrived split over requests.
     let per_scrape = Scrape::T1.points(0).len() as f64;
-    let writes = corrector.snapshot().value("vllm_corrector_http_requests_total", &[("handler", "/api/v1/write"), ("code", "204")]);
+    let writes = corrector.snapshot().value(
+        "vllm_corrector_http_requests_total",
+        &[("handler", "/api/v1/write"), ("code", "204")],
+    );
     assert!(
         writes.is_some_and(|n| n >= (per_scrape / 50.0).ceil()),
         "expected each {per_scrape}-sample scrape split into requests of at most 50 samples, saw {writes:?} accepted writes"

@@ -13,9 +13,19 @@ fn counter_reset_restarts_every_family_from_the_new_values() {
     corrector.write(&Scrape::T3Restart.points(t3));
     let snapshot = corrector.snapshot();
     // Engine "0": EXPECTED.md "t3 (restart)": acceptance-corrected buckets restart from 0, w = 2.
-    assert_group(&snapshot, &group("0"), &fixture(Scrape::T3Restart, "0"), "after restart, engine 0");
+    assert_group(
+        &snapshot,
+        &group("0"),
+        &fixture(Scrape::T3Restart, "0"),
+        "after restart, engine 0",
+    );
     // Engine "1" was idle (t3 = t2): an interval with ΔN = 0 adds nothing.
-    assert_group(&snapshot, &group("1"), &fixture(Scrape::T3Restart, "1"), "idle interval, engine 1");
+    assert_group(
+        &snapshot,
+        &group("1"),
+        &fixture(Scrape::T3Restart, "1"),
+        "idle interval, engine 1",
+    );
 }
 
 #[test]
@@ -31,6 +41,16 @@ fn reset_in_split_requests_matches_reset_in_whole_scrapes() {
         corrector.write(point);
     }
     let snapshot = corrector.snapshot();
-    assert_group(&snapshot, &group("0"), &fixture(Scrape::T3Restart, "0"), "split restart, engine 0");
-    assert_group(&snapshot, &group("1"), &fixture(Scrape::T3Restart, "1"), "split restart, engine 1");
+    assert_group(
+        &snapshot,
+        &group("0"),
+        &fixture(Scrape::T3Restart, "0"),
+        "split restart, engine 0",
+    );
+    assert_group(
+        &snapshot,
+        &group("1"),
+        &fixture(Scrape::T3Restart, "1"),
+        "split restart, engine 1",
+    );
 }

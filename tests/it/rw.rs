@@ -64,12 +64,19 @@ pub struct Point {
 impl Point {
     /// The value of label `name`.
     pub fn label(&self, name: &str) -> Option<&str> {
-        self.labels.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.labels
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
 
     /// The same series with a staleness marker at `timestamp_ms`.
     pub fn stale_at(&self, timestamp_ms: i64) -> Point {
-        Point { labels: self.labels.clone(), value: f64::from_bits(STALE_NAN), timestamp_ms }
+        Point {
+            labels: self.labels.clone(),
+            value: f64::from_bits(STALE_NAN),
+            timestamp_ms,
+        }
     }
 }
 
@@ -79,18 +86,33 @@ pub fn body(points: &[Point]) -> Vec<u8> {
         timeseries: points
             .iter()
             .map(|p| TimeSeries {
-                labels: p.labels.iter().map(|(n, v)| Label { name: n.clone(), value: v.clone() }).collect(),
-                samples: vec![Sample { value: p.value, timestamp: p.timestamp_ms }],
+                labels: p
+                    .labels
+                    .iter()
+                    .map(|(n, v)| Label {
+                        name: n.clone(),
+                        value: v.clone(),
+                    })
+                    .collect(),
+                samples: vec![Sample {
+                    value: p.value,
+                    timestamp: p.timestamp_ms,
+                }],
             })
             .collect(),
     };
-    snap::raw::Encoder::new().compress_vec(&request.encode_to_vec()).expect("snappy compression of a test body")
+    snap::raw::Encoder::new()
+        .compress_vec(&request.encode_to_vec())
+        .expect("snappy compression of a test body")
 }
 
 #[test]
 fn body_round_trips_through_prost_and_snappy_with_stale_bits_intact() {
     let point = Point {
-        labels: vec![("__name__".into(), "vllm:generation_tokens_total".into()), ("engine".into(), "0".into())],
+        labels: vec![
+            ("__name__".into(), "vllm:generation_tokens_total".into()),
+            ("engine".into(), "0".into()),
+        ],
         value: 1240.0,
         timestamp_ms: 1_750_000_000_000,
     };
@@ -102,5 +124,8 @@ fn body_round_trips_through_prost_and_snappy_with_stale_bits_intact() {
     assert_eq!(decoded.timeseries[0].labels[1].value, "0");
     assert_eq!(decoded.timeseries[0].samples[0].value, 1240.0);
     assert_eq!(decoded.timeseries[1].samples[0].value.to_bits(), STALE_NAN);
-    assert_eq!(decoded.timeseries[1].samples[0].timestamp, 1_750_000_015_000);
+    assert_eq!(
+        decoded.timeseries[1].samples[0].timestamp,
+        1_750_000_015_000
+    );
 }

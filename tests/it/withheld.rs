@@ -33,8 +33,21 @@ fn token_histogram_without_le_1_bound_withholds_canonical_tpot_and_counts_the_re
     let mut engine0 = fixture(Scrape::T2, "0");
     engine0.canonical = None; // withheld: no guess
     assert_group(&snapshot, &group("0"), &engine0, "engine 0 without le=1");
-    assert_group(&snapshot, &group("1"), &fixture(Scrape::T2, "1"), "engine 1 untouched");
+    assert_group(
+        &snapshot,
+        &group("1"),
+        &fixture(Scrape::T2, "1"),
+        "engine 1 untouched",
+    );
 
-    let withheld = snapshot.value("vllm_corrector_groups_withheld", &[("family", CANONICAL_TPOT), ("reason", "no_le_1_bound")]);
-    assert_eq!(withheld, Some(1.0), "one group withholds canonical TPOT for no_le_1_bound\n{}", snapshot.text);
+    let withheld = snapshot.value(
+        "vllm_corrector_groups_withheld",
+        &[("family", CANONICAL_TPOT), ("reason", "no_le_1_bound")],
+    );
+    assert_eq!(
+        withheld,
+        Some(1.0),
+        "one group withholds canonical TPOT for no_le_1_bound\n{}",
+        snapshot.text
+    );
 }
