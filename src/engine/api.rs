@@ -16,24 +16,30 @@ pub enum RejectReason {
     NanValue,
     /// The sample's timestamp is older than every frame its group still keeps.
     FrameEvicted,
+    /// A series the engine does not hold yet, refused because it already holds
+    /// [`EngineConfig::max_active_series`] series.
+    ActiveSeriesLimit,
     /// A native histogram sample of a schema other than custom buckets (−53): accepted and
     /// counted, not used.
     NativeHistogram,
     /// A custom-buckets native histogram sample whose bounds, spans or counts are inconsistent
     /// (`crate::protocol::HistogramError`).
     InvalidNativeHistogram,
-    /// The series' label set was invalid.
+    /// The series' label set was invalid, or over a label limit.
     Label(LabelError),
+    /// The request held more series than `limits.max_series_per_request`: none of it was applied.
+    TooManySeries,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 14] = [
+    pub const ALL: [RejectReason; 19] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
         RejectReason::NanValue,
         RejectReason::FrameEvicted,
+        RejectReason::ActiveSeriesLimit,
         RejectReason::NativeHistogram,
         RejectReason::InvalidNativeHistogram,
         RejectReason::Label(LabelError::EmptyLabelSet),
@@ -43,6 +49,10 @@ impl RejectReason {
         RejectReason::Label(LabelError::InvalidLabelName),
         RejectReason::Label(LabelError::OddLabelRefs),
         RejectReason::Label(LabelError::SymbolRefOutOfRange),
+        RejectReason::Label(LabelError::TooManyLabels),
+        RejectReason::Label(LabelError::LabelNameTooLong),
+        RejectReason::Label(LabelError::LabelValueTooLong),
+        RejectReason::TooManySeries,
     ];
 
     /// The `reason` label value.
@@ -53,8 +63,10 @@ impl RejectReason {
             RejectReason::OutOfOrder => "out_of_order",
             RejectReason::NanValue => "nan_value",
             RejectReason::FrameEvicted => "frame_evicted",
+            RejectReason::ActiveSeriesLimit => "active_series_limit",
             RejectReason::NativeHistogram => "native_histogram",
             RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
+            RejectReason::TooManySeries => "too_many_series",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -241,11 +253,15 @@ pub struct EngineConfig {
     pub idle_timeout_ms: i64,
     /// Frames (distinct timestamps) kept per group while waiting for every input. Default 16.
     pub max_pending_frames: usize,
+    /// Most input series (those a rule reads) held at once, stale ones included until their group
+    /// leaves. Samples of a further new series are rejected (`active_series_limit`), so a
+    /// cardinality flood cannot grow memory without bound. Default 100 000.
+    pub max_active_series: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { idle_timeout_ms: 10 * 60 * 1000, max_pending_frames: 16 }
+        EngineConfig { idle_timeout_ms: 10 * 60 * 1000, max_pending_frames: 16, max_active_series: 100_000 }
     }
 }
 

@@ -130,6 +130,16 @@ impl Group {
         }
     }
 
+    /// Number of input series the group holds state for, stale ones included.
+    pub fn series(&self) -> usize {
+        self.roles.len()
+    }
+
+    /// True when the group already holds the series `key`.
+    pub fn has_role(&self, key: RoleKey) -> bool {
+        self.index.contains_key(&key)
+    }
+
     /// Number of input series that are not stale.
     pub fn active_series(&self) -> usize {
         self.roles.iter().filter(|r| !r.stale).count()

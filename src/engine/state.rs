@@ -35,6 +35,8 @@ pub struct Engine {
     removed_stale: u64,
     removed_idle: u64,
     newest_sample_ms: Option<i64>,
+    /// Input series held across all groups (the quantity `max_active_series` caps).
+    tracked_series: usize,
 }
 
 impl Engine {
@@ -50,6 +52,7 @@ impl Engine {
             removed_stale: 0,
             removed_idle: 0,
             newest_sample_ms: None,
+            tracked_series: 0,
         }
     }
 
@@ -89,6 +92,11 @@ impl Engine {
                 && e.group.labels.len() == group_labels(labels).count()
                 && e.group.labels.iter().zip(group_labels(labels)).all(|((n, v), l)| n == l.name && v == l.value)
         };
+        let known = self.groups.find(hash, same).is_some_and(|e| e.group.has_role(key));
+        if !known && !samples.is_empty() && self.tracked_series >= self.config.max_active_series {
+            report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
+            return;
+        }
         let entry = match self.groups.find_mut(hash, same) {
             Some(entry) => entry,
             None => {
@@ -115,12 +123,16 @@ impl Engine {
                 Offer::FrameEvicted => report.reject(RejectReason::FrameEvicted, 1),
             }
         }
+        if !known && group.has_role(key) {
+            self.tracked_series += 1;
+        }
         let events = std::mem::take(&mut group.events);
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
         if group.all_stale() {
             if let Ok(entry) = self.groups.find_entry(hash, same) {
-                entry.remove();
+                let (removed, _) = entry.remove();
+                self.tracked_series -= removed.group.series();
                 self.removed_stale += 1;
             }
         }
@@ -149,7 +161,15 @@ impl Engine {
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
         let before = self.groups.len();
-        self.groups.retain(|e| e.group.last_seen_ms >= cutoff);
+        let mut freed = 0;
+        self.groups.retain(|e| {
+            let keep = e.group.last_seen_ms >= cutoff;
+            if !keep {
+                freed += e.group.series();
+            }
+            keep
+        });
+        self.tracked_series -= freed;
         let removed = before - self.groups.len();
         self.removed_idle += removed as u64;
         removed
