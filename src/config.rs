@@ -13,6 +13,7 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::engine::EngineConfig;
+use crate::protocol::labels::LabelLimits;
 
 /// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
 /// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
@@ -76,7 +77,14 @@ pub enum LogFormat {
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
 ///   max_concurrent_requests: 64
+///   max_series_per_request: 50000
+///   max_labels_per_series: 64
+///   max_label_name_length: 1024
+///   max_label_value_length: 2048
+///   max_active_series: 100000
 /// ```
+///
+/// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
@@ -122,19 +130,44 @@ pub struct LimitsSection {
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
     pub max_concurrent_requests: usize,
+    /// Most series (`TimeSeries` messages) in one request. A request with more is answered 413
+    /// and none of it is applied (its samples are counted as `too_many_series`). At least 1.
+    /// Default: `50000` (Prometheus sends at most `max_samples_per_send` series, 500 in 2.42 and
+    /// 2000 in 3.x by default).
+    pub max_series_per_request: usize,
+    /// Most labels in one series, `__name__` included. A series with more is rejected
+    /// (`too_many_labels`, 400; the rest of the request is applied). At least 1. Default: `64`.
+    pub max_labels_per_series: usize,
+    /// Longest label name, bytes. A series with a longer one is rejected
+    /// (`label_name_too_long`, 400). At least 1. Default: `1024`.
+    pub max_label_name_length: usize,
+    /// Longest label value, bytes. A series with a longer one is rejected
+    /// (`label_value_too_long`, 400). At least 1. Default: `2048`.
+    pub max_label_value_length: usize,
+    /// Most input series held at once (series a rule reads; stale ones until their group
+    /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
+    /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
+    pub max_active_series: usize,
 }
 
 impl Default for LimitsSection {
     fn default() -> Self {
+        let labels = LabelLimits::default();
         LimitsSection {
             max_body_bytes: 32 * 1024 * 1024,
             max_decoded_bytes: 128 * 1024 * 1024,
             max_concurrent_requests: 64,
+            max_series_per_request: 50_000,
+            max_labels_per_series: labels.max_labels_per_series,
+            max_label_name_length: labels.max_label_name_length,
+            max_label_value_length: labels.max_label_value_length,
+            max_active_series: EngineConfig::default().max_active_series,
         }
     }
 }
 
-/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings).
+/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings;
+/// `limits.max_active_series` lives in [`EngineConfig::max_active_series`], where it is enforced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest accepted body as sent, bytes.
@@ -143,6 +176,10 @@ pub struct Limits {
     pub max_decoded_bytes: usize,
     /// Remote-write requests processed at once.
     pub max_concurrent_requests: usize,
+    /// Most series in one request.
+    pub max_series_per_request: usize,
+    /// Per-series label limits (count, name length, value length).
+    pub labels: LabelLimits,
 }
 
 impl Default for Limits {
@@ -152,6 +189,8 @@ impl Default for Limits {
             max_body_bytes: d.max_body_bytes,
             max_decoded_bytes: d.max_decoded_bytes,
             max_concurrent_requests: d.max_concurrent_requests,
+            max_series_per_request: d.max_series_per_request,
+            labels: LabelLimits::default(),
         }
     }
 }
@@ -266,8 +305,10 @@ impl Config {
                 ),
             )
         })?;
-        let engine = validate_engine(&file.engine)?;
+        let mut engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;
+        engine.max_active_series =
+            positive("limits.max_active_series", file.limits.max_active_series)?;
         Ok(Config {
             listen_address,
             config_file: args.config_file,
@@ -310,17 +351,19 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
+        ..EngineConfig::default()
     })
 }
 
+fn positive(field: &'static str, v: usize) -> Result<usize, ConfigError> {
+    if v == 0 {
+        Err(invalid(field, "must be at least 1"))
+    } else {
+        Ok(v)
+    }
+}
+
 fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
-    let positive = |field: &'static str, v: usize| {
-        if v == 0 {
-            Err(invalid(field, "must be at least 1"))
-        } else {
-            Ok(v)
-        }
-    };
     Ok(Limits {
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
@@ -328,6 +371,24 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
             "limits.max_concurrent_requests",
             section.max_concurrent_requests,
         )?,
+        max_series_per_request: positive(
+            "limits.max_series_per_request",
+            section.max_series_per_request,
+        )?,
+        labels: LabelLimits {
+            max_labels_per_series: positive(
+                "limits.max_labels_per_series",
+                section.max_labels_per_series,
+            )?,
+            max_label_name_length: positive(
+                "limits.max_label_name_length",
+                section.max_label_name_length,
+            )?,
+            max_label_value_length: positive(
+                "limits.max_label_value_length",
+                section.max_label_value_length,
+            )?,
+        },
     })
 }
 
@@ -360,7 +421,8 @@ mod tests {
             c.engine,
             EngineConfig {
                 idle_timeout_ms: 600_000,
-                max_pending_frames: 16
+                max_pending_frames: 16,
+                max_active_series: 100_000,
             }
         );
         // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
@@ -369,7 +431,13 @@ mod tests {
             Limits {
                 max_body_bytes: 33_554_432,
                 max_decoded_bytes: 134_217_728,
-                max_concurrent_requests: 64
+                max_concurrent_requests: 64,
+                max_series_per_request: 50_000,
+                labels: LabelLimits {
+                    max_labels_per_series: 64,
+                    max_label_name_length: 1024,
+                    max_label_value_length: 2048,
+                },
             }
         );
     }
@@ -415,6 +483,10 @@ mod tests {
         assert_eq!(c.engine.max_pending_frames, 16);
         assert_eq!(c.limits.max_concurrent_requests, 8);
         assert_eq!(c.limits.max_body_bytes, 33_554_432);
+        let c =
+            from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
+        assert_eq!(c.engine.max_active_series, 7);
+        assert_eq!(c.limits.labels.max_label_value_length, 9);
     }
 
     #[test]
@@ -450,6 +522,11 @@ mod tests {
             "max_body_bytes",
             "max_decoded_bytes",
             "max_concurrent_requests",
+            "max_series_per_request",
+            "max_labels_per_series",
+            "max_label_name_length",
+            "max_label_value_length",
+            "max_active_series",
         ] {
             let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
             assert_eq!(

@@ -4,13 +4,15 @@
 //!
 //! ```text
 //! POST /api/v1/write
-//!   http        negotiate (v1 / 415), limits                     -> bytes
-//!   protocol    snappy (length-checked) -> borrowed RW1 decode     -> series with samples
+//!   http        negotiate (v1 / v2 / 415), limits                -> bytes
+//!   protocol    snappy (length-checked) -> borrowed RW1/RW2 decode -> series with samples
+//!   ingest      label limits, normalise, custom buckets -> classic -> engine, every sample counted
 //!   engine      classify series -> group -> frame at ts -> rules   -> derived cumulative values
 //!   exposition  derived values + self-metrics                      -> GET /metrics
 //! ```
 //!
 //! * [`protocol`] knows bytes and the remote-write specs, nothing of HTTP or rules.
+//! * [`ingest`] feeds one decoded request to the engine and accounts for every sample.
 //! * [`engine`] knows series, groups, frames and rules, nothing of HTTP.
 //! * [`exposition`] renders the engine's derived values and the self-metrics.
 //! * [`http`] wires them together and maps each layer's error enum to a status code, once.
@@ -21,5 +23,6 @@ pub mod config;
 pub mod engine;
 pub mod exposition;
 pub mod http;
+pub mod ingest;
 pub mod protocol;
 pub mod telemetry;

@@ -38,7 +38,18 @@ pub struct SelfMetrics {
     frames_dropped: Counter,
     counter_resets: Counter,
     groups_removed: MetricFamily<Label1, Counter>,
+    requests_limited: MetricFamily<Label1, Counter>,
 }
+
+/// The request-level limits, as the `limit` label of `vllm_corrector_requests_limited_total`: each
+/// is the name of its configuration field (`limits.*`). Series-level limits reject samples and are
+/// counted in `vllm_corrector_samples_rejected_total{reason}` instead.
+pub const REQUEST_LIMITS: [&str; 4] = [
+    "max_body_bytes",
+    "max_decoded_bytes",
+    "max_series_per_request",
+    "max_concurrent_requests",
+];
 
 impl Default for SelfMetrics {
     fn default() -> Self {
@@ -66,7 +77,11 @@ impl SelfMetrics {
             frames_dropped: Counter::default(),
             counter_resets: Counter::default(),
             groups_removed: MetricFamily::default(),
+            requests_limited: MetricFamily::default(),
         };
+        for limit in REQUEST_LIMITS {
+            let _ = m.requests_limited.get_or_create(&[("limit", limit)]);
+        }
         for reason in RejectReason::ALL {
             let _ = m
                 .samples_rejected
@@ -92,7 +107,7 @@ impl SelfMetrics {
         // prometheus-client appends `_total` to counter names itself.
         r.register(
             "vllm_corrector_samples_received",
-            "Samples received by remote write (float and native histogram samples)",
+            "Samples received by remote write: float samples, native histograms with custom buckets as the classic samples they stand for, other native histogram samples as one each",
             m.samples_received.clone(),
         );
         r.register(
@@ -104,6 +119,11 @@ impl SelfMetrics {
             "vllm_corrector_samples_rejected",
             "Samples received but not applied, by reason. received = applied + sum of rejected",
             m.samples_rejected.clone(),
+        );
+        r.register(
+            "vllm_corrector_requests_limited",
+            "Remote-write requests refused whole by a request-level limit, by limit (the limits.* field)",
+            m.requests_limited.clone(),
         );
         r.register(
             "vllm_corrector_http_requests",
@@ -174,6 +194,13 @@ impl SelfMetrics {
                     .inc_by(n);
             }
         }
+    }
+
+    /// Counts one request refused by the request-level limit `limit` (one of [`REQUEST_LIMITS`]).
+    pub fn record_limited(&self, limit: &'static str) {
+        self.requests_limited
+            .get_or_create(&[("limit", limit)])
+            .inc();
     }
 
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
@@ -290,6 +317,23 @@ impl InternalEvent for SamplesIngested<'_> {
     }
 }
 
+/// A remote-write request was refused whole by a request-level limit.
+#[derive(Debug)]
+pub struct RequestLimited {
+    /// The limit, as its `limits.*` field name (one of [`REQUEST_LIMITS`]).
+    pub limit: &'static str,
+}
+
+impl InternalEvent for RequestLimited {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::debug!(
+            limit = self.limit,
+            "remote-write request refused by a limit"
+        );
+        metrics.record_limited(self.limit);
+    }
+}
+
 /// An HTTP response was sent.
 #[derive(Debug)]
 pub struct HttpResponded {
@@ -350,7 +394,11 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
         LogFormat::Logfmt => {
             use tracing_subscriber::layer::SubscriberExt;
             use tracing_subscriber::util::SubscriberInitExt;
-            let layer = tracing_logfmt::builder().with_span_name(false).with_span_path(false).layer().with_writer(std::io::stderr);
+            let layer = tracing_logfmt::builder()
+                .with_span_name(false)
+                .with_span_path(false)
+                .layer()
+                .with_writer(std::io::stderr);
             tracing_subscriber::registry()
                 .with(tracing_subscriber::filter::LevelFilter::from_level(max))
                 .with(layer)
