@@ -16,5 +16,6 @@ mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
 mod reset;
+mod rw2_equivalence;
 mod stale_idle;
 mod withheld;
