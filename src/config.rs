@@ -82,6 +82,7 @@ pub enum LogFormat {
 ///   max_label_name_length: 1024
 ///   max_label_value_length: 2048
 ///   max_active_series: 100000
+///   max_future_skew: 10m
 /// ```
 ///
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
@@ -148,6 +149,11 @@ pub struct LimitsSection {
     /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
     /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
     pub max_active_series: usize,
+    /// How far past the receive clock a sample's timestamp may be. A later sample is rejected
+    /// (`future_timestamp`, 400; the rest of the request is applied): applied, it would become its
+    /// series' newest and make every real sample after it out of order. A duration (humantime
+    /// syntax). Default: `10m`.
+    pub max_future_skew: String,
 }
 
 impl Default for LimitsSection {
@@ -162,6 +168,7 @@ impl Default for LimitsSection {
             max_label_name_length: labels.max_label_name_length,
             max_label_value_length: labels.max_label_value_length,
             max_active_series: EngineConfig::default().max_active_series,
+            max_future_skew: "10m".to_owned(),
         }
     }
 }
@@ -180,6 +187,8 @@ pub struct Limits {
     pub max_series_per_request: usize,
     /// Per-series label limits (count, name length, value length).
     pub labels: LabelLimits,
+    /// How far past the receive clock a sample may be stamped, ms.
+    pub max_future_skew_ms: i64,
 }
 
 impl Default for Limits {
@@ -191,6 +200,7 @@ impl Default for Limits {
             max_concurrent_requests: d.max_concurrent_requests,
             max_series_per_request: d.max_series_per_request,
             labels: LabelLimits::default(),
+            max_future_skew_ms: 10 * 60 * 1000,
         }
     }
 }
@@ -320,28 +330,27 @@ impl Config {
     }
 }
 
-fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
-    let idle: Duration = humantime::parse_duration(&section.idle_timeout).map_err(|e| {
+/// `text` as a duration in ms, naming `field` when it is malformed or too long.
+fn duration_ms(field: &'static str, text: &str) -> Result<(Duration, i64), ConfigError> {
+    let d: Duration = humantime::parse_duration(text).map_err(|e| {
         invalid(
-            "engine.idle_timeout",
-            format!(
-                "{:?} is not a duration like 10m or 90s: {e}",
-                section.idle_timeout
-            ),
+            field,
+            format!("{text:?} is not a duration like 10m or 90s: {e}"),
         )
     })?;
+    let ms = i64::try_from(d.as_millis())
+        .map_err(|_| invalid(field, format!("{text:?} is too long")))?;
+    Ok((d, ms))
+}
+
+fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
+    let (idle, idle_timeout_ms) = duration_ms("engine.idle_timeout", &section.idle_timeout)?;
     if idle < Duration::from_secs(1) {
         return Err(invalid(
             "engine.idle_timeout",
             format!("{:?} is below the minimum of 1s", section.idle_timeout),
         ));
     }
-    let idle_timeout_ms = i64::try_from(idle.as_millis()).map_err(|_| {
-        invalid(
-            "engine.idle_timeout",
-            format!("{:?} is too long", section.idle_timeout),
-        )
-    })?;
     if !(1..=1024).contains(&section.max_pending_frames) {
         return Err(invalid(
             "engine.max_pending_frames",
@@ -389,6 +398,7 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
                 section.max_label_value_length,
             )?,
         },
+        max_future_skew_ms: duration_ms("limits.max_future_skew", &section.max_future_skew)?.1,
     })
 }
 
@@ -438,6 +448,8 @@ mod tests {
                     max_label_name_length: 1024,
                     max_label_value_length: 2048,
                 },
+                // 10 min = 600 000 ms.
+                max_future_skew_ms: 600_000,
             }
         );
     }
@@ -508,6 +520,14 @@ mod tests {
     fn malformed_duration_names_the_field() {
         let err = from_yaml("engine:\n  idle_timeout: soon\n").unwrap_err();
         assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
+    }
+
+    #[test]
+    fn future_skew_is_a_duration_naming_its_field() {
+        let c = from_yaml("limits:\n  max_future_skew: 90s\n").unwrap();
+        assert_eq!(c.limits.max_future_skew_ms, 90_000);
+        let err = from_yaml("limits:\n  max_future_skew: later\n").unwrap_err();
+        assert!(err.to_string().starts_with("limits.max_future_skew:"), "{err}");
     }
 
     #[test]

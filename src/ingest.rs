@@ -2,9 +2,10 @@
 //! accounted (design invariant 3: received = applied + Σ rejected by reason).
 //!
 //! Two steps, so the engine lock is held only for the second:
-//! 1. [`prepare`] (no lock): per-series label limits, then label normalisation
+//! 1. [`prepare`] (no lock): per-series label limits (`limits.*`), then label normalisation
 //!    ([`crate::protocol::SeriesRef::normalize`]); an invalid series is counted and dropped.
-//! 2. [`Prepared::apply`] (under the lock): float samples go to [`Engine::ingest`]; native
+//! 2. [`Prepared::apply`] (under the lock): samples stamped too far in the future are rejected
+//!    (`limits.max_future_skew`); float samples go to [`Engine::ingest`]; native
 //!    histograms with custom buckets go in as the classic `_bucket{le}`/`_sum`/`_count` series they
 //!    stand for ([`histogram::for_each_classic_series`]), so they feed the rules exactly as a
 //!    classic histogram would; other schemas are counted and not used; metadata is cached.
@@ -15,10 +16,10 @@
 
 use std::fmt::Write as _;
 
+use crate::config::Limits;
 use crate::engine::{Engine, IngestReport, RejectReason};
 use crate::protocol::histogram::{self, HistogramError, NativeHistogram};
-use crate::protocol::labels::LabelLimits;
-use crate::protocol::{Label, LabelError, SeriesRef, WriteRequestRef};
+use crate::protocol::{Label, LabelError, Sample, SeriesRef, WriteRequestRef};
 
 /// The longest label text quoted in a 400 answer.
 const MAX_QUOTED_LABELS: usize = 512;
@@ -50,6 +51,10 @@ pub enum SeriesRejection {
     /// A custom-buckets native histogram sample is inconsistent: that sample is rejected.
     #[error("invalid native histogram: {0}")]
     Histogram(#[from] HistogramError),
+    /// Some samples are stamped later than receive time plus `limits.max_future_skew`: those
+    /// samples are refused.
+    #[error("sample timestamp beyond limits.max_future_skew past the receiver's clock")]
+    FutureTimestamp,
     /// The engine holds `limits.max_active_series` series: this new series is refused.
     #[error(
         "limits.max_active_series reached: new series are refused until idle or stale groups leave"
@@ -100,14 +105,15 @@ pub struct Prepared<'a> {
     request: WriteRequestRef<'a>,
     /// Position in the request of each kept series.
     positions: Vec<usize>,
+    max_future_skew_ms: i64,
     outcome: Outcome,
 }
 
-/// Step 1, outside the engine lock: checks each series against `limits`, normalises its labels,
-/// and counts and drops the series that fail (every sample of a dropped series is rejected with
-/// the [`LabelError`]'s reason; its histograms count as in
+/// Step 1, outside the engine lock: checks each series against the label limits of `limits`,
+/// normalises its labels, and counts and drops the series that fail (every sample of a dropped
+/// series is rejected with the [`LabelError`]'s reason; its histograms count as in
 /// [`crate::protocol::SeriesRef::sample_count`]).
-pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &LabelLimits) -> Prepared<'a> {
+pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a> {
     let mut outcome = Outcome {
         series: request.series.len(),
         ..Outcome::default()
@@ -118,6 +124,7 @@ pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &LabelLimits) -> Pr
         let position = index;
         index += 1;
         let checked = limits
+            .labels
             .check(&series.labels)
             .and_then(|()| series.normalize());
         match checked {
@@ -137,6 +144,7 @@ pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &LabelLimits) -> Pr
     Prepared {
         request,
         positions,
+        max_future_skew_ms: limits.max_future_skew_ms,
         outcome,
     }
 }
@@ -164,14 +172,34 @@ impl Prepared<'_> {
     /// metadata). Metadata never fails a request.
     pub fn apply(mut self, engine: &mut Engine, now_ms: i64) -> Outcome {
         let outcome = &mut self.outcome;
+        let latest = now_ms.saturating_add(self.max_future_skew_ms);
+        let mut in_time: Vec<Sample> = Vec::new();
         for (series, &position) in self.request.series.iter().zip(&self.positions) {
             let mut report = IngestReport::default();
             let mut refused = None;
-            if !series.samples.is_empty() {
-                engine.ingest(&series.labels, &series.samples, now_ms, &mut report);
-                outcome.written.samples += accepted(&report);
+            let mut samples = series.samples.as_slice();
+            if samples.iter().any(|s| s.timestamp_ms > latest) {
+                in_time.clear();
+                in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
+                let future = (samples.len() - in_time.len()) as u64;
+                report.reject(RejectReason::FutureTimestamp, future);
+                refused = Some(SeriesRejection::FutureTimestamp);
+                samples = &in_time;
+            }
+            if !samples.is_empty() {
+                let mut floats = IngestReport::default();
+                engine.ingest(&series.labels, samples, now_ms, &mut floats);
+                outcome.written.samples += accepted(&floats);
+                report.merge(&floats);
             }
             for h in &series.histograms {
+                if let NativeHistogram::CustomBuckets(c) = h
+                    && c.timestamp_ms > latest
+                {
+                    report.reject(RejectReason::FutureTimestamp, h.sample_count());
+                    refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                    continue;
+                }
                 match apply_histogram(engine, series, h, now_ms, &mut report) {
                     Ok(true) => outcome.written.histograms += 1,
                     Ok(false) => {}

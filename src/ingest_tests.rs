@@ -1,6 +1,7 @@
 //! Tests of the ingest step: accounting, written counts, rejections and the active-series cap.
 
 use super::*;
+use crate::config::Limits;
 
 #[test]
 fn quoted_labels_are_escaped_and_bounded() {
@@ -146,7 +147,7 @@ fn every_sample_is_accounted_and_written_counts_only_accepted_ones() {
     let bytes = mixed_request();
     let request = v2::decode(&bytes).unwrap();
     let mut engine = Engine::new(EngineConfig::default());
-    let outcome = prepare(request, &LabelLimits::default()).apply(&mut engine, 0);
+    let outcome = prepare(request, &Limits::default()).apply(&mut engine, 0);
     let r = &outcome.report;
     let n = |reason: RejectReason| r.rejected[reason.index()];
     // Received: 2 + 1 + 1 + 1 + 5 + 1 + 1 + 2 = 14.
@@ -214,7 +215,7 @@ fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
     );
     let bytes = b.build().encode_to_vec();
     let mut engine = Engine::new(EngineConfig::default());
-    prepare(v2::decode(&bytes).unwrap(), &LabelLimits::default()).apply(&mut engine, 0);
+    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
     let mut got = Vec::new();
     engine.for_each_derived(Family::TokenWeightedItl, |_, v| got.push(v.clone()));
     assert_eq!(
@@ -242,7 +243,7 @@ fn rw2_series_metadata_is_cached_by_family() {
     });
     let bytes = b.build().encode_to_vec();
     let mut engine = Engine::new(EngineConfig::default());
-    prepare(v2::decode(&bytes).unwrap(), &LabelLimits::default()).apply(&mut engine, 0);
+    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
     assert_eq!(engine.metadata_families(), 1);
 }
 
@@ -265,7 +266,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
         b.build().encode_to_vec()
     };
     let mut apply = |bytes: Vec<u8>, now: i64| {
-        prepare(v2::decode(&bytes).unwrap(), &LabelLimits::default()).apply(&mut engine, now)
+        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
     };
     let tokens = "vllm:generation_tokens_total";
     let ttft = "vllm:time_to_first_token_seconds_count";
@@ -292,7 +293,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
     // Engine "0"'s group goes idle (last seen at 1 ms, cutoff 60 001 ms): its 2 series are freed.
     assert_eq!(engine.sweep_idle(60_002), 1);
     let mut apply = |bytes: Vec<u8>, now: i64| {
-        prepare(v2::decode(&bytes).unwrap(), &LabelLimits::default()).apply(&mut engine, now)
+        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
     };
     assert_eq!(
         apply(series("1", tokens, 1.0, 1_000), 60_002)

@@ -29,11 +29,14 @@ pub enum RejectReason {
     Label(LabelError),
     /// The request held more series than `limits.max_series_per_request`: none of it was applied.
     TooManySeries,
+    /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
+    /// would become its series' newest and make every real sample after it out of order.
+    FutureTimestamp,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 19] = [
+    pub const ALL: [RejectReason; 20] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -53,6 +56,7 @@ impl RejectReason {
         RejectReason::Label(LabelError::LabelNameTooLong),
         RejectReason::Label(LabelError::LabelValueTooLong),
         RejectReason::TooManySeries,
+        RejectReason::FutureTimestamp,
     ];
 
     /// The `reason` label value.
@@ -67,6 +71,7 @@ impl RejectReason {
             RejectReason::NativeHistogram => "native_histogram",
             RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
             RejectReason::TooManySeries => "too_many_series",
+            RejectReason::FutureTimestamp => "future_timestamp",
             RejectReason::Label(e) => e.reason(),
         }
     }

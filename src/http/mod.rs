@@ -2,7 +2,7 @@
 //! rules and no wire format; it maps each layer's error to a status code once ([`HttpError`]).
 //!
 //! Routes of [`app`]:
-//! * `POST /api/v1/write`: remote write 1.0 receiver ([`write`]).
+//! * `POST /api/v1/write`: remote write 1.0 and 2.0 receiver ([`write`]).
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
@@ -14,6 +14,8 @@ pub mod metrics;
 pub mod negotiate;
 pub mod write;
 
+#[cfg(test)]
+mod bad_input_tests;
 #[cfg(test)]
 mod tests;
 

@@ -171,7 +171,7 @@ fn process(
     }
 
     // Labels are checked and normalised outside the engine lock.
-    let prepared = ingest::prepare(request, &limits.labels);
+    let prepared = ingest::prepare(request, limits);
     let outcome = {
         let mut engine = state.lock_engine();
         prepared.apply(&mut engine, now_ms())

@@ -231,8 +231,7 @@ fn decode_span(buf: &[u8]) -> Result<(i32, u32), ProtocolError> {
 fn check_bounds(bounds: &[f64]) -> Result<(), HistogramError> {
     let mut previous = f64::NEG_INFINITY;
     for &bound in bounds {
-        // `!(a > b)` rather than `a <= b`: a NaN bound fails it too.
-        if !(bound > previous) {
+        if bound.is_nan() || bound <= previous {
             return Err(HistogramError::BoundsNotIncreasing);
         }
         previous = bound;

@@ -18,7 +18,7 @@ use prost::Message;
 use vllm_corrector::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use vllm_corrector::ingest;
 use vllm_corrector::protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
-use vllm_corrector::protocol::labels::LabelLimits;
+use vllm_corrector::config::Limits;
 use vllm_corrector::protocol::prompb::{v1, v2};
 use vllm_corrector::protocol::{MetricType, Sample, WriteRequestRef, snappy};
 
@@ -67,7 +67,7 @@ impl Sender {
             vllm_corrector::protocol::v1::decode(&raw).unwrap()
         };
         let outcome =
-            ingest::prepare(request, &LabelLimits::default()).apply(&mut self.engine, now_ms);
+            ingest::prepare(request, &Limits::default()).apply(&mut self.engine, now_ms);
         assert_eq!(outcome.first_rejected, None, "{}", self.name);
         self.report.merge(&outcome.report);
     }
