@@ -22,6 +22,7 @@
 pub mod config;
 pub mod engine;
 pub mod exposition;
+pub mod fuzz;
 pub mod http;
 pub mod ingest;
 pub mod protocol;

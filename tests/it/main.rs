@@ -16,6 +16,7 @@ mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
 mod reset;
+mod fuzz_seeds;
 mod rw2_equivalence;
 mod stale_idle;
 mod withheld;

@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 
 use prost::Message;
+use vllm_corrector::config::Limits;
 use vllm_corrector::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use vllm_corrector::ingest;
 use vllm_corrector::protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
-use vllm_corrector::config::Limits;
 use vllm_corrector::protocol::prompb::{v1, v2};
 use vllm_corrector::protocol::{MetricType, Sample, WriteRequestRef, snappy};
 
@@ -66,8 +66,7 @@ impl Sender {
         } else {
             vllm_corrector::protocol::v1::decode(&raw).unwrap()
         };
-        let outcome =
-            ingest::prepare(request, &Limits::default()).apply(&mut self.engine, now_ms);
+        let outcome = ingest::prepare(request, &Limits::default()).apply(&mut self.engine, now_ms);
         assert_eq!(outcome.first_rejected, None, "{}", self.name);
         self.report.merge(&outcome.report);
     }
@@ -157,7 +156,7 @@ fn native_labels(base: &str, rest: &[(String, String)]) -> Vec<(String, String)>
     labels
 }
 
-fn rw2_classic(points: &[Point]) -> Vec<u8> {
+pub(crate) fn rw2_classic(points: &[Point]) -> Vec<u8> {
     let mut b = RequestV2Builder::new();
     for p in points {
         let labels_refs = b.label_refs(&p.labels);
@@ -176,7 +175,7 @@ fn rw2_classic(points: &[Point]) -> Vec<u8> {
     encode::compress(&b.build().encode_to_vec())
 }
 
-fn rw2_native(points: &[Point], timestamp_ms: i64) -> Vec<u8> {
+pub(crate) fn rw2_native(points: &[Point], timestamp_ms: i64) -> Vec<u8> {
     let split = split(points, timestamp_ms);
     let mut b = RequestV2Builder::new();
     for ((base, rest), h) in &split.histograms {
@@ -204,7 +203,7 @@ fn rw2_native(points: &[Point], timestamp_ms: i64) -> Vec<u8> {
     encode::compress(&b.build().encode_to_vec())
 }
 
-fn rw1_native(points: &[Point], timestamp_ms: i64) -> Vec<u8> {
+pub(crate) fn rw1_native(points: &[Point], timestamp_ms: i64) -> Vec<u8> {
     let split = split(points, timestamp_ms);
     let floats: Vec<SeriesSpec> = split.floats.iter().map(spec).collect();
     let mut request = encode::write_request_v1(&floats, &[]);
