@@ -133,8 +133,8 @@ pub struct LimitsSection {
     pub max_concurrent_requests: usize,
     /// Most series (`TimeSeries` messages) in one request. A request with more is answered 413
     /// and none of it is applied (its samples are counted as `too_many_series`). At least 1.
-    /// Default: `50000` (Prometheus sends at most `max_samples_per_send` series, 500 in 2.42 and
-    /// 2000 in 3.x by default).
+    /// Default: `50000` (Prometheus sends at most `queue_config.max_samples_per_send` series per
+    /// request, 500 by default in 2.42).
     pub max_series_per_request: usize,
     /// Most labels in one series, `__name__` included. A series with more is rejected
     /// (`too_many_labels`, 400; the rest of the request is applied). At least 1. Default: `64`.

@@ -332,6 +332,18 @@ fn rows() -> Vec<Row> {
             v1(&[tokens("0", &[(1.0, T)]), tokens("0", &[(2.0, T + 15_000)])]),
         )
         .counts(2, 2, &[]),
+        // The control row of RW 2.0: a 204 that still says what it wrote, read by no rule
+        // included (accepted by design).
+        Row::new(
+            "RW2 valid series",
+            V2,
+            v2(&encode::request_v2(&[
+                tokens("0", &[(1.0, T), (2.0, T + 15_000)]),
+                series(&[("__name__", "vllm:num_requests_running")], &[(4.0, T)]),
+            ])),
+        )
+        .counts(3, 2, &[("unused_series", 1)])
+        .written(3, 0),
         Row::new(
             "RW2 label reference out of range",
             V2,
@@ -602,7 +614,7 @@ async fn run(row: Row) {
 async fn every_bad_input_class_gets_its_status_reason_and_accounting() {
     let rows = rows();
     // One row per input class of the issue, plus the RW 2.0 and limit rows.
-    assert_eq!(rows.len(), 33);
+    assert_eq!(rows.len(), 34);
     for row in rows {
         run(row).await;
     }
