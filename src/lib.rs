@@ -22,4 +22,5 @@ pub mod engine;
 pub mod exposition;
 pub mod http;
 pub mod protocol;
+pub mod sim;
 pub mod telemetry;
