@@ -28,6 +28,8 @@ pub mod truth;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_engine;
+#[cfg(test)]
 mod tests_profiles;
 
 use std::collections::VecDeque;
