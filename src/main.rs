@@ -11,7 +11,8 @@ use vllm_corrector::engine::Engine;
 use vllm_corrector::http::{AppState, app};
 use vllm_corrector::telemetry::{self, IdleSweep, InternalEvent};
 
-/// How often groups silent for longer than `engine.idle_timeout` are removed.
+/// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
+/// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
 const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 
 fn main() -> ExitCode {
@@ -49,9 +50,11 @@ async fn serve(config: Config) -> std::io::Result<()> {
     let state = AppState::new(Engine::new(config.engine.clone()), config.limits);
 
     let sweeper = state.clone();
+    let period = IDLE_SWEEP_INTERVAL
+        .min(Duration::from_millis(config.engine.idle_timeout_ms.max(400) as u64 / 4));
     tokio::spawn(async move {
-        let first = tokio::time::Instant::now() + IDLE_SWEEP_INTERVAL;
-        let mut tick = tokio::time::interval_at(first, IDLE_SWEEP_INTERVAL);
+        let first = tokio::time::Instant::now() + period;
+        let mut tick = tokio::time::interval_at(first, period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
