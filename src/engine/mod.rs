@@ -2,9 +2,20 @@
 //!
 //! Semantics follow `../shared/docs/vllm-metrics-reference.md` §4 and vLLM's
 //! `vllm/v1/metrics/loggers.py` (which series are observed where).
+//!
+//! * [`classify`](self) decides once per series which rule input it is, from `__name__`, `le` and `source`.
+//! * A group is the label set minus `__name__`, `le`, `source`, `position` and `finished_reason`.
+//! * A frame is a group's samples at one timestamp; a family is computed only from one frame's values,
+//!   once every input its plan reads has a sample there.
 
 mod api;
+mod classify;
+mod group;
+mod rules;
 mod state;
 
 pub use api::*;
 pub use state::Engine;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,193 @@
+//! Series classification: which rule input a raw vLLM series is, decided from its name and labels.
+//!
+//! Names follow vLLM's v1 exposition (`vllm/v1/metrics/loggers.py` as printed by Python
+//! `prometheus_client`): counters carry `_total`, histograms `_bucket{le}`/`_sum`/`_count`, and the
+//! histogram `vllm:iteration_tokens_total` keeps its `_total` before the histogram suffix.
+
+use crate::protocol::Label;
+
+/// Labels that identify a series inside its group, not the group itself (reference §4).
+pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
+
+/// Part of a classic histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Part {
+    /// `_bucket{le}`: cumulative count of observations ≤ `le`.
+    Bucket,
+    /// `_sum`: sum of observations.
+    Sum,
+    /// `_count`: number of observations.
+    Count,
+}
+
+/// A rule input: one raw series kind (the `le` is kept beside it in [`RoleKey`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Input {
+    /// `vllm:inter_token_latency_seconds` (seconds, one observation per output after the first).
+    Itl(Part),
+    /// `vllm:time_per_output_token_seconds`: the old name of the same ITL observations (vLLM ≤ 0.14).
+    OldItl(Part),
+    /// `vllm:request_time_per_output_token_seconds` (seconds, one observation per finished request).
+    Tpot(Part),
+    /// `vllm:request_generation_tokens_bucket{le="1"}`: finished requests with n ≤ 1 output tokens.
+    GenLe1,
+    /// `vllm:request_generation_tokens_count`: proves the token histogram exists (for `no_le_1_bound`).
+    GenCount,
+    /// `vllm:generation_tokens_total` (tokens).
+    GenTotal,
+    /// `vllm:time_to_first_token_seconds_count` (first outputs).
+    TtftCount,
+    /// `vllm:prompt_tokens_by_source_total{source="local_compute"}` (tokens, vLLM ≥ 0.16).
+    LocalCompute,
+    /// `vllm:iteration_tokens_total_count` (engine iterations).
+    IterCount,
+    /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
+    Accepted,
+}
+
+/// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct RoleKey {
+    /// Which input.
+    pub input: Input,
+    /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included); 0 otherwise.
+    pub le_bits: u64,
+}
+
+impl RoleKey {
+    /// The `le` bound as a float (meaningful for buckets only).
+    pub fn bound(self) -> f64 {
+        f64::from_bits(self.le_bits)
+    }
+}
+
+fn label<'a>(labels: &[Label<'a>], name: &str) -> Option<&'a str> {
+    labels.iter().find(|l| l.name == name).map(|l| l.value)
+}
+
+/// Parses an `le` value as Prometheus does: a float, with `+Inf`/`Inf` accepted.
+pub(crate) fn parse_le(value: &str) -> Option<f64> {
+    match value {
+        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
+        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()),
+    }
+}
+
+fn histogram(labels: &[Label<'_>], suffix: &str, make: fn(Part) -> Input) -> Option<RoleKey> {
+    match suffix {
+        "_bucket" => {
+            let le = parse_le(label(labels, "le")?)?;
+            Some(RoleKey { input: make(Part::Bucket), le_bits: le.to_bits() })
+        }
+        "_sum" => Some(RoleKey { input: make(Part::Sum), le_bits: 0 }),
+        "_count" => Some(RoleKey { input: make(Part::Count), le_bits: 0 }),
+        _ => None,
+    }
+}
+
+/// Classifies a series by `__name__` (and `le`/`source` where the rule needs them).
+///
+/// Returns `None` for every series no rule reads, `*_created` included: the caller counts its samples as
+/// `unused_series` and allocates nothing for it. A bucket whose `le` is missing or not a float is unused too.
+pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
+    let plain = |input| Some(RoleKey { input, le_bits: 0 });
+    if let Some(suffix) = name.strip_prefix("vllm:inter_token_latency_seconds") {
+        return histogram(labels, suffix, Input::Itl);
+    }
+    if let Some(suffix) = name.strip_prefix("vllm:time_per_output_token_seconds") {
+        return histogram(labels, suffix, Input::OldItl);
+    }
+    if let Some(suffix) = name.strip_prefix("vllm:request_time_per_output_token_seconds") {
+        return histogram(labels, suffix, Input::Tpot);
+    }
+    match name {
+        "vllm:request_generation_tokens_bucket" => {
+            let le = parse_le(label(labels, "le")?)?;
+            (le == 1.0).then_some(RoleKey { input: Input::GenLe1, le_bits: 0 })
+        }
+        "vllm:request_generation_tokens_count" => plain(Input::GenCount),
+        "vllm:generation_tokens_total" => plain(Input::GenTotal),
+        "vllm:time_to_first_token_seconds_count" => plain(Input::TtftCount),
+        "vllm:prompt_tokens_by_source_total" => {
+            (label(labels, "source")? == "local_compute").then_some(RoleKey { input: Input::LocalCompute, le_bits: 0 })
+        }
+        "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
+        "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
+        _ => None,
+    }
+}
+
+/// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
+pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
+    labels.iter().filter(|l| !RULE_DIMENSIONS.contains(&l.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
+        Label { name, value }
+    }
+
+    #[test]
+    fn le_is_parsed_as_a_float_whatever_its_formatting() {
+        for text in ["1", "1.0", "1e0", "1.00"] {
+            let labels = [l("__name__", "vllm:request_generation_tokens_bucket"), l("le", text)];
+            assert_eq!(
+                classify("vllm:request_generation_tokens_bucket", &labels),
+                Some(RoleKey { input: Input::GenLe1, le_bits: 0 }),
+                "le={text}"
+            );
+        }
+        let other = [l("le", "2.0")];
+        assert_eq!(classify("vllm:request_generation_tokens_bucket", &other), None);
+        assert_eq!(parse_le("+Inf"), Some(f64::INFINITY));
+        assert_eq!(parse_le("1e+06"), Some(1_000_000.0));
+        assert_eq!(parse_le("NaN"), None);
+    }
+
+    #[test]
+    fn created_series_and_unread_series_are_unused() {
+        assert_eq!(classify("vllm:inter_token_latency_seconds_created", &[]), None);
+        assert_eq!(classify("vllm:generation_tokens_created", &[]), None);
+        assert_eq!(classify("vllm:num_requests_running", &[]), None);
+        assert_eq!(classify("vllm:spec_decode_num_drafts_total", &[]), None);
+    }
+
+    #[test]
+    fn histogram_parts_and_old_itl_name() {
+        let b = [l("le", "0.05")];
+        let key = classify("vllm:time_per_output_token_seconds_bucket", &b).unwrap();
+        assert_eq!(key.input, Input::OldItl(Part::Bucket));
+        assert_eq!(key.bound(), 0.05);
+        assert_eq!(classify("vllm:inter_token_latency_seconds_sum", &[]).unwrap().input, Input::Itl(Part::Sum));
+        assert_eq!(
+            classify("vllm:request_time_per_output_token_seconds_count", &[]).unwrap().input,
+            Input::Tpot(Part::Count)
+        );
+        assert_eq!(classify("vllm:inter_token_latency_seconds_bucket", &[]), None, "bucket without le");
+    }
+
+    #[test]
+    fn only_local_compute_prompt_tokens_are_read() {
+        let name = "vllm:prompt_tokens_by_source_total";
+        assert_eq!(classify(name, &[l("source", "local_compute")]).unwrap().input, Input::LocalCompute);
+        assert_eq!(classify(name, &[l("source", "local_cache_hit")]), None);
+        assert_eq!(classify(name, &[l("source", "external_kv_transfer")]), None);
+    }
+
+    #[test]
+    fn group_labels_drop_rule_dimensions() {
+        let labels = [
+            l("__name__", "x"),
+            l("engine", "0"),
+            l("le", "1.0"),
+            l("model_name", "m"),
+            l("position", "2"),
+            l("source", "local_compute"),
+        ];
+        let names: Vec<_> = group_labels(&labels).map(|l| l.name).collect();
+        assert_eq!(names, ["engine", "model_name"]);
+    }
+}

@@ -1,0 +1,345 @@
+//! A group: the series of one vLLM engine (label set minus rule dimensions), its pending frames, and
+//! the families derived from them.
+//!
+//! A frame holds the group's samples that carry one timestamp. Only values of one frame are ever
+//! combined (design invariant 1). Prometheus shards by series, so one scrape's series arrive in any
+//! order across requests, while each series stays in order: a family is evaluated on the newest frame
+//! that holds every role its [`Plan`] reads, and the acceptance-corrected buckets are recomputed over the
+//! kept frames in timestamp order, so arrival order across series never changes the output.
+
+use std::collections::VecDeque;
+
+use hashbrown::HashMap;
+
+use super::classify::RoleKey;
+use super::rules::{self, ItlPoint, Plan};
+use super::{DerivedValue, Family, WithheldReason};
+
+/// One input series of the group.
+#[derive(Debug, Clone)]
+struct Role {
+    key: RoleKey,
+    /// Newest timestamp seen (ms), stale markers included.
+    newest_ts: i64,
+    /// True after a staleness marker, until the next real sample.
+    stale: bool,
+}
+
+/// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
+#[derive(Debug, Clone)]
+struct Frame {
+    ts: i64,
+    values: Vec<f64>,
+}
+
+impl Frame {
+    fn holds(&self, roles: &[usize]) -> bool {
+        roles.iter().all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
+    }
+}
+
+/// Per-family state: its plan (cached while the role set is unchanged) and its current output.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    plan: Option<Result<(Plan, Vec<usize>), WithheldReason>>,
+    output: Option<DerivedValue>,
+    /// Timestamp of the frame `output` was computed from.
+    output_ts: Option<i64>,
+    inconsistent: bool,
+}
+
+/// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
+#[derive(Debug, Clone, Default)]
+struct Committed {
+    ts: Option<i64>,
+    point: Option<ItlPoint>,
+    /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
+    acc: Vec<f64>,
+}
+
+/// What happened to one sample offered to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offer {
+    /// Stored in its frame.
+    Applied,
+    /// A staleness marker was applied.
+    Stale,
+    /// Same timestamp as the series' newest sample: an idempotent no-op.
+    Duplicate,
+    /// Older than the series' newest sample.
+    OutOfOrder,
+    /// Older than every kept frame while the window is full.
+    FrameEvicted,
+}
+
+/// Counters a group reports back to the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GroupEvents {
+    pub frames_dropped: u64,
+    pub counter_resets: u64,
+}
+
+fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
+    roles.iter().enumerate().filter(|(_, r)| !r.stale).map(|(i, r)| (r.key, i)).collect()
+}
+
+/// The cached plan of `family`, decided from the learned roles when the role set changed.
+fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Result<&'s (Plan, Vec<usize>), WithheldReason> {
+    let slot = &mut slots[family.index()];
+    let plan = slot.plan.get_or_insert_with(|| {
+        rules::plan(family, &learned(roles)).map(|p| {
+            let roles = p.roles();
+            (p, roles)
+        })
+    });
+    match plan {
+        Ok(p) => Ok(p),
+        Err(e) => Err(*e),
+    }
+}
+
+/// One group's state.
+#[derive(Debug)]
+pub(crate) struct Group {
+    /// Group labels, sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// Receive wall clock (ms) of the newest sample, for the idle timeout.
+    pub last_seen_ms: i64,
+    roles: Vec<Role>,
+    index: HashMap<RoleKey, usize>,
+    frames: VecDeque<Frame>,
+    slots: [Slot; 4],
+    committed: Committed,
+    last_reset_ts: i64,
+    pub events: GroupEvents,
+}
+
+impl Group {
+    /// Creates an empty group with these (sorted) labels.
+    pub fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
+        Group {
+            labels,
+            last_seen_ms: now_ms,
+            roles: Vec::new(),
+            index: HashMap::new(),
+            frames: VecDeque::new(),
+            slots: Default::default(),
+            committed: Committed::default(),
+            last_reset_ts: i64::MIN,
+            events: GroupEvents::default(),
+        }
+    }
+
+    /// Number of input series that are not stale.
+    pub fn active_series(&self) -> usize {
+        self.roles.iter().filter(|r| !r.stale).count()
+    }
+
+    /// True when every series of the group has gone stale: the group should be removed.
+    pub fn all_stale(&self) -> bool {
+        self.roles.iter().all(|r| r.stale)
+    }
+
+    /// Current output of `family`, if any.
+    pub fn output(&self, family: Family) -> Option<&DerivedValue> {
+        self.slots[family.index()].output.as_ref()
+    }
+
+    /// Why `family` has no output, or `None` when it has one.
+    pub fn withheld(&self, family: Family) -> Option<WithheldReason> {
+        let slot = &self.slots[family.index()];
+        if slot.output.is_some() {
+            return None;
+        }
+        if slot.inconsistent {
+            return Some(WithheldReason::InconsistentInputs);
+        }
+        match rules::plan(family, &self.learned()) {
+            Err(reason) => Some(reason),
+            Ok(_) => Some(WithheldReason::Incomplete),
+        }
+    }
+
+    /// Offers one sample of the series `key`. `max_frames` bounds the pending window.
+    pub fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
+        let role = match self.index.get(&key) {
+            Some(r) => *r,
+            None => {
+                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false });
+                self.index.insert(key, self.roles.len() - 1);
+                self.invalidate_plans();
+                self.roles.len() - 1
+            }
+        };
+        let newest = self.roles[role].newest_ts;
+        if ts == newest {
+            return Offer::Duplicate;
+        }
+        if ts < newest {
+            return Offer::OutOfOrder;
+        }
+        if crate::protocol::is_stale_marker(value) {
+            self.roles[role].newest_ts = ts;
+            if !self.roles[role].stale {
+                self.roles[role].stale = true;
+                self.on_role_set_shrunk();
+            }
+            return Offer::Stale;
+        }
+        let Some(frame) = self.frame_at(ts, max_frames) else {
+            return Offer::FrameEvicted;
+        };
+        self.roles[role].newest_ts = ts;
+        if self.roles[role].stale {
+            self.roles[role].stale = false;
+            self.invalidate_plans();
+        }
+        let n_roles = self.roles.len();
+        let values = &mut self.frames[frame].values;
+        if values.len() < n_roles {
+            values.resize(n_roles, f64::NAN);
+        }
+        values[role] = value;
+        self.after_insert(role, frame);
+        Offer::Applied
+    }
+
+    /// Index of the frame at `ts`, created if needed; `None` if it would be older than a full window.
+    fn frame_at(&mut self, ts: i64, max_frames: usize) -> Option<usize> {
+        match self.frames.binary_search_by_key(&ts, |f| f.ts) {
+            Ok(i) => Some(i),
+            Err(i) => {
+                if i == 0 && self.frames.len() >= max_frames {
+                    return None;
+                }
+                self.frames.insert(i, Frame { ts, values: vec![f64::NAN; self.roles.len()] });
+                if self.frames.len() > max_frames {
+                    self.evict_oldest();
+                    return Some(i - 1);
+                }
+                Some(i)
+            }
+        }
+    }
+
+    fn invalidate_plans(&mut self) {
+        for slot in &mut self.slots {
+            slot.plan = None;
+        }
+    }
+
+    fn learned(&self) -> Vec<(RoleKey, usize)> {
+        learned(&self.roles)
+    }
+
+    fn plan(&mut self, family: Family) -> Result<&(Plan, Vec<usize>), WithheldReason> {
+        plan_of(&mut self.slots, &self.roles, family)
+    }
+
+    /// A role went stale: families that lost a required input leave `/metrics`.
+    fn on_role_set_shrunk(&mut self) {
+        self.invalidate_plans();
+        for family in Family::ALL {
+            if self.plan(family).is_err() {
+                let slot = &mut self.slots[family.index()];
+                slot.output = None;
+                slot.output_ts = None;
+            }
+        }
+    }
+
+    /// Re-evaluates every family that reads `role` and for which frame `frame` is now complete.
+    fn after_insert(&mut self, role: usize, frame: usize) {
+        for family in Family::ALL {
+            let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else { continue };
+            if !roles.contains(&role) || !self.frames[frame].holds(roles) {
+                continue;
+            }
+            let ts = self.frames[frame].ts;
+            if self.slots[family.index()].output_ts.is_some_and(|t| t > ts) {
+                continue;
+            }
+            self.evaluate(family, frame);
+        }
+    }
+
+    fn evaluate(&mut self, family: Family, frame: usize) {
+        let Ok((plan, _)) = self.plan(family) else { return };
+        let plan = plan.clone();
+        let ts = self.frames[frame].ts;
+        let result = match &plan {
+            Plan::AcceptanceCorrectedItl { itl, accepted } => Ok(self.acceptance(itl, *accepted)),
+            _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
+        };
+        let slot = &mut self.slots[family.index()];
+        slot.output_ts = Some(ts);
+        slot.inconsistent = result.is_err();
+        slot.output = result.ok();
+    }
+
+    /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
+    fn acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> DerivedValue {
+        let roles: Vec<usize> = Plan::AcceptanceCorrectedItl { itl: itl.clone(), accepted }.roles();
+        let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
+        let fresh = |c: &Committed| c.acc.len() != itl.buckets.len() || c.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len());
+        if fresh(&self.committed) {
+            self.committed = Committed { ts: self.committed.ts, point: None, acc: vec![0.0; itl.buckets.len()] };
+        }
+        let mut acc = self.committed.acc.clone();
+        let mut prev = self.committed.point.clone();
+        let mut last = None;
+        let committed_ts = self.committed.ts;
+        for frame in self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds(&roles)) {
+            let point = ItlPoint::read(itl, accepted, &frame.values);
+            if prev.as_ref().is_some_and(|p| point.is_reset_from(p)) {
+                if frame.ts > self.last_reset_ts {
+                    self.last_reset_ts = frame.ts;
+                    self.events.counter_resets += 1;
+                }
+                acc.iter_mut().for_each(|a| *a = 0.0);
+                prev = None;
+            }
+            rules::acceptance_interval(&bounds, prev.as_ref(), &point, &mut acc);
+            prev = Some(point);
+            last = prev.clone();
+        }
+        let point = last.or_else(|| self.committed.point.clone()).expect("called on a complete frame");
+        let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(acc).collect();
+        DerivedValue::Histogram { buckets, sum: point.sum, count: point.count + point.accepted }
+    }
+
+    /// Drops the oldest frame; the acceptance-corrected buckets commit its interval first.
+    fn evict_oldest(&mut self) {
+        let Some(oldest) = self.frames.pop_front() else { return };
+        let incomplete =
+            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds(roles)));
+        if incomplete {
+            self.events.frames_dropped += 1;
+        }
+        // A series with no sample in the whole window has lapsed (it vanished without a staleness
+        // marker, or lags by more than the window): stop waiting for it.
+        let lapsed: Vec<usize> =
+            self.roles.iter().enumerate().filter(|(_, r)| !r.stale && r.newest_ts < oldest.ts).map(|(i, _)| i).collect();
+        if !lapsed.is_empty() {
+            lapsed.iter().for_each(|i| self.roles[*i].stale = true);
+            self.on_role_set_shrunk();
+        }
+        let Ok((Plan::AcceptanceCorrectedItl { itl, accepted }, roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
+            return;
+        };
+        if !oldest.holds(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
+            return;
+        }
+        let point = ItlPoint::read(&itl, accepted, &oldest.values);
+        let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
+        let mut committed = std::mem::take(&mut self.committed);
+        if committed.acc.len() != itl.buckets.len()
+            || committed.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len() || point.is_reset_from(p))
+        {
+            committed.acc = vec![0.0; itl.buckets.len()];
+            committed.point = None;
+        }
+        rules::acceptance_interval(&bounds, committed.point.as_ref(), &point, &mut committed.acc);
+        self.committed = Committed { ts: Some(oldest.ts), point: Some(point), acc: committed.acc };
+    }
+}

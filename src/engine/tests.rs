@@ -1,0 +1,320 @@
+//! Engine-level tests: grouping, the frame join under shuffled arrival, staleness, idle timeout,
+//! counter resets and the accounting invariant. Expected numbers are worked by hand in comments.
+
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+
+use super::*;
+use crate::protocol::{Label, STALE_NAN_BITS, Sample};
+
+/// One raw series: labels (unsorted is fine, sorted here) and a value.
+type Raw = (Vec<(&'static str, String)>, f64);
+
+fn series(name: &'static str, engine: &str, extra: &[(&'static str, &str)], value: f64) -> Raw {
+    let mut labels = vec![("__name__", name.to_string()), ("engine", engine.to_string()), ("model_name", "m".to_string())];
+    labels.extend(extra.iter().map(|(n, v)| (*n, v.to_string())));
+    labels.sort();
+    (labels, value)
+}
+
+fn hist(out: &mut Vec<Raw>, base: &'static str, engine: &str, bounds: &[&str], cumulative: &[f64], sum: f64) {
+    let (b, s, c): (&'static str, &'static str, &'static str) = match base {
+        "itl" => ("vllm:inter_token_latency_seconds_bucket", "vllm:inter_token_latency_seconds_sum", "vllm:inter_token_latency_seconds_count"),
+        "old" => ("vllm:time_per_output_token_seconds_bucket", "vllm:time_per_output_token_seconds_sum", "vllm:time_per_output_token_seconds_count"),
+        _ => (
+            "vllm:request_time_per_output_token_seconds_bucket",
+            "vllm:request_time_per_output_token_seconds_sum",
+            "vllm:request_time_per_output_token_seconds_count",
+        ),
+    };
+    for (le, v) in bounds.iter().zip(cumulative) {
+        out.push(series(b, engine, &[("le", le)], *v));
+    }
+    out.push(series(s, engine, &[], sum));
+    out.push(series(c, engine, &[], *cumulative.last().unwrap()));
+}
+
+/// A vLLM 0.33-shaped scrape of engine `e`, scaled by `k` (k = 1 at t1, 2 at t2).
+///
+/// ITL (bounds 0.025, 0.05, 0.1, +Inf): cumulative 0, 10k, 40k, 40k; Σ 2.4k s.
+/// TPOT (bounds 0.01, 0.05, +Inf): cumulative 3k, 9k, 10k; Σ 0.42k. gen_tokens{le="1.0"} = 3k.
+/// generation tokens 1000k, TTFT count 40k, local prompt tokens 300k, iterations 250k, accepted 40k.
+fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
+    let mut out = Vec::new();
+    hist(&mut out, "itl", e, &["0.025", "0.05", "0.1", "+Inf"], &[0.0, 10.0 * k, 40.0 * k, 40.0 * k], 2.4 * k);
+    hist(&mut out, "tpot", e, &["0.01", "0.05", "+Inf"], &[3.0 * k, 9.0 * k, 10.0 * k], 0.42 * k);
+    out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "1.0")], 3.0 * k));
+    out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "2.0")], 5.0 * k));
+    out.push(series("vllm:request_generation_tokens_count", e, &[], 10.0 * k));
+    out.push(series("vllm:generation_tokens_total", e, &[], 1000.0 * k));
+    out.push(series("vllm:generation_tokens_created", e, &[], 1.7e9));
+    out.push(series("vllm:time_to_first_token_seconds_count", e, &[], 40.0 * k));
+    out.push(series("vllm:prompt_tokens_by_source_total", e, &[("source", "local_compute")], 300.0 * k));
+    out.push(series("vllm:prompt_tokens_by_source_total", e, &[("source", "local_cache_hit")], 700.0 * k));
+    out.push(series("vllm:iteration_tokens_total_count", e, &[], 250.0 * k));
+    out.push(series("vllm:num_requests_running", e, &[], 4.0));
+    if spec {
+        out.push(series("vllm:spec_decode_num_accepted_tokens_total", e, &[], 40.0 * k));
+        out.push(series("vllm:spec_decode_num_drafts_total", e, &[], 40.0 * k));
+        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 30.0 * k));
+    }
+    out
+}
+
+fn feed(engine: &mut Engine, raw: &[(Raw, i64)], report: &mut IngestReport) {
+    for ((labels, value), ts) in raw {
+        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+        engine.ingest(&labels, &[Sample { value: *value, timestamp_ms: *ts }], 0, report);
+    }
+}
+
+/// Every derived value: family, group labels, value.
+type Outputs = Vec<(Family, Vec<(String, String)>, DerivedValue)>;
+
+fn outputs(engine: &Engine) -> Outputs {
+    let mut out = Vec::new();
+    for family in Family::ALL {
+        engine.for_each_derived(family, |labels, value| out.push((family, labels.to_vec(), value.clone())));
+    }
+    out
+}
+
+fn two_scrapes() -> Vec<(Raw, i64)> {
+    let mut all = Vec::new();
+    for (ts, k) in [(1_000, 1.0), (16_000, 2.0)] {
+        for e in ["0", "1"] {
+            all.extend(scrape(e, k, e == "0").into_iter().map(|r| (r, ts)));
+        }
+    }
+    all
+}
+
+fn value_of(out: &Outputs, family: Family, engine: &str) -> DerivedValue {
+    out.iter().find(|(f, l, _)| *f == family && l.iter().any(|(n, v)| n == "engine" && v == engine)).unwrap().2.clone()
+}
+
+#[test]
+fn hand_computed_values_after_two_scrapes() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    feed(&mut engine, &two_scrapes(), &mut report);
+    let out = outputs(&engine);
+    // t2 (k = 2): TPOT buckets 6,18,20 minus tokens{le=1} 6 -> 0,12,14; Σ 0.84; count 20 - 6 = 14.
+    assert_eq!(
+        value_of(&out, Family::CanonicalTpot, "0"),
+        DerivedValue::Histogram { buckets: vec![(0.01, 0.0), (0.05, 12.0), (f64::INFINITY, 14.0)], sum: 0.84, count: 14.0 }
+    );
+    // Σ ITL 4.8 s over 2000 - 80 = 1920 tokens.
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 4.8, count: 1920.0 });
+    // 600 local + 2000 generated over 500 iterations.
+    assert_eq!(
+        value_of(&out, Family::IterationTokensLocalCompute, "0"),
+        DerivedValue::SumCount { sum: 2600.0, count: 500.0 }
+    );
+    // Engine 0 has spec decoding: both intervals have ΔN = Δaccepted = 40, so w = 2 each time.
+    // Raw ITL deltas per interval at 0.025, 0.05, 0.1: 0, 10, 40. Per-token bucket at B = 2·F(2B):
+    //   0.025 -> 2·F(0.05) = 20;  0.05 -> 2·F(0.1) = 80;  0.1 -> 2·F(0.2) = 80;  +Inf -> 80.
+    // Two intervals: 40, 160, 160, 160. Exact: Σ 4.8 s, count 80 outputs + 80 accepted = 160.
+    assert_eq!(
+        value_of(&out, Family::AcceptanceCorrectedItl, "0"),
+        DerivedValue::Histogram {
+            buckets: vec![(0.025, 40.0), (0.05, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+            sum: 4.8,
+            count: 160.0
+        }
+    );
+    // Engine 1 has none: equal to its raw ITL histogram at t2.
+    assert_eq!(
+        value_of(&out, Family::AcceptanceCorrectedItl, "1"),
+        DerivedValue::Histogram {
+            buckets: vec![(0.025, 0.0), (0.05, 20.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
+            sum: 4.8,
+            count: 80.0
+        }
+    );
+    // Accounting: per engine and scrape, 4 tokens buckets/_created/by-source cache hit/running/drafts/per-pos
+    // series are unused: engine 0 has 7, engine 1 has 5 (no spec) => (7 + 5) * 2 = 24 unused samples.
+    let total = two_scrapes().len() as u64;
+    assert_eq!(report.received, total);
+    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 20);
+    assert_eq!(report.applied + report.rejected_total(), report.received);
+    assert_eq!(engine.stats().groups, 2);
+}
+
+#[test]
+fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
+    let ordered = two_scrapes();
+    let mut reference = Engine::new(EngineConfig::default());
+    feed(&mut reference, &ordered, &mut IngestReport::default());
+    let want = outputs(&reference);
+    assert_eq!(want.len(), 8);
+    for seed in 0..50u64 {
+        // Shuffle all samples, then restore per-series order (Prometheus keeps one series in order):
+        // t1 and t2 of different series interleave freely.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut shuffled = ordered.clone();
+        shuffled.shuffle(&mut rng);
+        let mut seen = std::collections::HashSet::new();
+        let shuffled: Vec<_> = shuffled
+            .iter()
+            .map(|((labels, _), _)| {
+                let first = seen.insert(labels.clone());
+                ordered.iter().filter(|((l, _), _)| l == labels).nth(usize::from(!first)).unwrap().clone()
+            })
+            .collect();
+        let mut engine = Engine::new(EngineConfig::default());
+        feed(&mut engine, &shuffled, &mut IngestReport::default());
+        assert_eq!(outputs(&engine), want, "seed {seed}");
+    }
+}
+
+#[test]
+fn duplicates_and_out_of_order_samples_are_counted_not_applied() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    let tokens = series("vllm:generation_tokens_total", "0", &[], 10.0);
+    feed(&mut engine, &[(tokens.clone(), 2_000), (tokens.clone(), 2_000), (tokens.clone(), 1_000), (tokens, 3_000)], &mut report);
+    assert_eq!(report.applied, 2);
+    assert_eq!(report.rejected[RejectReason::DuplicateSample.index()], 1);
+    assert_eq!(report.rejected[RejectReason::OutOfOrder.index()], 1);
+    let nan = series("vllm:generation_tokens_total", "0", &[], f64::NAN);
+    feed(&mut engine, &[(nan, 4_000)], &mut report);
+    assert_eq!(report.rejected[RejectReason::NanValue.index()], 1);
+    assert_eq!(report.applied + report.rejected_total(), report.received);
+}
+
+#[test]
+fn stale_markers_for_every_series_remove_the_group() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    let first = scrape("0", 1.0, true);
+    feed(&mut engine, &first.iter().cloned().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut report);
+    assert_eq!(outputs(&engine).len(), 4);
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let markers: Vec<_> = first.into_iter().map(|(l, _)| ((l, stale), 2_000)).collect();
+    let (head, tail) = markers.split_at(3);
+    feed(&mut engine, head, &mut report);
+    assert_eq!(engine.stats().groups, 1, "still some live series");
+    feed(&mut engine, tail, &mut report);
+    assert_eq!(engine.stats().groups, 0);
+    assert!(outputs(&engine).is_empty());
+    assert_eq!(engine.stats().groups_removed_stale, 1);
+    assert_eq!(report.applied + report.rejected_total(), report.received);
+}
+
+#[test]
+fn idle_groups_leave_after_the_timeout() {
+    let mut engine = Engine::new(EngineConfig { idle_timeout_ms: 60_000, ..EngineConfig::default() });
+    let mut report = IngestReport::default();
+    let labels: Vec<(&str, String)> = series("vllm:generation_tokens_total", "0", &[], 0.0).0;
+    let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+    engine.ingest(&labels, &[Sample { value: 1.0, timestamp_ms: 5 }], 100_000, &mut report);
+    assert_eq!(engine.sweep_idle(160_000), 0, "exactly at the timeout it stays");
+    assert_eq!(engine.sweep_idle(160_001), 1);
+    assert_eq!(engine.stats().groups, 0);
+}
+
+#[test]
+fn counter_reset_restarts_acceptance_buckets_from_the_new_values() {
+    // After a vLLM restart the raw counters restart: the t3 scrape (k = 1 again) is below t2.
+    // The family then equals a fresh first interval: the k = 1 values, 20, 80, 80, 80; count 80.
+    let mut all = two_scrapes();
+    all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &all, &mut IngestReport::default());
+    assert_eq!(
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+        DerivedValue::Histogram {
+            buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
+            sum: 2.4,
+            count: 80.0
+        }
+    );
+    assert_eq!(engine.stats().counter_resets, 1);
+}
+
+#[test]
+fn acceptance_buckets_survive_frame_eviction_unchanged() {
+    // With a window of 2 frames, t1 is committed when t3 arrives; the result must equal a window of 16.
+    let mut all = two_scrapes();
+    all.extend(scrape("0", 3.0, true).into_iter().map(|r| (r, 31_000)));
+    let run = |frames| {
+        let mut engine = Engine::new(EngineConfig { max_pending_frames: frames, ..EngineConfig::default() });
+        feed(&mut engine, &all, &mut IngestReport::default());
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+    };
+    // Three intervals with w = 2: 60, 240, 240, 240.
+    let want = DerivedValue::Histogram {
+        buckets: vec![(0.025, 60.0), (0.05, 240.0), (0.1, 240.0), (f64::INFINITY, 240.0)],
+        sum: 2.4 * 3.0, // passed through from the raw ITL _sum of t3
+        count: 240.0,
+    };
+    assert_eq!(run(16), want);
+    assert_eq!(run(2), want);
+}
+
+#[test]
+fn old_itl_name_alone_feeds_itl_families_and_tpot_is_absent() {
+    // vLLM 0.10: time_per_output_token_seconds only, no request TPOT histogram.
+    let mut raw = Vec::new();
+    hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
+    raw.push(series("vllm:generation_tokens_total", "0", &[], 100.0));
+    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
+    let out = outputs(&engine);
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 90.0 });
+    assert!(out.iter().all(|(f, _, _)| *f != Family::CanonicalTpot));
+    let stats = engine.stats();
+    assert!(stats.withheld.contains(&(Family::CanonicalTpot, WithheldReason::MissingInput, 1)));
+    assert!(stats.withheld.contains(&(Family::IterationTokensLocalCompute, WithheldReason::MissingInput, 1)));
+}
+
+#[test]
+fn both_itl_names_are_never_counted_twice() {
+    // vLLM 0.10.2-0.14 emit both names with identical values: Σ must be 0.3, not 0.6.
+    let mut raw = Vec::new();
+    hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
+    hist(&mut raw, "itl", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
+    raw.push(series("vllm:generation_tokens_total", "0", &[], 100.0));
+    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
+    let out = outputs(&engine);
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 90.0 });
+    assert_eq!(
+        value_of(&out, Family::AcceptanceCorrectedItl, "0"),
+        DerivedValue::Histogram { buckets: vec![(0.05, 5.0), (f64::INFINITY, 8.0)], sum: 0.3, count: 8.0 }
+    );
+}
+
+#[test]
+fn token_histogram_without_a_one_bound_withholds_canonical_tpot() {
+    let mut raw: Vec<Raw> = scrape("0", 1.0, false)
+        .into_iter()
+        .filter(|(l, _)| !l.iter().any(|(n, v)| *n == "le" && v == "1.0"))
+        .collect();
+    raw.push(series("vllm:request_generation_tokens_bucket", "0", &[("le", "5.0")], 9.0));
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
+    assert!(outputs(&engine).iter().all(|(f, _, _)| *f != Family::CanonicalTpot));
+    assert!(engine.stats().withheld.contains(&(Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1)));
+}
+
+#[test]
+fn a_frame_missing_an_input_never_emits() {
+    // t1 complete; t2 lacks TTFT count: token-weighted ITL stays at t1 (Σ 2.4 s over 1000 - 40 tokens).
+    let mut raw: Vec<(Raw, i64)> = scrape("1", 1.0, false).into_iter().map(|r| (r, 1_000)).collect();
+    raw.extend(
+        scrape("1", 2.0, false)
+            .into_iter()
+            .filter(|(l, _)| !l.iter().any(|(_, v)| v == "vllm:time_to_first_token_seconds_count"))
+            .map(|r| (r, 16_000)),
+    );
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &raw, &mut IngestReport::default());
+    let out = outputs(&engine);
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 2.4, count: 960.0 });
+    // Families that do not read the TTFT count moved on to t2.
+    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "1"), DerivedValue::SumCount { sum: 2600.0, count: 500.0 });
+}
