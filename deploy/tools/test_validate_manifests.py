@@ -131,10 +131,7 @@ class SidecarTest(unittest.TestCase):
 
     def test_invalid_prometheus_config_fails_promtool(self):
         docs = render(KUSTOMIZE / "examples" / "sidecar")
-        config = find(docs, "ConfigMap", None)
-        for doc in docs:
-            if doc["kind"] == "ConfigMap" and "prometheus.yml" in doc["data"]:
-                config = doc
+        config = next(doc for doc in docs if doc["kind"] == "ConfigMap" and "prometheus.yml" in doc["data"])
         config["data"]["prometheus.yml"] += "\nnot_a_prometheus_key: 1\n"
         found = problems(docs, "sidecar")
         self.assertEqual(len(found), 1, found)

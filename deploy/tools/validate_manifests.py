@@ -240,7 +240,6 @@ def check_prometheus_config(where, text, corrector_url, corrector_target):
     for job in jobs:
         if job.get("honor_labels") is not True:
             yield "%s: job %s must set honor_labels: true" % (where, job.get("job_name"))
-    return
 
 
 def check_contract(docs, profile, version):
