@@ -1,1 +1,473 @@
-//! Configuration (being implemented).
+//! Configuration: raw command-line arguments and the optional YAML file, turned into one validated
+//! [`Config`].
+//!
+//! Two steps, as in ripgrep: [`Args`] is what clap parses (strings, as typed), and
+//! [`Config::from_args`] reads the YAML file, fills the embedded defaults and validates every value.
+//! Every validation error names the flag or YAML field at fault ([`ConfigError`]).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use serde::Deserialize;
+
+use crate::engine::EngineConfig;
+
+/// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
+/// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
+/// Prometheus wiki's "Default port allocations"), so the receiver can sit beside any of them.
+pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9490";
+
+/// Command-line arguments, as typed (Prometheus-style dotted flag names).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "vllm-corrector", version, about)]
+pub struct Args {
+    /// Address to listen on for remote write (`POST /api/v1/write`), `/metrics`, `/-/healthy` and
+    /// `/-/ready`. Port 9490 is used by no Prometheus component by default.
+    #[arg(long = "web.listen-address", value_name = "HOST:PORT", default_value = DEFAULT_LISTEN_ADDRESS)]
+    pub listen_address: String,
+
+    /// Optional YAML configuration file (engine and limits). Without it, embedded defaults apply.
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+
+    /// Only log messages at or above this level.
+    #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
+    pub log_level: LogLevel,
+
+    /// Log line format: `logfmt` (key=value) or `json` (one object per line).
+    #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]
+    pub log_format: LogFormat,
+}
+
+/// Log verbosity (`--log.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Warnings and errors.
+    Warn,
+    /// Informational messages (default).
+    Info,
+    /// Debugging detail.
+    Debug,
+    /// Everything.
+    Trace,
+}
+
+/// Log line format (`--log.format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Compact `key=value` lines (default).
+    Logfmt,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The YAML configuration file. Every field is optional; an absent field takes its documented
+/// default. Unknown fields are an error, so a typo never passes silently.
+///
+/// ```yaml
+/// engine:
+///   idle_timeout: 10m
+///   max_pending_frames: 16
+/// limits:
+///   max_body_bytes: 33554432
+///   max_decoded_bytes: 134217728
+///   max_concurrent_requests: 64
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    /// Settings of the per-scrape join engine.
+    pub engine: EngineSection,
+    /// Resource limits of the remote-write receiver.
+    pub limits: LimitsSection,
+}
+
+/// `engine:` section of the YAML file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineSection {
+    /// A group (one vLLM engine's series) that receives no sample for this long leaves `/metrics`
+    /// and its memory is freed. A duration such as `90s`, `10m` or `1h 30m` (humantime syntax).
+    /// Must be at least `1s`. Default: `10m`.
+    pub idle_timeout: String,
+    /// How many distinct scrape timestamps a group keeps while it waits for every input series of
+    /// that scrape to arrive. Older incomplete frames are dropped and counted in
+    /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
+    pub max_pending_frames: usize,
+}
+
+impl Default for EngineSection {
+    fn default() -> Self {
+        EngineSection {
+            idle_timeout: "10m".to_owned(),
+            max_pending_frames: 16,
+        }
+    }
+}
+
+/// `limits:` section of the YAML file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsSection {
+    /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
+    /// answered 413. At least 1. Default: `33554432` (32 MiB).
+    pub max_body_bytes: usize,
+    /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
+    /// more is answered 413 before any allocation. At least 1. Default: `134217728` (128 MiB).
+    pub max_decoded_bytes: usize,
+    /// Remote-write requests processed at once. A request that finds no free slot within a few
+    /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_body_bytes: 32 * 1024 * 1024,
+            max_decoded_bytes: 128 * 1024 * 1024,
+            max_concurrent_requests: 64,
+        }
+    }
+}
+
+/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest accepted body as sent, bytes.
+    pub max_body_bytes: usize,
+    /// Largest accepted decoded body, bytes.
+    pub max_decoded_bytes: usize,
+    /// Remote-write requests processed at once.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let d = LimitsSection::default();
+        Limits {
+            max_body_bytes: d.max_body_bytes,
+            max_decoded_bytes: d.max_decoded_bytes,
+            max_concurrent_requests: d.max_concurrent_requests,
+        }
+    }
+}
+
+/// The validated configuration the service runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Socket address to listen on.
+    pub listen_address: SocketAddr,
+    /// The YAML file read, if any.
+    pub config_file: Option<PathBuf>,
+    /// Log verbosity.
+    pub log_level: LogLevel,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Engine settings.
+    pub engine: EngineConfig,
+    /// Receiver limits.
+    pub limits: Limits,
+}
+
+/// Why the configuration was refused. Each message names the flag, file or field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The configuration file could not be read.
+    #[error("--config.file {path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The configuration file is not valid YAML for [`FileConfig`] (unknown field, wrong type).
+    #[error("--config.file {path}: {message}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with the location.
+        message: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The flag (`--web.listen-address`) or YAML field (`engine.idle_timeout`).
+        field: &'static str,
+        /// What is wrong and what is accepted.
+        message: String,
+    },
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+impl FileConfig {
+    /// Parses the YAML text of a configuration file. An empty document means all defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::Yaml`] for malformed YAML, an unknown field or a wrong type; `path` is only
+    /// used in the message.
+    pub fn from_yaml(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(FileConfig::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Reads and parses a configuration file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] when the file cannot be read, else as [`FileConfig::from_yaml`].
+    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        FileConfig::from_yaml(&text, path)
+    }
+}
+
+impl Config {
+    /// Turns parsed arguments into a validated config: reads `--config.file` if given (else
+    /// embedded defaults), then validates every value.
+    ///
+    /// # Errors
+    /// Any [`ConfigError`]; the message names the flag or field.
+    pub fn from_args(args: Args) -> Result<Config, ConfigError> {
+        let file = match &args.config_file {
+            Some(path) => FileConfig::read(path)?,
+            None => FileConfig::default(),
+        };
+        Config::from_parts(args, file)
+    }
+
+    /// Validates arguments together with an already parsed file config.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first invalid flag or field.
+    pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
+        let listen_address: SocketAddr = args.listen_address.parse().map_err(|e| {
+            invalid(
+                "--web.listen-address",
+                format!(
+                    "{:?} is not HOST:PORT with a numeric host: {e}",
+                    args.listen_address
+                ),
+            )
+        })?;
+        let engine = validate_engine(&file.engine)?;
+        let limits = validate_limits(&file.limits)?;
+        Ok(Config {
+            listen_address,
+            config_file: args.config_file,
+            log_level: args.log_level,
+            log_format: args.log_format,
+            engine,
+            limits,
+        })
+    }
+}
+
+fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
+    let idle: Duration = humantime::parse_duration(&section.idle_timeout).map_err(|e| {
+        invalid(
+            "engine.idle_timeout",
+            format!(
+                "{:?} is not a duration like 10m or 90s: {e}",
+                section.idle_timeout
+            ),
+        )
+    })?;
+    if idle < Duration::from_secs(1) {
+        return Err(invalid(
+            "engine.idle_timeout",
+            format!("{:?} is below the minimum of 1s", section.idle_timeout),
+        ));
+    }
+    let idle_timeout_ms = i64::try_from(idle.as_millis()).map_err(|_| {
+        invalid(
+            "engine.idle_timeout",
+            format!("{:?} is too long", section.idle_timeout),
+        )
+    })?;
+    if !(1..=1024).contains(&section.max_pending_frames) {
+        return Err(invalid(
+            "engine.max_pending_frames",
+            format!("{} is outside 1..=1024", section.max_pending_frames),
+        ));
+    }
+    Ok(EngineConfig {
+        idle_timeout_ms,
+        max_pending_frames: section.max_pending_frames,
+    })
+}
+
+fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
+    let positive = |field: &'static str, v: usize| {
+        if v == 0 {
+            Err(invalid(field, "must be at least 1"))
+        } else {
+            Ok(v)
+        }
+    };
+    Ok(Limits {
+        max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
+        max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
+        max_concurrent_requests: positive(
+            "limits.max_concurrent_requests",
+            section.max_concurrent_requests,
+        )?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut argv = vec!["vllm-corrector"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).expect("arguments parse")
+    }
+
+    fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        let file = FileConfig::from_yaml(text, Path::new("test.yaml"))?;
+        Config::from_parts(args(&[]), file)
+    }
+
+    #[test]
+    fn no_flags_and_no_file_give_the_documented_defaults() {
+        let c = Config::from_args(args(&[])).unwrap();
+        assert_eq!(
+            c.listen_address,
+            "0.0.0.0:9490".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(c.log_level, LogLevel::Info);
+        assert_eq!(c.log_format, LogFormat::Logfmt);
+        // 10 min = 600 000 ms.
+        assert_eq!(
+            c.engine,
+            EngineConfig {
+                idle_timeout_ms: 600_000,
+                max_pending_frames: 16
+            }
+        );
+        // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
+        assert_eq!(
+            c.limits,
+            Limits {
+                max_body_bytes: 33_554_432,
+                max_decoded_bytes: 134_217_728,
+                max_concurrent_requests: 64
+            }
+        );
+    }
+
+    #[test]
+    fn flags_are_parsed() {
+        let c = Config::from_args(args(&[
+            "--web.listen-address=127.0.0.1:1234",
+            "--log.level=debug",
+            "--log.format",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.listen_address,
+            "127.0.0.1:1234".parse::<SocketAddr>().unwrap()
+        );
+        assert_eq!(c.log_level, LogLevel::Debug);
+        assert_eq!(c.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn unknown_log_level_is_refused_by_the_parser() {
+        assert!(Args::try_parse_from(["vllm-corrector", "--log.level=verbose"]).is_err());
+    }
+
+    #[test]
+    fn bad_listen_address_names_the_flag() {
+        let err = Config::from_args(args(&["--web.listen-address=localhost"])).unwrap_err();
+        assert!(
+            err.to_string().starts_with("--web.listen-address:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
+        let c =
+            from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n")
+                .unwrap();
+        // 1 h 30 min = 5 400 s = 5 400 000 ms.
+        assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
+        assert_eq!(c.engine.max_pending_frames, 16);
+        assert_eq!(c.limits.max_concurrent_requests, 8);
+        assert_eq!(c.limits.max_body_bytes, 33_554_432);
+    }
+
+    #[test]
+    fn empty_yaml_file_means_defaults() {
+        assert_eq!(
+            FileConfig::from_yaml("\n", Path::new("x")).unwrap(),
+            FileConfig::default()
+        );
+    }
+
+    #[test]
+    fn unknown_yaml_field_is_an_error() {
+        let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
+        assert!(err.to_string().contains("idle_timeuot"), "{err}");
+    }
+
+    #[test]
+    fn malformed_duration_names_the_field() {
+        let err = from_yaml("engine:\n  idle_timeout: soon\n").unwrap_err();
+        assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
+    }
+
+    #[test]
+    fn sub_second_idle_timeout_is_refused() {
+        let err = from_yaml("engine:\n  idle_timeout: 500ms\n").unwrap_err();
+        assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
+    }
+
+    #[test]
+    fn zero_limits_name_their_field() {
+        for field in [
+            "max_body_bytes",
+            "max_decoded_bytes",
+            "max_concurrent_requests",
+        ] {
+            let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("limits.{field}: must be at least 1")
+            );
+        }
+        let err = from_yaml("engine:\n  max_pending_frames: 0\n").unwrap_err();
+        assert!(
+            err.to_string().starts_with("engine.max_pending_frames:"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_config_file_is_a_read_error() {
+        let err = Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"]))
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+    }
+}

@@ -1,1 +1,536 @@
-//! Self-metrics and logging (being implemented).
+//! Self-observability: logging setup and the `vllm_corrector_*` self-metrics.
+//!
+//! Self-metrics use `prometheus-client` 0.26, which encodes both OpenMetrics 1.0.0
+//! ([`SelfMetrics::encode_openmetrics`]) and the Prometheus text format 0.0.4
+//! ([`SelfMetrics::encode_text`]). Following Vector's habit, each happening worth counting is one
+//! [`InternalEvent`] type whose `emit` both logs (tracing) and counts, so the two never disagree.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family as MetricFamily;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::config::{LogFormat, LogLevel};
+use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
+
+/// One `name="value"` label.
+type Label1 = [(&'static str, &'static str); 1];
+/// Two labels.
+type Label2 = [(&'static str, &'static str); 2];
+
+/// The service's own metrics, all named `vllm_corrector_*`. Cheap to update from any thread
+/// (atomics); share it behind an `Arc`.
+#[derive(Debug)]
+pub struct SelfMetrics {
+    registry: Registry,
+    samples_received: Counter,
+    samples_applied: Counter,
+    samples_rejected: MetricFamily<Label1, Counter>,
+    http_requests: MetricFamily<Label2, Counter>,
+    active_series: Gauge,
+    active_groups: Gauge,
+    groups_withheld: MetricFamily<Label2, Gauge>,
+    metadata_families: Gauge,
+    newest_sample_timestamp: Gauge<f64, AtomicU64>,
+    frames_dropped: Counter,
+    counter_resets: Counter,
+    groups_removed: MetricFamily<Label1, Counter>,
+}
+
+impl Default for SelfMetrics {
+    fn default() -> Self {
+        SelfMetrics::new()
+    }
+}
+
+impl SelfMetrics {
+    /// Creates and registers every self-metric. Every `reason` of
+    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and every
+    /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
+    /// rate or an alert on them works before the first occurrence.
+    pub fn new() -> Self {
+        let m = SelfMetrics {
+            registry: Registry::default(),
+            samples_received: Counter::default(),
+            samples_applied: Counter::default(),
+            samples_rejected: MetricFamily::default(),
+            http_requests: MetricFamily::default(),
+            active_series: Gauge::default(),
+            active_groups: Gauge::default(),
+            groups_withheld: MetricFamily::default(),
+            metadata_families: Gauge::default(),
+            newest_sample_timestamp: Gauge::default(),
+            frames_dropped: Counter::default(),
+            counter_resets: Counter::default(),
+            groups_removed: MetricFamily::default(),
+        };
+        for reason in RejectReason::ALL {
+            let _ = m
+                .samples_rejected
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for family in Family::ALL {
+            for reason in WithheldReason::ALL {
+                let _ = m
+                    .groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
+            }
+        }
+        for reason in ["stale", "idle"] {
+            let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
+        }
+        let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
+        build_info
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .set(1);
+
+        let mut m = m;
+        let r = &mut m.registry;
+        // prometheus-client appends `_total` to counter names itself.
+        r.register(
+            "vllm_corrector_samples_received",
+            "Samples received by remote write (float and native histogram samples)",
+            m.samples_received.clone(),
+        );
+        r.register(
+            "vllm_corrector_samples_applied",
+            "Samples applied to series state (staleness markers included)",
+            m.samples_applied.clone(),
+        );
+        r.register(
+            "vllm_corrector_samples_rejected",
+            "Samples received but not applied, by reason. received = applied + sum of rejected",
+            m.samples_rejected.clone(),
+        );
+        r.register(
+            "vllm_corrector_http_requests",
+            "HTTP responses sent, by handler and status code",
+            m.http_requests.clone(),
+        );
+        r.register(
+            "vllm_corrector_active_series",
+            "Input series currently tracked",
+            m.active_series.clone(),
+        );
+        r.register(
+            "vllm_corrector_active_groups",
+            "Groups (one vLLM engine's label set) currently tracked",
+            m.active_groups.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_withheld",
+            "Groups that currently withhold a corrected family, by family and reason",
+            m.groups_withheld.clone(),
+        );
+        r.register(
+            "vllm_corrector_metadata_families",
+            "Metric families whose remote-write metadata is cached",
+            m.metadata_families.clone(),
+        );
+        r.register(
+            "vllm_corrector_newest_sample_timestamp_seconds",
+            "Timestamp of the newest sample applied, seconds since the Unix epoch (0 before the first)",
+            m.newest_sample_timestamp.clone(),
+        );
+        r.register(
+            "vllm_corrector_frames_dropped",
+            "Frames (one scrape timestamp of one group) dropped before every input arrived",
+            m.frames_dropped.clone(),
+        );
+        // Not `vllm_corrector_counter_resets`: promtool's lint refuses a metric name that contains a
+        // type name ("counter"), and the output must pass `promtool check metrics`.
+        r.register(
+            "vllm_corrector_input_resets",
+            "Counter resets seen in any input series",
+            m.counter_resets.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_removed",
+            "Groups removed, by reason: stale (every input got a staleness marker) or idle (no sample within the idle timeout)",
+            m.groups_removed.clone(),
+        );
+        // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
+        // gauge named `*_build_info` reads the same in both formats (as `prometheus_build_info`).
+        r.register(
+            "vllm_corrector_build_info",
+            "Build information; the value is always 1",
+            build_info,
+        );
+        m
+    }
+
+    /// Adds one request's sample accounting to the received, applied and rejected counters.
+    pub fn record_ingest(&self, report: &IngestReport) {
+        self.samples_received.inc_by(report.received);
+        self.samples_applied.inc_by(report.applied);
+        for reason in RejectReason::ALL {
+            let n = report.rejected[reason.index()];
+            if n > 0 {
+                self.samples_rejected
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(n);
+            }
+        }
+    }
+
+    /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
+    pub fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
+        let code = status_label(status);
+        self.http_requests
+            .get_or_create(&[("handler", handler), ("code", code)])
+            .inc();
+    }
+
+    /// Sets the engine gauges and mirrored counters from a snapshot taken at scrape time.
+    /// `metadata_families` is [`crate::engine::Engine::metadata_families`].
+    pub fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
+        self.active_series.set(to_i64(stats.active_series));
+        self.active_groups.set(to_i64(stats.groups));
+        self.metadata_families.set(to_i64(metadata_families));
+        for family in Family::ALL {
+            for reason in WithheldReason::ALL {
+                let n: usize = stats
+                    .withheld
+                    .iter()
+                    .filter(|(f, r, _)| *f == family && *r == reason)
+                    .map(|(_, _, n)| *n)
+                    .sum();
+                self.groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())])
+                    .set(to_i64(n));
+            }
+        }
+        let newest = stats.newest_sample_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
+        self.newest_sample_timestamp.set(newest);
+        store(&self.frames_dropped, stats.frames_dropped);
+        store(&self.counter_resets, stats.counter_resets);
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "stale")]),
+            stats.groups_removed_stale,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "idle")]),
+            stats.groups_removed_idle,
+        );
+    }
+
+    /// Appends the self-metrics in OpenMetrics 1.0.0 text, **without** the final `# EOF` (the
+    /// caller appends it after every family).
+    ///
+    /// # Errors
+    /// Only the `fmt::Error` of the writer.
+    pub fn encode_openmetrics(&self, out: &mut String) -> std::fmt::Result {
+        text::encode_registry(out, &self.registry)
+    }
+
+    /// Appends the self-metrics in the Prometheus text format 0.0.4.
+    ///
+    /// # Errors
+    /// Only the `fmt::Error` of the writer.
+    pub fn encode_text(&self, out: &mut String) -> std::fmt::Result {
+        prometheus_text::encode(out, &self.registry)
+    }
+}
+
+/// Sets a mirrored counter to the engine's running total (the engine owns the count).
+fn store(counter: &Counter, value: u64) {
+    counter.inner().store(value, Ordering::Relaxed);
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The status code as a `'static` label value, for the codes this service sends.
+fn status_label(status: axum::http::StatusCode) -> &'static str {
+    match status.as_u16() {
+        200 => "200",
+        204 => "204",
+        400 => "400",
+        404 => "404",
+        405 => "405",
+        413 => "413",
+        415 => "415",
+        500 => "500",
+        503 => "503",
+        c if c < 200 => "1xx",
+        c if c < 300 => "2xx",
+        c if c < 400 => "3xx",
+        c if c < 500 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// A happening that is both logged and counted. `emit` does both.
+pub trait InternalEvent {
+    /// Logs the event and updates the self-metrics.
+    fn emit(self, metrics: &SelfMetrics);
+}
+
+/// A remote-write request's samples were accounted for (applied or rejected).
+#[derive(Debug)]
+pub struct SamplesIngested<'a> {
+    /// The request's accounting.
+    pub report: &'a IngestReport,
+}
+
+impl InternalEvent for SamplesIngested<'_> {
+    fn emit(self, metrics: &SelfMetrics) {
+        let r = self.report;
+        tracing::debug!(
+            received = r.received,
+            applied = r.applied,
+            rejected = r.rejected_total(),
+            "samples ingested"
+        );
+        metrics.record_ingest(r);
+    }
+}
+
+/// An HTTP response was sent.
+#[derive(Debug)]
+pub struct HttpResponded {
+    /// Route name, e.g. `/api/v1/write`.
+    pub handler: &'static str,
+    /// Status sent.
+    pub status: axum::http::StatusCode,
+}
+
+impl InternalEvent for HttpResponded {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::trace!(
+            handler = self.handler,
+            code = self.status.as_u16(),
+            "http response"
+        );
+        metrics.record_http(self.handler, self.status);
+    }
+}
+
+/// The periodic idle sweep ran. The removal count itself is mirrored from the engine's stats.
+#[derive(Debug)]
+pub struct IdleSweep {
+    /// Groups removed by this sweep.
+    pub removed: usize,
+}
+
+impl InternalEvent for IdleSweep {
+    fn emit(self, _metrics: &SelfMetrics) {
+        if self.removed > 0 {
+            tracing::info!(removed = self.removed, "idle groups removed");
+        } else {
+            tracing::trace!("idle sweep removed nothing");
+        }
+    }
+}
+
+/// Error of [`init_logging`].
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the log subscriber: {0}")]
+pub struct LoggingError(String);
+
+/// Installs the global tracing subscriber, writing to stderr: compact `key=value` lines for
+/// [`LogFormat::Logfmt`], one JSON object per line for [`LogFormat::Json`].
+///
+/// # Errors
+/// [`LoggingError`] when a global subscriber is already installed.
+pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingError> {
+    let max = match level {
+        LogLevel::Error => tracing::Level::ERROR,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Debug => tracing::Level::DEBUG,
+        LogLevel::Trace => tracing::Level::TRACE,
+    };
+    match format {
+        // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
+        LogFormat::Logfmt => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            let layer = tracing_logfmt::builder().with_span_name(false).with_span_path(false).layer().with_writer(std::io::stderr);
+            tracing_subscriber::registry()
+                .with(tracing_subscriber::filter::LevelFilter::from_level(max))
+                .with(layer)
+                .try_init()
+                .map_err(|e| LoggingError(e.to_string()))
+        }
+        LogFormat::Json => tracing_subscriber::fmt()
+            .with_max_level(max)
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .try_init()
+            .map_err(|e| LoggingError(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::LabelError;
+
+    fn text_of(m: &SelfMetrics) -> String {
+        let mut s = String::new();
+        m.encode_text(&mut s).unwrap();
+        s
+    }
+
+    fn has_line(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    #[test]
+    fn every_reject_reason_is_pre_registered_at_zero() {
+        let t = text_of(&SelfMetrics::new());
+        for reason in RejectReason::ALL {
+            let line = format!(
+                "vllm_corrector_samples_rejected_total{{reason=\"{}\"}} 0",
+                reason.as_str()
+            );
+            assert!(has_line(&t, &line), "missing {line} in\n{t}");
+        }
+        // 4 families x 4 reasons, all at 0.
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
+                .count(),
+            16
+        );
+    }
+
+    #[test]
+    fn ingest_reports_add_up_across_requests() {
+        let m = SelfMetrics::new();
+        let mut a = IngestReport::default();
+        a.apply(5);
+        a.reject(RejectReason::OutOfOrder, 2);
+        let mut b = IngestReport::default();
+        b.apply(1);
+        b.reject(RejectReason::Label(LabelError::DuplicateLabelName), 3);
+        SamplesIngested { report: &a }.emit(&m);
+        SamplesIngested { report: &b }.emit(&m);
+        let t = text_of(&m);
+        // received 7 + 4 = 11, applied 5 + 1 = 6.
+        assert!(
+            has_line(&t, "vllm_corrector_samples_received_total 11"),
+            "{t}"
+        );
+        assert!(
+            has_line(&t, "vllm_corrector_samples_applied_total 6"),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn engine_stats_are_mirrored_at_scrape_time() {
+        let m = SelfMetrics::new();
+        let stats = EngineStats {
+            active_series: 40,
+            groups: 2,
+            withheld: vec![
+                (Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1),
+                (
+                    Family::IterationTokensLocalCompute,
+                    WithheldReason::MissingInput,
+                    2,
+                ),
+            ],
+            frames_dropped: 3,
+            groups_removed_stale: 4,
+            groups_removed_idle: 5,
+            counter_resets: 6,
+            newest_sample_ms: Some(1_700_000_000_500),
+        };
+        m.observe_engine(&stats, 7);
+        // A second snapshot with a lower withheld count must replace, not add.
+        let mut later = stats.clone();
+        later.withheld = vec![(Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1)];
+        m.observe_engine(&later, 7);
+        let t = text_of(&m);
+        for line in [
+            "vllm_corrector_active_series 40",
+            "vllm_corrector_active_groups 2",
+            "vllm_corrector_metadata_families 7",
+            "vllm_corrector_frames_dropped_total 3",
+            "vllm_corrector_input_resets_total 6",
+            "vllm_corrector_groups_removed_total{reason=\"stale\"} 4",
+            "vllm_corrector_groups_removed_total{reason=\"idle\"} 5",
+            // 1 700 000 000 500 ms = 1 700 000 000.5 s.
+            "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
+            "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",
+            "vllm_corrector_groups_withheld{family=\"vllm_corrected_iteration_tokens_local_compute\",reason=\"missing_input\"} 0",
+            "vllm_corrector_build_info{version=\"0.1.0\"} 1",
+        ] {
+            assert!(has_line(&t, line), "missing {line} in\n{t}");
+        }
+    }
+
+    #[test]
+    fn http_responses_are_counted_by_handler_and_code() {
+        let m = SelfMetrics::new();
+        for status in [
+            axum::http::StatusCode::NO_CONTENT,
+            axum::http::StatusCode::NO_CONTENT,
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ] {
+            HttpResponded {
+                handler: "/api/v1/write",
+                status,
+            }
+            .emit(&m);
+        }
+        let t = text_of(&m);
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2"
+            ),
+            "{t}"
+        );
+        assert!(
+            has_line(
+                &t,
+                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"415\"} 1"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn text_format_has_no_openmetrics_markers_and_openmetrics_has_no_eof_yet() {
+        let m = SelfMetrics::new();
+        let t = text_of(&m);
+        assert!(
+            !t.contains("# EOF") && !t.contains("# UNIT") && !t.contains(" info\n"),
+            "{t}"
+        );
+        assert!(
+            has_line(&t, "# TYPE vllm_corrector_samples_received_total counter"),
+            "{t}"
+        );
+        let mut om = String::new();
+        m.encode_openmetrics(&mut om).unwrap();
+        assert!(!om.contains("# EOF"), "{om}");
+        assert!(
+            has_line(&om, "# TYPE vllm_corrector_samples_received counter"),
+            "{om}"
+        );
+    }
+}

@@ -1,4 +1,7 @@
-//! Exposition: rendering derived families and self-metrics for `GET /metrics`, and parsing the
-//! Prometheus text format (used by tests and by `inspect`). (Being implemented.)
+//! Exposition: rendering derived families and self-metrics for `GET /metrics` ([`render`]), and
+//! parsing the Prometheus text format (used by tests and by `inspect`).
 
 pub mod parse;
+pub mod render;
+
+pub use render::Format;

@@ -44,9 +44,204 @@ impl LabelError {
 
 /// Normalises a label set in place: drops labels with empty values, sorts by name, then validates.
 ///
+/// `labels` is one series' label set as decoded (borrowing from the request body). On success it is
+/// sorted by name, free of empty values, and holds a valid `__name__`. The rules are those of the
+/// Prometheus data model (`prometheus.io/docs/concepts/data_model`, classic character set) and of
+/// remote-write notes checklist items 1 and 2: an empty value means "label absent".
+///
 /// # Errors
-/// Returns the first [`LabelError`] found; the caller rejects the whole series with that reason.
+/// Returns the first [`LabelError`] in this order; the caller rejects the whole series with it:
+/// [`LabelError::EmptyLabelSet`], [`LabelError::DuplicateLabelName`],
+/// [`LabelError::MissingMetricName`], [`LabelError::InvalidMetricName`],
+/// [`LabelError::InvalidLabelName`].
 pub fn normalize_labels(labels: &mut Vec<Label<'_>>) -> Result<(), LabelError> {
-    let _ = labels;
-    todo!("protocol helper")
+    labels.retain(|l| !l.value.is_empty());
+    if labels.is_empty() {
+        return Err(LabelError::EmptyLabelSet);
+    }
+    // Prometheus sends sorted label sets; only sort when needed.
+    if !labels.windows(2).all(|w| w[0].name <= w[1].name) {
+        labels.sort_unstable_by(|a, b| a.name.cmp(b.name));
+    }
+    let mut metric_name = None;
+    let mut invalid_label_name = false;
+    let mut previous: Option<&str> = None;
+    for label in labels.iter() {
+        if previous == Some(label.name) {
+            return Err(LabelError::DuplicateLabelName);
+        }
+        previous = Some(label.name);
+        if label.name == METRIC_NAME_LABEL {
+            metric_name = Some(label.value);
+        } else if !is_valid_label_name(label.name) {
+            invalid_label_name = true;
+        }
+    }
+    match metric_name {
+        None => Err(LabelError::MissingMetricName),
+        Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
+        Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The label that carries the metric name.
+pub const METRIC_NAME_LABEL: &str = "__name__";
+
+/// True when `name` matches `[a-zA-Z_:][a-zA-Z0-9_:]*`, the classic metric-name character set
+/// (colons are allowed: vLLM names are `vllm:*`).
+pub fn is_valid_metric_name(name: &str) -> bool {
+    valid_name(name, true)
+}
+
+/// True when `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`, the classic label-name character set. Names
+/// starting with `__` (reserved for internal use) are accepted: `__name__` is one.
+pub fn is_valid_label_name(name: &str) -> bool {
+    valid_name(name, false)
+}
+
+fn valid_name(name: &str, allow_colon: bool) -> bool {
+    let bytes = name.as_bytes();
+    let Some((&first, rest)) = bytes.split_first() else {
+        return false;
+    };
+    let ok = |b: u8| b.is_ascii_alphabetic() || b == b'_' || (allow_colon && b == b':');
+    ok(first) && rest.iter().all(|&b| ok(b) || b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
+        Label { name, value }
+    }
+
+    #[test]
+    fn sorted_valid_set_is_kept_as_is() {
+        let mut v = vec![
+            l("__name__", "vllm:num_requests_running"),
+            l("engine", "0"),
+            l("model_name", "m"),
+        ];
+        let expected = v.clone();
+        normalize_labels(&mut v).unwrap();
+        assert_eq!(v, expected);
+    }
+
+    #[test]
+    fn unsorted_labels_are_sorted_by_name() {
+        let mut v = vec![
+            l("model_name", "m"),
+            l("Zone", "a"),
+            l("__name__", "up"),
+            l("engine", "0"),
+        ];
+        normalize_labels(&mut v).unwrap();
+        // Byte order: 'Z' (0x5A) < '_' (0x5F) < 'e' (0x65) < 'm' (0x6D).
+        let names: Vec<&str> = v.iter().map(|x| x.name).collect();
+        assert_eq!(names, ["Zone", "__name__", "engine", "model_name"]);
+        assert_eq!(v[3].value, "m", "values travel with their names");
+    }
+
+    #[test]
+    fn empty_values_are_dropped() {
+        let mut v = vec![l("__name__", "up"), l("instance", ""), l("job", "vllm")];
+        normalize_labels(&mut v).unwrap();
+        assert_eq!(v, vec![l("__name__", "up"), l("job", "vllm")]);
+    }
+
+    #[test]
+    fn empty_label_set_is_rejected() {
+        assert_eq!(
+            normalize_labels(&mut vec![]),
+            Err(LabelError::EmptyLabelSet)
+        );
+        // Only empty values: empty after dropping them.
+        let mut v = vec![l("__name__", ""), l("job", "")];
+        assert_eq!(normalize_labels(&mut v), Err(LabelError::EmptyLabelSet));
+    }
+
+    #[test]
+    fn duplicate_label_names_are_rejected() {
+        let mut v = vec![l("__name__", "up"), l("job", "a"), l("job", "b")];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
+        // Duplicates that only meet after sorting.
+        let mut v = vec![l("job", "a"), l("__name__", "up"), l("job", "a")];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
+        // Two metric names.
+        let mut v = vec![l("__name__", "a"), l("__name__", "b")];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
+    }
+
+    #[test]
+    fn missing_metric_name_is_rejected() {
+        let mut v = vec![l("job", "vllm"), l("model_name", "m")];
+        assert_eq!(normalize_labels(&mut v), Err(LabelError::MissingMetricName));
+        // An empty __name__ is the same as none.
+        let mut v = vec![l("__name__", ""), l("job", "vllm")];
+        assert_eq!(normalize_labels(&mut v), Err(LabelError::MissingMetricName));
+    }
+
+    #[test]
+    fn invalid_metric_names_are_rejected() {
+        for bad in ["1up", "vllm-x", "a b", "ümlaut", "vllm:é", "a.b"] {
+            let mut v = vec![l("__name__", bad)];
+            assert_eq!(
+                normalize_labels(&mut v),
+                Err(LabelError::InvalidMetricName),
+                "{bad}"
+            );
+        }
+        for good in ["vllm:e2e_request_latency_seconds_bucket", ":x", "_", "A9:_"] {
+            let mut v = vec![l("__name__", good)];
+            assert_eq!(normalize_labels(&mut v), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn invalid_label_names_are_rejected() {
+        for bad in ["9le", "a:b", "model-name", "é", "a b"] {
+            let mut v = vec![l("__name__", "up"), l(bad, "x")];
+            assert_eq!(
+                normalize_labels(&mut v),
+                Err(LabelError::InvalidLabelName),
+                "{bad}"
+            );
+        }
+        for good in ["le", "_x", "__meta_internal", "Z9_"] {
+            let mut v = vec![l("__name__", "up"), l(good, "x")];
+            assert_eq!(normalize_labels(&mut v), Ok(()), "{good}");
+        }
+    }
+
+    #[test]
+    fn first_error_follows_the_documented_order() {
+        // Duplicate beats an invalid label name that sorts before it.
+        let mut v = vec![
+            l("__name__", "up"),
+            l("9bad", "x"),
+            l("job", "a"),
+            l("job", "b"),
+        ];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::DuplicateLabelName)
+        );
+        // A missing name beats an invalid label name.
+        let mut v = vec![l("9bad", "x")];
+        assert_eq!(normalize_labels(&mut v), Err(LabelError::MissingMetricName));
+        // An invalid metric name beats an invalid label name.
+        let mut v = vec![l("__name__", "1up"), l("9bad", "x")];
+        assert_eq!(normalize_labels(&mut v), Err(LabelError::InvalidMetricName));
+    }
 }

@@ -3,7 +3,9 @@
 //! Nothing here knows HTTP or rules. Source: the Prometheus Remote-Write 1.0 specification
 //! (`prometheus.io/docs/specs/prw/remote_write_spec`) and the field numbers of `proto/remote.proto`.
 
+pub mod encode;
 pub mod labels;
+pub mod prompb;
 pub mod snappy;
 pub mod v1;
 

@@ -1,0 +1,131 @@
+//! [`HttpError`]: every way a request can fail, mapped to its status code once.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::protocol::ProtocolError;
+
+/// Why a request was refused. [`HttpError::status`] is the single place where an error of any
+/// layer becomes a status code (remote-write notes, "Headers, negotiation and status"):
+/// 4xx means the sender drops the batch, 5xx means it retries, so 5xx is kept for transient
+/// trouble. The response body is the `Display` text, one line of `text/plain`.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// `Content-Encoding` other than `snappy` (gzip included). 415.
+    #[error("unsupported Content-Encoding {0:?}: remote write bodies must be snappy block format")]
+    UnsupportedEncoding(String),
+    /// `Content-Type: application/x-protobuf;proto=io.prometheus.write.v2.Request`. 415, never a
+    /// silent 204: an RW1 decoder would read an RW2 body as an empty request.
+    #[error(
+        "remote write 2.0 (proto=io.prometheus.write.v2.Request) is not supported yet; \
+         send remote write 1.0 (application/x-protobuf or proto=prometheus.WriteRequest)"
+    )]
+    RemoteWrite2Unsupported,
+    /// Any other `Content-Type` or `proto` parameter. 415.
+    #[error("unsupported Content-Type {0:?}: expected application/x-protobuf (remote write 1.0)")]
+    UnsupportedContentType(String),
+    /// The body as sent is larger than `limits.max_body_bytes`. 413.
+    #[error("request body larger than limits.max_body_bytes = {limit} bytes")]
+    BodyTooLarge {
+        /// The configured cap, bytes.
+        limit: usize,
+    },
+    /// The body could not be read (connection error, malformed chunking). 400.
+    #[error("cannot read the request body: {0}")]
+    BodyRead(String),
+    /// A zero-byte body. 400.
+    #[error("empty request body: expected a snappy-compressed WriteRequest")]
+    EmptyBody,
+    /// Snappy or protobuf failure; [`ProtocolError::DecodedTooLarge`] is 413, the others 400.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// Some series had invalid labels. Their samples were rejected; the valid series were applied.
+    /// 400 (remote-write notes, checklist item 1).
+    #[error(
+        "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
+    )]
+    InvalidSeries {
+        /// Invalid series in the request.
+        invalid: usize,
+        /// Series in the request.
+        total: usize,
+        /// Zero-based position of the first invalid series in the request.
+        index: usize,
+        /// Its labels, as `{name="value", …}` (shortened when long).
+        labels: String,
+        /// Why it was rejected.
+        reason: crate::protocol::LabelError,
+    },
+    /// No request slot became free in time (`limits.max_concurrent_requests`). 503: transient,
+    /// the sender retries with backoff.
+    #[error(
+        "too many concurrent remote-write requests (limits.max_concurrent_requests); retry later"
+    )]
+    Overloaded,
+    /// A bug: processing panicked. 500.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl HttpError {
+    /// The status code of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            HttpError::UnsupportedEncoding(_)
+            | HttpError::RemoteWrite2Unsupported
+            | HttpError::UnsupportedContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HttpError::BodyTooLarge { .. }
+            | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(ProtocolError::Snappy(_) | ProtocolError::Protobuf(_))
+            | HttpError::InvalidSeries { .. } => StatusCode::BAD_REQUEST,
+            HttpError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::error!(code = status.as_u16(), error = %self, "remote write failed");
+        } else {
+            tracing::warn!(code = status.as_u16(), error = %self, "remote write rejected");
+        }
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_protocol_error_has_its_status() {
+        let too_large = ProtocolError::DecodedTooLarge {
+            declared: 10,
+            cap: 5,
+        };
+        assert_eq!(
+            HttpError::from(too_large).status(),
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(
+            HttpError::from(ProtocolError::Snappy("x".into())).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            HttpError::from(ProtocolError::Protobuf("x".into())).status(),
+            StatusCode::BAD_REQUEST
+        );
+    }
+}

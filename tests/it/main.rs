@@ -1,0 +1,20 @@
+//! Integration tests: the `vllm-corrector` binary as a black box.
+//!
+//! Remote-write bodies are built by the test's own prost structs ([`rw`]) from the vLLM 0.33
+//! fixtures ([`fixture`]); `/metrics` is read with the crate's exposition parser ([`metrics`]) and
+//! compared with the hand computation of `tests/fixtures/vllm-0.33/EXPECTED.md` ([`expected`]).
+//! Run: `cargo test --test it`.
+
+mod expected;
+mod fixture;
+mod harness;
+mod metrics;
+mod rw;
+
+mod arrival;
+mod legacy_itl;
+mod prometheus_e2e;
+mod promtool;
+mod reset;
+mod stale_idle;
+mod withheld;

@@ -1,0 +1,90 @@
+//! (c) Staleness markers and (d) the idle timeout remove a group's derived series.
+
+use std::time::{Duration, Instant};
+
+use crate::expected::{FAMILIES, assert_group, assert_group_absent, fixture};
+use crate::fixture::{Scrape, group, scrape_times};
+use crate::harness::Corrector;
+
+#[test]
+fn stale_markers_on_all_series_of_a_group_remove_its_derived_series() {
+    let [t1, t2, t3] = scrape_times();
+    let corrector = Corrector::start();
+    corrector.write(&Scrape::T1.points(t1));
+    corrector.write(&Scrape::T2.points(t2));
+    let before = corrector.snapshot();
+    assert_group(
+        &before,
+        &group("1"),
+        &fixture(Scrape::T2, "1"),
+        "engine 1 before it goes stale",
+    );
+
+    // Scrape t3: engine "1" disappeared (Prometheus writes a staleness marker for each of its
+    // series); engine "0" is scraped again with unchanged values.
+    let t3_points: Vec<_> = Scrape::T2
+        .points(t3)
+        .into_iter()
+        .map(|p| {
+            if p.label("engine") == Some("1") {
+                p.stale_at(t3)
+            } else {
+                p
+            }
+        })
+        .collect();
+    assert!(
+        t3_points.iter().any(|p| p.value.is_nan()),
+        "some markers are sent"
+    );
+    corrector.write(&t3_points);
+
+    let after = corrector.snapshot();
+    assert_group_absent(&after, &group("1"), "engine 1 after staleness markers");
+    assert_group(
+        &after,
+        &group("0"),
+        &fixture(Scrape::T2, "0"),
+        "engine 0 unaffected",
+    );
+}
+
+#[test]
+fn idle_timeout_from_the_config_file_removes_a_silent_group() {
+    let [t1, t2, _] = scrape_times();
+    let corrector = Corrector::start_with_config(Some("engine:\n  idle_timeout: 2s\n"));
+    corrector.write(&Scrape::T1.points(t1));
+    corrector.write(&Scrape::T2.points(t2));
+    let last_write = Instant::now();
+    let served = corrector.snapshot();
+    for engine in ["0", "1"] {
+        assert_group(
+            &served,
+            &group(engine),
+            &fixture(Scrape::T2, engine),
+            "right after the writes",
+        );
+    }
+
+    let gone_after = loop {
+        let snapshot = corrector.snapshot();
+        let any_left = ["0", "1"]
+            .iter()
+            .any(|e| FAMILIES.iter().any(|f| snapshot.has(f, &group(e))));
+        if !any_left {
+            break last_write.elapsed();
+        }
+        assert!(
+            // The binary sweeps four times per timeout: gone by 2.5 s, 10 s leaves room for a slow CI.
+            last_write.elapsed() < Duration::from_secs(10),
+            "groups still served 10 s after the last sample with idle_timeout 2s\n{}",
+            snapshot.text
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Removed by the timeout, not by anything sooner (1.5 s leaves room for clock granularity).
+    assert!(
+        gone_after >= Duration::from_millis(1500),
+        "groups removed after only {gone_after:?}"
+    );
+}
