@@ -11,6 +11,13 @@ mod harness;
 mod metrics;
 mod rw;
 
+mod accuracy_check;
+mod accuracy_e2e;
+mod accuracy_frames;
+mod accuracy_promql;
+mod accuracy_sim;
+mod accuracy_stack;
+
 mod arrival;
 mod legacy_itl;
 mod prometheus_e2e;

@@ -1,0 +1,403 @@
+//! Accuracy suite: the assertions. Every expected value comes from the simulator's per-request
+//! ground truth (`GET /truth`, computed from request and batch records, never from counters), or
+//! from plain PromQL evaluated by the same Prometheus; the corrected values come from Prometheus's
+//! query API. The reference formulas are `/work/shared/docs/vllm-metrics-reference.md` §4.
+//!
+//! Window increases are the difference of cumulative values at two frames (exact, unlike
+//! `increase()`, which extrapolates to the window's edges).
+
+use serde_json::Value;
+
+use crate::accuracy_frames::{
+    ACCEPTANCE, CANONICAL, Frame, GroupKey, ITERATION, RAW_ITERATION_SUM, RAW_ITL_SUM,
+    RAW_TPOT_SUM, TOKEN_WEIGHTED,
+};
+use crate::accuracy_promql::{Labels, PromApi, time_param};
+use crate::accuracy_sim::SimServer;
+
+/// Relative tolerance of sums and means (the issue's "within 1e-9").
+pub const REL: f64 = 1e-9;
+
+/// Plain-PromQL recording rules over the raw series: (record name, expression). They are what a
+/// user can write without the corrector where plain PromQL can express the correction (§4.1 and
+/// §4.2); the suite loads them into Prometheus and evaluates the same expressions at frame
+/// instants.
+pub const PLAIN_RULES: [(&str, &str); 4] = [
+    (
+        "acc:canonical_tpot_count",
+        r#"vllm:request_time_per_output_token_seconds_count - ignoring(le) vllm:request_generation_tokens_bucket{le="1.0"}"#,
+    ),
+    (
+        "acc:canonical_tpot_mean",
+        r#"vllm:request_time_per_output_token_seconds_sum / (vllm:request_time_per_output_token_seconds_count - ignoring(le) vllm:request_generation_tokens_bucket{le="1.0"})"#,
+    ),
+    (
+        "acc:token_weighted_itl_count",
+        "vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count",
+    ),
+    (
+        "acc:token_weighted_itl_mean",
+        "vllm:inter_token_latency_seconds_sum / (vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)",
+    ),
+];
+
+/// The rules file holding [`PLAIN_RULES`], evaluated every second.
+pub fn plain_rules_yaml() -> String {
+    let mut out =
+        String::from("groups:\n  - name: vllm-plain-promql\n    interval: 1s\n    rules:\n");
+    for (record, expr) in PLAIN_RULES {
+        out.push_str(&format!(
+            "      - record: {record}\n        expr: '{expr}'\n"
+        ));
+    }
+    out
+}
+
+/// What the simulator behind a group exposes, hence which assertions apply.
+#[derive(Debug, Clone, Copy)]
+pub struct Exposes {
+    /// vLLM ≥ 0.23 (profile 0.33): raw `iteration_tokens_total_sum` already counts local compute.
+    pub local_iteration_sum: bool,
+}
+
+/// True when `a` and `b` agree within `rel` of the larger magnitude (both 0 agree).
+pub fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * a.abs().max(b.abs())
+}
+
+fn f(v: &Value, path: &str) -> f64 {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = &cur[part];
+    }
+    cur.as_f64()
+        .unwrap_or_else(|| panic!("truth has no number at {path}: {v}"))
+}
+
+/// The truth of `key`'s group in a `WindowTruth` document.
+fn group_truth<'a>(truth: &'a Value, key: &GroupKey) -> &'a Value {
+    truth["groups"]
+        .as_array()
+        .and_then(|groups| {
+            groups.iter().find(|g| {
+                g["model_name"] == key.model_name.as_str() && g["engine"] == key.engine.as_str()
+            })
+        })
+        .unwrap_or_else(|| panic!("truth has no group {key:?}: {truth}"))
+}
+
+/// Collects failures instead of stopping at the first, so one run reports everything.
+#[derive(Debug, Default)]
+pub struct Failures(pub Vec<String>);
+
+impl Failures {
+    /// Records `what` when `ok` is false.
+    pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(what());
+        }
+    }
+}
+
+/// Asserts `family` of `key` over the window between its frames `a` and `b` against the truth of
+/// `[s(a), s(b))`.
+pub fn check_window(
+    family: &str,
+    sim: &SimServer,
+    key: &GroupKey,
+    exposes: Exposes,
+    a: &Frame,
+    b: &Frame,
+    out: &mut Failures,
+) {
+    let truth = sim.truth(a.snapshot_s, b.snapshot_s);
+    let g = group_truth(&truth, key);
+    let at = format!(
+        "{key:?} {family} window [{}, {}) s (scrapes {} → {} ms)",
+        a.snapshot_s, b.snapshot_s, a.source_ms, b.source_ms
+    );
+    let d = |suffix: &str| {
+        let k = format!("{family}{suffix}");
+        b.corrected(&k) - a.corrected(&k)
+    };
+    let it = &g["iterations"];
+    match family {
+        CANONICAL => canonical(&at, &g["requests"]["canonical_tpot"], a, b, out),
+        TOKEN_WEIGHTED => {
+            // §4.2: count = generation tokens − first outputs (exact), sum = Σ ITL.
+            let (sum, count) = (d("_sum"), d("_count"));
+            let itl_sum = f(it, "itl_sum_seconds");
+            let want_count = f(it, "generation_tokens") - f(it, "first_outputs");
+            out.check(count == want_count, || {
+                format!("{at}: count {count}, truth generation − first outputs = {want_count}")
+            });
+            out.check(close(sum, itl_sum, REL), || {
+                format!("{at}: sum {sum}, truth {itl_sum}")
+            });
+            if count > 0.0 {
+                // Server truth per token. "Exact up to 0-token first outputs": with some in the
+                // window the corrector's token count is smaller by exactly their number.
+                let zero = f(it, "zero_token_first_outputs");
+                let want = if zero == 0.0 {
+                    f(it, "token_weighted_itl_seconds")
+                } else {
+                    itl_sum / (f(it, "tokens_after_first") - zero)
+                };
+                out.check(close(sum / count, want, REL), || {
+                    format!(
+                        "{at}: mean {}, truth {want} ({zero} 0-token first outputs)",
+                        sum / count
+                    )
+                });
+            }
+        }
+        ACCEPTANCE => {
+            // §4.3: exact sum = Σ ITL and count = ITL samples + accepted drafts.
+            let (sum, count) = (d("_sum"), d("_count"));
+            let itl_sum = f(it, "itl_sum_seconds");
+            let want_count = f(it, "itl_count") + f(it, "accepted_tokens");
+            out.check(count == want_count, || {
+                format!("{at}: count {count}, truth ITL count + accepted = {want_count}")
+            });
+            out.check(close(sum, itl_sum, REL), || {
+                format!("{at}: sum {sum}, truth {itl_sum}")
+            });
+            if count > 0.0 {
+                let want = f(it, "acceptance_corrected_itl_seconds");
+                out.check(close(sum / count, want, REL), || {
+                    format!("{at}: mean {}, truth {want}", sum / count)
+                });
+            }
+            let inf = d("_bucket{+Inf}");
+            out.check(close(inf, count, REL), || {
+                format!("{at}: +Inf bucket increased {inf}, count {count}")
+            });
+        }
+        ITERATION => {
+            // §4.4: exact on every profile with prompts by source.
+            let (sum, count) = (d("_sum"), d("_count"));
+            let want_count = f(it, "iterations");
+            out.check(count == want_count, || {
+                format!("{at}: count {count}, truth {want_count}")
+            });
+            let want = f(it, "iteration_tokens_local_sum");
+            out.check(sum == want, || {
+                format!("{at}: local-compute sum {sum}, truth {want}")
+            });
+            let raw = b.raw(RAW_ITERATION_SUM) - a.raw(RAW_ITERATION_SUM);
+            if exposes.local_iteration_sum {
+                out.check(sum == raw, || {
+                    format!("{at}: on 0.33 the sum {sum} must equal the raw _sum increase {raw}")
+                });
+            } else {
+                // ≤ 0.22 the raw sum also credits cached and transferred prompt tokens (the
+                // inflation the family removes); the truth says by how much.
+                let all = f(it, "iteration_tokens_all_sum");
+                out.check(raw == all, || {
+                    format!("{at}: raw 0.22 sum increase {raw}, truth (all prompt tokens) {all}")
+                });
+            }
+        }
+        other => panic!("no window check for {other}"),
+    }
+}
+
+/// §4.1 canonical TPOT: the count and every cumulative bucket exact, sum and mean within 1e-9.
+fn canonical(at: &str, tpot: &Value, a: &Frame, b: &Frame, out: &mut Failures) {
+    let d = |k: &str| b.corrected(k) - a.corrected(k);
+    let count = f(tpot, "count");
+    let got = d(&format!("{CANONICAL}_count"));
+    out.check(got == count, || format!("{at}: count {got}, truth {count}"));
+    let truth_buckets: Vec<(f64, f64)> = tpot["buckets"]
+        .as_array()
+        .expect("truth buckets")
+        .iter()
+        .map(|bucket| {
+            let le = bucket["le"].as_str().expect("le string");
+            (
+                parse_le(le),
+                bucket["count"].as_f64().expect("bucket count"),
+            )
+        })
+        .collect();
+    let served = bucket_keys(b, CANONICAL);
+    let served_les: Vec<f64> = served.iter().map(|(le, _)| *le).collect();
+    let truth_les: Vec<f64> = truth_buckets.iter().map(|(le, _)| *le).collect();
+    out.check(served_les == truth_les, || {
+        format!("{at}: bounds {served_les:?}, vLLM's {truth_les:?}")
+    });
+    for ((le, want), (_, k)) in truth_buckets.iter().zip(&served) {
+        let got = d(k);
+        out.check(got == *want, || {
+            format!("{at}: bucket le={le} increased {got}, truth {want}")
+        });
+    }
+    let sum = d(&format!("{CANONICAL}_sum"));
+    let want_sum = f(tpot, "sum_seconds");
+    out.check(close(sum, want_sum, REL), || {
+        format!("{at}: sum {sum}, truth {want_sum}")
+    });
+    if count > 0.0 && got > 0.0 {
+        let mean = f(tpot, "mean_seconds");
+        out.check(close(sum / got, mean, REL), || {
+            format!("{at}: mean {}, truth {mean}", sum / got)
+        });
+    }
+}
+
+/// The truth's canonical TPOT request count of `key` over `[from_s, to_s)`.
+pub fn canonical_requests(sim: &SimServer, key: &GroupKey, from_s: f64, to_s: f64) -> f64 {
+    f(
+        &group_truth(&sim.truth(from_s, to_s), key)["requests"]["canonical_tpot"],
+        "count",
+    )
+}
+
+/// `le` as vLLM prints it (`0.01`, `1.0`, `+Inf`) as a float.
+pub fn parse_le(le: &str) -> f64 {
+    if le == "+Inf" {
+        f64::INFINITY
+    } else {
+        le.parse().unwrap_or_else(|e| panic!("le {le:?}: {e}"))
+    }
+}
+
+/// `(le, key)` of every `_bucket` of `family` the frame serves, ascending.
+fn bucket_keys(frame: &Frame, family: &str) -> Vec<(f64, String)> {
+    let prefix = format!("{family}_bucket{{");
+    let mut out: Vec<(f64, String)> = frame
+        .corrected
+        .keys()
+        .filter_map(|k| {
+            let le = k.strip_prefix(&prefix)?.strip_suffix('}')?;
+            Some((parse_le(le), k.clone()))
+        })
+        .collect();
+    out.sort_by(|x, y| x.0.total_cmp(&y.0));
+    out
+}
+
+/// Index of the bucket holding `x` among ascending `bounds` (the first bound ≥ `x`).
+pub fn bucket_index(bounds: &[f64], x: f64) -> usize {
+    bounds.iter().position(|&b| x <= b).unwrap_or(bounds.len())
+}
+
+/// `histogram_quantile(0.5 | 0.99)` of the canonical TPOT increase between `a` and `b`, evaluated
+/// by Prometheus with `@` on the corrector scrapes, lands within one bucket of the true median and
+/// p99 (numpy, linear interpolation) of the window's requests.
+pub fn check_quantiles(
+    api: &PromApi,
+    sim: &SimServer,
+    key: &GroupKey,
+    a: &Frame,
+    b: &Frame,
+    out: &mut Failures,
+) {
+    let truth = sim.truth(a.snapshot_s, b.snapshot_s);
+    let tpot = &group_truth(&truth, key)["requests"]["canonical_tpot"];
+    let bounds: Vec<f64> = bucket_keys(b, CANONICAL)
+        .iter()
+        .map(|(le, _)| *le)
+        .collect();
+    let selector = format!("{CANONICAL}_bucket{{{}}}", key.matchers());
+    for (q, field) in [(0.5, "median_seconds"), (0.99, "p99_seconds")] {
+        let expr = format!(
+            "histogram_quantile({q}, {selector} @ {} - {selector} @ {})",
+            time_param(b.corrector_ms),
+            time_param(a.corrector_ms)
+        );
+        let want = f(tpot, field);
+        match api.vector(&expr, b.corrector_ms) {
+            Ok(v) if v.len() == 1 => {
+                let got = v[0].1;
+                let (gi, wi) = (bucket_index(&bounds, got), bucket_index(&bounds, want));
+                out.check(gi.abs_diff(wi) <= 1, || {
+                    format!("{key:?}: {expr} = {got} (bucket {gi}), true {field} {want} (bucket {wi}), bounds {bounds:?}")
+                });
+            }
+            Ok(v) => out.0.push(format!("{key:?}: {expr} returned {v:?}")),
+            Err(e) => out.0.push(e),
+        }
+    }
+}
+
+fn value_of(api: &PromApi, expr: &str, at_ms: i64, key: &GroupKey) -> Result<f64, String> {
+    let hits: Vec<(Labels, f64)> = api
+        .vector(expr, at_ms)?
+        .into_iter()
+        .filter(|(l, _)| {
+            l.get("instance") == Some(&key.instance)
+                && l.get("model_name") == Some(&key.model_name)
+                && l.get("engine") == Some(&key.engine)
+        })
+        .collect();
+    match hits.as_slice() {
+        [(_, v)] => Ok(*v),
+        _ => Err(format!("{expr} at {at_ms} ms for {key:?}: {hits:?}")),
+    }
+}
+
+/// The plain-PromQL recording-rule expressions of `family` (canonical TPOT or token-weighted
+/// ITL), evaluated by the same Prometheus at its two frames' scrape instants, agree with the
+/// corrected family: count increases exactly, cumulative and window means within 1e-9; and the
+/// recorded series exist, so the rules really load and run.
+pub fn check_plain_promql(
+    api: &PromApi,
+    family: &str,
+    key: &GroupKey,
+    a: &Frame,
+    b: &Frame,
+    out: &mut Failures,
+) {
+    let (count_rule, mean_rule, raw_sum) = match family {
+        CANONICAL => (0, 1, RAW_TPOT_SUM),
+        TOKEN_WEIGHTED => (2, 3, RAW_ITL_SUM),
+        other => panic!("no plain PromQL for {other}"),
+    };
+    let at = format!(
+        "{key:?} {family} vs plain PromQL, scrapes {} → {} ms",
+        a.source_ms, b.source_ms
+    );
+    let eval = |i: usize, frame: &Frame| value_of(api, PLAIN_RULES[i].1, frame.source_ms, key);
+    let c = |frame: &Frame, suffix: &str| frame.corrected(&format!("{family}{suffix}"));
+    let result = (|| -> Result<(), String> {
+        let plain_mean = eval(mean_rule, b)?;
+        let corrected_mean = c(b, "_sum") / c(b, "_count");
+        out.check(close(plain_mean, corrected_mean, REL), || {
+            format!(
+                "{at}: cumulative {} = {plain_mean}, corrected {corrected_mean}",
+                PLAIN_RULES[mean_rule].0
+            )
+        });
+        let plain_count = eval(count_rule, b)? - eval(count_rule, a)?;
+        let corrected_count = c(b, "_count") - c(a, "_count");
+        out.check(plain_count == corrected_count, || {
+            format!("{at}: count increase {plain_count}, corrected {corrected_count}")
+        });
+        let plain_window = (b.raw(raw_sum) - a.raw(raw_sum)) / plain_count;
+        let corrected_window = (c(b, "_sum") - c(a, "_sum")) / corrected_count;
+        out.check(close(plain_window, corrected_window, REL), || {
+            format!("{at}: window mean {plain_window}, corrected {corrected_window}")
+        });
+        for i in [count_rule, mean_rule] {
+            value_of(api, PLAIN_RULES[i].0, b.corrector_ms, key)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        out.0.push(format!("{at}: {e}"));
+    }
+}
+
+#[test]
+fn bucket_index_and_closeness_follow_their_definitions() {
+    // Bounds 0.01, 0.025, +Inf: 0.01 is in bucket 0 (le is inclusive), 0.02 in 1, 5 in 2.
+    let bounds = [0.01, 0.025, f64::INFINITY];
+    assert_eq!(bucket_index(&bounds, 0.01), 0);
+    assert_eq!(bucket_index(&bounds, 0.02), 1);
+    assert_eq!(bucket_index(&bounds, 5.0), 2);
+    // 1 and 1 + 1e-10 differ by 1e-10 relative (inside 1e-9); 1 and 1.000002 do not.
+    assert!(close(1.0, 1.0 + 1e-10, REL));
+    assert!(!close(1.0, 1.000_002, REL));
+    assert!(close(0.0, 0.0, REL));
+}
