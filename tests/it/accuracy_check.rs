@@ -58,6 +58,8 @@ pub fn plain_rules_yaml() -> String {
 pub struct Exposes {
     /// vLLM ≥ 0.23 (profile 0.33): raw `iteration_tokens_total_sum` already counts local compute.
     pub local_iteration_sum: bool,
+    /// Speculative decoding runs, with some decode steps without drafts.
+    pub spec_decoding: bool,
 }
 
 /// True when `a` and `b` agree within `rel` of the larger magnitude (both 0 agree).
@@ -199,6 +201,60 @@ pub fn check_window(
             }
         }
         other => panic!("no window check for {other}"),
+    }
+}
+
+/// Guards against a vacuous pass: over a phase's whole window the truth shows that the raw
+/// series would mislead, so each correction is really exercised. Canonical TPOT: requests with
+/// n ≤ 1 finished (raw `_count` counts them). Spec decoding: drafts were accepted, and some decode
+/// outputs had no drafts (so `mean_itl / AL` is not exact). 0.22: prompt tokens were cached or
+/// transferred (raw iteration `_sum` is inflated).
+pub fn check_exercised(
+    family: &str,
+    sim: &SimServer,
+    key: &GroupKey,
+    exposes: Exposes,
+    a: &Frame,
+    b: &Frame,
+    out: &mut Failures,
+) {
+    let truth = sim.truth(a.snapshot_s, b.snapshot_s);
+    let g = group_truth(&truth, key);
+    let at = format!(
+        "{key:?} {family} whole window [{}, {}) s",
+        a.snapshot_s, b.snapshot_s
+    );
+    let it = &g["iterations"];
+    match family {
+        CANONICAL => {
+            let (raw, canonical) = (
+                f(&g["requests"], "raw_tpot_count"),
+                f(&g["requests"]["canonical_tpot"], "count"),
+            );
+            out.check(raw > canonical, || {
+                format!("{at}: no request with n ≤ 1 finished (raw {raw}, canonical {canonical})")
+            });
+        }
+        TOKEN_WEIGHTED | ACCEPTANCE if exposes.spec_decoding => {
+            let (accepted, drafts, outputs) = (
+                f(it, "accepted_tokens"),
+                f(it, "drafts"),
+                f(it, "itl_count"),
+            );
+            out.check(accepted > 0.0 && drafts < outputs, || {
+                format!("{at}: {accepted} accepted drafts, {drafts} drafts over {outputs} decode outputs")
+            });
+        }
+        ITERATION if !exposes.local_iteration_sum => {
+            let (all, local) = (
+                f(it, "iteration_tokens_all_sum"),
+                f(it, "iteration_tokens_local_sum"),
+            );
+            out.check(all > local, || {
+                format!("{at}: no cached or transferred prompt token (all {all}, local {local})")
+            });
+        }
+        _ => {}
     }
 }
 

@@ -28,8 +28,8 @@ use vllm_corrector::sim::serve::unix_now_ms;
 use vllm_corrector::sim::{Profile, SimConfig, SpecConfig};
 
 use crate::accuracy_check::{
-    Exposes, Failures, canonical_requests, check_plain_promql, check_quantiles, check_window,
-    plain_rules_yaml,
+    Exposes, Failures, canonical_requests, check_exercised, check_plain_promql, check_quantiles,
+    check_window, plain_rules_yaml,
 };
 use crate::accuracy_frames::{
     CANONICAL, FamilyFrames, GroupKey, IDENTIFIERS, Phase, TOKEN_WEIGHTED, collect, groups_of,
@@ -81,6 +81,7 @@ impl SimSpec {
             },
             exposes: Exposes {
                 local_iteration_sum: true,
+                spec_decoding: true,
             },
         }
     }
@@ -107,6 +108,7 @@ impl SimSpec {
             },
             exposes: Exposes {
                 local_iteration_sum: false,
+                spec_decoding: false,
             },
         }
     }
@@ -324,6 +326,7 @@ impl Chain {
                         );
                     }
                     check_window(family, sim, key, spec.exposes, first, last, &mut failures);
+                    check_exercised(family, sim, key, spec.exposes, first, last, &mut failures);
                     windows += f.len();
                     if family == CANONICAL {
                         check_quantiles(&self.api, sim, key, first, last, &mut failures);
