@@ -462,17 +462,37 @@ impl Chain {
             .unwrap_or(0.0)
     }
 
-    /// The corrector answered at least one remote write with 204 (RW1 accepted).
-    fn accepted_writes(&self) -> f64 {
+    /// The number of `vllm:*` series in one scrape of simulator `i`, counted by Prometheus.
+    fn scrape_size(&self, i: usize) -> f64 {
+        let expr = format!(
+            "count({{__name__=~\"vllm:.*\",instance={}}})",
+            quote(&self.sims[i].0.address)
+        );
+        self.api
+            .vector(&expr, unix_now_ms())
+            .ok()
+            .and_then(|v| v.first().map(|(_, n)| *n))
+            .unwrap_or(0.0)
+    }
+
+    /// `(samples received, remote writes answered 204)` by the corrector so far.
+    fn write_stats(&self) -> (f64, f64) {
         let text = self.corrector.metrics_text().unwrap_or_default();
-        text.lines()
+        let received = text
+            .lines()
+            .find_map(|l| l.strip_prefix("vllm_corrector_samples_received_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0);
+        let accepted = text
+            .lines()
             .filter(|l| {
                 l.starts_with("vllm_corrector_http_requests_total{")
                     && l.contains("handler=\"/api/v1/write\"")
                     && l.contains("code=\"204\"")
             })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+            .sum();
+        (received, accepted)
     }
 }
 
@@ -492,8 +512,14 @@ fn run(sender: Sender) {
 
     let steady = chain.phase("phase 1 (steady)");
     chain.verify(&steady);
-    let writes = chain.accepted_writes();
-    assert!(writes > 0.0, "{sender:?}: no remote write answered 204");
+    // The sender split every scrape: requests averaged at most the configured 100 samples, while
+    // one scrape of the 0.33 simulator holds many more vllm:* samples (counted by Prometheus).
+    let (received, writes) = chain.write_stats();
+    let per_scrape = chain.scrape_size(0);
+    assert!(
+        writes > 0.0 && received / writes <= 100.0 && per_scrape > 100.0,
+        "{sender:?}: {received} samples in {writes} accepted remote writes, {per_scrape} per scrape"
+    );
 
     chain.restart_sim(0, 101);
     let after_reset = chain.phase("phase 2 (after the 0.33 simulator restarted)");

@@ -258,13 +258,14 @@ pub struct VmagentProc {
 impl VmagentProc {
     /// Starts `binary` scraping per `scrape_config` and writing to every `(url, relabel YAML)`.
     ///
-    /// vmagent 1.79 has no remote-write protocol choice to make: its only protocol is Prometheus
-    /// remote write 1.0, protobuf `WriteRequest` in snappy block format with
-    /// `Content-Type: application/x-protobuf`, `Content-Encoding: snappy` and
-    /// `X-Prometheus-Remote-Write-Version: 0.1.0`. `-remoteWrite.forcePromProto` and the zstd
-    /// VictoriaMetrics protocol it switches off arrived in 1.88 and are absent from this version's
-    /// `vmagent -help`; so `-remoteWrite.url` alone makes it send RW1 snappy. The corrector's
-    /// `code="204"` answers to `/api/v1/write` (it answers 415 to anything else) confirm it.
+    /// Which flags make vmagent 1.79 send RW1 snappy: `-remoteWrite.url` alone. 1.79 has a single
+    /// remote-write protocol, Prometheus RW 1.0: a protobuf `WriteRequest` in snappy block format
+    /// with `Content-Type: application/x-protobuf`, `Content-Encoding: snappy` and
+    /// `X-Prometheus-Remote-Write-Version: 0.1.0` (checked by capturing its requests). The flags
+    /// that choose a protocol (`-remoteWrite.forcePromProto`, `-remoteWrite.forceVMProto`) belong
+    /// to later releases, which also speak VictoriaMetrics' zstd protocol; they are absent from
+    /// 1.79's `vmagent -help`, and passing one makes 1.79 exit with "flag provided but not
+    /// defined". The corrector's `code="204"` answers to `/api/v1/write` confirm the format.
     ///
     /// `-remoteWrite.maxRowsPerBlock=100` and `-remoteWrite.flushInterval=200ms` are vmagent's
     /// `max_samples_per_send` and `batch_send_deadline`: every scrape is split over many requests
