@@ -10,6 +10,7 @@ mod fixture;
 mod harness;
 mod metrics;
 mod rw;
+mod sharding;
 
 mod arrival;
 mod legacy_itl;
