@@ -6,8 +6,9 @@
 #   1. hadolint on the Dockerfile, and the properties the deploy docs rely on
 #      (multi-stage, distroless runtime, numeric non-root USER, EXPOSE 9490,
 #      exec-form ENTRYPOINT: no shell at run time).
-#   2. Alert and recording rules: promtool check rules, promtool test rules, and
-#      the generated PrometheusRule agrees with the plain rules file.
+#   2. Alert and recording rules: promtool check rules (deploy/alerts and the
+#      PromQL corrections of deploy/rules), promtool test rules, and the generated
+#      PrometheusRule agrees with the plain rules file.
 #   3. Prometheus configurations in deploy/prometheus: promtool check config and
 #      the remote_write / honor_labels contract; vmagent -dryRun on deploy/vmagent.
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
@@ -86,7 +87,7 @@ check_dockerfile() {
 
 # --- 2. rules ----------------------------------------------------------------------------
 check_rules() {
-    promtool check rules deploy/alerts/vllm-corrector.rules.yml &&
+    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/rules/*.rules.yml &&
         promtool test rules deploy/alerts/tests/*.test.yml &&
         python3 deploy/tools/generate_prometheusrule.py --check
 }
