@@ -9,8 +9,10 @@ mod expected;
 mod fixture;
 mod harness;
 mod metrics;
+mod promql_rules;
 mod rw;
 mod sharding;
+mod simdata;
 
 mod arrival;
 mod legacy_itl;
