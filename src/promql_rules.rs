@@ -44,18 +44,26 @@ const DEFAULT_GROUP: &str = "vllm-corrected.promql";
 
 impl Default for RulesOptions {
     fn default() -> Self {
-        RulesOptions { name_prefix: DEFAULT_PREFIX.to_string(), group_name: DEFAULT_GROUP.to_string(), interval: None }
+        RulesOptions {
+            name_prefix: DEFAULT_PREFIX.to_string(),
+            group_name: DEFAULT_GROUP.to_string(),
+            interval: None,
+        }
     }
 }
 
 /// A metric-name prefix: `[a-zA-Z_:][a-zA-Z0-9_:]*` (Prometheus data model), non-empty.
 fn parse_prefix(s: &str) -> Result<String, String> {
     let mut chars = s.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
     if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
         Ok(s.to_string())
     } else {
-        Err(format!("{s:?} is not a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)"))
+        Err(format!(
+            "{s:?} is not a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)"
+        ))
     }
 }
 
@@ -64,14 +72,20 @@ fn parse_interval(s: &str) -> Result<String, String> {
     let mut rest = s;
     let mut parts = 0;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let unit_len = ["ms", "s", "m", "h", "d", "w", "y"]
             .iter()
             .find(|u| rest[digits..].starts_with(**u))
             .map(|u| u.len());
         match unit_len {
             Some(n) if digits > 0 => rest = &rest[digits + n..],
-            _ => return Err(format!("{s:?} is not a Prometheus duration such as 15s or 1m")),
+            _ => {
+                return Err(format!(
+                    "{s:?} is not a Prometheus duration such as 15s or 1m"
+                ));
+            }
         }
         parts += 1;
     }
@@ -105,9 +119,11 @@ struct RuleFile {
 /// vLLM prints `1.0` (Python `repr`); Prometheus 3 normalises classic-histogram `le` values to `1`.
 const GEN_LE1: &str = r#"vllm:request_generation_tokens_bucket{le=~"1|1[.]0"}"#;
 /// The ITL histogram's `_sum`: the name from vLLM 0.10.2 on, else the old name (vLLM ≤ 0.14).
-const ITL_SUM: &str = "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)";
+const ITL_SUM: &str =
+    "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)";
 /// The ITL histogram's `_count`, chosen the same way.
-const ITL_COUNT: &str = "(vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)";
+const ITL_COUNT: &str =
+    "(vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)";
 
 /// `(name suffix, PromQL)` of every rule, in output order.
 fn rules() -> Vec<(&'static str, String)> {
@@ -225,27 +241,51 @@ mod tests {
     fn default_names_are_the_corrector_family_names() {
         let text = render(&RulesOptions::default());
         for family in crate::engine::Family::ALL {
-            assert!(text.contains(&format!("record: {}_sum", family.name())), "{family:?}\n{text}");
-            assert!(text.contains(&format!("record: {}_count", family.name())), "{family:?}\n{text}");
+            assert!(
+                text.contains(&format!("record: {}_sum", family.name())),
+                "{family:?}\n{text}"
+            );
+            assert!(
+                text.contains(&format!("record: {}_count", family.name())),
+                "{family:?}\n{text}"
+            );
         }
-        assert!(text.contains("record: vllm_corrected_request_time_per_output_token_seconds_bucket\n"));
-        assert!(!text.contains("acceptance_corrected_itl_seconds_bucket"), "PromQL cannot express these buckets");
+        assert!(
+            text.contains("record: vllm_corrected_request_time_per_output_token_seconds_bucket\n")
+        );
+        assert!(
+            !text.contains("acceptance_corrected_itl_seconds_bucket"),
+            "PromQL cannot express these buckets"
+        );
         assert!(text.ends_with('\n'));
     }
 
     #[test]
     fn options_set_prefix_group_and_interval() {
-        let options = RulesOptions { name_prefix: "x:".into(), group_name: "g".into(), interval: Some("15s".into()) };
+        let options = RulesOptions {
+            name_prefix: "x:".into(),
+            group_name: "g".into(),
+            interval: Some("15s".into()),
+        };
         let text = render(&options);
-        assert!(text.contains("record: x:token_weighted_itl_seconds_sum\n"), "{text}");
-        assert!(text.contains("name: g\n") && text.contains("interval: 15s\n"), "{text}");
+        assert!(
+            text.contains("record: x:token_weighted_itl_seconds_sum\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("name: g\n") && text.contains("interval: 15s\n"),
+            "{text}"
+        );
         assert!(!render(&RulesOptions::default()).contains("interval:"));
     }
 
     /// `deploy/rules/` ships the default output for users who apply files, not binaries.
     #[test]
     fn deploy_rules_file_is_the_rendered_default() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/rules/vllm-corrected.promql.rules.yml");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/rules/vllm-corrected.promql.rules.yml"
+        );
         let want = render(&RulesOptions::default());
         if std::env::var_os("VLLM_CORRECTOR_BLESS").is_some() {
             std::fs::write(path, &want).expect("write the rules file");
@@ -260,7 +300,11 @@ mod tests {
     #[test]
     fn flags_reject_bad_prefixes_and_durations() {
         assert!(parse_prefix("vllm_promql_").is_ok() && parse_prefix("a:b_").is_ok());
-        assert!(parse_prefix("").is_err() && parse_prefix("1x").is_err() && parse_prefix("a-b").is_err());
+        assert!(
+            parse_prefix("").is_err()
+                && parse_prefix("1x").is_err()
+                && parse_prefix("a-b").is_err()
+        );
         for ok in ["15s", "1m", "1m30s", "500ms", "2h"] {
             assert_eq!(parse_interval(ok), Ok(ok.to_string()));
         }

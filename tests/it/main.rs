@@ -7,6 +7,7 @@
 
 mod expected;
 mod fixture;
+mod grafana;
 mod harness;
 mod metrics;
 mod promql_rules;

@@ -34,13 +34,20 @@ struct Rule {
 /// The recorded names of a rendered file, read back with a YAML parser.
 fn records(text: &str) -> Vec<String> {
     let file: RuleFile = serde_saphyr::from_str(text).expect("the rules parse as YAML");
-    file.groups.into_iter().flat_map(|g| g.rules).map(|r| r.record).collect()
+    file.groups
+        .into_iter()
+        .flat_map(|g| g.rules)
+        .map(|r| r.record)
+        .collect()
 }
 
 fn promtool_check_rules(promtool: &std::path::Path, text: &str) {
     let dir = crate::harness::TempDir::new("rules");
     let path = dir.path().join("rules.yml");
-    std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = Command::new(promtool)
         .args(["check", "rules"])
         .arg(&path)
@@ -69,14 +76,18 @@ fn key(labels: &BTreeMap<String, String>) -> String {
 }
 
 fn by_key(rows: Vec<Row>) -> BTreeMap<String, f64> {
-    rows.into_iter().map(|(labels, value)| (key(&labels), value)).collect()
+    rows.into_iter()
+        .map(|(labels, value)| (key(&labels), value))
+        .collect()
 }
 
 /// Compares every recorded series with the corrector's, at `time_s`. Errors: what differs.
 fn compare(data: &SimData, recorded: &[String], time_s: f64) -> Result<usize, String> {
     let mut compared = 0;
     for record in recorded {
-        let suffix = record.strip_prefix(PREFIX).expect("every record has the prefix");
+        let suffix = record
+            .strip_prefix(PREFIX)
+            .expect("every record has the prefix");
         let corrector_name = format!("{DEFAULT_PREFIX}{suffix}");
         let rules = by_key(data.query(record, time_s)?);
         let corrector = by_key(data.query(&corrector_name, time_s)?);
@@ -93,7 +104,9 @@ fn compare(data: &SimData, recorded: &[String], time_s: f64) -> Result<usize, St
         for (k, want) in &corrector {
             let have = rules[k];
             if (have - want).abs() > 1e-9 * have.abs().max(want.abs()) {
-                return Err(format!("{record}{{{k}}} = {have}, the corrector's {corrector_name} = {want}"));
+                return Err(format!(
+                    "{record}{{{k}}} = {have}, the corrector's {corrector_name} = {want}"
+                ));
             }
             compared += 1;
         }
@@ -109,14 +122,19 @@ fn wait_for_evaluation(data: &SimData, recorded: &[String], after_ms: i64) -> Re
         for record in recorded {
             // timestamp() drops the name, so one record at a time.
             let expr = format!("min(timestamp({record}))");
-            let t = data.query(&expr, now_ms() as f64 / 1000.0)?.first().map_or(0.0, |r| r.1);
+            let t = data
+                .query(&expr, now_ms() as f64 / 1000.0)?
+                .first()
+                .map_or(0.0, |r| r.1);
             oldest = Some(oldest.map_or(t, |o| o.min(t)));
         }
         if oldest.is_some_and(|t| t * 1000.0 >= after_ms as f64) {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("no rule evaluation after {after_ms} ms within 20 s (oldest {oldest:?})"));
+            return Err(format!(
+                "no rule evaluation after {after_ms} ms within 20 s (oldest {oldest:?})"
+            ));
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -145,7 +163,11 @@ fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
     };
     let text = render(&options);
     let recorded = records(&text);
-    assert_eq!(recorded.len(), 9, "three TPOT, two series for each of three families");
+    assert_eq!(
+        recorded.len(),
+        9,
+        "three TPOT, two series for each of three families"
+    );
     let Some(mut data) = SimData::start(Some(&text)) else {
         return;
     };
@@ -169,7 +191,11 @@ fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
     // Per round: TPOT for 3 engines (0.33 x2, 0.14; 0.10 has none) x (19 bounds + Inf + sum + count)
     // = 66, token-weighted ITL and acceptance-corrected sums/counts for 4 engines = 16,
     // local-compute iteration tokens for the 2 engines of 0.33 = 4 (0.14 and 0.10 lack by-source).
-    assert_eq!(compared, 3 * (66 + 16 + 4), "series compared over three rounds");
+    assert_eq!(
+        compared,
+        3 * (66 + 16 + 4),
+        "series compared over three rounds"
+    );
 }
 
 fn tail(text: &str, n: usize) -> String {

@@ -65,8 +65,10 @@ fn series_sharding_across_two_instances_is_reported_by_both_and_whole_targets_by
     for t in [15.0, 30.0, 45.0] {
         sim.advance_to(t);
         let points = snapshot_points(&sim, &target);
-        let (even, odd): (Vec<Point>, Vec<Point>) =
-            points.iter().cloned().partition(|p| series_hash(p) % 2 == 0);
+        let (even, odd): (Vec<Point>, Vec<Point>) = points
+            .iter()
+            .cloned()
+            .partition(|p| series_hash(p) % 2 == 0);
         assert!(
             !even.is_empty() && !odd.is_empty(),
             "the hash splits the target"
@@ -76,11 +78,13 @@ fn series_sharding_across_two_instances_is_reported_by_both_and_whole_targets_by
         whole.write(&points);
     }
     // Three scrapes: the role sets were learned at 15 s and stayed the same at 30 s and 45 s.
-    assert_eq!(incomplete(&whole), Some(0.0), "one instance with every series");
     assert_eq!(
-        whole
-            .snapshot()
-            .value("vllm_corrector_active_groups", &[]),
+        incomplete(&whole),
+        Some(0.0),
+        "one instance with every series"
+    );
+    assert_eq!(
+        whole.snapshot().value("vllm_corrector_active_groups", &[]),
         Some(1.0)
     );
     for (name, shard) in [("shard 0", &shard0), ("shard 1", &shard1)] {

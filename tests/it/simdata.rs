@@ -46,7 +46,15 @@ struct Target {
     labels: Vec<(String, String)>,
 }
 
-fn target(profile: Profile, model: &str, pod: &str, engines: u32, spec: bool, epoch_ms: i64, seed: u64) -> Target {
+fn target(
+    profile: Profile,
+    model: &str,
+    pod: &str,
+    engines: u32,
+    spec: bool,
+    epoch_ms: i64,
+    seed: u64,
+) -> Target {
     let cfg = SimConfig {
         profile,
         models: vec![model.to_string()],
@@ -100,7 +108,8 @@ impl SimData {
     pub fn start(rules: Option<&str>) -> Option<SimData> {
         let binary = require_tool("prometheus")?;
         let dir = TempDir::new("simdata");
-        let mut config = String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
+        let mut config =
+            String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
         if let Some(text) = rules {
             let path = dir.path().join("rules.yml");
             std::fs::write(&path, text).expect("write rules");
@@ -112,7 +121,10 @@ impl SimData {
         let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
         let mut child = Command::new(binary)
             .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address={address}"))
             .arg("--web.enable-remote-write-receiver")
             .stdin(Stdio::null())
@@ -125,18 +137,48 @@ impl SimData {
             .build()
             .unwrap();
         let base = format!("http://{address}");
-        if let Err(e) = wait_ready(&mut child, &client, &format!("{base}/-/ready"), Duration::from_secs(60)) {
+        if let Err(e) = wait_ready(
+            &mut child,
+            &client,
+            &format!("{base}/-/ready"),
+            Duration::from_secs(60),
+        ) {
             let _ = child.kill();
             let _ = child.wait();
-            let log = std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
+            let log =
+                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
             panic!("prometheus not ready: {e}\n{log}");
         }
         let end = now_ms() - 1_000;
         let start = end - HISTORY_MS;
         let targets = vec![
-            target(Profile::V0_33, "llama-spec", "vllm-spec-0", 2, true, start, 1),
-            target(Profile::V0_14, "llama-014", "vllm-014-0", 1, false, start, 2),
-            target(Profile::V0_10, "llama-010", "vllm-010-0", 1, false, start, 3),
+            target(
+                Profile::V0_33,
+                "llama-spec",
+                "vllm-spec-0",
+                2,
+                true,
+                start,
+                1,
+            ),
+            target(
+                Profile::V0_14,
+                "llama-014",
+                "vllm-014-0",
+                1,
+                false,
+                start,
+                2,
+            ),
+            target(
+                Profile::V0_10,
+                "llama-010",
+                "vllm-010-0",
+                1,
+                false,
+                start,
+                3,
+            ),
         ];
         let mut data = SimData {
             child,
@@ -172,7 +214,11 @@ impl SimData {
             .unwrap_or_else(|e| panic!("remote write to {url}: {e}"));
         let status = response.status();
         let text = response.text().unwrap_or_default();
-        assert!(status.is_success(), "remote write to {url} answered {status}: {text}\n{}", self.log_text());
+        assert!(
+            status.is_success(),
+            "remote write to {url} answered {status}: {text}\n{}",
+            self.log_text()
+        );
     }
 
     /// One scrape of every target at `ts_ms`: raw series to Prometheus and the corrector, then
@@ -182,9 +228,13 @@ impl SimData {
         let prometheus_url = format!("{}/api/v1/write", self.base);
         let mut bodies = Vec::new();
         for t in &mut self.targets {
-            t.sim.advance_to((ts_ms - t.sim.config().epoch_unix_ms) as f64 / 1000.0);
+            t.sim
+                .advance_to((ts_ms - t.sim.config().epoch_unix_ms) as f64 / 1000.0);
             let snapshot = t.sim.snapshot();
-            assert_eq!(snapshot.timestamp_ms, ts_ms, "simulated time is the scrape time");
+            assert_eq!(
+                snapshot.timestamp_ms, ts_ms,
+                "simulated time is the scrape time"
+            );
             for request in remote_write::write_requests(&snapshot, &t.labels, 2_000) {
                 bodies.push(remote_write::encode(&request));
             }
@@ -230,8 +280,11 @@ impl SimData {
             .send()
             .map_err(|e| e.to_string())?;
         let mut text = String::new();
-        response.read_to_string(&mut text).map_err(|e| e.to_string())?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+        response
+            .read_to_string(&mut text)
+            .map_err(|e| e.to_string())?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
         if json["status"] != "success" {
             return Err(format!("{}: {}", json["errorType"], json["error"]));
         }
@@ -240,13 +293,25 @@ impl SimData {
 
     /// An instant query at `time_s` (Unix seconds). Errors: the query error Prometheus returned.
     pub fn query(&self, expr: &str, time_s: f64) -> Result<Vec<Row>, String> {
-        let data = self.get_json("/api/v1/query", &[("query", expr.to_string()), ("time", format!("{time_s:.3}"))])?;
+        let data = self.get_json(
+            "/api/v1/query",
+            &[
+                ("query", expr.to_string()),
+                ("time", format!("{time_s:.3}")),
+            ],
+        )?;
         rows(&data, false)
     }
 
     /// A range query over `[start_s, end_s]` every `step_s`; one row per series, holding its
     /// newest value. Errors: the query error Prometheus returned.
-    pub fn query_range(&self, expr: &str, start_s: f64, end_s: f64, step_s: f64) -> Result<Vec<Row>, String> {
+    pub fn query_range(
+        &self,
+        expr: &str,
+        start_s: f64,
+        end_s: f64,
+        step_s: f64,
+    ) -> Result<Vec<Row>, String> {
         let params = [
             ("query", expr.to_string()),
             ("start", format!("{start_s:.3}")),
@@ -259,7 +324,10 @@ impl SimData {
 
     /// The values of `label` on the series `selector` matches (Grafana's `label_values`).
     pub fn label_values(&self, label: &str, selector: Option<&str>) -> Result<Vec<String>, String> {
-        let params: Vec<(&str, String)> = selector.map(|s| ("match[]", s.to_string())).into_iter().collect();
+        let params: Vec<(&str, String)> = selector
+            .map(|s| ("match[]", s.to_string()))
+            .into_iter()
+            .collect();
         let data = self.get_json(&format!("/api/v1/label/{label}/values"), &params)?;
         Ok(data
             .as_array()
