@@ -5,6 +5,7 @@
 use vllm_corrector::sim::{SimConfig, Simulator, SpecConfig};
 
 use crate::harness::Corrector;
+use crate::prometheus_e2e::ExpositionServer;
 use crate::rw::Point;
 
 /// The simulator's exposition at its current instant as remote-write points, with the target
@@ -95,4 +96,127 @@ fn series_sharding_across_two_instances_is_reported_by_both_and_whole_targets_by
             shard.metrics_text()
         );
     }
+}
+
+/// `instance` values whose shard under Prometheus's `hashmod` (the last 8 bytes of the MD5 of the
+/// value, big-endian, modulo 2) is known: computed with Python's hashlib, independently of
+/// Prometheus. `vllm-a-0:8000` and `vllm-b-0:8000` go to shard 1, `vllm-e-0:8000` to shard 0.
+const SHARDED_TARGETS: [(&str, usize); 3] = [
+    ("vllm-a-0:8000", 1),
+    ("vllm-b-0:8000", 1),
+    ("vllm-e-0:8000", 0),
+];
+
+/// `deploy/prometheus/sharded.yml` with its corrector URLs pointed at `correctors` (in shard
+/// order), scraping `targets` (address, instance label) every second.
+fn sharded_config(correctors: &[&Corrector], targets: &[(String, &str)]) -> String {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/prometheus/sharded.yml"
+    ))
+    .expect("read deploy/prometheus/sharded.yml");
+    let mut config: serde_json::Value =
+        serde_saphyr::from_str(&shipped).expect("sharded.yml parses");
+    let writes = config["remote_write"]
+        .as_array_mut()
+        .expect("remote_write list");
+    assert_eq!(
+        writes.len(),
+        correctors.len(),
+        "one remote_write per corrector"
+    );
+    for (i, (write, corrector)) in writes.iter_mut().zip(correctors).enumerate() {
+        let url = write["url"].as_str().unwrap().to_string();
+        assert!(url.contains(&format!("vllm-corrector-{i}.")), "{url}");
+        write["url"] = format!("{}/api/v1/write", corrector.base).into();
+        write["queue_config"] = serde_json::json!({"batch_send_deadline": "1s"});
+    }
+    config["global"] = serde_json::json!({"scrape_interval": "1s", "scrape_timeout": "1s"});
+    let static_configs: Vec<serde_json::Value> = targets
+        .iter()
+        .map(|(address, instance)| {
+            serde_json::json!({"targets": [address], "labels": {"instance": instance}})
+        })
+        .collect();
+    config["scrape_configs"] =
+        serde_json::json!([{"job_name": "vllm", "static_configs": static_configs}]);
+    // JSON is YAML: Prometheus reads it as its configuration file.
+    config.to_string()
+}
+
+#[test]
+fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
+    let Some(binary) = crate::promtool::require_tool("prometheus") else {
+        return;
+    };
+    let shards = [Corrector::start(), Corrector::start()];
+    let mut servers = Vec::new();
+    let mut per_target = 0;
+    for (seed, (instance, _)) in SHARDED_TARGETS.iter().enumerate() {
+        let cfg = SimConfig {
+            seed: seed as u64,
+            ..SimConfig::default()
+        };
+        let mut sim = Simulator::new(cfg).expect("simulator config");
+        sim.advance_to(30.0);
+        per_target = sim.snapshot().samples().count();
+        servers.push((ExpositionServer::start(sim.render_text()), *instance));
+    }
+    let targets: Vec<(String, &str)> = servers
+        .iter()
+        .map(|(server, instance)| (server.address.clone(), *instance))
+        .collect();
+    let config = sharded_config(&[&shards[0], &shards[1]], &targets);
+    let prometheus = crate::simdata::Prometheus::start(&binary, &config);
+
+    let expected: Vec<Vec<&str>> = (0..2)
+        .map(|shard| {
+            SHARDED_TARGETS
+                .iter()
+                .filter(|(_, s)| *s == shard)
+                .map(|(i, _)| *i)
+                .collect()
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut last = String::new();
+    while std::time::Instant::now() < deadline {
+        let outcome: Result<(), String> = (0..2).try_for_each(|shard| {
+            let snapshot = shards[shard].snapshot();
+            let mut instances: Vec<String> = snapshot
+                .samples
+                .iter()
+                .filter(|s| s.name == "vllm_corrected_token_weighted_itl_seconds_count")
+                .filter_map(|s| s.label("instance").map(str::to_string))
+                .collect();
+            instances.sort();
+            let groups = snapshot.value("vllm_corrector_active_groups", &[]);
+            let incomplete = incomplete(&shards[shard]);
+            let received = snapshot.value("vllm_corrector_samples_received_total", &[]);
+            if instances != expected[shard] || groups != Some(expected[shard].len() as f64) {
+                return Err(format!(
+                    "shard {shard}: corrected instances {instances:?}, active groups {groups:?}, want {:?}",
+                    expected[shard]
+                ));
+            }
+            // Past three scrapes of every target of the shard, so that a split would show.
+            let per_scrape = (per_target * expected[shard].len()) as f64;
+            if received.is_none_or(|n| n < 4.0 * per_scrape) {
+                return Err(format!("shard {shard}: only {received:?} samples received yet"));
+            }
+            if incomplete != Some(0.0) {
+                return Err(format!("shard {shard}: groups_incomplete {incomplete:?}"));
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => return,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    panic!(
+        "the sharded configuration did not route whole targets: {last}\n--- prometheus log ---\n{}",
+        prometheus.log_text()
+    );
 }

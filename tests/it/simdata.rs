@@ -87,34 +87,19 @@ fn target(
     }
 }
 
-/// Prometheus (a child process, killed on drop) fed with simulated data, and the corrector.
-pub struct SimData {
+/// A Prometheus child process with its own data directory, killed on drop.
+pub struct Prometheus {
     child: Child,
-    /// `http://127.0.0.1:<port>` of Prometheus.
+    /// `http://127.0.0.1:<port>`.
     pub base: String,
     dir: TempDir,
-    /// The corrector the same scrapes went to.
-    pub corrector: Corrector,
-    client: reqwest::blocking::Client,
-    targets: Vec<Target>,
-    /// Timestamp (ms) of the newest step written.
-    pub last_step_ms: i64,
 }
 
-impl SimData {
-    /// Starts Prometheus (with `rules` as its only rule file, evaluated every second, when given)
-    /// and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most 1 s ago.
-    /// `None` when `prometheus` is not installed outside CI (see [`require_tool`]).
-    pub fn start(rules: Option<&str>) -> Option<SimData> {
-        let binary = require_tool("prometheus")?;
-        let dir = TempDir::new("simdata");
-        let mut config =
-            String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
-        if let Some(text) = rules {
-            let path = dir.path().join("rules.yml");
-            std::fs::write(&path, text).expect("write rules");
-            config.push_str(&format!("rule_files:\n  - {}\n", path.display()));
-        }
+impl Prometheus {
+    /// Starts `binary` with `config` (YAML or JSON text) and the remote-write receiver enabled,
+    /// and waits for `/-/ready`; panics with its log when it does not get ready in 60 s.
+    pub fn start(binary: &std::path::Path, config: &str) -> Prometheus {
+        let dir = TempDir::new("prometheus");
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus.yml");
         let address = format!("127.0.0.1:{}", free_port());
@@ -132,10 +117,7 @@ impl SimData {
             .stderr(log)
             .spawn()
             .expect("spawn prometheus");
-        let client = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let client = reqwest::blocking::Client::new();
         let base = format!("http://{address}");
         if let Err(e) = wait_ready(
             &mut child,
@@ -147,8 +129,57 @@ impl SimData {
             let _ = child.wait();
             let log =
                 std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-            panic!("prometheus not ready: {e}\n{log}");
+            panic!("prometheus not ready: {e}\n{log}\n--- config ---\n{config}");
         }
+        Prometheus { child, base, dir }
+    }
+
+    /// Its log so far, for failure messages.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Prometheus fed with simulated data, and the corrector.
+pub struct SimData {
+    prometheus: Prometheus,
+    /// `http://127.0.0.1:<port>` of Prometheus.
+    pub base: String,
+    /// The corrector the same scrapes went to.
+    pub corrector: Corrector,
+    client: reqwest::blocking::Client,
+    targets: Vec<Target>,
+    _rules_dir: TempDir,
+    /// Timestamp (ms) of the newest step written.
+    pub last_step_ms: i64,
+}
+
+impl SimData {
+    /// Starts Prometheus (with `rules` as its only rule file, evaluated every second, when given)
+    /// and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most 1 s ago.
+    /// `None` when `prometheus` is not installed outside CI (see [`require_tool`]).
+    pub fn start(rules: Option<&str>) -> Option<SimData> {
+        let binary = require_tool("prometheus")?;
+        let dir = TempDir::new("rules");
+        let mut config =
+            String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
+        if let Some(text) = rules {
+            let path = dir.path().join("rules.yml");
+            std::fs::write(&path, text).expect("write rules");
+            config.push_str(&format!("rule_files:\n  - {}\n", path.display()));
+        }
+        let prometheus = Prometheus::start(&binary, &config);
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
         let end = now_ms() - 1_000;
         let start = end - HISTORY_MS;
         let targets = vec![
@@ -181,9 +212,9 @@ impl SimData {
             ),
         ];
         let mut data = SimData {
-            child,
-            base,
-            dir,
+            base: prometheus.base.clone(),
+            prometheus,
+            _rules_dir: dir,
             corrector: Corrector::start(),
             client,
             targets,
@@ -199,7 +230,7 @@ impl SimData {
 
     /// Prometheus's log so far, for failure messages.
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
+        self.prometheus.log_text()
     }
 
     fn post(&self, url: &str, body: Vec<u8>) {
@@ -363,11 +394,4 @@ fn rows(data: &serde_json::Value, range: bool) -> Result<Vec<Row>, String> {
         out.push((labels, value));
     }
     Ok(out)
-}
-
-impl Drop for SimData {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
