@@ -9,48 +9,55 @@
 use serde_json::Value;
 
 use crate::accuracy_frames::{
-    ACCEPTANCE, CANONICAL, Frame, GroupKey, ITERATION, RAW_ITERATION_SUM, RAW_ITL_SUM,
-    RAW_TPOT_SUM, TOKEN_WEIGHTED,
+    ACCEPTANCE, CANONICAL, Frame, GroupKey, ITERATION, RAW_ITERATION_SUM, TOKEN_WEIGHTED,
 };
+use vllm_corrector::promql_rules::{RulesOptions, render};
+
 use crate::accuracy_promql::{Labels, PromApi, time_param};
 use crate::accuracy_sim::SimServer;
 
 /// Relative tolerance of sums and means (the issue's "within 1e-9").
 pub const REL: f64 = 1e-9;
 
-/// Plain-PromQL recording rules over the raw series: (record name, expression). They are what a
-/// user can write without the corrector where plain PromQL can express the correction (§4.1 and
-/// §4.2); the suite loads them into Prometheus and evaluates the same expressions at frame
-/// instants.
-pub const PLAIN_RULES: [(&str, &str); 4] = [
-    (
-        "acc:canonical_tpot_count",
-        r#"vllm:request_time_per_output_token_seconds_count - ignoring(le) vllm:request_generation_tokens_bucket{le="1.0"}"#,
-    ),
-    (
-        "acc:canonical_tpot_mean",
-        r#"vllm:request_time_per_output_token_seconds_sum / (vllm:request_time_per_output_token_seconds_count - ignoring(le) vllm:request_generation_tokens_bucket{le="1.0"})"#,
-    ),
-    (
-        "acc:token_weighted_itl_count",
-        "vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count",
-    ),
-    (
-        "acc:token_weighted_itl_mean",
-        "vllm:inter_token_latency_seconds_sum / (vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)",
-    ),
-];
+/// Prefix under which the suite's Prometheus records the shipped rules, so that their series and
+/// the corrector's coexist (and stay outside the `vllm:.*` remote-write relabelling).
+pub const RULES_PREFIX: &str = "vllm_promql_";
 
-/// The rules file holding [`PLAIN_RULES`], evaluated every second.
-pub fn plain_rules_yaml() -> String {
-    let mut out =
-        String::from("groups:\n  - name: vllm-plain-promql\n    interval: 1s\n    rules:\n");
-    for (record, expr) in PLAIN_RULES {
-        out.push_str(&format!(
-            "      - record: {record}\n        expr: '{expr}'\n"
-        ));
-    }
-    out
+/// The shipped plain-PromQL recording rules (`vllm-corrector rules`, `promql_rules::render`),
+/// recorded under [`RULES_PREFIX`] every second.
+pub fn shipped_rules_yaml() -> String {
+    render(&RulesOptions {
+        name_prefix: RULES_PREFIX.to_string(),
+        interval: Some("1s".to_string()),
+        ..RulesOptions::default()
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct RuleFile {
+    groups: Vec<RuleGroup>,
+}
+
+#[derive(serde::Deserialize)]
+struct RuleGroup {
+    rules: Vec<Rule>,
+}
+
+#[derive(serde::Deserialize)]
+struct Rule {
+    record: String,
+    expr: String,
+}
+
+/// `(recorded name, PromQL)` of every rule of [`shipped_rules_yaml`], read back as YAML.
+pub fn shipped_rules() -> Vec<(String, String)> {
+    let file: RuleFile =
+        serde_saphyr::from_str(&shipped_rules_yaml()).expect("the shipped rules parse as YAML");
+    file.groups
+        .into_iter()
+        .flat_map(|g| g.rules)
+        .map(|r| (r.record, r.expr))
+        .collect()
 }
 
 /// What the simulator behind a group exposes, hence which assertions apply.
@@ -377,71 +384,114 @@ pub fn check_quantiles(
     }
 }
 
-fn value_of(api: &PromApi, expr: &str, at_ms: i64, key: &GroupKey) -> Result<f64, String> {
-    let hits: Vec<(Labels, f64)> = api
+/// The value(s) of `expr` at `at_ms` for `key`'s group: `(le, value)`, `le` as a float for
+/// bucket series. Errors: the query fails or returns nothing for the group.
+fn group_values(
+    api: &PromApi,
+    expr: &str,
+    at_ms: i64,
+    key: &GroupKey,
+) -> Result<Vec<(Option<f64>, f64)>, String> {
+    let hits: Vec<(Option<f64>, f64)> = api
         .vector(expr, at_ms)?
         .into_iter()
-        .filter(|(l, _)| {
+        .filter(|(l, _): &(Labels, f64)| {
             l.get("instance") == Some(&key.instance)
                 && l.get("model_name") == Some(&key.model_name)
                 && l.get("engine") == Some(&key.engine)
         })
+        .map(|(l, v)| (l.get("le").map(|le| parse_le(le)), v))
         .collect();
-    match hits.as_slice() {
-        [(_, v)] => Ok(*v),
-        _ => Err(format!("{expr} at {at_ms} ms for {key:?}: {hits:?}")),
+    if hits.is_empty() {
+        return Err(format!("{expr:?} at {at_ms} ms has nothing for {key:?}"));
     }
+    Ok(hits)
 }
 
-/// The plain-PromQL recording-rule expressions of `family` (canonical TPOT or token-weighted
-/// ITL), evaluated by the same Prometheus at its two frames' scrape instants, agree with the
-/// corrected family: count increases exactly, cumulative and window means within 1e-9; and the
-/// recorded series exist, so the rules really load and run.
+/// The shipped recording rules of `family`, evaluated by the same Prometheus at the two frames'
+/// scrape instants, agree with the corrected family: every recorded count and bucket equals the
+/// corrected one exactly and every sum within 1e-9, at both ends; the window means of canonical
+/// TPOT (`tpot_sum / (tpot_count − gen_tokens_bucket{le="1.0"})`) and token-weighted ITL agree
+/// within 1e-9; and Prometheus really records each rule's series for the group.
 pub fn check_plain_promql(
     api: &PromApi,
+    rules: &[(String, String)],
     family: &str,
     key: &GroupKey,
     a: &Frame,
     b: &Frame,
     out: &mut Failures,
 ) {
-    let (count_rule, mean_rule, raw_sum) = match family {
-        CANONICAL => (0, 1, RAW_TPOT_SUM),
-        TOKEN_WEIGHTED => (2, 3, RAW_ITL_SUM),
-        other => panic!("no plain PromQL for {other}"),
-    };
     let at = format!(
-        "{key:?} {family} vs plain PromQL, scrapes {} → {} ms",
+        "{key:?} {family} vs the shipped PromQL rules, scrapes {} → {} ms",
         a.source_ms, b.source_ms
     );
-    let eval = |i: usize, frame: &Frame| value_of(api, PLAIN_RULES[i].1, frame.source_ms, key);
-    let c = |frame: &Frame, suffix: &str| frame.corrected(&format!("{family}{suffix}"));
-    let result = (|| -> Result<(), String> {
-        let plain_mean = eval(mean_rule, b)?;
-        let corrected_mean = c(b, "_sum") / c(b, "_count");
-        out.check(close(plain_mean, corrected_mean, REL), || {
-            format!(
-                "{at}: cumulative {} = {plain_mean}, corrected {corrected_mean}",
-                PLAIN_RULES[mean_rule].0
-            )
-        });
-        let plain_count = eval(count_rule, b)? - eval(count_rule, a)?;
-        let corrected_count = c(b, "_count") - c(a, "_count");
-        out.check(plain_count == corrected_count, || {
-            format!("{at}: count increase {plain_count}, corrected {corrected_count}")
-        });
-        let plain_window = (b.raw(raw_sum) - a.raw(raw_sum)) / plain_count;
-        let corrected_window = (c(b, "_sum") - c(a, "_sum")) / corrected_count;
-        out.check(close(plain_window, corrected_window, REL), || {
-            format!("{at}: window mean {plain_window}, corrected {corrected_window}")
-        });
-        for i in [count_rule, mean_rule] {
-            value_of(api, PLAIN_RULES[i].0, b.corrector_ms, key)?;
+    let prefix = format!(
+        "{RULES_PREFIX}{}",
+        family
+            .strip_prefix("vllm_corrected_")
+            .expect("a corrected family")
+    );
+    let mut window = [[0.0; 2]; 2]; // [sum, count] at [a, b] per the rules
+    let mut checked = 0;
+    for (record, expr) in rules {
+        let Some(part) = record.strip_prefix(&prefix) else {
+            continue;
+        };
+        checked += 1;
+        for (end, frame) in [a, b].into_iter().enumerate() {
+            let values = match group_values(api, expr, frame.source_ms, key) {
+                Ok(v) => v,
+                Err(e) => {
+                    out.0.push(format!("{at}: {record}: {e}"));
+                    continue;
+                }
+            };
+            for (le, plain) in values {
+                let corrected = match le {
+                    None => frame.corrected(&format!("{family}{part}")),
+                    Some(le) => match bucket_keys(frame, family).iter().find(|(x, _)| *x == le) {
+                        Some((_, k)) => frame.corrected(k),
+                        None => {
+                            out.0
+                                .push(format!("{at}: {record}{{le={le}}} has no corrected bucket"));
+                            continue;
+                        }
+                    },
+                };
+                let agree = if part == "_sum" {
+                    close(plain, corrected, REL)
+                } else {
+                    plain == corrected
+                };
+                out.check(agree, || {
+                    format!(
+                        "{at}: {record}{{le={le:?}}} = {plain} at {} ms, corrected {corrected}",
+                        frame.source_ms
+                    )
+                });
+                match part {
+                    "_sum" => window[end][0] = plain,
+                    "_count" => window[end][1] = plain,
+                    _ => {}
+                }
+            }
         }
-        Ok(())
-    })();
-    if let Err(e) = result {
-        out.0.push(format!("{at}: {e}"));
+        if let Err(e) = group_values(api, record, b.corrector_ms, key) {
+            out.0
+                .push(format!("{at}: Prometheus records no {record}: {e}"));
+        }
+    }
+    out.check(checked >= 2, || {
+        format!("{at}: the shipped rules have no {prefix}_sum/_count")
+    });
+    if family == CANONICAL || family == TOKEN_WEIGHTED {
+        let plain = (window[1][0] - window[0][0]) / (window[1][1] - window[0][1]);
+        let c = |f: &Frame, suffix: &str| f.corrected(&format!("{family}{suffix}"));
+        let corrected = (c(b, "_sum") - c(a, "_sum")) / (c(b, "_count") - c(a, "_count"));
+        out.check(close(plain, corrected, REL), || {
+            format!("{at}: window mean {plain} by the rules, corrected {corrected}")
+        });
     }
 }
 

@@ -29,10 +29,10 @@ use vllm_corrector::sim::{Profile, SimConfig, SpecConfig};
 
 use crate::accuracy_check::{
     Exposes, Failures, canonical_requests, check_exercised, check_plain_promql, check_quantiles,
-    check_window, plain_rules_yaml,
+    check_window, shipped_rules, shipped_rules_yaml,
 };
 use crate::accuracy_frames::{
-    CANONICAL, FamilyFrames, GroupKey, IDENTIFIERS, Phase, TOKEN_WEIGHTED, collect, groups_of,
+    CANONICAL, FamilyFrames, GroupKey, IDENTIFIERS, Phase, collect, groups_of,
 };
 use crate::accuracy_promql::{PromApi, quote};
 use crate::accuracy_sim::SimServer;
@@ -165,7 +165,8 @@ fn targets_yaml(targets: &[String]) -> String {
 /// `vllm:*` series in requests of at most 100 samples (`batch_send_deadline` 200 ms), so every
 /// scrape is split over requests and shards; it retries within 1 s after an outage. In both chains
 /// it scrapes the corrector back with `honor_labels` (the corrected series keep the simulator's
-/// `job` and `instance`) and evaluates the plain-PromQL rules every second.
+/// `job` and `instance`) and evaluates the shipped plain-PromQL rules (`vllm-corrector rules`,
+/// recorded under `vllm_promql_*`) every second.
 fn prometheus_config(sender: Sender, sim_targets: &[String], corrector: &str) -> String {
     let mut config = format!(
         r#"global:
@@ -229,7 +230,7 @@ impl Chain {
         let prom = PrometheusProc::start(
             prometheus,
             &prometheus_config(sender, &targets, &corrector.address),
-            &plain_rules_yaml(),
+            &shipped_rules_yaml(),
         );
         let vmagent = vmagent.map(|binary| {
             let writes = [
@@ -308,6 +309,7 @@ impl Chain {
             );
             std::thread::sleep(Duration::from_secs(2));
         };
+        let rules = shipped_rules();
         let mut failures = Failures::default();
         let mut windows = 0;
         for ((sim, spec), frames) in self.sims.iter().zip(&frames) {
@@ -331,9 +333,7 @@ impl Chain {
                     if family == CANONICAL {
                         check_quantiles(&self.api, sim, key, first, last, &mut failures);
                     }
-                    if family == CANONICAL || family == TOKEN_WEIGHTED {
-                        check_plain_promql(&self.api, family, key, first, last, &mut failures);
-                    }
+                    check_plain_promql(&self.api, &rules, family, key, first, last, &mut failures);
                 }
             }
         }
