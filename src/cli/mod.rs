@@ -12,7 +12,10 @@
 //! image and the Kubernetes manifests call it with `--web.listen-address`/`--config.file` only.
 //! The service flags and a subcommand cannot be mixed.
 
+pub mod inspect;
+pub mod readings;
 pub mod service;
+pub mod table;
 
 use clap::{Parser, Subcommand};
 
@@ -42,4 +45,7 @@ pub enum Command {
     /// Run the vLLM metrics simulator: seeded engines exposing vLLM's series, with ground truth
     /// (see docs/SIMULATOR.md).
     Simulate(Box<SimulateArgs>),
+    /// Compare two `/metrics` dumps taken some seconds apart: corrected values over the interval
+    /// next to the raw readings.
+    Inspect(inspect::InspectArgs),
 }
