@@ -7,7 +7,7 @@ use std::future::Future;
 use std::process::ExitCode;
 
 use clap::Parser;
-use vllm_corrector::cli::{Cli, Command, inspect, service};
+use vllm_corrector::cli::{Cli, Command, demo, inspect, service};
 use vllm_corrector::config::{Args, Config, LogFormat, LogLevel};
 use vllm_corrector::{sim, telemetry};
 
@@ -20,6 +20,13 @@ fn main() -> ExitCode {
                 return code;
             }
             block_on(async move { sim::run(*args).await.map_err(|e| e.to_string()) })
+        }
+        Some(Command::Demo(args)) => {
+            // The table owns stdout; only warnings and errors go to stderr.
+            if let Err(code) = init_logging(LogLevel::Warn, LogFormat::Logfmt) {
+                return code;
+            }
+            block_on(async move { demo::run(args).await.map_err(|e| e.to_string()) })
         }
         Some(Command::Inspect(args)) => {
             block_on(async move { inspect::run(args).await.map_err(|e| e.to_string()) })

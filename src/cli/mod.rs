@@ -12,6 +12,8 @@
 //! image and the Kubernetes manifests call it with `--web.listen-address`/`--config.file` only.
 //! The service flags and a subcommand cannot be mixed.
 
+pub mod compare;
+pub mod demo;
 pub mod inspect;
 pub mod readings;
 pub mod service;
@@ -45,6 +47,9 @@ pub enum Command {
     /// Run the vLLM metrics simulator: seeded engines exposing vLLM's series, with ground truth
     /// (see docs/SIMULATOR.md).
     Simulate(Box<SimulateArgs>),
+    /// Run the service and a simulator that remote-writes into it, and print raw, corrected and
+    /// true values side by side, live. No cluster needed.
+    Demo(demo::DemoArgs),
     /// Compare two `/metrics` dumps taken some seconds apart: corrected values over the interval
     /// next to the raw readings.
     Inspect(inspect::InspectArgs),
