@@ -12,6 +12,7 @@ mod metrics;
 mod rw;
 
 mod arrival;
+mod cli;
 mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
