@@ -188,12 +188,19 @@ pub async fn run_until(
         metadata_sent: None,
     };
     let intro = intro(&args, address);
-    if style == Style::Plain {
-        for line in intro.lines() {
-            writeln!(out, "# {line}")?;
+    match style {
+        Style::Plain => {
+            for line in intro.lines() {
+                writeln!(out, "# {line}")?;
+            }
         }
-        out.flush()?;
+        Style::Live { .. } => write!(
+            out,
+            "\x1b[H\x1b[2J{intro}\n\nfirst table in {} …\n",
+            humantime::format_duration(args.refresh)
+        )?,
     }
+    out.flush()?;
 
     let started = Instant::now();
     let timer = async {
