@@ -2,7 +2,8 @@
 //! two `/metrics` dumps, next to the raw readings.
 //!
 //! Each dump is a file (`-` is stdin) or an `http://` URL, in the Prometheus text format 0.0.4 or
-//! OpenMetrics (recognised by its final `# EOF`, or by the response's `Content-Type`). Dumps of
+//! OpenMetrics (recognised by its final `# EOF`, or by the response's `Content-Type`). With
+//! `--wait D`, AFTER is read D after BEFORE, so `inspect --wait 30s URL URL` samples one target. Dumps of
 //! vLLM itself (raw `vllm:*` series) are corrected by feeding BEFORE and then AFTER into one
 //! [`Engine`], the receiver's own, at two timestamps and taking the difference of its derived
 //! families. Dumps of the corrector's own `/metrics` already hold `vllm_corrected_*`: those are
@@ -40,6 +41,10 @@ pub struct InspectArgs {
     /// Print a JSON array, one object per group, instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Wait this long after reading BEFORE before reading AFTER (e.g. `30s`), so one URL can
+    /// serve as both.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<Duration>,
 }
 
 /// Why `inspect` failed. The message names the dump (`BEFORE`/`AFTER` and its location) and,
@@ -89,7 +94,18 @@ pub struct GroupReport {
 /// # Errors
 /// [`InspectError`] for an unreadable, malformed or mismatched dump.
 pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
+    let is_url = args.before.starts_with("http://") || args.before.starts_with("https://");
+    if is_url && args.before == args.after && args.wait.is_none() {
+        return Err(InspectError::Dump {
+            which: "AFTER",
+            location: args.after,
+            message: "the same URL as BEFORE, read at the same instant: pass --wait 30s to read it 30 s later".into(),
+        });
+    }
     let before = load("BEFORE", &args.before).await?;
+    if let Some(wait) = args.wait {
+        tokio::time::sleep(wait).await;
+    }
     let after = load("AFTER", &args.after).await?;
     let reports = inspect(&before, &after)?;
     let text = if args.json {

@@ -110,3 +110,18 @@ fn service_flags_and_a_subcommand_cannot_be_mixed() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "clap's usage error");
 }
+
+#[test]
+fn inspect_refuses_one_url_read_twice_at_once() {
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            "http://127.0.0.1:9/metrics",
+            "http://127.0.0.1:9/metrics",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --wait 30s"), "{err}");
+}
