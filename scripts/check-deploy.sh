@@ -6,10 +6,11 @@
 #   1. hadolint on the Dockerfile, and the properties the deploy docs rely on
 #      (multi-stage, distroless runtime, numeric non-root USER, EXPOSE 9490,
 #      exec-form ENTRYPOINT: no shell at run time).
-#   2. Alert and recording rules: promtool check rules, promtool test rules, and
-#      the generated PrometheusRule agrees with the plain rules file.
+#   2. Alert and recording rules: promtool check rules (deploy/alerts and the
+#      PromQL corrections of deploy/rules), promtool test rules, and the generated
+#      PrometheusRule agrees with the plain rules file.
 #   3. Prometheus configurations in deploy/prometheus: promtool check config and
-#      the remote_write / honor_labels contract.
+#      the remote_write / honor_labels contract; vmagent -dryRun on deploy/vmagent.
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
 #      against the Kubernetes and Prometheus Operator schemas, plus the
 #      validator's own tests (each broken promise is reported).
@@ -86,7 +87,7 @@ check_dockerfile() {
 
 # --- 2. rules ----------------------------------------------------------------------------
 check_rules() {
-    promtool check rules deploy/alerts/vllm-corrector.rules.yml &&
+    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/rules/*.rules.yml &&
         promtool test rules deploy/alerts/tests/*.test.yml &&
         python3 deploy/tools/generate_prometheusrule.py --check
 }
@@ -101,6 +102,10 @@ cases = [
     ("deploy/prometheus/standalone.yml", "http://vllm-corrector.monitoring.svc:9490/api/v1/write",
      "vllm-corrector.monitoring.svc:9490"),
     ("deploy/prometheus/sidecar.yml", "http://127.0.0.1:9490/api/v1/write", "127.0.0.1:9490"),
+    ("deploy/prometheus/sharded.yml", "http://vllm-corrector-0.monitoring.svc:9490/api/v1/write",
+     "vllm-corrector-0.monitoring.svc:9490"),
+    ("deploy/prometheus/sharded.yml", "http://vllm-corrector-1.monitoring.svc:9490/api/v1/write",
+     "vllm-corrector-1.monitoring.svc:9490"),
 ]
 problems = []
 for path, url, target in cases:
@@ -113,6 +118,26 @@ for problem in problems:
 print("%d Prometheus configurations checked, %d problems" % (len(cases), len(problems)))
 sys.exit(1 if problems else 0)
 EOF
+}
+
+# vmagent's per-URL relabel configs of the sharded form (docs/DEPLOY.md, "Scaling out").
+# vmagent comes with the victoria-metrics package scripts/test.sh installs; skipped without it.
+check_vmagent_configs() {
+    if ! command -v vmagent >/dev/null; then
+        echo "vmagent not installed (apt package victoria-metrics): skipped"
+        return 0
+    fi
+    local scrape rc
+    scrape=$(mktemp --suffix=.yml)
+    echo 'scrape_configs: []' >"$scrape"
+    vmagent -dryRun -promscrape.config="$scrape" \
+        -remoteWrite.url=http://vllm-corrector-0.monitoring.svc:9490/api/v1/write \
+        -remoteWrite.url=http://vllm-corrector-1.monitoring.svc:9490/api/v1/write \
+        -remoteWrite.urlRelabelConfig=deploy/vmagent/shard-0.relabel.yml,deploy/vmagent/shard-1.relabel.yml \
+        2>&1 | grep -E 'fatal|error|configs are ok'
+    rc=${PIPESTATUS[0]}
+    rm -f "$scrape"
+    return "$rc"
 }
 
 # --- 4. manifests ----------------------------------------------------------------------
@@ -218,6 +243,7 @@ step "tools" install_tools || true
 step "Dockerfile: hadolint and runtime properties" check_dockerfile
 step "rules: promtool check, promtool test, PrometheusRule in sync" check_rules
 step "Prometheus configurations" check_prometheus_configs
+step "vmagent relabel configs (sharded form)" check_vmagent_configs
 step "manifests: kustomize render and schema validation" check_manifests
 if [[ $SKIP_IMAGE_BUILD == 0 ]]; then
     step "image build steps, runtime fit and smoke test" check_image_build

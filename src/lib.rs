@@ -23,6 +23,7 @@ pub mod config;
 pub mod engine;
 pub mod exposition;
 pub mod http;
+pub mod promql_rules;
 pub mod protocol;
 pub mod sim;
 pub mod telemetry;

@@ -7,9 +7,13 @@
 
 mod expected;
 mod fixture;
+mod grafana;
 mod harness;
 mod metrics;
+mod promql_rules;
 mod rw;
+mod sharding;
+mod simdata;
 
 mod arrival;
 mod cli;
