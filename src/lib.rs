@@ -14,9 +14,11 @@
 //! * [`engine`] knows series, groups, frames and rules, nothing of HTTP.
 //! * [`exposition`] renders the engine's derived values and the self-metrics.
 //! * [`http`] wires them together and maps each layer's error enum to a status code, once.
+//! * [`cli`] is the command line: the service, `simulate`, `demo` and `inspect`.
 //! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod exposition;

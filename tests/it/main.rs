@@ -23,6 +23,7 @@ mod accuracy_sim;
 mod accuracy_stack;
 
 mod arrival;
+mod cli;
 mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
