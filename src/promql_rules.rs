@@ -181,7 +181,7 @@ const HEADER: &str = "\
 #
 # What PromQL cannot express, and why:
 # - Acceptance-corrected ITL buckets. Each scrape interval's ITL bucket increases are rescaled
-#   by that interval's acceptance length (1 + d(accepted)/d(drafts)) and accumulated. That needs
+#   by that interval's tokens per output (1 + d(accepted)/d(ITL count)) and accumulated. That needs
 #   the previous scrape of the same series and a running total that survives counter resets;
 #   a recording rule sees one evaluation instant and keeps no state between evaluations.
 #   Only the exact _sum and _count of that family are recorded here.

@@ -53,4 +53,7 @@ pub enum Command {
     /// Compare two `/metrics` dumps taken some seconds apart: corrected values over the interval
     /// next to the raw readings.
     Inspect(inspect::InspectArgs),
+    /// Print Prometheus recording rules for the corrections PromQL can express, for users who cannot
+    /// run the sidecar; the comment block says which families PromQL cannot express, and why.
+    Rules(crate::promql_rules::RulesOptions),
 }
