@@ -125,3 +125,31 @@ fn inspect_refuses_one_url_read_twice_at_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("pass --wait 30s"), "{err}");
 }
+
+#[test]
+fn rules_subcommand_prints_the_shipped_recording_rules() {
+    // deploy/rules/ holds the default output (a unit test keeps it equal to promql_rules::render);
+    // the subcommand must print exactly that, and a prefix flag must reach every recorded name.
+    let out = Command::new(BIN).arg("rules").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/rules/vllm-corrected.promql.rules.yml"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), shipped);
+    let out = Command::new(BIN)
+        .args(["rules", "--rules.name-prefix", "vllm_pq_"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("record: vllm_pq_token_weighted_itl_seconds_sum"),
+        "{text}"
+    );
+    assert!(!text.contains("record: vllm_corrected_"), "{text}");
+}
