@@ -19,3 +19,6 @@ fi
 cargo build --locked --all-targets
 cargo clippy --locked --all-targets -- -D warnings
 cargo test --locked
+
+# Deploy assets: Dockerfile lint and build steps, manifests against their schemas, alert rule tests.
+bash scripts/check-deploy.sh

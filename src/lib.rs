@@ -16,14 +16,18 @@
 //! * [`engine`] knows series, groups, frames and rules, nothing of HTTP.
 //! * [`exposition`] renders the engine's derived values and the self-metrics.
 //! * [`http`] wires them together and maps each layer's error enum to a status code, once.
+//! * [`cli`] is the command line: the service, `simulate`, `demo` and `inspect`.
 //! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod exposition;
 pub mod fuzz;
 pub mod http;
 pub mod ingest;
+pub mod promql_rules;
 pub mod protocol;
+pub mod sim;
 pub mod telemetry;

@@ -33,6 +33,7 @@ pub struct SelfMetrics {
     active_series: Gauge,
     active_groups: Gauge,
     groups_withheld: MetricFamily<Label2, Gauge>,
+    groups_incomplete: Gauge,
     metadata_families: Gauge,
     newest_sample_timestamp: Gauge<f64, AtomicU64>,
     frames_dropped: Counter,
@@ -72,6 +73,7 @@ impl SelfMetrics {
             active_series: Gauge::default(),
             active_groups: Gauge::default(),
             groups_withheld: MetricFamily::default(),
+            groups_incomplete: Gauge::default(),
             metadata_families: Gauge::default(),
             newest_sample_timestamp: Gauge::default(),
             frames_dropped: Counter::default(),
@@ -146,6 +148,11 @@ impl SelfMetrics {
             m.groups_withheld.clone(),
         );
         r.register(
+            "vllm_corrector_groups_incomplete",
+            "Groups whose set of input series no vLLM version exposes (for example a histogram without _count, or ITL without generation tokens) for more than one scrape: one target's series are split across instances or filtered",
+            m.groups_incomplete.clone(),
+        );
+        r.register(
             "vllm_corrector_metadata_families",
             "Metric families whose remote-write metadata is cached",
             m.metadata_families.clone(),
@@ -216,6 +223,7 @@ impl SelfMetrics {
     pub fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
         self.active_series.set(to_i64(stats.active_series));
         self.active_groups.set(to_i64(stats.groups));
+        self.groups_incomplete.set(to_i64(stats.groups_incomplete));
         self.metadata_families.set(to_i64(metadata_families));
         for family in Family::ALL {
             for reason in WithheldReason::ALL {
@@ -505,6 +513,7 @@ mod tests {
             groups_removed_idle: 5,
             counter_resets: 6,
             newest_sample_ms: Some(1_700_000_000_500),
+            groups_incomplete: 8,
         };
         m.observe_engine(&stats, 7);
         // A second snapshot with a lower withheld count must replace, not add.
@@ -515,6 +524,7 @@ mod tests {
         for line in [
             "vllm_corrector_active_series 40",
             "vllm_corrector_active_groups 2",
+            "vllm_corrector_groups_incomplete 8",
             "vllm_corrector_metadata_families 7",
             "vllm_corrector_frames_dropped_total 3",
             "vllm_corrector_input_resets_total 6",

@@ -289,4 +289,8 @@ pub struct EngineStats {
     pub counter_resets: u64,
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
+    /// Groups whose set of input series cannot come from any vLLM version (for example a
+    /// histogram without `_count`, or ITL without generation tokens) and stayed so over more than
+    /// one later scrape: one target's series are split across instances or filtered.
+    pub groups_incomplete: usize,
 }

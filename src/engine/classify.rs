@@ -43,6 +43,9 @@ pub(crate) enum Input {
     IterCount,
     /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
     Accepted,
+    /// `vllm:spec_decode_num_drafts_total` (drafts): read by no rule, only by the completeness check
+    /// (vLLM registers it beside the accepted-tokens counter).
+    Drafts,
 }
 
 /// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
@@ -113,6 +116,7 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
         }
         "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
         "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
+        "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
         _ => None,
     }
 }
@@ -152,7 +156,7 @@ mod tests {
         assert_eq!(classify("vllm:inter_token_latency_seconds_created", &[]), None);
         assert_eq!(classify("vllm:generation_tokens_created", &[]), None);
         assert_eq!(classify("vllm:num_requests_running", &[]), None);
-        assert_eq!(classify("vllm:spec_decode_num_drafts_total", &[]), None);
+        assert_eq!(classify("vllm:spec_decode_num_draft_tokens_total", &[]), None);
     }
 
     #[test]

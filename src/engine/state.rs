@@ -211,6 +211,7 @@ impl Engine {
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
             newest_sample_ms: self.newest_sample_ms,
+            groups_incomplete: self.groups.iter().filter(|e| e.group.incomplete()).count(),
         }
     }
 }

@@ -75,8 +75,9 @@ fn idle_timeout_from_the_config_file_removes_a_silent_group() {
             break last_write.elapsed();
         }
         assert!(
-            last_write.elapsed() < Duration::from_secs(40),
-            "groups still served 40 s after the last sample with idle_timeout 2s\n{}",
+            // The binary sweeps four times per timeout: gone by 2.5 s, 10 s leaves room for a slow CI.
+            last_write.elapsed() < Duration::from_secs(10),
+            "groups still served 10 s after the last sample with idle_timeout 2s\n{}",
             snapshot.text
         );
         std::thread::sleep(Duration::from_millis(200));
