@@ -527,7 +527,10 @@ mod tests {
         let c = from_yaml("limits:\n  max_future_skew: 90s\n").unwrap();
         assert_eq!(c.limits.max_future_skew_ms, 90_000);
         let err = from_yaml("limits:\n  max_future_skew: later\n").unwrap_err();
-        assert!(err.to_string().starts_with("limits.max_future_skew:"), "{err}");
+        assert!(
+            err.to_string().starts_with("limits.max_future_skew:"),
+            "{err}"
+        );
     }
 
     #[test]

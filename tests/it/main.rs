@@ -24,11 +24,11 @@ mod accuracy_stack;
 
 mod arrival;
 mod cli;
+mod fuzz_seeds;
 mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
 mod reset;
-mod fuzz_seeds;
 mod rw2_equivalence;
 mod stale_idle;
 mod withheld;
