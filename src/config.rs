@@ -83,6 +83,8 @@ pub enum LogFormat {
 ///   max_label_value_length: 2048
 ///   max_active_series: 100000
 ///   max_future_skew: 10m
+///   max_inflight_bytes: 268435456
+///   request_body_timeout: 10s
 /// ```
 ///
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
@@ -154,6 +156,17 @@ pub struct LimitsSection {
     /// series' newest and make every real sample after it out of order. A duration (humantime
     /// syntax). Default: `10m`.
     pub max_future_skew: String,
+    /// Memory budget of the requests being received and decoded at once, bytes: each request
+    /// holds its body size (its `Content-Length`, or `max_body_bytes` when absent) while the body is
+    /// read, plus its declared decoded size while it is decoded. A request that cannot get its share
+    /// within a few seconds is answered 503 (retried with backoff), so request buffers never exceed
+    /// this budget whatever the senders do. At least `max_body_bytes + max_decoded_bytes`.
+    /// Default: `268435456` (256 MiB).
+    pub max_inflight_bytes: usize,
+    /// Longest time to receive a request body once its headers arrived. A slower body is answered
+    /// 408 and its slot and memory are released, so stalled or slow senders cannot hold the
+    /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
+    pub request_body_timeout: String,
 }
 
 impl Default for LimitsSection {
@@ -169,6 +182,8 @@ impl Default for LimitsSection {
             max_label_value_length: labels.max_label_value_length,
             max_active_series: EngineConfig::default().max_active_series,
             max_future_skew: "10m".to_owned(),
+            max_inflight_bytes: 256 * 1024 * 1024,
+            request_body_timeout: "10s".to_owned(),
         }
     }
 }
@@ -189,6 +204,10 @@ pub struct Limits {
     pub labels: LabelLimits,
     /// How far past the receive clock a sample may be stamped, ms.
     pub max_future_skew_ms: i64,
+    /// Memory budget of request bodies and decode buffers at once, bytes.
+    pub max_inflight_bytes: usize,
+    /// Longest time to receive a request body.
+    pub request_body_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -201,6 +220,8 @@ impl Default for Limits {
             max_series_per_request: d.max_series_per_request,
             labels: LabelLimits::default(),
             max_future_skew_ms: 10 * 60 * 1000,
+            max_inflight_bytes: d.max_inflight_bytes,
+            request_body_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -373,6 +394,18 @@ fn positive(field: &'static str, v: usize) -> Result<usize, ConfigError> {
 }
 
 fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
+    let largest_request = section.max_body_bytes.saturating_add(section.max_decoded_bytes);
+    if section.max_inflight_bytes < largest_request {
+        return Err(invalid(
+            "limits.max_inflight_bytes",
+            "must be at least limits.max_body_bytes + limits.max_decoded_bytes, or the largest \
+             accepted request could never be admitted",
+        ));
+    }
+    let body_timeout_ms = duration_ms("limits.request_body_timeout", &section.request_body_timeout)?.1;
+    if body_timeout_ms <= 0 {
+        return Err(invalid("limits.request_body_timeout", "must be longer than 0s"));
+    }
     Ok(Limits {
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
@@ -399,6 +432,8 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
             )?,
         },
         max_future_skew_ms: duration_ms("limits.max_future_skew", &section.max_future_skew)?.1,
+        max_inflight_bytes: section.max_inflight_bytes,
+        request_body_timeout: std::time::Duration::from_millis(body_timeout_ms as u64),
     })
 }
 
@@ -450,6 +485,9 @@ mod tests {
                 },
                 // 10 min = 600 000 ms.
                 max_future_skew_ms: 600_000,
+                // 256 MiB = 268 435 456 bytes.
+                max_inflight_bytes: 268_435_456,
+                request_body_timeout: std::time::Duration::from_secs(10),
             }
         );
     }

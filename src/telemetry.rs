@@ -45,11 +45,13 @@ pub struct SelfMetrics {
 /// The request-level limits, as the `limit` label of `vllm_corrector_requests_limited_total`: each
 /// is the name of its configuration field (`limits.*`). Series-level limits reject samples and are
 /// counted in `vllm_corrector_samples_rejected_total{reason}` instead.
-pub const REQUEST_LIMITS: [&str; 4] = [
+pub const REQUEST_LIMITS: [&str; 6] = [
     "max_body_bytes",
     "max_decoded_bytes",
     "max_series_per_request",
     "max_concurrent_requests",
+    "max_inflight_bytes",
+    "request_body_timeout",
 ];
 
 impl Default for SelfMetrics {

@@ -49,6 +49,10 @@ pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::
         })
 }
 
+/// How long in-flight requests may take to finish after SIGTERM before the remaining connections
+/// are closed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
 ///
 /// Marks `state` ready while serving (`/-/ready` answers 200) and not ready once `shutdown`
@@ -78,12 +82,29 @@ pub async fn serve(
     });
     state.set_ready(true);
     let stopping = state.clone();
-    let served = axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            stopping.set_ready(false);
-        })
-        .await;
+    let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        stopping.set_ready(false);
+        let _ = signalled.send(());
+    });
+    // In-flight requests get SHUTDOWN_GRACE to finish after the signal; a connection that still
+    // holds a request then (a stalled body past its timeout, a hung client) is closed, so the
+    // process exits well within Kubernetes' default 30 s termination grace period.
+    let grace_expired = async {
+        if on_signal.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let served = tokio::select! {
+        served = server.into_future() => served,
+        () = grace_expired => {
+            tracing::warn!(grace_seconds = SHUTDOWN_GRACE.as_secs(), "shutdown grace expired: closing connections still open");
+            Ok(())
+        }
+    };
     sweep.abort();
     served
 }

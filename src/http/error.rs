@@ -72,6 +72,14 @@ pub enum HttpError {
         "too many concurrent remote-write requests (limits.max_concurrent_requests); retry later"
     )]
     Overloaded,
+    /// The requests in flight hold the whole memory budget (`limits.max_inflight_bytes`) and none
+    /// freed enough in time. 503: transient, the sender retries with backoff.
+    #[error("requests in flight hold limits.max_inflight_bytes of memory; retry later")]
+    OverBudget,
+    /// The body did not arrive within `limits.request_body_timeout`. 408; the slot and memory
+    /// it held are released.
+    #[error("request body not received within limits.request_body_timeout")]
+    BodyTimeout,
     /// A bug: processing panicked. 500.
     #[error("internal error: {0}")]
     Internal(String),
@@ -97,7 +105,8 @@ impl HttpError {
                 | ProtocolError::SymbolsStartNotEmpty(_),
             )
             | HttpError::InvalidSeries { .. } => StatusCode::BAD_REQUEST,
-            HttpError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Overloaded | HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

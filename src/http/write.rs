@@ -90,9 +90,25 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
             return (none, Err(HttpError::Overloaded));
         }
     };
-    let body = match Bytes::from_request(request, &()).await {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+    // Memory budget, first for the body as announced (or the largest accepted body).
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(state.limits.max_body_bytes)
+        .min(state.limits.max_body_bytes);
+    let Some(body_budget) = state.reserve_inflight(announced).await else {
+        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
+        return (none, Err(HttpError::OverBudget));
+    };
+    let read = tokio::time::timeout(state.limits.request_body_timeout, Bytes::from_request(request, &()));
+    let body = match read.await {
+        Err(_elapsed) => {
+            RequestLimited { limit: "request_body_timeout" }.emit(&state.metrics);
+            return (none, Err(HttpError::BodyTimeout));
+        }
+        Ok(Ok(body)) => body,
+        Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             RequestLimited {
                 limit: "max_body_bytes",
             }
@@ -100,7 +116,14 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
             let limit = state.limits.max_body_bytes;
             return (none, Err(HttpError::BodyTooLarge { limit }));
         }
-        Err(rejection) => return (none, Err(HttpError::BodyRead(rejection.body_text()))),
+        Ok(Err(rejection)) => return (none, Err(HttpError::BodyRead(rejection.body_text()))),
+    };
+    // Then for the decoded size the snappy header declares (capped: a larger declaration is
+    // answered 413 by the decoder, before it allocates).
+    let declared = snap::raw::decompress_len(&body).unwrap_or(0).min(state.limits.max_decoded_bytes);
+    let Some(decode_budget) = state.reserve_inflight(declared).await else {
+        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
+        return (none, Err(HttpError::OverBudget));
     };
     if body.is_empty() {
         return (none, Err(HttpError::EmptyBody));
@@ -117,7 +140,7 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
         })
     })
     .await;
-    drop(permit);
+    drop((permit, body_budget, decode_budget));
     match outcome {
         Ok(outcome) => outcome,
         Err(join_error) => (

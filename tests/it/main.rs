@@ -30,5 +30,6 @@ mod prometheus_e2e;
 mod promtool;
 mod reset;
 mod rw2_equivalence;
+mod slow_senders;
 mod stale_idle;
 mod withheld;
