@@ -327,15 +327,7 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the first invalid flag or field.
     pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
-        let listen_address: SocketAddr = args.listen_address.parse().map_err(|e| {
-            invalid(
-                "--web.listen-address",
-                format!(
-                    "{:?} is not HOST:PORT with a numeric host: {e}",
-                    args.listen_address
-                ),
-            )
-        })?;
+        let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
@@ -352,6 +344,29 @@ impl Config {
 }
 
 /// `text` as a duration in ms, naming `field` when it is malformed or too long.
+/// Parses `--web.listen-address` as Prometheus components do: `HOST:PORT` with a numeric or named
+/// host (`localhost:9490`, resolved once at start), or `:PORT` for every interface.
+fn parse_listen_address(text: &str) -> Result<SocketAddr, ConfigError> {
+    use std::net::ToSocketAddrs;
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    if let Ok(address) = full.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let resolved = full.to_socket_addrs().map_err(|e| {
+        invalid("--web.listen-address", format!("{text:?} is not HOST:PORT or :PORT: {e}"))
+    })?;
+    let mut resolved: Vec<SocketAddr> = resolved.collect();
+    // Prefer IPv4 (what `localhost` means to most users), as Go's net.Listen does for "tcp".
+    resolved.sort_by_key(|a| !a.is_ipv4());
+    resolved
+        .into_iter()
+        .next()
+        .ok_or_else(|| invalid("--web.listen-address", format!("{text:?} resolves to no address")))
+}
+
 fn duration_ms(field: &'static str, text: &str) -> Result<(Duration, i64), ConfigError> {
     let d: Duration = humantime::parse_duration(text).map_err(|e| {
         invalid(
@@ -512,6 +527,14 @@ mod tests {
     #[test]
     fn unknown_log_level_is_refused_by_the_parser() {
         assert!(Args::try_parse_from(["vllm-corrector", "--log.level=verbose"]).is_err());
+    }
+
+    #[test]
+    fn listen_address_takes_prometheus_forms() {
+        let at = |a: &str| Config::from_args(args(&[&format!("--web.listen-address={a}")])).unwrap().listen_address;
+        assert_eq!(at(":9491"), "0.0.0.0:9491".parse().unwrap());
+        assert_eq!(at("localhost:9491"), "127.0.0.1:9491".parse().unwrap());
+        assert_eq!(at("[::1]:9491"), "[::1]:9491".parse().unwrap());
     }
 
     #[test]
