@@ -168,7 +168,7 @@ const HEADER: &str = "\
 # Recording rules printed by `vllm-corrector rules`: the corrections of vllm-corrector that
 # PromQL can express, for Prometheus servers that cannot send remote write to the corrector.
 # Load this file through rule_files (or a PrometheusRule's spec.groups). Evaluate it at the
-# scrape interval of vLLM or faster. Formulas: README.md, "The corrected families", and docs/DEPLOY.md.
+# scrape interval of vLLM or faster. Formulas: README.md (The corrected families) and docs/DEPLOY.md.
 #
 # Recorded, with the corrector's names unless --rules.name-prefix says otherwise, and the labels
 # of the vLLM series (le kept on buckets; source dropped):
