@@ -15,9 +15,9 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use axum::response::{IntoResponse, Response};
 
 use super::negotiate::{self, WriteProtocol};
@@ -75,9 +75,12 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
         Ok(p) => p,
         Err(e) => return (none, Err(e)),
     };
+    // One read of the reloadable settings per request: a reload applies from the next one.
+    let live = state.live();
+    let limits = live.limits;
     let permit = match tokio::time::timeout(
         state.permit_wait,
-        state.permits.clone().acquire_owned(),
+        live.permits.clone().acquire_owned(),
     )
     .await
     {
@@ -90,17 +93,20 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
             return (none, Err(HttpError::Overloaded));
         }
     };
-    let body = match Bytes::from_request(request, &()).await {
-        Ok(body) => body,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+    let body = match Limited::new(request.into_body(), limits.max_body_bytes)
+        .collect()
+        .await
+    {
+        Ok(body) => body.to_bytes(),
+        Err(error) if error.is::<LengthLimitError>() => {
             RequestLimited {
                 limit: "max_body_bytes",
             }
             .emit(&state.metrics);
-            let limit = state.limits.max_body_bytes;
+            let limit = limits.max_body_bytes;
             return (none, Err(HttpError::BodyTooLarge { limit }));
         }
-        Err(rejection) => return (none, Err(HttpError::BodyRead(rejection.body_text()))),
+        Err(error) => return (none, Err(HttpError::BodyRead(error.to_string()))),
     };
     if body.is_empty() {
         return (none, Err(HttpError::EmptyBody));
@@ -109,7 +115,7 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     let worker_state = state.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         DECODE_BUFFER.with_borrow_mut(|buffer| {
-            let outcome = process(&worker_state, protocol, &body, buffer);
+            let outcome = process(&worker_state, &limits, protocol, &body, buffer);
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
             }
@@ -133,12 +139,12 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
 /// applied + Σ rejected) before returning, also when some series are refused.
 fn process(
     state: &AppState,
+    limits: &crate::config::Limits,
     protocol: WriteProtocol,
     body: &[u8],
     buffer: &mut Vec<u8>,
 ) -> (Written, Result<(), HttpError>) {
     let none = Written::default();
-    let limits = &state.limits;
     if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
         if matches!(e, ProtocolError::DecodedTooLarge { .. }) {
             RequestLimited {
