@@ -77,9 +77,7 @@ impl Reloader {
         let _one_at_a_time = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
         match self.swap() {
             Ok(()) => {
-                self.metrics
-                    .ops
-                    .reload_succeeded(now_ms() as f64 / 1000.0);
+                self.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
                 tracing::info!("configuration reloaded");
                 Ok(())
             }
@@ -122,9 +120,7 @@ pub async fn handle(State(state): State<AppState>) -> Response {
     };
     match tokio::task::spawn_blocking(move || reloader.reload()).await {
         Ok(Ok(())) => (StatusCode::OK, "configuration reloaded\n").into_response(),
-        Ok(Err(error)) => {
-            (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")).into_response()
-        }
+        Ok(Err(error)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")).into_response(),
         Err(panic) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reload panicked: {panic}\n"),
@@ -159,3 +155,7 @@ pub async fn on_sighup(reloader: Arc<Reloader>) {
         tracing::warn!("no SIGHUP on this platform; reload with POST /-/reload");
     }
 }
+
+#[cfg(test)]
+#[path = "reload_tests.rs"]
+mod tests;

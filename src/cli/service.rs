@@ -39,8 +39,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         client_certificates = ?web.client_certs,
         "configuration loaded"
     );
-    let state =
-        AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
+    let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
     let reloader = Arc::new(Reloader::new(args, &state));
     let state = state.with_reloader(reloader.clone());
     state.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
@@ -110,7 +109,8 @@ pub async fn serve(
         stopping.set_ready(false);
     };
     let served = if state.live().web.tls.is_some() {
-        let listener = TlsListener::new(listener, state.live_cell().clone(), state.metrics.clone())?;
+        let listener =
+            TlsListener::new(listener, state.live_cell().clone(), state.metrics.clone())?;
         let service = app(state).into_make_service_with_connect_info::<Peer>();
         axum::serve(listener, service)
             .with_graceful_shutdown(graceful)

@@ -63,7 +63,10 @@ impl LiveCell {
 
     /// The current settings.
     pub fn get(&self) -> Arc<Live> {
-        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Replaces the settings; requests that already read the old ones keep them.

@@ -17,8 +17,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
 use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
@@ -78,21 +78,17 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     // One read of the reloadable settings per request: a reload applies from the next one.
     let live = state.live();
     let limits = live.limits;
-    let permit = match tokio::time::timeout(
-        state.permit_wait,
-        live.permits.clone().acquire_owned(),
-    )
-    .await
-    {
-        Ok(Ok(permit)) => permit,
-        _ => {
-            RequestLimited {
-                limit: "max_concurrent_requests",
+    let permit =
+        match tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                RequestLimited {
+                    limit: "max_concurrent_requests",
+                }
+                .emit(&state.metrics);
+                return (none, Err(HttpError::Overloaded));
             }
-            .emit(&state.metrics);
-            return (none, Err(HttpError::Overloaded));
-        }
-    };
+        };
     let body = match Limited::new(request.into_body(), limits.max_body_bytes)
         .collect()
         .await

@@ -59,7 +59,9 @@ impl OpsMetrics {
     pub fn new() -> Self {
         let m = OpsMetrics::default();
         for reason in AuthFailure::ALL {
-            let _ = m.auth_failures.get_or_create(&[("reason", reason.as_str())]);
+            let _ = m
+                .auth_failures
+                .get_or_create(&[("reason", reason.as_str())]);
         }
         m.reload_successful.set(1);
         m

@@ -101,9 +101,8 @@ impl HttpAuth {
                     "a user name must be non-empty and contain no ':'",
                 ));
             }
-            let parts = bcrypt::HashParts::from_str(&hash.0).map_err(|e| {
-                invalid(&field, format!("not a bcrypt hash ($2y$10$…): {e}"))
-            })?;
+            let parts = bcrypt::HashParts::from_str(&hash.0)
+                .map_err(|e| invalid(&field, format!("not a bcrypt hash ($2y$10$…): {e}")))?;
             max_cost = max_cost.max(parts.get_cost());
             users.insert(user.clone(), hash.0.clone());
         }
@@ -159,7 +158,9 @@ impl HttpAuth {
     /// credentials.
     pub async fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), AuthFailure> {
         let value = authorization.ok_or(AuthFailure::MissingCredentials)?;
-        let text = value.to_str().map_err(|_| AuthFailure::InvalidCredentials)?;
+        let text = value
+            .to_str()
+            .map_err(|_| AuthFailure::InvalidCredentials)?;
         let (scheme, credentials) = text.trim().split_once(' ').unwrap_or((text, ""));
         let credentials = credentials.trim();
         let ok = if scheme.eq_ignore_ascii_case("basic") && !self.users.is_empty() {

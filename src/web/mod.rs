@@ -30,7 +30,7 @@ pub mod auth;
 pub mod tls;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -282,7 +282,10 @@ fn response_headers(
         let Some(known) = HEADER_NAMES.iter().find(|h| h.eq_ignore_ascii_case(name)) else {
             return Err(invalid(
                 field,
-                format!("cannot be configured; accepted: {}", HEADER_NAMES.join(", ")),
+                format!(
+                    "cannot be configured; accepted: {}",
+                    HEADER_NAMES.join(", ")
+                ),
             ));
         };
         if value.trim().is_empty() {

@@ -19,7 +19,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::http::{AppState, app};
 
 #[path = "../../tests/it/pki.rs"]
-mod pki;
+pub(crate) mod pki;
 
 /// A directory removed on drop.
 pub(crate) struct Scratch(pub PathBuf);
@@ -28,10 +28,8 @@ impl Scratch {
     pub(crate) fn new() -> Scratch {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "vllm-corrector-web-{}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("vllm-corrector-web-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
@@ -187,10 +185,16 @@ fn tls_versions_older_than_1_2_and_inverted_ranges_are_refused() {
     let err = load(&dir, &format!("{base}  min_version: TLS10\n"))
         .unwrap_err()
         .to_string();
-    assert!(err.contains("tls_server_config.min_version") && err.contains("TLS10"), "{err}");
-    let err = load(&dir, &format!("{base}  min_version: TLS13\n  max_version: TLS12\n"))
-        .unwrap_err()
-        .to_string();
+    assert!(
+        err.contains("tls_server_config.min_version") && err.contains("TLS10"),
+        "{err}"
+    );
+    let err = load(
+        &dir,
+        &format!("{base}  min_version: TLS13\n  max_version: TLS12\n"),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("tls_server_config.max_version"), "{err}");
     assert!(load(&dir, &format!("{base}  min_version: TLS13\n")).is_ok());
 }
@@ -209,7 +213,10 @@ fn certificate_problems_name_the_field() {
     assert!(err.contains("either cert or cert_file"), "{err}");
     // A key without a certificate.
     let err = error_of("tls_server_config:\n  key: x\n");
-    assert!(err.contains("tls_server_config.cert_file: missing"), "{err}");
+    assert!(
+        err.contains("tls_server_config.cert_file: missing"),
+        "{err}"
+    );
     // A missing file names the field and the resolved path.
     let err = load(
         &dir,
@@ -277,13 +284,17 @@ fn secrets_never_reach_debug_output() {
     )
     .unwrap();
     let text = format!("{file:?}");
-    assert!(!text.contains("tok-abc") && !text.contains("$2y$"), "{text}");
+    assert!(
+        !text.contains("tok-abc") && !text.contains("$2y$"),
+        "{text}"
+    );
 }
 
 // ---- the schemes, through the router ----
 
 fn state(web: WebSettings) -> AppState {
-    let state = AppState::new(Engine::new(EngineConfig::default()), Limits::default()).with_web(web);
+    let state =
+        AppState::new(Engine::new(EngineConfig::default()), Limits::default()).with_web(web);
     state.set_ready(true);
     state
 }
@@ -347,14 +358,31 @@ fn settings(dir: &Scratch, yaml: &str) -> WebSettings {
 async fn basic_auth_none_wrong_and_right() {
     let dir = Scratch::new();
     let hash = bcrypt::hash("s3cret", 4).unwrap();
-    let state = state(settings(&dir, &format!("basic_auth_users:\n  alice: {hash}\n")));
+    let state = state(settings(
+        &dir,
+        &format!("basic_auth_users:\n  alice: {hash}\n"),
+    ));
 
     let (status, headers, _) = send(&state, "GET", "/metrics", None, None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(challenges(&headers), ["Basic"]);
-    let (status, _, _) = send(&state, "GET", "/metrics", Some(&basic("alice", "wrong")), None).await;
+    let (status, _, _) = send(
+        &state,
+        "GET",
+        "/metrics",
+        Some(&basic("alice", "wrong")),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let (status, _, _) = send(&state, "GET", "/metrics", Some(&basic("bob", "s3cret")), None).await;
+    let (status, _, _) = send(
+        &state,
+        "GET",
+        "/metrics",
+        Some(&basic("bob", "s3cret")),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, _, _) = send(&state, "GET", "/metrics", Some("Basic !!!"), None).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -363,7 +391,14 @@ async fn basic_auth_none_wrong_and_right() {
     let (status, _, _) = send(&state, "GET", "/metrics", Some(&right), None).await;
     assert_eq!(status, StatusCode::OK);
     // A wrong password after a cached success is still wrong: the cache keys on the password.
-    let (status, _, _) = send(&state, "GET", "/metrics", Some(&basic("alice", "s3cre")), None).await;
+    let (status, _, _) = send(
+        &state,
+        "GET",
+        "/metrics",
+        Some(&basic("alice", "s3cre")),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     // The write route too: past auth, an empty body reaches the handler's own 400.
     let (status, _, text) = send(&state, "POST", "/api/v1/write", None, None).await;
@@ -378,7 +413,10 @@ async fn htpasswd_2y_hashes_are_accepted() {
     // htpasswd -B writes $2y$; the algorithm is bcrypt's $2b$, only the prefix differs.
     let hash = bcrypt::hash("pw", 4).unwrap().replacen("$2b$", "$2y$", 1);
     let dir = Scratch::new();
-    let state = state(settings(&dir, &format!("basic_auth_users:\n  u: \"{hash}\"\n")));
+    let state = state(settings(
+        &dir,
+        &format!("basic_auth_users:\n  u: \"{hash}\"\n"),
+    ));
     let (status, _, _) = send(&state, "GET", "/metrics", Some(&basic("u", "pw")), None).await;
     assert_eq!(status, StatusCode::OK);
 }
@@ -395,7 +433,11 @@ async fn bearer_tokens_none_wrong_and_right_from_the_list_and_from_files() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(challenges(&headers), ["Bearer"]);
     // "aW5saW5lLXRva2Vu" is base64 of "inline-token": the right secret in an unconfigured scheme.
-    for wrong in ["Bearer inline-toke", "Bearer file-token2", "Basic aW5saW5lLXRva2Vu"] {
+    for wrong in [
+        "Bearer inline-toke",
+        "Bearer file-token2",
+        "Basic aW5saW5lLXRva2Vu",
+    ] {
         let (status, _, _) = send(&state, "GET", "/metrics", Some(wrong), None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{wrong}");
     }

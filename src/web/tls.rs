@@ -100,8 +100,12 @@ pub fn server_config(
             "holds no CERTIFICATE block",
         ));
     }
-    let key = PrivateKeyDer::from_pem_slice(&key)
-        .map_err(|e| invalid(format!("{S}.key_file"), format!("no usable private key: {e}")))?;
+    let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+        invalid(
+            format!("{S}.key_file"),
+            format!("no usable private key: {e}"),
+        )
+    })?;
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
