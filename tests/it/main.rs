@@ -10,8 +10,10 @@ mod fixture;
 mod grafana;
 mod harness;
 mod metrics;
+mod pki;
 mod promql_rules;
 mod rw;
+mod secure;
 mod sharding;
 mod simdata;
 
@@ -23,6 +25,7 @@ mod accuracy_sim;
 mod accuracy_stack;
 
 mod arrival;
+mod auth_tls;
 mod cli;
 mod fuzz_seeds;
 mod legacy_itl;
