@@ -129,30 +129,33 @@ pub async fn handle(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Reloads on every SIGHUP until the task is dropped. Without a SIGHUP handler (non-Unix, or
-/// the OS refused) it logs once and never reloads.
-pub async fn on_sighup(reloader: Arc<Reloader>) {
+/// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of
+/// killing the process with the default action) and spawns a task that reloads on every SIGHUP
+/// until aborted. Without a handler (non-Unix, or the OS refused) it logs and never reloads.
+pub fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(s) => s,
+        match signal(SignalKind::hangup()) {
+            Ok(mut hangups) => tokio::spawn(async move {
+                while hangups.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    let reloader = reloader.clone();
+                    // The outcome is logged and counted by `reload`.
+                    let _ = tokio::task::spawn_blocking(move || reloader.reload()).await;
+                }
+            }),
             Err(error) => {
                 tracing::warn!(%error, "cannot listen for SIGHUP; reload with POST /-/reload");
-                return;
+                tokio::spawn(async {})
             }
-        };
-        while hangups.recv().await.is_some() {
-            tracing::info!("SIGHUP: reloading the configuration");
-            let reloader = reloader.clone();
-            // The outcome is logged and counted by `reload`.
-            let _ = tokio::task::spawn_blocking(move || reloader.reload()).await;
         }
     }
     #[cfg(not(unix))]
     {
         let _ = reloader;
         tracing::warn!("no SIGHUP on this platform; reload with POST /-/reload");
+        tokio::spawn(async {})
     }
 }
 

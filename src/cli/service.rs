@@ -51,7 +51,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         version = env!("CARGO_PKG_VERSION"),
         "listening"
     );
-    let hangups = tokio::spawn(reload::on_sighup(reloader));
+    let hangups = reload::spawn_sighup_reloads(reloader);
     let served = serve(listener, state, config.engine.idle_timeout_ms, async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");

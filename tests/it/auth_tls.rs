@@ -57,7 +57,11 @@ fn mtls_refuses_missing_and_foreign_client_certificates_at_the_handshake() {
     // route, probes included (the handshake comes first).
     let foreign = Pki::new("someone else");
     let refused = [
-        ("no certificate", client(Some(&pki.ca_pem), None, false), "https"),
+        (
+            "no certificate",
+            client(Some(&pki.ca_pem), None, false),
+            "https",
+        ),
         (
             "foreign certificate",
             client(Some(&pki.ca_pem), Some(&foreign.client("mallory")), false),
@@ -69,16 +73,24 @@ fn mtls_refuses_missing_and_foreign_client_certificates_at_the_handshake() {
         for path in ["/metrics", "/-/healthy"] {
             let url = format!("{scheme}://{}{path}", service.address);
             let outcome = c.get(&url).send();
-            assert!(outcome.is_err(), "{what} {path}: got {:?}", outcome.map(|r| r.status()));
+            assert!(
+                outcome.is_err(),
+                "{what} {path}: got {:?}",
+                outcome.map(|r| r.status())
+            );
         }
     }
 
     let snapshot = service.snapshot(&good, no_auth);
-    let applied = snapshot.value("vllm_corrector_samples_applied_total", &[]).unwrap();
+    let applied = snapshot
+        .value("vllm_corrector_samples_applied_total", &[])
+        .unwrap();
     assert!(applied > 0.0, "samples applied: {applied}");
     // Two refused handshakes for each of the two TLS clients, two paths each: 4. Plain HTTP is
     // a failed handshake as well: 2 more.
-    let failures = snapshot.value("vllm_corrector_tls_handshake_failures_total", &[]).unwrap();
+    let failures = snapshot
+        .value("vllm_corrector_tls_handshake_failures_total", &[])
+        .unwrap();
     assert_eq!(failures, 6.0, "{}", service.log_text());
 }
 

@@ -26,11 +26,18 @@ pub struct Service {
 impl Service {
     /// Starts the binary on a free loopback port with `args`, and waits until `probe` (a
     /// client able to complete the handshake) gets a 2xx from `/-/ready`.
-    pub fn start(dir: TempDir, args: &[String], scheme: &'static str, probe: &reqwest::blocking::Client) -> Service {
+    pub fn start(
+        dir: TempDir,
+        args: &[String],
+        scheme: &'static str,
+        probe: &reqwest::blocking::Client,
+    ) -> Service {
         let mut last_error = String::new();
         for _attempt in 0..3 {
             let address = format!("127.0.0.1:{}", free_port());
-            let log = dir.path().join(format!("corrector-{}.log", address.replace(':', "_")));
+            let log = dir
+                .path()
+                .join(format!("corrector-{}.log", address.replace(':', "_")));
             let out = File::create(&log).expect("create log file");
             let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-corrector"))
                 .args(["--web.listen-address", &address, "--log.level", "debug"])
@@ -43,12 +50,21 @@ impl Service {
             let ready = format!("{scheme}://{address}/-/ready");
             match wait_ready(&mut child, probe, &ready, Duration::from_secs(20)) {
                 Ok(()) => {
-                    return Service { child, address, scheme, dir, log };
+                    return Service {
+                        child,
+                        address,
+                        scheme,
+                        dir,
+                        log,
+                    };
                 }
                 Err(e) => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    last_error = format!("{e}\n--- log ---\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+                    last_error = format!(
+                        "{e}\n--- log ---\n{}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
                 }
             }
         }
@@ -88,12 +104,7 @@ impl Service {
     }
 
     /// Polls `check` on `/metrics` until it holds, or panics after `timeout` with the log.
-    pub fn wait_for(
-        &self,
-        what: &str,
-        timeout: Duration,
-        mut check: impl FnMut() -> bool,
-    ) {
+    pub fn wait_for(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if check() {
@@ -101,7 +112,10 @@ impl Service {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("{what} did not happen within {timeout:?}\n--- log ---\n{}", self.log_text());
+        panic!(
+            "{what} did not happen within {timeout:?}\n--- log ---\n{}",
+            self.log_text()
+        );
     }
 }
 
@@ -114,7 +128,11 @@ impl Drop for Service {
 
 /// A blocking client trusting only `ca` (when given; else plain HTTP use), presenting `identity`
 /// when given, and speaking at most TLS 1.2 when `tls12_only`.
-pub fn client(ca: Option<&str>, identity: Option<&Leaf>, tls12_only: bool) -> reqwest::blocking::Client {
+pub fn client(
+    ca: Option<&str>,
+    identity: Option<&Leaf>,
+    tls12_only: bool,
+) -> reqwest::blocking::Client {
     let mut builder = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(10))
         .use_rustls_tls();
@@ -124,7 +142,8 @@ pub fn client(ca: Option<&str>, identity: Option<&Leaf>, tls12_only: bool) -> re
             .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap());
     }
     if let Some(leaf) = identity {
-        builder = builder.identity(reqwest::Identity::from_pem(leaf.identity_pem().as_bytes()).unwrap());
+        builder =
+            builder.identity(reqwest::Identity::from_pem(leaf.identity_pem().as_bytes()).unwrap());
     }
     if tls12_only {
         builder = builder.max_tls_version(reqwest::tls::Version::TLS_1_2);
