@@ -6,7 +6,7 @@
 #   scripts/soak.sh [minutes] [rate]
 #
 #   minutes  how long the load runs (default 2; the recorded soak is 30)
-#   rate     samples per second (default 60000, about half of the capacity measured here; see
+#   rate     samples per second (default 330000, about half of the capacity measured here; see
 #            docs/RELIABILITY.md for how it was chosen and how to re-measure it)
 #
 # Environment: SOAK_PORT (default 19710, the receiver's port), SOAK_OUT (default
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 minutes="${1:-2}"
-rate="${2:-60000}"
+rate="${2:-330000}"
 port="${SOAK_PORT:-19710}"
 connections="${SOAK_CONNECTIONS:-4}"
 interval=10
