@@ -9,7 +9,7 @@ pub mod prompb;
 pub mod snappy;
 pub mod v1;
 
-pub use labels::{Label, LabelError, normalize_labels};
+pub use labels::{Label, LabelError, normalize_labels, normalize_labels_in_place};
 
 /// Bit pattern of the Prometheus staleness marker: a NaN that Prometheus writes when a series
 /// disappears from a scrape. Compare bits, never the float (every NaN compares unequal).

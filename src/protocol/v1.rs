@@ -1,9 +1,12 @@
 //! Borrowed decoder of the RW 1.0 `prometheus.WriteRequest` message (see `proto/remote.proto`).
 //!
-//! This is the receiver's hot path: it walks the protobuf wire format by hand and borrows every
-//! string from the decompressed body, allocating one `Vec` of series and one of metadata per
-//! request, and one `Vec` of labels and one of samples per series, each sized exactly by a cheap
-//! first pass over the field keys.
+//! This is the receiver's hot path: it walks the protobuf wire format by hand, in one pass, and
+//! borrows every string from the decompressed body. [`decode_flat`] puts every series' labels and
+//! samples into two shared vectors (a handful of allocations per request, none per series);
+//! [`decode`] returns the same content as one `Vec` of labels and one of samples per series.
+//! UTF-8 is validated once per series over the bytes that hold its labels (the framing bytes
+//! between them are ASCII), falling back to one check per string when that span is not valid as
+//! a whole (for example a label longer than 127 bytes, whose length varint is not ASCII).
 //!
 //! Wire format: `protobuf.dev/programming-guides/encoding`. Fields may come in any order and
 //! repeat (a repeated scalar keeps its last value); unknown fields of wire types varint, fixed64,
@@ -14,7 +17,36 @@
 //! keeps its data in fields 4 and 5, unknown to RW 1.0, and reserves 1 to 3. The HTTP layer must
 //! therefore pick the schema from the `Content-Type` (`proto=`) and never by trying to decode.
 
+use std::ops::Range;
+
 use super::{Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef};
+
+/// One series of a [`FlatWriteRequest`]: where its labels and samples sit in the shared vectors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatSeries {
+    /// Range of this series' labels in [`FlatWriteRequest::labels`], as sent (not yet normalised).
+    pub labels: Range<usize>,
+    /// Range of this series' float samples in [`FlatWriteRequest::samples`], in the order sent.
+    pub samples: Range<usize>,
+    /// Number of native histogram samples (RW1 field 4). Counted, not used.
+    pub histograms: u32,
+    /// Number of exemplars (RW1 field 3). Counted, not used.
+    pub exemplars: u32,
+}
+
+/// A decoded RW 1.0 `WriteRequest` in flat form, borrowing from the decompressed body: the same
+/// content as [`WriteRequestRef`] without a pair of vectors per series.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlatWriteRequest<'a> {
+    /// The series, in wire order.
+    pub series: Vec<FlatSeries>,
+    /// Every series' labels, series after series.
+    pub labels: Vec<Label<'a>>,
+    /// Every series' float samples, series after series.
+    pub samples: Vec<Sample>,
+    /// The metadata entries, in wire order.
+    pub metadata: Vec<MetadataRef<'a>>,
+}
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
 ///
@@ -30,15 +62,48 @@ use super::{Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, Wr
 /// message, a varint longer than 64 bits, field number 0, a group (wire types 3 and 4) or an
 /// undefined wire type, a known field sent with the wrong wire type, or a label that is not UTF-8.
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
-    let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
-    let mut request = WriteRequestRef {
-        series: Vec::with_capacity(n_series),
-        metadata: Vec::with_capacity(n_metadata),
+    let flat = decode_flat(buf)?;
+    let series = flat
+        .series
+        .iter()
+        .map(|s| SeriesRef {
+            labels: flat.labels[s.labels.clone()].to_vec(),
+            samples: flat.samples[s.samples.clone()].to_vec(),
+            histograms: s.histograms,
+            exemplars: s.exemplars,
+        })
+        .collect();
+    Ok(WriteRequestRef {
+        series,
+        metadata: flat.metadata,
+    })
+}
+
+/// Decodes a decompressed RW 1.0 `WriteRequest` into the flat form, in one pass over `buf`.
+///
+/// Same input, content and errors as [`decode`]; the series' labels and samples are ranges into
+/// two shared vectors.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_flat(buf: &[u8]) -> Result<FlatWriteRequest<'_>, ProtocolError> {
+    // Capacities from the body size: a vLLM series with one sample takes about 240 bytes with
+    // 8 to 10 labels; growth past the guess is amortised.
+    let series_guess = buf.len() / 200 + 1;
+    let mut request = FlatWriteRequest {
+        series: Vec::with_capacity(series_guess),
+        labels: Vec::with_capacity(series_guess * 10),
+        samples: Vec::with_capacity(series_guess),
+        metadata: Vec::new(),
     };
+    let mut spans: Vec<LabelSpan> = Vec::with_capacity(32);
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => request.series.push(decode_series(r.bytes()?)?),
+            (1, Wire::Len) => {
+                let series = r.bytes()?;
+                decode_series(series, &mut request, &mut spans)?;
+            }
             (3, Wire::Len) => {
                 if let Some(metadata) = decode_metadata(r.bytes()?)? {
                     request.metadata.push(metadata);
@@ -85,50 +150,167 @@ impl MetricType {
     }
 }
 
-/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms).
-fn decode_series(buf: &[u8]) -> Result<SeriesRef<'_>, ProtocolError> {
-    let [n_labels, n_samples, n_exemplars, n_histograms] =
-        count_fields(buf, "TimeSeries", [1, 2, 3, 4])?;
-    let mut series = SeriesRef {
-        labels: Vec::with_capacity(n_labels),
-        samples: Vec::with_capacity(n_samples),
-        exemplars: u32::try_from(n_exemplars).unwrap_or(u32::MAX),
-        histograms: u32::try_from(n_histograms).unwrap_or(u32::MAX),
-    };
+/// Byte ranges of one label's name and value inside its series' message.
+#[derive(Debug, Clone, Copy)]
+struct LabelSpan {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms) into
+/// `request`. `spans` is scratch space, reused across series.
+fn decode_series<'a>(
+    buf: &'a [u8],
+    request: &mut FlatWriteRequest<'a>,
+    spans: &mut Vec<LabelSpan>,
+) -> Result<(), ProtocolError> {
+    spans.clear();
+    let samples_start = request.samples.len();
+    let (mut exemplars, mut histograms) = (0u32, 0u32);
     let mut r = Reader::new(buf, "TimeSeries");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => series.labels.push(decode_label(r.bytes()?)?),
-            (2, Wire::Len) => series.samples.push(decode_sample(r.bytes()?)?),
-            (3 | 4, Wire::Len) => {
+            (1, Wire::Len) => {
+                let len = r.len()?;
+                let span = match canonical_label(buf, r.pos, len) {
+                    Some(span) => span,
+                    None => decode_label(buf, r.pos, len)?,
+                };
+                spans.push(span);
+                r.pos += len;
+            }
+            (2, Wire::Len) => {
+                let bytes = r.bytes()?;
+                let sample = match canonical_sample(bytes) {
+                    Some(sample) => sample,
+                    None => decode_sample(bytes)?,
+                };
+                request.samples.push(sample);
+            }
+            (3, Wire::Len) => {
                 r.bytes()?;
+                exemplars = exemplars.saturating_add(1);
+            }
+            (4, Wire::Len) => {
+                r.bytes()?;
+                histograms = histograms.saturating_add(1);
             }
             (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
     }
-    Ok(series)
+    let labels_start = request.labels.len();
+    push_labels(buf, spans, &mut request.labels)?;
+    request.series.push(FlatSeries {
+        labels: labels_start..request.labels.len(),
+        samples: samples_start..request.samples.len(),
+        histograms,
+        exemplars,
+    });
+    Ok(())
 }
 
-/// Decodes one `Label` (fields 1 name, 2 value; both UTF-8).
-fn decode_label(buf: &[u8]) -> Result<Label<'_>, ProtocolError> {
-    let mut label = Label {
-        name: "",
-        value: "",
+/// Turns the label spans of one series into borrowed strings. One UTF-8 check covers the bytes
+/// from the first name to the last value when they form valid UTF-8 as a whole; each string is then
+/// a slice of that checked text between ASCII framing bytes (`str::get` confirms the boundaries).
+/// Otherwise every string is checked alone, with the same errors.
+fn push_labels<'a>(
+    buf: &'a [u8],
+    spans: &[LabelSpan],
+    out: &mut Vec<Label<'a>>,
+) -> Result<(), ProtocolError> {
+    let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
+        return Ok(());
     };
-    let mut r = Reader::new(buf, "Label");
+    // Senders put the labels first and in a row: the span runs from the first name to the last
+    // value. Any other layout still decodes, one check per string.
+    let (lo, hi) = (first.name.0.min(first.value.0), last.value.1.max(last.name.1));
+    let checked = if lo <= hi {
+        std::str::from_utf8(&buf[lo..hi]).ok()
+    } else {
+        None
+    };
+    out.reserve(spans.len());
+    for span in spans {
+        // O(1) boundary checks inside the checked text; a miss checks that string alone.
+        let slice = |(a, b): (usize, usize)| checked?.get(a.wrapping_sub(lo)..b.wrapping_sub(lo));
+        match (slice(span.name), slice(span.value)) {
+            (Some(name), Some(value)) => out.push(Label { name, value }),
+            _ => out.push(Label {
+                name: utf8(&buf[span.name.0..span.name.1], "Label.name")?,
+                value: utf8(&buf[span.value.0..span.value.1], "Label.value")?,
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// The label at `buf[start..start + len]` when it is encoded as every sender encodes it: field 1
+/// then field 2, each with a one-byte length, and nothing else. `None` sends it to [`decode_label`],
+/// which handles every other valid encoding.
+#[inline]
+fn canonical_label(buf: &[u8], start: usize, len: usize) -> Option<LabelSpan> {
+    let m = buf.get(start..start + len)?;
+    let (&[0x0a, n1], rest) = m.split_first_chunk::<2>()? else {
+        return None;
+    };
+    let n1 = usize::from(n1);
+    let (&[0x12, n2], value) = rest.get(n1..)?.split_first_chunk::<2>()? else {
+        return None;
+    };
+    if n1 >= 0x80 || usize::from(n2) != value.len() || n2 >= 0x80 {
+        return None;
+    }
+    Some(LabelSpan {
+        name: (start + 2, start + 2 + n1),
+        value: (start + 4 + n1, start + len),
+    })
+}
+
+/// The sample in `m` when it is encoded as every sender encodes it: field 1 (fixed64 value) then
+/// field 2 (varint timestamp) ending the message. `None` sends it to [`decode_sample`].
+#[inline]
+fn canonical_sample(m: &[u8]) -> Option<Sample> {
+    let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], ts) = m.split_first_chunk::<10>()? else {
+        return None;
+    };
+    let mut r = Reader::new(ts, "Sample");
+    let timestamp = r.varint().ok()?;
+    r.at_end().then(|| Sample {
+        value: f64::from_bits(u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7])),
+        timestamp_ms: timestamp as i64,
+    })
+}
+
+/// Decodes one `Label` (fields 1 name, 2 value) found at `buf[start..start + len]`, as byte ranges
+/// of `buf` (empty at `start` when absent; a repeated field keeps its last value).
+fn decode_label(buf: &[u8], start: usize, len: usize) -> Result<LabelSpan, ProtocolError> {
+    let mut span = LabelSpan {
+        name: (start, start),
+        value: (start, start),
+    };
+    let mut r = Reader::new(&buf[start..start + len], "Label");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => label.name = utf8(r.bytes()?, "Label.name")?,
-            (2, Wire::Len) => label.value = utf8(r.bytes()?, "Label.value")?,
+            (field @ (1 | 2), Wire::Len) => {
+                let n = r.len()?;
+                let range = (start + r.pos, start + r.pos + n);
+                r.pos += n;
+                if field == 1 {
+                    span.name = range;
+                } else {
+                    span.value = range;
+                }
+            }
             (field @ (1 | 2), wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
     }
-    Ok(label)
+    Ok(span)
 }
 
 /// Decodes one `Sample` (fields 1 value as fixed64 double, 2 timestamp as int64 varint).
+#[inline]
 fn decode_sample(buf: &[u8]) -> Result<Sample, ProtocolError> {
     let mut sample = Sample {
         value: 0.0,
@@ -172,25 +354,6 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
     Ok(valid.then_some(metadata))
 }
 
-/// Counts the occurrences of each of `fields` in one message, skipping every value: the first,
-/// cheap pass that sizes the vectors of the second.
-fn count_fields<const N: usize>(
-    buf: &[u8],
-    message: &'static str,
-    fields: [u32; N],
-) -> Result<[usize; N], ProtocolError> {
-    let mut counts = [0usize; N];
-    let mut r = Reader::new(buf, message);
-    while !r.at_end() {
-        let (field, wire) = r.key()?;
-        if let Some(i) = fields.iter().position(|&f| f == field) {
-            counts[i] += 1;
-        }
-        r.skip(wire)?;
-    }
-    Ok(counts)
-}
-
 /// `bytes` as a string, or `""` with `valid` cleared when they are not UTF-8.
 fn lenient_utf8<'a>(bytes: &'a [u8], valid: &mut bool) -> &'a str {
     std::str::from_utf8(bytes).unwrap_or_else(|_| {
@@ -199,9 +362,13 @@ fn lenient_utf8<'a>(bytes: &'a [u8], valid: &mut bool) -> &'a str {
     })
 }
 
+#[cold]
+fn utf8_error(field: &str, e: std::str::Utf8Error) -> ProtocolError {
+    ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}"))
+}
+
 fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, ProtocolError> {
-    std::str::from_utf8(bytes)
-        .map_err(|e| ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}")))
+    std::str::from_utf8(bytes).map_err(|e| utf8_error(field, e))
 }
 
 /// The protobuf wire types this decoder accepts. Groups (3, 4) are deprecated and never sent by
@@ -214,7 +381,8 @@ enum Wire {
     Fixed32,
 }
 
-/// A cursor over one message's bytes. Every read is bounds-checked against this message.
+/// A cursor over one message's bytes. Every read is bounds-checked against this message. The
+/// common cases (one-byte keys and lengths) are inlined; errors are built out of line.
 struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
@@ -222,6 +390,7 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    #[inline]
     fn new(buf: &'a [u8], message: &'static str) -> Self {
         Reader {
             buf,
@@ -230,14 +399,19 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn at_end(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
+    #[cold]
+    #[inline(never)]
     fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
         ProtocolError::Protobuf(format!("{} at byte {}: {what}", self.message, self.pos))
     }
 
+    #[cold]
+    #[inline(never)]
     fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
         self.error(format_args!(
             "field {field} has unexpected wire type {wire:?}"
@@ -247,6 +421,17 @@ impl<'a> Reader<'a> {
     /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63.
     #[inline]
     fn varint(&mut self) -> Result<u64, ProtocolError> {
+        match self.buf.get(self.pos) {
+            Some(&byte) if byte < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(byte))
+            }
+            _ => self.varint_slow(),
+        }
+    }
+
+    #[inline(never)]
+    fn varint_slow(&mut self) -> Result<u64, ProtocolError> {
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {
@@ -265,34 +450,43 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a field key: field number (non-zero, at most 2^29 - 1) and wire type.
+    #[inline]
     fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
         let key = self.varint()?;
-        let Ok(key) = u32::try_from(key) else {
-            return Err(self.error(format_args!("field key {key} out of range")));
-        };
-        let field = key >> 3;
-        if field == 0 {
-            return Err(self.error(format_args!("field number 0")));
-        }
         let wire = match key & 7 {
             0 => Wire::Varint,
             1 => Wire::Fixed64,
             2 => Wire::Len,
             5 => Wire::Fixed32,
-            3 | 4 => {
-                return Err(self.error(format_args!(
-                    "field {field} uses the unsupported group wire type"
-                )));
-            }
-            other => {
-                return Err(self.error(format_args!(
-                    "field {field} has undefined wire type {other}"
-                )));
-            }
+            _ => return Err(self.bad_key(key)),
         };
-        Ok((field, wire))
+        match u32::try_from(key >> 3) {
+            Ok(field) if field != 0 && key <= u64::from(u32::MAX) => Ok((field, wire)),
+            _ => Err(self.bad_key(key)),
+        }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn bad_key(&self, key: u64) -> ProtocolError {
+        let Ok(key) = u32::try_from(key) else {
+            return self.error(format_args!("field key {key} out of range"));
+        };
+        let field = key >> 3;
+        if field == 0 {
+            return self.error(format_args!("field number 0"));
+        }
+        match key & 7 {
+            3 | 4 => self.error(format_args!(
+                "field {field} uses the unsupported group wire type"
+            )),
+            other => self.error(format_args!(
+                "field {field} has undefined wire type {other}"
+            )),
+        }
+    }
+
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
         let remaining = self.buf.len() - self.pos;
         if n > remaining {
@@ -303,22 +497,33 @@ impl<'a> Reader<'a> {
         Ok(bytes)
     }
 
+    #[inline]
     fn fixed64(&mut self) -> Result<u64, ProtocolError> {
         let mut le = [0u8; 8];
         le.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(le))
     }
 
-    /// Reads a length-delimited value; its length must fit in what is left of this message.
-    fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+    /// Reads the length of a length-delimited value; it must fit in what is left of this message.
+    #[inline]
+    fn len(&mut self) -> Result<usize, ProtocolError> {
         let len = self.varint()?;
         let remaining = self.buf.len() - self.pos;
         match usize::try_from(len) {
-            Ok(len) if len <= remaining => self.take(len),
+            Ok(len) if len <= remaining => Ok(len),
             _ => Err(self.error(format_args!(
                 "length {len} runs past the {remaining} bytes left"
             ))),
         }
+    }
+
+    /// Reads a length-delimited value; its length must fit in what is left of this message.
+    #[inline]
+    fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+        let len = self.len()?;
+        let bytes = &self.buf[self.pos..self.pos + len];
+        self.pos += len;
+        Ok(bytes)
     }
 
     fn skip(&mut self, wire: Wire) -> Result<(), ProtocolError> {
