@@ -83,7 +83,7 @@ pub async fn handle(
 /// rejected) before returning, also when some series are invalid.
 fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), HttpError> {
     protocol::snappy::decompress_into(body, state.limits.max_decoded_bytes, buffer)?;
-    let mut request = protocol::v1::decode(buffer)?;
+    let mut request = protocol::v1::decode_flat(buffer)?;
     let mut report = IngestReport::default();
 
     // Normalise labels outside the engine lock; drop invalid series after counting them.
@@ -91,17 +91,21 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
     let mut first_invalid: Option<(usize, String, LabelError)> = None;
     let mut invalid = 0usize;
     let mut index = 0usize;
+    let labels = &mut request.labels;
     request.series.retain_mut(|series| {
         let position = index;
         index += 1;
-        match protocol::normalize_labels(&mut series.labels) {
+        let (len, result) = protocol::normalize_labels_in_place(&mut labels[series.labels.clone()]);
+        series.labels.end = series.labels.start + len;
+        match result {
             Ok(()) => true,
             Err(error) => {
                 let samples = series.samples.len() as u64 + u64::from(series.histograms);
                 report.reject(RejectReason::Label(error), samples);
                 invalid += 1;
-                first_invalid
-                    .get_or_insert_with(|| (position, quote_labels(&series.labels), error));
+                first_invalid.get_or_insert_with(|| {
+                    (position, quote_labels(&labels[series.labels.clone()]), error)
+                });
                 false
             }
         }
@@ -115,7 +119,12 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
                 report.reject(RejectReason::NativeHistogram, u64::from(series.histograms));
             }
             if !series.samples.is_empty() {
-                engine.ingest(&series.labels, &series.samples, now_ms, &mut report);
+                engine.ingest(
+                    &request.labels[series.labels.clone()],
+                    &request.samples[series.samples.clone()],
+                    now_ms,
+                    &mut report,
+                );
             }
         }
         for metadata in &request.metadata {
