@@ -7,8 +7,8 @@
 //!
 //! Run: `cargo build --release --example ingest_profile && valgrind --tool=callgrind
 //! target/release/examples/ingest_profile 16 2 40` (arguments: pods, engines, scrapes). The first
-//! `scrapes / 2` scrapes warm the engine up and are not timed; callgrind's total includes them, so
-//! compare runs with the same arguments, or use `--toggle-collect=*measure*`.
+//! `scrapes / 2` scrapes warm the engine up and are not timed; add `--toggle-collect=*measure*` to
+//! count only the timed half (steady state).
 
 use std::time::Instant;
 
@@ -23,7 +23,16 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 #[inline(never)]
+fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>) {
+    run(bodies, engine, buffer, &mut IngestReport::default());
+}
+
+#[inline(never)]
 fn measure(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
+    run(bodies, engine, buffer, report);
+}
+
+fn run(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
     for body in bodies {
         snappy::decompress_into(body, 128 << 20, buffer).unwrap();
         let mut request = v1::decode_flat(buffer).unwrap();
@@ -46,7 +55,7 @@ fn main() {
     let (warm, timed) = bodies.split_at(bodies.len() / 2);
     let mut engine = Engine::new(EngineConfig::default());
     let mut buffer = Vec::new();
-    measure(warm, &mut engine, &mut buffer, &mut IngestReport::default());
+    warm_up(warm, &mut engine, &mut buffer);
     let mut report = IngestReport::default();
     let start = Instant::now();
     measure(timed, &mut engine, &mut buffer, &mut report);

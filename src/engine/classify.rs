@@ -6,7 +6,9 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (reference §4).
+/// Labels that identify a series inside its group, not the group itself (reference §4); the hot
+/// path tests membership with [`is_rule_dimension`].
+#[cfg(test)]
 pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
@@ -119,7 +121,20 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
 
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
 pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
-    labels.iter().filter(|l| !RULE_DIMENSIONS.contains(&l.name))
+    labels.iter().filter(|l| !is_rule_dimension(l.name))
+}
+
+/// True when `name` is one of [`RULE_DIMENSIONS`]; dispatches on the length first, since this runs
+/// for every label of every sample a rule reads.
+#[inline]
+pub(crate) fn is_rule_dimension(name: &str) -> bool {
+    match name.len() {
+        2 => name == "le",
+        6 => name == "source",
+        8 => name == "__name__" || name == "position",
+        15 => name == "finished_reason",
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +143,16 @@ mod tests {
 
     fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
         Label { name, value }
+    }
+
+    #[test]
+    fn rule_dimension_test_matches_the_list() {
+        for name in RULE_DIMENSIONS {
+            assert!(is_rule_dimension(name), "{name}");
+        }
+        for name in ["instance", "engine", "model_name", "l", "les", "sources", "__name_", "finished_reasons", ""] {
+            assert!(!is_rule_dimension(name), "{name}");
+        }
     }
 
     #[test]

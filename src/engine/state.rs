@@ -58,15 +58,18 @@ impl Engine {
         self.config = config;
     }
 
-    fn group_hash(&self, labels: &[Label<'_>]) -> u64 {
+    /// Hash of the group labels of `labels`, and how many there are.
+    fn group_hash(&self, labels: &[Label<'_>]) -> (u64, usize) {
         let mut h = self.hasher.build_hasher();
+        let mut count = 0;
         for l in group_labels(labels) {
             h.write(l.name.as_bytes());
             h.write_u8(0xff);
             h.write(l.value.as_bytes());
             h.write_u8(0xff);
+            count += 1;
         }
-        h.finish()
+        (h.finish(), count)
     }
 
     /// Applies one series' samples.
@@ -83,10 +86,10 @@ impl Engine {
             report.reject(RejectReason::UnusedSeries, samples.len() as u64);
             return;
         };
-        let hash = self.group_hash(labels);
+        let (hash, count) = self.group_hash(labels);
         let same = |e: &Entry| {
             e.hash == hash
-                && e.group.labels.len() == group_labels(labels).count()
+                && e.group.labels.len() == count
                 && e.group.labels.iter().zip(group_labels(labels)).all(|((n, v), l)| n == l.name && v == l.value)
         };
         let entry = match self.groups.find_mut(hash, same) {
