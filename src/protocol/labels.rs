@@ -69,6 +69,9 @@ pub fn normalize_labels(labels: &mut Vec<Label<'_>>) -> Result<(), LabelError> {
 /// # Errors
 /// As [`normalize_labels`], in the same order.
 pub fn normalize_labels_in_place(labels: &mut [Label<'_>]) -> (usize, Result<(), LabelError>) {
+    if let Some(result) = normalized_already(labels) {
+        return (labels.len(), result);
+    }
     let mut len = 0;
     for i in 0..labels.len() {
         if !labels[i].value.is_empty() {
@@ -112,6 +115,40 @@ pub fn normalize_labels_in_place(labels: &mut [Label<'_>]) -> (usize, Result<(),
         Some(_) => Ok(()),
     };
     (len, result)
+}
+
+/// The outcome of [`normalize_labels_in_place`] in one pass when `labels` need no change (every
+/// value non-empty, names strictly increasing: what Prometheus sends); `None` otherwise.
+#[inline]
+fn normalized_already(labels: &[Label<'_>]) -> Option<Result<(), LabelError>> {
+    let mut previous: &[u8] = b"";
+    let mut metric_name = None;
+    let mut invalid_label_name = false;
+    for label in labels {
+        let name = label.name.as_bytes();
+        // Names almost always differ in their first byte, which is compared first.
+        let increasing = match previous.first().cmp(&name.first()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => previous < name,
+        };
+        if label.value.is_empty() || !increasing {
+            return None;
+        }
+        if name == METRIC_NAME_LABEL.as_bytes() {
+            metric_name = Some(label.value);
+        } else if !is_valid_label_name(label.name) {
+            invalid_label_name = true;
+        }
+        previous = name;
+    }
+    Some(match metric_name {
+        _ if labels.is_empty() => return None,
+        None => Err(LabelError::MissingMetricName),
+        Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
+        Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
+        Some(_) => Ok(()),
+    })
 }
 
 /// The label that carries the metric name.

@@ -87,6 +87,10 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 /// # Errors
 /// As [`decode`].
 pub fn decode_flat(buf: &[u8]) -> Result<FlatWriteRequest<'_>, ProtocolError> {
+    decode_flat_inner(buf).map_err(|e| *e)
+}
+
+fn decode_flat_inner(buf: &[u8]) -> Result<FlatWriteRequest<'_>, DecodeError> {
     // Capacities from the body size: a vLLM series with one sample takes about 240 bytes with
     // 8 to 10 labels; growth past the guess is amortised.
     let series_guess = buf.len() / 200 + 1;
@@ -157,17 +161,33 @@ struct LabelSpan {
     value: (usize, usize),
 }
 
+/// The decoder's internal error: boxed so that every `Result` of the hot path fits in two
+/// registers; unboxed once, at [`decode_flat`]'s boundary.
+type DecodeError = Box<ProtocolError>;
+
 /// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms) into
 /// `request`. `spans` is scratch space, reused across series.
 fn decode_series<'a>(
     buf: &'a [u8],
     request: &mut FlatWriteRequest<'a>,
     spans: &mut Vec<LabelSpan>,
-) -> Result<(), ProtocolError> {
+) -> Result<(), DecodeError> {
     spans.clear();
     let samples_start = request.samples.len();
     let (mut exemplars, mut histograms) = (0u32, 0u32);
     let mut r = Reader::new(buf, "TimeSeries");
+    // Fast loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
+    // canonical `Label`); the general loop below takes over at the first other byte.
+    while let [0x0a, len, ..] = buf[r.pos..] {
+        let (start, len) = (r.pos + 2, usize::from(len));
+        match canonical_label(buf, start, len) {
+            Some(span) if len < 0x80 => {
+                spans.push(span);
+                r.pos = start + len;
+            }
+            _ => break,
+        }
+    }
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
@@ -218,7 +238,7 @@ fn push_labels<'a>(
     buf: &'a [u8],
     spans: &[LabelSpan],
     out: &mut Vec<Label<'a>>,
-) -> Result<(), ProtocolError> {
+) -> Result<(), DecodeError> {
     let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
         return Ok(());
     };
@@ -285,7 +305,7 @@ fn canonical_sample(m: &[u8]) -> Option<Sample> {
 
 /// Decodes one `Label` (fields 1 name, 2 value) found at `buf[start..start + len]`, as byte ranges
 /// of `buf` (empty at `start` when absent; a repeated field keeps its last value).
-fn decode_label(buf: &[u8], start: usize, len: usize) -> Result<LabelSpan, ProtocolError> {
+fn decode_label(buf: &[u8], start: usize, len: usize) -> Result<LabelSpan, DecodeError> {
     let mut span = LabelSpan {
         name: (start, start),
         value: (start, start),
@@ -312,7 +332,7 @@ fn decode_label(buf: &[u8], start: usize, len: usize) -> Result<LabelSpan, Proto
 
 /// Decodes one `Sample` (fields 1 value as fixed64 double, 2 timestamp as int64 varint).
 #[inline]
-fn decode_sample(buf: &[u8]) -> Result<Sample, ProtocolError> {
+fn decode_sample(buf: &[u8]) -> Result<Sample, DecodeError> {
     let mut sample = Sample {
         value: 0.0,
         timestamp_ms: 0,
@@ -332,7 +352,7 @@ fn decode_sample(buf: &[u8]) -> Result<Sample, ProtocolError> {
 
 /// Decodes one `MetricMetadata` (1 type, 2 family name, 4 help, 5 unit); `None` when a string
 /// field is not UTF-8.
-fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError> {
+fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, DecodeError> {
     let mut metadata = MetadataRef {
         metric_type: MetricType::Unknown,
         family_name: "",
@@ -364,11 +384,11 @@ fn lenient_utf8<'a>(bytes: &'a [u8], valid: &mut bool) -> &'a str {
 }
 
 #[cold]
-fn utf8_error(field: &str, e: std::str::Utf8Error) -> ProtocolError {
-    ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}"))
+fn utf8_error(field: &str, e: std::str::Utf8Error) -> DecodeError {
+    Box::new(ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}")))
 }
 
-fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, ProtocolError> {
+fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, DecodeError> {
     std::str::from_utf8(bytes).map_err(|e| utf8_error(field, e))
 }
 
@@ -407,13 +427,16 @@ impl<'a> Reader<'a> {
 
     #[cold]
     #[inline(never)]
-    fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
-        ProtocolError::Protobuf(format!("{} at byte {}: {what}", self.message, self.pos))
+    fn error(&self, what: std::fmt::Arguments<'_>) -> DecodeError {
+        Box::new(ProtocolError::Protobuf(format!(
+            "{} at byte {}: {what}",
+            self.message, self.pos
+        )))
     }
 
     #[cold]
     #[inline(never)]
-    fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
+    fn wrong_wire(&self, field: u32, wire: Wire) -> DecodeError {
         self.error(format_args!(
             "field {field} has unexpected wire type {wire:?}"
         ))
@@ -421,7 +444,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63.
     #[inline]
-    fn varint(&mut self) -> Result<u64, ProtocolError> {
+    fn varint(&mut self) -> Result<u64, DecodeError> {
         match self.buf.get(self.pos) {
             Some(&byte) if byte < 0x80 => {
                 self.pos += 1;
@@ -432,7 +455,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(never)]
-    fn varint_slow(&mut self) -> Result<u64, ProtocolError> {
+    fn varint_slow(&mut self) -> Result<u64, DecodeError> {
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {
@@ -452,7 +475,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a field key: field number (non-zero, at most 2^29 - 1) and wire type.
     #[inline]
-    fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
+    fn key(&mut self) -> Result<(u32, Wire), DecodeError> {
         let key = self.varint()?;
         let wire = match key & 7 {
             0 => Wire::Varint,
@@ -469,7 +492,7 @@ impl<'a> Reader<'a> {
 
     #[cold]
     #[inline(never)]
-    fn bad_key(&self, key: u64) -> ProtocolError {
+    fn bad_key(&self, key: u64) -> DecodeError {
         let Ok(key) = u32::try_from(key) else {
             return self.error(format_args!("field key {key} out of range"));
         };
@@ -488,7 +511,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         let remaining = self.buf.len() - self.pos;
         if n > remaining {
             return Err(self.error(format_args!("{n} bytes needed, {remaining} left")));
@@ -499,7 +522,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline]
-    fn fixed64(&mut self) -> Result<u64, ProtocolError> {
+    fn fixed64(&mut self) -> Result<u64, DecodeError> {
         let mut le = [0u8; 8];
         le.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(le))
@@ -507,7 +530,7 @@ impl<'a> Reader<'a> {
 
     /// Reads the length of a length-delimited value; it must fit in what is left of this message.
     #[inline]
-    fn len(&mut self) -> Result<usize, ProtocolError> {
+    fn len(&mut self) -> Result<usize, DecodeError> {
         let len = self.varint()?;
         let remaining = self.buf.len() - self.pos;
         match usize::try_from(len) {
@@ -520,14 +543,14 @@ impl<'a> Reader<'a> {
 
     /// Reads a length-delimited value; its length must fit in what is left of this message.
     #[inline]
-    fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = self.len()?;
         let bytes = &self.buf[self.pos..self.pos + len];
         self.pos += len;
         Ok(bytes)
     }
 
-    fn skip(&mut self, wire: Wire) -> Result<(), ProtocolError> {
+    fn skip(&mut self, wire: Wire) -> Result<(), DecodeError> {
         match wire {
             Wire::Varint => self.varint().map(drop),
             Wire::Fixed64 => self.take(8).map(drop),
