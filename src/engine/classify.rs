@@ -119,6 +119,31 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
     }
 }
 
+/// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
+/// test of the discard path. A name that passes may still classify as unused (a token bucket whose
+/// `le` is not 1, a prompt-token source other than `local_compute`). Agrees with [`classify`]:
+/// `classify(name, labels).is_some()` implies `may_be_read(name)`.
+pub(crate) fn may_be_read(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("vllm:") else {
+        return false;
+    };
+    for histogram in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+        if let Some(suffix) = rest.strip_prefix(histogram) {
+            return matches!(suffix, "_bucket" | "_sum" | "_count");
+        }
+    }
+    matches!(
+        rest,
+        "request_generation_tokens_bucket"
+            | "request_generation_tokens_count"
+            | "generation_tokens_total"
+            | "time_to_first_token_seconds_count"
+            | "prompt_tokens_by_source_total"
+            | "iteration_tokens_total_count"
+            | "spec_decode_num_accepted_tokens_total"
+    )
+}
+
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
 pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
     labels.iter().filter(|l| !is_rule_dimension(l.name))
@@ -143,6 +168,47 @@ mod tests {
 
     fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
         Label { name, value }
+    }
+
+    #[test]
+    fn every_classified_name_may_be_read_and_unread_names_may_not() {
+        let le1 = [l("le", "1.0")];
+        let local = [l("source", "local_compute")];
+        let mut classified = 0;
+        for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                let name = format!("vllm:{base}{suffix}");
+                assert!(classify(&name, &le1).is_some() && may_be_read(&name), "{name}");
+                classified += 1;
+            }
+        }
+        for name in [
+            "vllm:request_generation_tokens_bucket",
+            "vllm:request_generation_tokens_count",
+            "vllm:generation_tokens_total",
+            "vllm:time_to_first_token_seconds_count",
+            "vllm:iteration_tokens_total_count",
+            "vllm:spec_decode_num_accepted_tokens_total",
+        ] {
+            assert!(classify(name, &le1).is_some() && may_be_read(name), "{name}");
+            classified += 1;
+        }
+        assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
+        assert!(may_be_read("vllm:prompt_tokens_by_source_total"));
+        // 9 histogram names + 6 + 1: every input of classify.
+        assert_eq!(classified + 1, 16);
+        for name in [
+            "vllm:inter_token_latency_seconds_created",
+            "vllm:inter_token_latency_seconds",
+            "vllm:request_time_per_output_token_seconds_bucketx",
+            "vllm:num_requests_running",
+            "vllm:generation_tokens_created",
+            "vllm:spec_decode_num_drafts_total",
+            "inter_token_latency_seconds_bucket",
+            "up",
+        ] {
+            assert!(!may_be_read(name) && classify(name, &le1).is_none(), "{name}");
+        }
     }
 
     #[test]

@@ -104,7 +104,11 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
                 report.reject(RejectReason::Label(error), samples);
                 invalid += 1;
                 first_invalid.get_or_insert_with(|| {
-                    (position, quote_labels(&labels[series.labels.clone()]), error)
+                    (
+                        position,
+                        quote_labels(&labels[series.labels.clone()]),
+                        error,
+                    )
                 });
                 false
             }
@@ -119,8 +123,9 @@ fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), Ht
                 report.reject(RejectReason::NativeHistogram, u64::from(series.histograms));
             }
             if !series.samples.is_empty() {
-                engine.ingest(
+                engine.ingest_identified(
                     &request.labels[series.labels.clone()],
+                    series.label_bytes.clone().map(|r| &buffer[r]),
                     &request.samples[series.samples.clone()],
                     now_ms,
                     &mut report,

@@ -197,7 +197,9 @@ fn valid_name(name: &str, allow_colon: bool) -> bool {
     };
     let (start, follow) = if allow_colon { (1, 2) } else { (4, 8) };
     NAME_BYTES[usize::from(first)] & start != 0
-        && rest.iter().all(|&b| NAME_BYTES[usize::from(b)] & follow != 0)
+        && rest
+            .iter()
+            .all(|&b| NAME_BYTES[usize::from(b)] & follow != 0)
 }
 
 #[cfg(test)]

@@ -32,6 +32,10 @@ pub struct FlatSeries {
     pub histograms: u32,
     /// Number of exemplars (RW1 field 3). Counted, not used.
     pub exemplars: u32,
+    /// Byte range, in the decoded body, of this series' encoded labels when they are all canonical
+    /// and in a row at the start of the message (as senders write them): those bytes determine the
+    /// label set, so equal bytes mean equal labels. `None` for any other layout.
+    pub label_bytes: Option<Range<usize>>,
 }
 
 /// A decoded RW 1.0 `WriteRequest` in flat form, borrowing from the decompressed body: the same
@@ -105,8 +109,10 @@ fn decode_flat_inner(buf: &[u8]) -> Result<FlatWriteRequest<'_>, DecodeError> {
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
-                let series = r.bytes()?;
-                decode_series(series, &mut request, &mut spans)?;
+                let len = r.len()?;
+                let (start, end) = (r.pos, r.pos + len);
+                r.pos = end;
+                decode_series(&buf[start..end], start, &mut request, &mut spans)?;
             }
             (3, Wire::Len) => {
                 if let Some(metadata) = decode_metadata(r.bytes()?)? {
@@ -165,10 +171,11 @@ struct LabelSpan {
 /// registers; unboxed once, at [`decode_flat`]'s boundary.
 type DecodeError = Box<ProtocolError>;
 
-/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms) into
-/// `request`. `spans` is scratch space, reused across series.
+/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms), found at
+/// `offset` in the request, into `request`. `spans` is scratch space, reused across series.
 fn decode_series<'a>(
     buf: &'a [u8],
+    offset: usize,
     request: &mut FlatWriteRequest<'a>,
     spans: &mut Vec<LabelSpan>,
 ) -> Result<(), DecodeError> {
@@ -188,6 +195,8 @@ fn decode_series<'a>(
             _ => break,
         }
     }
+    let canonical_end = r.pos;
+    let canonical_labels = spans.len();
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
@@ -226,6 +235,7 @@ fn decode_series<'a>(
         samples: samples_start..request.samples.len(),
         histograms,
         exemplars,
+        label_bytes: (spans.len() == canonical_labels).then_some(offset..offset + canonical_end),
     });
     Ok(())
 }
@@ -244,7 +254,10 @@ fn push_labels<'a>(
     };
     // Senders put the labels first and in a row: the span runs from the first name to the last
     // value. Any other layout still decodes, one check per string.
-    let (lo, hi) = (first.name.0.min(first.value.0), last.value.1.max(last.name.1));
+    let (lo, hi) = (
+        first.name.0.min(first.value.0),
+        last.value.1.max(last.name.1),
+    );
     let checked = if lo <= hi {
         // SIMD validation (same acceptance as `std::str::from_utf8`); errors take the std path.
         simdutf8::basic::from_utf8(&buf[lo..hi]).ok()
@@ -385,7 +398,9 @@ fn lenient_utf8<'a>(bytes: &'a [u8], valid: &mut bool) -> &'a str {
 
 #[cold]
 fn utf8_error(field: &str, e: std::str::Utf8Error) -> DecodeError {
-    Box::new(ProtocolError::Protobuf(format!("{field} is not UTF-8: {e}")))
+    Box::new(ProtocolError::Protobuf(format!(
+        "{field} is not UTF-8: {e}"
+    )))
 }
 
 fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, DecodeError> {
