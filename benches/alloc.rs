@@ -8,10 +8,10 @@
 use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
 use vllm_corrector::protocol::{normalize_labels, snappy, v1};
 
-#[path = "support/vllm_shape.rs"]
-mod vllm_shape;
 #[path = "support/scrape.rs"]
 mod scrape;
+#[path = "support/vllm_shape.rs"]
+mod vllm_shape;
 
 use scrape::{Scrape, one_request};
 
@@ -58,7 +58,9 @@ fn main() {
         spent += allocations() - before;
         samples += scrape.samples();
     }
-    println!("alloc/decode: {decode:.3} allocations per decoded series (RW1 decode + normalise, 500-sample requests)");
+    println!(
+        "alloc/decode: {decode:.3} allocations per decoded series (RW1 decode + normalise, 500-sample requests)"
+    );
     println!(
         "alloc/engine: {:.3} allocations per applied sample (full vLLM scrape, {} series, steady state)",
         spent as f64 / samples as f64,

@@ -17,10 +17,10 @@ use vllm_corrector::http::AppState;
 use vllm_corrector::http::metrics::render_all;
 use vllm_corrector::protocol::{normalize_labels, snappy, v1};
 
-#[path = "support/vllm_shape.rs"]
-mod vllm_shape;
 #[path = "support/scrape.rs"]
 mod scrape;
+#[path = "support/vllm_shape.rs"]
+mod vllm_shape;
 
 use scrape::{Scrape, one_request};
 use vllm_shape::{SeriesTemplate, is_rule_input};
@@ -34,7 +34,9 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap())
     });
     group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
-    group.bench_function("rw1_500_sample_request", |b| b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len()));
+    group.bench_function("rw1_500_sample_request", |b| {
+        b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len())
+    });
     group.bench_function("snappy_rw1_normalize_500_sample_request", |b| {
         b.iter(|| {
             snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap();
@@ -50,7 +52,8 @@ fn bench_decode(c: &mut Criterion) {
 
 fn bench_engine(c: &mut Criterion) {
     let templates = vllm_shape::fleet(20, 2);
-    let (used, unused): (Vec<SeriesTemplate>, Vec<SeriesTemplate>) = templates.iter().cloned().partition(is_rule_input);
+    let (used, unused): (Vec<SeriesTemplate>, Vec<SeriesTemplate>) =
+        templates.iter().cloned().partition(is_rule_input);
     let mut group = c.benchmark_group("engine");
 
     // Hot path: every series and group already known; each pass is the next scrape.
@@ -77,7 +80,10 @@ fn bench_engine(c: &mut Criterion) {
             }
             spent
         });
-        assert_eq!(report.applied, report.received, "every known-series sample is applied");
+        assert_eq!(
+            report.applied, report.received,
+            "every known-series sample is applied"
+        );
     });
 
     // First sample of every series: a new group per engine, a new role per series.
@@ -129,7 +135,10 @@ fn bench_engine(c: &mut Criterion) {
 /// An engine holding `groups` vLLM engines' worth of derived families (48 derived series each:
 /// 22 + 22 histogram lines and 2 + 2 sum/count lines), after two scrapes.
 fn engine_with_groups(groups: usize) -> Engine {
-    let templates: Vec<SeriesTemplate> = vllm_shape::fleet(groups.div_ceil(2), 2).into_iter().filter(is_rule_input).collect();
+    let templates: Vec<SeriesTemplate> = vllm_shape::fleet(groups.div_ceil(2), 2)
+        .into_iter()
+        .filter(is_rule_input)
+        .collect();
     let mut scrape = Scrape::new(&templates);
     let mut engine = Engine::new(EngineConfig::default());
     for k in 1..=2 {
@@ -143,7 +152,10 @@ fn bench_exposition(c: &mut Criterion) {
     let mut group = c.benchmark_group("metrics");
     for (label, groups) in [("1k_derived_series", 22), ("10k_derived_series", 210)] {
         let state = AppState::new(engine_with_groups(groups), Limits::default());
-        let lines = render_all(&state, Format::Text).lines().filter(|l| l.starts_with("vllm_corrected_")).count();
+        let lines = render_all(&state, Format::Text)
+            .lines()
+            .filter(|l| l.starts_with("vllm_corrected_"))
+            .count();
         eprintln!("metrics/{label}: {lines} derived series lines");
         group.throughput(Throughput::Elements(lines as u64));
         group.bench_function(label, |b| b.iter(|| render_all(&state, Format::Text).len()));

@@ -19,7 +19,10 @@ use vllm_corrector::protocol::{normalize_labels_in_place, snappy, v1};
 mod vllm_shape;
 
 fn arg(i: usize, default: usize) -> usize {
-    std::env::args().nth(i).and_then(|a| a.parse().ok()).unwrap_or(default)
+    std::env::args()
+        .nth(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
 }
 
 #[inline(never)]
@@ -28,7 +31,12 @@ fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>) {
 }
 
 #[inline(never)]
-fn measure(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
+fn measure(
+    bodies: &[Vec<u8>],
+    engine: &mut Engine,
+    buffer: &mut Vec<u8>,
+    report: &mut IngestReport,
+) {
     run(bodies, engine, buffer, report);
 }
 
@@ -42,7 +50,14 @@ fn run(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &m
             result.unwrap();
         }
         for s in &request.series {
-            engine.ingest(&request.labels[s.labels.clone()], &request.samples[s.samples.clone()], 0, report);
+            let identity = s.label_bytes.clone().map(|r| &buffer[r]);
+            engine.ingest_identified(
+                &request.labels[s.labels.clone()],
+                identity,
+                &request.samples[s.samples.clone()],
+                0,
+                report,
+            );
         }
     }
 }

@@ -125,20 +125,63 @@ enum Command {
 
 fn main() {
     match Cli::parse().command {
-        Command::Encode { fleet, scrapes, out } => encode(&fleet, scrapes, &out),
-        Command::Bench { url, pid, file, connections, saturate_secs, latency_secs, latency_fraction, clk_tck, target } => {
+        Command::Encode {
+            fleet,
+            scrapes,
+            out,
+        } => encode(&fleet, scrapes, &out),
+        Command::Bench {
+            url,
+            pid,
+            file,
+            connections,
+            saturate_secs,
+            latency_secs,
+            latency_fraction,
+            clk_tck,
+            target,
+        } => {
             let endpoint = Endpoint::parse(&url);
             let batches = read_batches(&file);
-            bench(&endpoint, pid, &batches, connections, saturate_secs, latency_secs, latency_fraction, clk_tck, &target);
+            bench(
+                &endpoint,
+                pid,
+                &batches,
+                connections,
+                saturate_secs,
+                latency_secs,
+                latency_fraction,
+                clk_tck,
+                &target,
+            );
         }
-        Command::Memory { fleet, url, pid, scrapes, connections, clk_tck, metrics_url, target } => {
-            memory(&fleet, &Endpoint::parse(&url), pid, scrapes, connections, clk_tck, metrics_url.as_deref(), &target)
-        }
+        Command::Memory {
+            fleet,
+            url,
+            pid,
+            scrapes,
+            connections,
+            clk_tck,
+            metrics_url,
+            target,
+        } => memory(
+            &fleet,
+            &Endpoint::parse(&url),
+            pid,
+            scrapes,
+            connections,
+            clk_tck,
+            metrics_url.as_deref(),
+            &target,
+        ),
     }
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_millis() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_millis() as i64
 }
 
 /// Timestamps end at the current time, so every receiver accepts them as recent.
@@ -149,8 +192,13 @@ fn payloads(fleet: &Fleet, scrapes: u64) -> Payloads {
 
 fn encode(fleet: &Fleet, scrapes: u64, out: &PathBuf) {
     let p = payloads(fleet, scrapes);
-    let rule_inputs = p.templates.iter().filter(|t| vllm_shape::is_rule_input(t)).count();
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out).expect("create the batch file"));
+    let rule_inputs = p
+        .templates
+        .iter()
+        .filter(|t| vllm_shape::is_rule_input(t))
+        .count();
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(out).expect("create the batch file"));
     let (mut requests, mut samples, mut raw_bytes, mut bytes) = (0u64, 0u64, 0u64, 0u64);
     p.for_each_request(1, scrapes, |raw, n| {
         let body = compress(raw);
@@ -202,7 +250,14 @@ impl Endpoint {
             host.starts_with("127.") || host.starts_with("localhost:") || host.starts_with("[::1]"),
             "loopback targets only, got {host}"
         );
-        Endpoint { host: host.to_owned(), path: if path.is_empty() { "/".to_owned() } else { path.to_owned() } }
+        Endpoint {
+            host: host.to_owned(),
+            path: if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path.to_owned()
+            },
+        }
     }
 }
 
@@ -215,14 +270,37 @@ struct Connection {
 
 impl Connection {
     fn open(endpoint: &Endpoint) -> Connection {
-        let stream = TcpStream::connect(&endpoint.host).expect("connect to the receiver");
-        stream.set_nodelay(true).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        Connection { endpoint: endpoint.clone(), reader: BufReader::with_capacity(16 * 1024, stream), request: Vec::new() }
+        Connection::try_open(endpoint).expect("connect to the receiver")
     }
 
-    /// POSTs a remote-write body; returns the status code.
+    fn try_open(endpoint: &Endpoint) -> std::io::Result<Connection> {
+        let stream = TcpStream::connect(&endpoint.host)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(Connection {
+            endpoint: endpoint.clone(),
+            reader: BufReader::with_capacity(16 * 1024, stream),
+            request: Vec::new(),
+        })
+    }
+
+    /// POSTs a remote-write body; returns the status code, or 0 when the connection failed twice
+    /// (a receiver may close a keep-alive connection at any time, as VictoriaMetrics does every
+    /// `-http.connTimeout`: the body is sent again once on a new connection).
     fn write(&mut self, body: &[u8]) -> u16 {
+        match self.try_write(body) {
+            Ok(status) => status,
+            Err(_) => {
+                let Ok(fresh) = Connection::try_open(&self.endpoint) else {
+                    return 0;
+                };
+                *self = fresh;
+                self.try_write(body).unwrap_or(0)
+            }
+        }
+    }
+
+    fn try_write(&mut self, body: &[u8]) -> std::io::Result<u16> {
         self.request.clear();
         write!(
             self.request,
@@ -233,35 +311,53 @@ impl Connection {
         )
         .unwrap();
         self.request.extend_from_slice(body);
-        self.reader.get_mut().write_all(&self.request).expect("send the request");
-        self.read_response().0
+        self.reader.get_mut().write_all(&self.request)?;
+        Ok(self.read_response()?.0)
     }
 
     /// GETs the endpoint's path; returns the status and the body.
     fn get(&mut self) -> (u16, Vec<u8>) {
         self.request.clear();
-        write!(self.request, "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: text/plain\r\n\r\n", self.endpoint.path, self.endpoint.host).unwrap();
-        self.reader.get_mut().write_all(&self.request).expect("send the request");
-        self.read_response()
+        write!(
+            self.request,
+            "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: text/plain\r\n\r\n",
+            self.endpoint.path, self.endpoint.host
+        )
+        .unwrap();
+        self.reader
+            .get_mut()
+            .write_all(&self.request)
+            .expect("send the request");
+        self.read_response().expect("read the response")
     }
 
     /// Reads a status line, headers, and a `Content-Length` or chunked body.
-    fn read_response(&mut self) -> (u16, Vec<u8>) {
+    fn read_response(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
+        let bad = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
         let mut line = String::new();
-        self.reader.read_line(&mut line).expect("read the status line");
-        let status: u16 = line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("bad status line {line:?}"));
+        self.reader.read_line(&mut line)?;
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| bad(format!("bad status line {line:?}")))?;
         let (mut length, mut chunked) = (0usize, false);
         loop {
             line.clear();
-            self.reader.read_line(&mut line).expect("read a header");
+            self.reader.read_line(&mut line)?;
             let header = line.trim_end();
             if header.is_empty() {
                 break;
             }
             let (name, value) = header.split_once(':').unwrap_or((header, ""));
             if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().expect("a numeric Content-Length");
-            } else if name.eq_ignore_ascii_case("transfer-encoding") && value.to_ascii_lowercase().contains("chunked") {
+                length = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad(format!("bad Content-Length {value:?}")))?;
+            } else if name.eq_ignore_ascii_case("transfer-encoding")
+                && value.to_ascii_lowercase().contains("chunked")
+            {
                 chunked = true;
             }
         }
@@ -269,28 +365,30 @@ impl Connection {
         if chunked {
             loop {
                 line.clear();
-                self.reader.read_line(&mut line).expect("read a chunk size");
-                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16).expect("a hex chunk size");
+                self.reader.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or("0"), 16)
+                    .map_err(|_| bad(format!("bad chunk size {line:?}")))?;
                 let start = body.len();
                 body.resize(start + size, 0);
-                self.reader.read_exact(&mut body[start..]).expect("read a chunk");
+                self.reader.read_exact(&mut body[start..])?;
                 line.clear();
-                self.reader.read_line(&mut line).expect("read the chunk's CRLF");
+                self.reader.read_line(&mut line)?;
                 if size == 0 {
                     break;
                 }
             }
         } else {
             body.resize(length, 0);
-            self.reader.read_exact(&mut body).expect("read the body");
+            self.reader.read_exact(&mut body)?;
         }
-        (status, body)
+        Ok((status, body))
     }
 }
 
 /// utime + stime of `pid`, seconds (`/proc/<pid>/stat` fields 14 and 15).
 fn cpu_seconds(pid: u32, clk_tck: u64) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the receiver is running");
+    let stat =
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the receiver is running");
     // Fields after the parenthesised command name, which may contain spaces.
     let rest = &stat[stat.rfind(')').expect("a stat line") + 2..];
     let fields: Vec<&str> = rest.split(' ').collect();
@@ -300,9 +398,18 @@ fn cpu_seconds(pid: u32, clk_tck: u64) -> f64 {
 
 /// VmRSS of `pid`, bytes.
 fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the receiver is running");
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).expect("a VmRSS line");
-    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the receiver is running");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("a VmRSS line");
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<u64>()
+        .unwrap()
+        * 1024
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -346,14 +453,22 @@ fn run_phase(
     let start = Instant::now();
     let handles: Vec<_> = (0..connections)
         .map(|_| {
-            let (endpoint, batches, next, stop, samples, errors) =
-                (endpoint.clone(), batches.clone(), next.clone(), stop.clone(), samples.clone(), errors.clone());
+            let (endpoint, batches, next, stop, samples, errors) = (
+                endpoint.clone(),
+                batches.clone(),
+                next.clone(),
+                stop.clone(),
+                samples.clone(),
+                errors.clone(),
+            );
             std::thread::spawn(move || {
                 let mut conn = Connection::open(&endpoint);
                 let (mut lat, mut sched) = (Vec::new(), Vec::new());
                 while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
                     let i = next.fetch_add(1, Ordering::SeqCst);
-                    let Some((n, body)) = batches.get(i).filter(|_| i < end) else { break };
+                    let Some((n, body)) = batches.get(i).filter(|_| i < end) else {
+                        break;
+                    };
                     let due = rate.map(|r| start + Duration::from_secs_f64((i - first) as f64 / r));
                     if let Some(due) = due {
                         if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -442,7 +557,12 @@ fn bench(
         Duration::from_secs_f64(saturate_secs),
         None,
     );
-    print_phase(target, "saturate", &saturation, &format!(" connections={connections}"));
+    print_phase(
+        target,
+        "saturate",
+        &saturation,
+        &format!(" connections={connections}"),
+    );
     let rate = saturation.samples as f64 / saturation.secs * latency_fraction / per_request;
     let latency = run_phase(
         endpoint,
@@ -455,10 +575,21 @@ fn bench(
         Duration::from_secs_f64(latency_secs),
         Some(rate),
     );
-    print_phase(target, "latency", &latency, &format!(" connections={connections} target_requests_per_s={rate:.1}"));
-    for (name, phase, limit) in [("saturate", &saturation, saturate_secs), ("latency", &latency, latency_secs)] {
+    print_phase(
+        target,
+        "latency",
+        &latency,
+        &format!(" connections={connections} target_requests_per_s={rate:.1}"),
+    );
+    for (name, phase, limit) in [
+        ("saturate", &saturation, saturate_secs),
+        ("latency", &latency, latency_secs),
+    ] {
         if phase.secs < limit * 0.95 {
-            println!("NOTE target={target}: the {name} phase ran out of batches after {:.1} s (encode more scrapes)", phase.secs);
+            println!(
+                "NOTE target={target}: the {name} phase ran out of batches after {:.1} s (encode more scrapes)",
+                phase.secs
+            );
         }
     }
 }
@@ -475,7 +606,11 @@ fn memory(
     target: &str,
 ) {
     let p = Arc::new(payloads(fleet, scrapes));
-    let rule_inputs = p.templates.iter().filter(|t| vllm_shape::is_rule_input(t)).count();
+    let rule_inputs = p
+        .templates
+        .iter()
+        .filter(|t| vllm_shape::is_rule_input(t))
+        .count();
     let empty_rss = rss_bytes(pid);
     // Encode on the fly in one producer thread; connections take bodies from a bounded channel.
     let (tx, rx) = mpsc::sync_channel::<Batch>(256);
@@ -483,7 +618,8 @@ fn memory(
         let p = p.clone();
         std::thread::spawn(move || {
             p.for_each_request(1, scrapes, |raw, n| {
-                tx.send((n as u32, compress(raw))).expect("the senders are running");
+                tx.send((n as u32, compress(raw)))
+                    .expect("the senders are running");
             })
         })
     };
@@ -535,7 +671,10 @@ fn memory(
             times.push(start.elapsed().as_secs_f64() * 1e3);
             assert_eq!(status, 200, "GET /metrics");
             bytes = body.len();
-            lines = body.split(|b| *b == b'\n').filter(|l| l.starts_with(b"vllm_corrected_")).count();
+            lines = body
+                .split(|b| *b == b'\n')
+                .filter(|l| l.starts_with(b"vllm_corrected_"))
+                .count();
         }
         times.sort_by(f64::total_cmp);
         extra = format!(
