@@ -1,4 +1,4 @@
-//! Micro-benchmarks of the receive path (Performance issue): snappy decode, RW1 decode, engine apply
+//! Micro-benchmarks of the receive path (Performance issue): snappy decode, RW1 and RW2 decode, engine apply
 //! (known series, new series, unused series, a whole scrape), `/metrics` rendering at 1 k and 10 k
 //! derived series. Allocation counts are in `benches/alloc.rs`.
 //!
@@ -15,7 +15,8 @@ use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
 use vllm_corrector::exposition::Format;
 use vllm_corrector::http::AppState;
 use vllm_corrector::http::metrics::render_all;
-use vllm_corrector::protocol::{normalize_labels, snappy, v1};
+use vllm_corrector::protocol::encode::SeriesSpec;
+use vllm_corrector::protocol::{normalize_labels, snappy, v1, v2};
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -24,6 +25,23 @@ mod vllm_shape;
 
 use scrape::{Scrape, one_request};
 use vllm_shape::{SeriesTemplate, is_rule_input};
+
+/// The series of a decoded RW1 request, owned, for the RW 2.0 encoder.
+fn specs_of(raw: &[u8]) -> Vec<SeriesSpec> {
+    v1::decode(raw)
+        .unwrap()
+        .series
+        .iter()
+        .map(|s| {
+            let labels = s
+                .labels
+                .iter()
+                .map(|l| (l.name.to_owned(), l.value.to_owned()))
+                .collect();
+            (labels, s.samples.clone())
+        })
+        .collect()
+}
 
 fn bench_decode(c: &mut Criterion) {
     let (body, raw) = one_request(4);
@@ -36,6 +54,13 @@ fn bench_decode(c: &mut Criterion) {
     group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
     group.bench_function("rw1_500_sample_request", |b| {
         b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len())
+    });
+    // The same 500 series as an RW 2.0 request (interned symbols).
+    let raw_v2 = prost::Message::encode_to_vec(&vllm_corrector::protocol::encode::request_v2(
+        &specs_of(&raw),
+    ));
+    group.bench_function("rw2_500_sample_request", |b| {
+        b.iter(|| v2::decode(black_box(&raw_v2)).unwrap().series.len())
     });
     group.bench_function("snappy_rw1_normalize_500_sample_request", |b| {
         b.iter(|| {

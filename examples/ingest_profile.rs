@@ -3,7 +3,8 @@
 //!
 //! Pre-encodes `scrapes` scrapes of `pods` pods × `engines` engines (vLLM-shaped, 500-sample
 //! requests, `benches/support/vllm_shape.rs`), then runs each request as the HTTP handler does:
-//! snappy decode, RW1 decode, label normalisation, engine ingest. Prints samples and wall time.
+//! snappy decode, RW1 decode, then `ingest::prepare` (limits, label normalisation) and
+//! `Prepared::apply` (engine ingest). Prints samples and wall time.
 //!
 //! Run: `cargo build --release --example ingest_profile && valgrind --tool=callgrind
 //! target/release/examples/ingest_profile 16 2 40` (arguments: pods, engines, scrapes). The first
@@ -12,8 +13,10 @@
 
 use std::time::Instant;
 
+use vllm_corrector::config::Limits;
 use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::protocol::{normalize_labels_in_place, snappy, v1};
+use vllm_corrector::ingest;
+use vllm_corrector::protocol::{snappy, v1};
 
 #[path = "../benches/support/vllm_shape.rs"]
 mod vllm_shape;
@@ -41,24 +44,12 @@ fn measure(
 }
 
 fn run(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
+    let limits = Limits::default();
     for body in bodies {
         snappy::decompress_into(body, 128 << 20, buffer).unwrap();
-        let mut request = v1::decode_flat(buffer).unwrap();
-        for s in &mut request.series {
-            let (len, result) = normalize_labels_in_place(&mut request.labels[s.labels.clone()]);
-            s.labels.end = s.labels.start + len;
-            result.unwrap();
-        }
-        for s in &request.series {
-            let identity = s.label_bytes.clone().map(|r| &buffer[r]);
-            engine.ingest_identified(
-                &request.labels[s.labels.clone()],
-                identity,
-                &request.samples[s.samples.clone()],
-                0,
-                report,
-            );
-        }
+        let request = v1::decode(buffer).unwrap();
+        let outcome = ingest::prepare(request, &limits).apply(engine, 0);
+        report.merge(&outcome.report);
     }
 }
 
@@ -68,7 +59,10 @@ fn main() {
     let mut bodies = Vec::new();
     payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
     let (warm, timed) = bodies.split_at(bodies.len() / 2);
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(EngineConfig {
+        max_active_series: usize::MAX,
+        ..EngineConfig::default()
+    });
     let mut buffer = Vec::new();
     warm_up(warm, &mut engine, &mut buffer);
     let mut report = IngestReport::default();

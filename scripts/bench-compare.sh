@@ -19,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PODS=${PODS:-16}            # 16 pods x 2 engines = 9 984 input series per scrape
 ENGINES=${ENGINES:-2}
-SCRAPES=${SCRAPES:-1200}    # pre-encoded scrapes (12 M samples) for the saturation + latency phases
+SCRAPES=${SCRAPES:-2000}    # pre-encoded scrapes (20 M samples, 450 MB) for the saturation + latency phases
 CONNS=${CONNS:-4}
 SAT=${SAT:-6}
 LAT=${LAT:-6}

@@ -13,6 +13,7 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 use crate::engine::EngineConfig;
+use crate::protocol::labels::LabelLimits;
 
 /// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
 /// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
@@ -76,7 +77,17 @@ pub enum LogFormat {
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
 ///   max_concurrent_requests: 64
+///   max_series_per_request: 50000
+///   max_labels_per_series: 64
+///   max_label_name_length: 1024
+///   max_label_value_length: 2048
+///   max_active_series: 100000
+///   max_future_skew: 10m
+///   max_inflight_bytes: 268435456
+///   request_body_timeout: 10s
 /// ```
+///
+/// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
@@ -122,19 +133,63 @@ pub struct LimitsSection {
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
     pub max_concurrent_requests: usize,
+    /// Most series (`TimeSeries` messages) in one request. A request with more is answered 413
+    /// and none of it is applied (its samples are counted as `too_many_series`). At least 1.
+    /// Default: `50000` (Prometheus sends at most `queue_config.max_samples_per_send` series per
+    /// request, 500 by default in 2.42).
+    pub max_series_per_request: usize,
+    /// Most labels in one series, `__name__` included. A series with more is rejected
+    /// (`too_many_labels`, 400; the rest of the request is applied). At least 1. Default: `64`.
+    pub max_labels_per_series: usize,
+    /// Longest label name, bytes. A series with a longer one is rejected
+    /// (`label_name_too_long`, 400). At least 1. Default: `1024`.
+    pub max_label_name_length: usize,
+    /// Longest label value, bytes. A series with a longer one is rejected
+    /// (`label_value_too_long`, 400). At least 1. Default: `2048`.
+    pub max_label_value_length: usize,
+    /// Most input series held at once (series a rule reads; stale ones until their group
+    /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
+    /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
+    pub max_active_series: usize,
+    /// How far past the receive clock a sample's timestamp may be. A later sample is rejected
+    /// (`future_timestamp`, 400; the rest of the request is applied): applied, it would become its
+    /// series' newest and make every real sample after it out of order. A duration (humantime
+    /// syntax). Default: `10m`.
+    pub max_future_skew: String,
+    /// Memory budget of the requests being received and decoded at once, bytes: each request
+    /// holds its body size (its `Content-Length`, or `max_body_bytes` when absent) while the body is
+    /// read, plus its declared decoded size while it is decoded. A request that cannot get its share
+    /// within a few seconds is answered 503 (retried with backoff), so request buffers never exceed
+    /// this budget whatever the senders do. At least `max_body_bytes + max_decoded_bytes`.
+    /// Default: `268435456` (256 MiB).
+    pub max_inflight_bytes: usize,
+    /// Longest time to receive a request body once its headers arrived. A slower body is answered
+    /// 408 and its slot and memory are released, so stalled or slow senders cannot hold the
+    /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
+    pub request_body_timeout: String,
 }
 
 impl Default for LimitsSection {
     fn default() -> Self {
+        let labels = LabelLimits::default();
         LimitsSection {
             max_body_bytes: 32 * 1024 * 1024,
             max_decoded_bytes: 128 * 1024 * 1024,
             max_concurrent_requests: 64,
+            max_series_per_request: 50_000,
+            max_labels_per_series: labels.max_labels_per_series,
+            max_label_name_length: labels.max_label_name_length,
+            max_label_value_length: labels.max_label_value_length,
+            max_active_series: EngineConfig::default().max_active_series,
+            max_future_skew: "10m".to_owned(),
+            max_inflight_bytes: 256 * 1024 * 1024,
+            request_body_timeout: "10s".to_owned(),
         }
     }
 }
 
-/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings).
+/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings;
+/// `limits.max_active_series` lives in [`EngineConfig::max_active_series`], where it is enforced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest accepted body as sent, bytes.
@@ -143,6 +198,16 @@ pub struct Limits {
     pub max_decoded_bytes: usize,
     /// Remote-write requests processed at once.
     pub max_concurrent_requests: usize,
+    /// Most series in one request.
+    pub max_series_per_request: usize,
+    /// Per-series label limits (count, name length, value length).
+    pub labels: LabelLimits,
+    /// How far past the receive clock a sample may be stamped, ms.
+    pub max_future_skew_ms: i64,
+    /// Memory budget of request bodies and decode buffers at once, bytes.
+    pub max_inflight_bytes: usize,
+    /// Longest time to receive a request body.
+    pub request_body_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -152,6 +217,11 @@ impl Default for Limits {
             max_body_bytes: d.max_body_bytes,
             max_decoded_bytes: d.max_decoded_bytes,
             max_concurrent_requests: d.max_concurrent_requests,
+            max_series_per_request: d.max_series_per_request,
+            labels: LabelLimits::default(),
+            max_future_skew_ms: 10 * 60 * 1000,
+            max_inflight_bytes: d.max_inflight_bytes,
+            request_body_timeout: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -257,17 +327,11 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the first invalid flag or field.
     pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
-        let listen_address: SocketAddr = args.listen_address.parse().map_err(|e| {
-            invalid(
-                "--web.listen-address",
-                format!(
-                    "{:?} is not HOST:PORT with a numeric host: {e}",
-                    args.listen_address
-                ),
-            )
-        })?;
-        let engine = validate_engine(&file.engine)?;
+        let listen_address = parse_listen_address(&args.listen_address)?;
+        let mut engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;
+        engine.max_active_series =
+            positive("limits.max_active_series", file.limits.max_active_series)?;
         Ok(Config {
             listen_address,
             config_file: args.config_file,
@@ -279,28 +343,50 @@ impl Config {
     }
 }
 
-fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
-    let idle: Duration = humantime::parse_duration(&section.idle_timeout).map_err(|e| {
+/// `text` as a duration in ms, naming `field` when it is malformed or too long.
+/// Parses `--web.listen-address` as Prometheus components do: `HOST:PORT` with a numeric or named
+/// host (`localhost:9490`, resolved once at start), or `:PORT` for every interface.
+fn parse_listen_address(text: &str) -> Result<SocketAddr, ConfigError> {
+    use std::net::ToSocketAddrs;
+    let full = match text.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_owned(),
+    };
+    if let Ok(address) = full.parse::<SocketAddr>() {
+        return Ok(address);
+    }
+    let resolved = full.to_socket_addrs().map_err(|e| {
+        invalid("--web.listen-address", format!("{text:?} is not HOST:PORT or :PORT: {e}"))
+    })?;
+    let mut resolved: Vec<SocketAddr> = resolved.collect();
+    // Prefer IPv4 (what `localhost` means to most users), as Go's net.Listen does for "tcp".
+    resolved.sort_by_key(|a| !a.is_ipv4());
+    resolved
+        .into_iter()
+        .next()
+        .ok_or_else(|| invalid("--web.listen-address", format!("{text:?} resolves to no address")))
+}
+
+fn duration_ms(field: &'static str, text: &str) -> Result<(Duration, i64), ConfigError> {
+    let d: Duration = humantime::parse_duration(text).map_err(|e| {
         invalid(
-            "engine.idle_timeout",
-            format!(
-                "{:?} is not a duration like 10m or 90s: {e}",
-                section.idle_timeout
-            ),
+            field,
+            format!("{text:?} is not a duration like 10m or 90s: {e}"),
         )
     })?;
+    let ms = i64::try_from(d.as_millis())
+        .map_err(|_| invalid(field, format!("{text:?} is too long")))?;
+    Ok((d, ms))
+}
+
+fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
+    let (idle, idle_timeout_ms) = duration_ms("engine.idle_timeout", &section.idle_timeout)?;
     if idle < Duration::from_secs(1) {
         return Err(invalid(
             "engine.idle_timeout",
             format!("{:?} is below the minimum of 1s", section.idle_timeout),
         ));
     }
-    let idle_timeout_ms = i64::try_from(idle.as_millis()).map_err(|_| {
-        invalid(
-            "engine.idle_timeout",
-            format!("{:?} is too long", section.idle_timeout),
-        )
-    })?;
     if !(1..=1024).contains(&section.max_pending_frames) {
         return Err(invalid(
             "engine.max_pending_frames",
@@ -310,17 +396,31 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
+        ..EngineConfig::default()
     })
 }
 
+fn positive(field: &'static str, v: usize) -> Result<usize, ConfigError> {
+    if v == 0 {
+        Err(invalid(field, "must be at least 1"))
+    } else {
+        Ok(v)
+    }
+}
+
 fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
-    let positive = |field: &'static str, v: usize| {
-        if v == 0 {
-            Err(invalid(field, "must be at least 1"))
-        } else {
-            Ok(v)
-        }
-    };
+    let largest_request = section.max_body_bytes.saturating_add(section.max_decoded_bytes);
+    if section.max_inflight_bytes < largest_request {
+        return Err(invalid(
+            "limits.max_inflight_bytes",
+            "must be at least limits.max_body_bytes + limits.max_decoded_bytes, or the largest \
+             accepted request could never be admitted",
+        ));
+    }
+    let body_timeout_ms = duration_ms("limits.request_body_timeout", &section.request_body_timeout)?.1;
+    if body_timeout_ms <= 0 {
+        return Err(invalid("limits.request_body_timeout", "must be longer than 0s"));
+    }
     Ok(Limits {
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
@@ -328,6 +428,27 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
             "limits.max_concurrent_requests",
             section.max_concurrent_requests,
         )?,
+        max_series_per_request: positive(
+            "limits.max_series_per_request",
+            section.max_series_per_request,
+        )?,
+        labels: LabelLimits {
+            max_labels_per_series: positive(
+                "limits.max_labels_per_series",
+                section.max_labels_per_series,
+            )?,
+            max_label_name_length: positive(
+                "limits.max_label_name_length",
+                section.max_label_name_length,
+            )?,
+            max_label_value_length: positive(
+                "limits.max_label_value_length",
+                section.max_label_value_length,
+            )?,
+        },
+        max_future_skew_ms: duration_ms("limits.max_future_skew", &section.max_future_skew)?.1,
+        max_inflight_bytes: section.max_inflight_bytes,
+        request_body_timeout: std::time::Duration::from_millis(body_timeout_ms as u64),
     })
 }
 
@@ -360,7 +481,8 @@ mod tests {
             c.engine,
             EngineConfig {
                 idle_timeout_ms: 600_000,
-                max_pending_frames: 16
+                max_pending_frames: 16,
+                max_active_series: 100_000,
             }
         );
         // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
@@ -369,7 +491,18 @@ mod tests {
             Limits {
                 max_body_bytes: 33_554_432,
                 max_decoded_bytes: 134_217_728,
-                max_concurrent_requests: 64
+                max_concurrent_requests: 64,
+                max_series_per_request: 50_000,
+                labels: LabelLimits {
+                    max_labels_per_series: 64,
+                    max_label_name_length: 1024,
+                    max_label_value_length: 2048,
+                },
+                // 10 min = 600 000 ms.
+                max_future_skew_ms: 600_000,
+                // 256 MiB = 268 435 456 bytes.
+                max_inflight_bytes: 268_435_456,
+                request_body_timeout: std::time::Duration::from_secs(10),
             }
         );
     }
@@ -397,6 +530,14 @@ mod tests {
     }
 
     #[test]
+    fn listen_address_takes_prometheus_forms() {
+        let at = |a: &str| Config::from_args(args(&[&format!("--web.listen-address={a}")])).unwrap().listen_address;
+        assert_eq!(at(":9491"), "0.0.0.0:9491".parse().unwrap());
+        assert_eq!(at("localhost:9491"), "127.0.0.1:9491".parse().unwrap());
+        assert_eq!(at("[::1]:9491"), "[::1]:9491".parse().unwrap());
+    }
+
+    #[test]
     fn bad_listen_address_names_the_flag() {
         let err = Config::from_args(args(&["--web.listen-address=localhost"])).unwrap_err();
         assert!(
@@ -415,6 +556,10 @@ mod tests {
         assert_eq!(c.engine.max_pending_frames, 16);
         assert_eq!(c.limits.max_concurrent_requests, 8);
         assert_eq!(c.limits.max_body_bytes, 33_554_432);
+        let c =
+            from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
+        assert_eq!(c.engine.max_active_series, 7);
+        assert_eq!(c.limits.labels.max_label_value_length, 9);
     }
 
     #[test]
@@ -439,6 +584,17 @@ mod tests {
     }
 
     #[test]
+    fn future_skew_is_a_duration_naming_its_field() {
+        let c = from_yaml("limits:\n  max_future_skew: 90s\n").unwrap();
+        assert_eq!(c.limits.max_future_skew_ms, 90_000);
+        let err = from_yaml("limits:\n  max_future_skew: later\n").unwrap_err();
+        assert!(
+            err.to_string().starts_with("limits.max_future_skew:"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn sub_second_idle_timeout_is_refused() {
         let err = from_yaml("engine:\n  idle_timeout: 500ms\n").unwrap_err();
         assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
@@ -450,6 +606,11 @@ mod tests {
             "max_body_bytes",
             "max_decoded_bytes",
             "max_concurrent_requests",
+            "max_series_per_request",
+            "max_labels_per_series",
+            "max_label_name_length",
+            "max_label_value_length",
+            "max_active_series",
         ] {
             let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
             assert_eq!(

@@ -33,12 +33,26 @@ pub struct SelfMetrics {
     active_series: Gauge,
     active_groups: Gauge,
     groups_withheld: MetricFamily<Label2, Gauge>,
+    groups_incomplete: Gauge,
     metadata_families: Gauge,
     newest_sample_timestamp: Gauge<f64, AtomicU64>,
     frames_dropped: Counter,
     counter_resets: Counter,
     groups_removed: MetricFamily<Label1, Counter>,
+    requests_limited: MetricFamily<Label1, Counter>,
 }
+
+/// The request-level limits, as the `limit` label of `vllm_corrector_requests_limited_total`: each
+/// is the name of its configuration field (`limits.*`). Series-level limits reject samples and are
+/// counted in `vllm_corrector_samples_rejected_total{reason}` instead.
+pub const REQUEST_LIMITS: [&str; 6] = [
+    "max_body_bytes",
+    "max_decoded_bytes",
+    "max_series_per_request",
+    "max_concurrent_requests",
+    "max_inflight_bytes",
+    "request_body_timeout",
+];
 
 impl Default for SelfMetrics {
     fn default() -> Self {
@@ -61,12 +75,17 @@ impl SelfMetrics {
             active_series: Gauge::default(),
             active_groups: Gauge::default(),
             groups_withheld: MetricFamily::default(),
+            groups_incomplete: Gauge::default(),
             metadata_families: Gauge::default(),
             newest_sample_timestamp: Gauge::default(),
             frames_dropped: Counter::default(),
             counter_resets: Counter::default(),
             groups_removed: MetricFamily::default(),
+            requests_limited: MetricFamily::default(),
         };
+        for limit in REQUEST_LIMITS {
+            let _ = m.requests_limited.get_or_create(&[("limit", limit)]);
+        }
         for reason in RejectReason::ALL {
             let _ = m
                 .samples_rejected
@@ -92,7 +111,7 @@ impl SelfMetrics {
         // prometheus-client appends `_total` to counter names itself.
         r.register(
             "vllm_corrector_samples_received",
-            "Samples received by remote write (float and native histogram samples)",
+            "Samples received by remote write: float samples, native histograms with custom buckets as the classic samples they stand for, other native histogram samples as one each",
             m.samples_received.clone(),
         );
         r.register(
@@ -104,6 +123,11 @@ impl SelfMetrics {
             "vllm_corrector_samples_rejected",
             "Samples received but not applied, by reason. received = applied + sum of rejected",
             m.samples_rejected.clone(),
+        );
+        r.register(
+            "vllm_corrector_requests_limited",
+            "Remote-write requests refused whole by a request-level limit, by limit (the limits.* field)",
+            m.requests_limited.clone(),
         );
         r.register(
             "vllm_corrector_http_requests",
@@ -124,6 +148,11 @@ impl SelfMetrics {
             "vllm_corrector_groups_withheld",
             "Groups that currently withhold a corrected family, by family and reason",
             m.groups_withheld.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_incomplete",
+            "Groups whose set of input series no vLLM version exposes (for example a histogram without _count, or ITL without generation tokens) for more than one scrape: one target's series are split across instances or filtered",
+            m.groups_incomplete.clone(),
         );
         r.register(
             "vllm_corrector_metadata_families",
@@ -176,6 +205,13 @@ impl SelfMetrics {
         }
     }
 
+    /// Counts one request refused by the request-level limit `limit` (one of [`REQUEST_LIMITS`]).
+    pub fn record_limited(&self, limit: &'static str) {
+        self.requests_limited
+            .get_or_create(&[("limit", limit)])
+            .inc();
+    }
+
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
     pub fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
         let code = status_label(status);
@@ -189,6 +225,7 @@ impl SelfMetrics {
     pub fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
         self.active_series.set(to_i64(stats.active_series));
         self.active_groups.set(to_i64(stats.groups));
+        self.groups_incomplete.set(to_i64(stats.groups_incomplete));
         self.metadata_families.set(to_i64(metadata_families));
         for family in Family::ALL {
             for reason in WithheldReason::ALL {
@@ -290,6 +327,23 @@ impl InternalEvent for SamplesIngested<'_> {
     }
 }
 
+/// A remote-write request was refused whole by a request-level limit.
+#[derive(Debug)]
+pub struct RequestLimited {
+    /// The limit, as its `limits.*` field name (one of [`REQUEST_LIMITS`]).
+    pub limit: &'static str,
+}
+
+impl InternalEvent for RequestLimited {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::debug!(
+            limit = self.limit,
+            "remote-write request refused by a limit"
+        );
+        metrics.record_limited(self.limit);
+    }
+}
+
 /// An HTTP response was sent.
 #[derive(Debug)]
 pub struct HttpResponded {
@@ -350,7 +404,11 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
         LogFormat::Logfmt => {
             use tracing_subscriber::layer::SubscriberExt;
             use tracing_subscriber::util::SubscriberInitExt;
-            let layer = tracing_logfmt::builder().with_span_name(false).with_span_path(false).layer().with_writer(std::io::stderr);
+            let layer = tracing_logfmt::builder()
+                .with_span_name(false)
+                .with_span_path(false)
+                .layer()
+                .with_writer(std::io::stderr);
             tracing_subscriber::registry()
                 .with(tracing_subscriber::filter::LevelFilter::from_level(max))
                 .with(layer)
@@ -457,6 +515,7 @@ mod tests {
             groups_removed_idle: 5,
             counter_resets: 6,
             newest_sample_ms: Some(1_700_000_000_500),
+            groups_incomplete: 8,
         };
         m.observe_engine(&stats, 7);
         // A second snapshot with a lower withheld count must replace, not add.
@@ -467,6 +526,7 @@ mod tests {
         for line in [
             "vllm_corrector_active_series 40",
             "vllm_corrector_active_groups 2",
+            "vllm_corrector_groups_incomplete 8",
             "vllm_corrector_metadata_families 7",
             "vllm_corrector_frames_dropped_total 3",
             "vllm_corrector_input_resets_total 6",

@@ -5,7 +5,7 @@
 use vllm_corrector::engine::{Engine, IngestReport};
 use vllm_corrector::protocol::{Label, Sample, normalize_labels};
 
-use super::vllm_shape::{Payloads, SeriesTemplate, compress, encode_labels};
+use super::vllm_shape::{Payloads, SeriesTemplate, compress};
 
 pub const T0_MS: i64 = 1_700_000_000_000;
 pub const STEP_MS: i64 = 15_000;
@@ -20,12 +20,10 @@ fn labels_of(t: &SeriesTemplate) -> Vec<Label<'_>> {
     labels
 }
 
-/// One scrape's worth of engine input for `templates`: labels and a one-sample vector each, and
-/// the encoded labels that the HTTP handler passes as the series' identity.
+/// One scrape's worth of engine input for `templates`: labels and a one-sample vector each.
 pub struct Scrape<'t> {
     /// Normalised labels, the one-sample vector, and the template.
     pub series: Vec<(Vec<Label<'t>>, [Sample; 1], &'t SeriesTemplate)>,
-    identities: Vec<Vec<u8>>,
 }
 
 impl<'t> Scrape<'t> {
@@ -45,7 +43,6 @@ impl<'t> Scrape<'t> {
                     )
                 })
                 .collect(),
-            identities: templates.iter().map(|t| encode_labels(&t.labels)).collect(),
         }
     }
 
@@ -61,8 +58,8 @@ impl<'t> Scrape<'t> {
 
     /// Feeds every series to `engine`.
     pub fn ingest(&self, engine: &mut Engine, report: &mut IngestReport) {
-        for ((labels, samples, _), identity) in self.series.iter().zip(&self.identities) {
-            engine.ingest_identified(labels, Some(identity), samples, 0, report);
+        for (labels, samples, _) in &self.series {
+            engine.ingest(labels, samples, 0, report);
         }
     }
 

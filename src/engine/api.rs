@@ -16,26 +16,47 @@ pub enum RejectReason {
     NanValue,
     /// The sample's timestamp is older than every frame its group still keeps.
     FrameEvicted,
-    /// A native histogram sample (RW1 `histograms`): accepted and counted, not used.
+    /// A series the engine does not hold yet, refused because it already holds
+    /// [`EngineConfig::max_active_series`] series.
+    ActiveSeriesLimit,
+    /// A native histogram sample of a schema other than custom buckets (−53): accepted and
+    /// counted, not used.
     NativeHistogram,
-    /// The series' label set was invalid.
+    /// A custom-buckets native histogram sample whose bounds, spans or counts are inconsistent
+    /// (`crate::protocol::HistogramError`).
+    InvalidNativeHistogram,
+    /// The series' label set was invalid, or over a label limit.
     Label(LabelError),
+    /// The request held more series than `limits.max_series_per_request`: none of it was applied.
+    TooManySeries,
+    /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
+    /// would become its series' newest and make every real sample after it out of order.
+    FutureTimestamp,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 20] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
         RejectReason::NanValue,
         RejectReason::FrameEvicted,
+        RejectReason::ActiveSeriesLimit,
         RejectReason::NativeHistogram,
+        RejectReason::InvalidNativeHistogram,
         RejectReason::Label(LabelError::EmptyLabelSet),
         RejectReason::Label(LabelError::MissingMetricName),
         RejectReason::Label(LabelError::DuplicateLabelName),
         RejectReason::Label(LabelError::InvalidMetricName),
         RejectReason::Label(LabelError::InvalidLabelName),
+        RejectReason::Label(LabelError::OddLabelRefs),
+        RejectReason::Label(LabelError::SymbolRefOutOfRange),
+        RejectReason::Label(LabelError::TooManyLabels),
+        RejectReason::Label(LabelError::LabelNameTooLong),
+        RejectReason::Label(LabelError::LabelValueTooLong),
+        RejectReason::TooManySeries,
+        RejectReason::FutureTimestamp,
     ];
 
     /// The `reason` label value.
@@ -46,7 +67,11 @@ impl RejectReason {
             RejectReason::OutOfOrder => "out_of_order",
             RejectReason::NanValue => "nan_value",
             RejectReason::FrameEvicted => "frame_evicted",
+            RejectReason::ActiveSeriesLimit => "active_series_limit",
             RejectReason::NativeHistogram => "native_histogram",
+            RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
+            RejectReason::TooManySeries => "too_many_series",
+            RejectReason::FutureTimestamp => "future_timestamp",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -233,11 +258,15 @@ pub struct EngineConfig {
     pub idle_timeout_ms: i64,
     /// Frames (distinct timestamps) kept per group while waiting for every input. Default 16.
     pub max_pending_frames: usize,
+    /// Most input series (those a rule reads) held at once, stale ones included until their group
+    /// leaves. Samples of a further new series are rejected (`active_series_limit`), so a
+    /// cardinality flood cannot grow memory without bound. Default 100 000.
+    pub max_active_series: usize,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { idle_timeout_ms: 10 * 60 * 1000, max_pending_frames: 16 }
+        EngineConfig { idle_timeout_ms: 10 * 60 * 1000, max_pending_frames: 16, max_active_series: 100_000 }
     }
 }
 
@@ -260,4 +289,8 @@ pub struct EngineStats {
     pub counter_resets: u64,
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
+    /// Groups whose set of input series cannot come from any vLLM version (for example a
+    /// histogram without `_count`, or ITL without generation tokens) and stayed so over more than
+    /// one later scrape: one target's series are split across instances or filtered.
+    pub groups_incomplete: usize,
 }

@@ -1,5 +1,6 @@
-//! Tests of the known-series cache (`Engine::ingest_identified`): it must route exactly as the
-//! uncached path does, and forget series whose group was removed. Expected values by hand.
+//! Tests of the known-series cache of [`Engine::ingest`]: a series seen before must reach the same
+//! group and role as on first sight, and series of a removed group must start afresh. Expected
+//! values by hand.
 
 use super::*;
 use crate::protocol::{Label, STALE_NAN_BITS, Sample};
@@ -24,10 +25,9 @@ fn feed(
     inputs: &[(&str, f64)],
     ts: i64,
     now_ms: i64,
-    identified: bool,
     report: &mut IngestReport,
 ) {
-    feed_engine(engine, "0", inputs, ts, now_ms, identified, report);
+    feed_engine(engine, "0", inputs, ts, now_ms, report);
 }
 
 fn feed_engine(
@@ -36,7 +36,6 @@ fn feed_engine(
     inputs: &[(&str, f64)],
     ts: i64,
     now_ms: i64,
-    identified: bool,
     report: &mut IngestReport,
 ) {
     for (name, value) in inputs {
@@ -61,20 +60,15 @@ fn feed_engine(
             });
             labels.sort();
         }
-        // Any bytes that determine the label set will do as the identity: here, the label text.
-        let identity: String = labels
-            .iter()
-            .map(|l| format!("{}={};", l.name, l.value))
-            .collect();
-        let samples = [Sample {
-            value: *value,
-            timestamp_ms: ts,
-        }];
-        if identified {
-            engine.ingest_identified(&labels, Some(identity.as_bytes()), &samples, now_ms, report);
-        } else {
-            engine.ingest(&labels, &samples, now_ms, report);
-        }
+        engine.ingest(
+            &labels,
+            &[Sample {
+                value: *value,
+                timestamp_ms: ts,
+            }],
+            now_ms,
+            report,
+        );
     }
 }
 
@@ -85,29 +79,31 @@ fn token_weighted(engine: &Engine) -> Vec<DerivedValue> {
 }
 
 #[test]
-fn identified_ingest_routes_like_label_hashing() {
-    let (mut by_labels, mut by_identity) = (
-        Engine::new(EngineConfig::default()),
-        Engine::new(EngineConfig::default()),
-    );
-    let (mut a, mut b) = (IngestReport::default(), IngestReport::default());
+fn cached_series_reach_the_group_and_role_of_their_first_sample() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    // The second scrape is routed from the cache only.
     for (k, ts) in [(1.0, 1_000), (2.0, 16_000)] {
-        let inputs = token_weighted_inputs(2.4 * k, 1000.0 * k, 40.0 * k);
-        feed(&mut by_labels, &inputs, ts, 0, false, &mut a);
-        feed(&mut by_identity, &inputs, ts, 0, true, &mut b);
+        feed(
+            &mut engine,
+            &token_weighted_inputs(2.4 * k, 1000.0 * k, 40.0 * k),
+            ts,
+            0,
+            &mut report,
+        );
     }
     // t2: Σ ITL 4.8 s over 2000 - 80 = 1920 tokens.
     assert_eq!(
-        token_weighted(&by_identity),
+        token_weighted(&engine),
         vec![DerivedValue::SumCount {
             sum: 4.8,
             count: 1920.0
         }]
     );
-    assert_eq!(token_weighted(&by_labels), token_weighted(&by_identity));
-    assert_eq!(a, b);
-    // The token bucket with le=2 is unused both times it is seen: 2 samples.
-    assert_eq!(b.rejected[RejectReason::UnusedSeries.index()], 2);
+    assert_eq!(engine.stats().groups, 1);
+    // The token bucket with le=2 is unused both times it is seen: 2 samples; 6 applied.
+    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 2);
+    assert_eq!(report.applied, 6);
 }
 
 #[test]
@@ -119,7 +115,6 @@ fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
         &token_weighted_inputs(2.4, 1000.0, 40.0),
         1_000,
         0,
-        true,
         &mut report,
     );
     let stale = f64::from_bits(STALE_NAN_BITS);
@@ -128,7 +123,6 @@ fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
         &token_weighted_inputs(stale, stale, stale)[..3],
         2_000,
         0,
-        true,
         &mut report,
     );
     assert_eq!(engine.stats().groups, 0);
@@ -138,7 +132,6 @@ fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
         &token_weighted_inputs(1.2, 500.0, 20.0),
         3_000,
         0,
-        true,
         &mut report,
     );
     assert_eq!(engine.stats().groups, 1);
@@ -165,7 +158,6 @@ fn series_of_a_group_removed_as_idle_start_a_fresh_group() {
         &token_weighted_inputs(2.4, 1000.0, 40.0),
         1_000,
         100_000,
-        true,
         &mut report,
     );
     assert_eq!(engine.sweep_idle(200_000), 1);
@@ -175,7 +167,6 @@ fn series_of_a_group_removed_as_idle_start_a_fresh_group() {
         &token_weighted_inputs(0.6, 300.0, 10.0),
         500,
         210_000,
-        true,
         &mut report,
     );
     // Σ 0.6 s over 300 - 10 = 290 tokens.
@@ -199,7 +190,6 @@ fn a_slot_reused_by_another_group_never_receives_the_old_groups_series() {
         &token_weighted_inputs(2.4, 1000.0, 40.0),
         1_000,
         0,
-        true,
         &mut report,
     );
     let stale = f64::from_bits(STALE_NAN_BITS);
@@ -209,7 +199,6 @@ fn a_slot_reused_by_another_group_never_receives_the_old_groups_series() {
         &token_weighted_inputs(stale, stale, stale)[..3],
         2_000,
         0,
-        true,
         &mut report,
     );
     // Engine "1" takes the freed place; then engine "0" comes back.
@@ -219,7 +208,6 @@ fn a_slot_reused_by_another_group_never_receives_the_old_groups_series() {
         &token_weighted_inputs(1.2, 500.0, 20.0),
         3_000,
         0,
-        true,
         &mut report,
     );
     feed_engine(
@@ -228,7 +216,6 @@ fn a_slot_reused_by_another_group_never_receives_the_old_groups_series() {
         &token_weighted_inputs(0.6, 300.0, 10.0),
         4_000,
         0,
-        true,
         &mut report,
     );
     let mut out = Vec::new();

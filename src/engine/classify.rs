@@ -45,6 +45,9 @@ pub(crate) enum Input {
     IterCount,
     /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
     Accepted,
+    /// `vllm:spec_decode_num_drafts_total` (drafts): read by no rule, only by the completeness check
+    /// (vLLM registers it beside the accepted-tokens counter).
+    Drafts,
 }
 
 /// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
@@ -115,6 +118,7 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
         }
         "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
         "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
+        "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
         _ => None,
     }
 }
@@ -141,6 +145,7 @@ pub(crate) fn may_be_read(name: &str) -> bool {
             | "prompt_tokens_by_source_total"
             | "iteration_tokens_total_count"
             | "spec_decode_num_accepted_tokens_total"
+            | "spec_decode_num_drafts_total"
     )
 }
 
@@ -189,21 +194,22 @@ mod tests {
             "vllm:time_to_first_token_seconds_count",
             "vllm:iteration_tokens_total_count",
             "vllm:spec_decode_num_accepted_tokens_total",
+            "vllm:spec_decode_num_drafts_total",
         ] {
             assert!(classify(name, &le1).is_some() && may_be_read(name), "{name}");
             classified += 1;
         }
         assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
         assert!(may_be_read("vllm:prompt_tokens_by_source_total"));
-        // 9 histogram names + 6 + 1: every input of classify.
-        assert_eq!(classified + 1, 16);
+        // 9 histogram names + 7 + 1: every input of classify.
+        assert_eq!(classified + 1, 17);
         for name in [
             "vllm:inter_token_latency_seconds_created",
             "vllm:inter_token_latency_seconds",
             "vllm:request_time_per_output_token_seconds_bucketx",
             "vllm:num_requests_running",
             "vllm:generation_tokens_created",
-            "vllm:spec_decode_num_drafts_total",
+            "vllm:spec_decode_num_draft_tokens_total",
             "inter_token_latency_seconds_bucket",
             "up",
         ] {
@@ -243,7 +249,7 @@ mod tests {
         assert_eq!(classify("vllm:inter_token_latency_seconds_created", &[]), None);
         assert_eq!(classify("vllm:generation_tokens_created", &[]), None);
         assert_eq!(classify("vllm:num_requests_running", &[]), None);
-        assert_eq!(classify("vllm:spec_decode_num_drafts_total", &[]), None);
+        assert_eq!(classify("vllm:spec_decode_num_draft_tokens_total", &[]), None);
     }
 
     #[test]

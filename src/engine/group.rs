@@ -12,6 +12,7 @@ use std::collections::VecDeque;
 use hashbrown::HashMap;
 
 use super::classify::RoleKey;
+use super::completeness;
 use super::rules::{self, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
@@ -159,6 +160,10 @@ pub(crate) struct Group {
     committed: Committed,
     last_reset_ts: i64,
     pub events: GroupEvents,
+    /// Sample timestamp (ms) at which the learned role set last changed.
+    roles_changed_ts: i64,
+    /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
+    scrapes_since_roles_changed: u32,
 }
 
 impl Group {
@@ -174,7 +179,19 @@ impl Group {
             committed: Committed::default(),
             last_reset_ts: i64::MIN,
             events: GroupEvents::default(),
+            roles_changed_ts: i64::MIN,
+            scrapes_since_roles_changed: 0,
         }
+    }
+
+    /// Number of input series the group holds state for, stale ones included.
+    pub fn series(&self) -> usize {
+        self.roles.len()
+    }
+
+    /// True when the group already holds the series `key`.
+    pub fn has_role(&self, key: RoleKey) -> bool {
+        self.index.contains_key(&key)
     }
 
     /// Number of input series that are not stale.
@@ -207,6 +224,19 @@ impl Group {
         }
     }
 
+    /// True when the learned role set cannot come from any vLLM version
+    /// ([`completeness::check`]) and has stayed unchanged over more than one later scrape, so a
+    /// scrape split across requests (or one shard lagging by a scrape) is not reported.
+    pub fn incomplete(&self) -> bool {
+        self.scrapes_since_roles_changed >= 2
+            && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
+    }
+
+    fn roles_changed(&mut self, ts: i64) {
+        self.roles_changed_ts = ts;
+        self.scrapes_since_roles_changed = 0;
+    }
+
     /// Offers one sample of the series `key`. `max_frames` bounds the pending window.
     pub fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
         let role = match self.index.get(&key) {
@@ -215,6 +245,7 @@ impl Group {
                 self.roles.push(Role { key, newest_ts: i64::MIN, stale: false });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
+                self.roles_changed(ts);
                 self.roles.len() - 1
             }
         };
@@ -230,6 +261,7 @@ impl Group {
             if !self.roles[role].stale {
                 self.roles[role].stale = true;
                 self.on_role_set_shrunk();
+                self.roles_changed(ts);
             }
             return Offer::Stale;
         }
@@ -240,6 +272,7 @@ impl Group {
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();
+            self.roles_changed(ts);
         }
         let n_roles = self.roles.len();
         let values = &mut self.frames[frame].values;
@@ -261,6 +294,9 @@ impl Group {
             Err(i) => {
                 if i == 0 && self.frames.len() >= max_frames {
                     return None;
+                }
+                if i == self.frames.len() && ts > self.roles_changed_ts {
+                    self.scrapes_since_roles_changed = self.scrapes_since_roles_changed.saturating_add(1);
                 }
                 self.frames.insert(i, Frame::new(ts, self.roles.len()));
                 if self.frames.len() > max_frames {
@@ -373,6 +409,8 @@ impl Group {
         if !lapsed.is_empty() {
             lapsed.iter().for_each(|i| self.roles[*i].stale = true);
             self.on_role_set_shrunk();
+            let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
+            self.roles_changed(newest);
         }
         let Ok((Plan::AcceptanceCorrectedItl { itl, accepted }, roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
             return;

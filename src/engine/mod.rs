@@ -10,6 +10,7 @@
 
 mod api;
 mod classify;
+mod completeness;
 mod group;
 mod rules;
 mod state;

@@ -67,6 +67,20 @@ pub struct Engine {
     removed_stale: u64,
     removed_idle: u64,
     newest_sample_ms: Option<i64>,
+    /// Input series held across all groups (the quantity `max_active_series` caps).
+    tracked_series: usize,
+    /// Reused buffer: a label set's bytes, hashed in one call per hasher.
+    scratch: Vec<u8>,
+}
+
+/// Where [`Engine::route`] sends a series.
+enum Route {
+    /// No rule reads it.
+    Unused,
+    /// A series the engine does not hold, refused at `max_active_series`.
+    Limited,
+    /// The group in this slot, as this role.
+    Group(u32, RoleKey),
 }
 
 impl Engine {
@@ -89,6 +103,8 @@ impl Engine {
             removed_stale: 0,
             removed_idle: 0,
             newest_sample_ms: None,
+            tracked_series: 0,
+            scratch: Vec::with_capacity(512),
         }
     }
 
@@ -111,18 +127,19 @@ impl Engine {
         (h.finish(), count)
     }
 
-    /// The two 64-bit hashes of the full label set.
-    fn series_hash(&self, labels: &[Label<'_>]) -> (u64, u64) {
-        let [mut a, mut b] = [self.series_hashers[0].build_hasher(), self.series_hashers[1].build_hasher()];
+    /// The two 64-bit hashes of the full label set: its bytes (name, 0xff, value, 0xff per label,
+    /// an unambiguous encoding since label text is UTF-8, where 0xff never occurs) are gathered
+    /// once, then hashed in one call per hasher.
+    fn series_hash(&mut self, labels: &[Label<'_>]) -> (u64, u64) {
+        self.scratch.clear();
         for l in labels {
-            for h in [&mut a, &mut b] {
-                h.write(l.name.as_bytes());
-                h.write_u8(0xff);
-                h.write(l.value.as_bytes());
-                h.write_u8(0xff);
-            }
+            self.scratch.extend_from_slice(l.name.as_bytes());
+            self.scratch.push(0xff);
+            self.scratch.extend_from_slice(l.value.as_bytes());
+            self.scratch.push(0xff);
         }
-        (a.finish(), b.finish())
+        let bytes = self.scratch.as_slice();
+        (self.series_hashers[0].hash_one(bytes), self.series_hashers[1].hash_one(bytes))
     }
 
     fn live(&self, slot: u32, generation: u32) -> bool {
@@ -165,6 +182,7 @@ impl Engine {
     /// Removes the group in `slot`; cached series pointing at it become stale by generation.
     fn remove_group(&mut self, slot: u32) {
         let Some(entry) = self.slots[slot as usize].entry.take() else { return };
+        self.tracked_series -= entry.group.series();
         self.slots[slot as usize].generation = self.slots[slot as usize].generation.wrapping_add(1);
         if let Ok(found) = self.groups.find_entry(entry.hash, |i| *i == slot) {
             found.remove();
@@ -172,19 +190,42 @@ impl Engine {
         self.free_slots.push(slot);
     }
 
-    /// Where the series `labels` goes: its group's slot and role, `None` when no rule reads it.
-    /// Cached per series by `(hash, check)`; the first sample classifies it and finds (or creates)
-    /// its group.
-    fn route(&mut self, name: &str, labels: &[Label<'_>], (hash, check): (u64, u64), now_ms: i64) -> Option<(u32, RoleKey)> {
+    /// Where the series `labels` goes. Cached per series; the first sample classifies it and finds
+    /// (or creates) its group. A series the engine does not hold is refused without creating
+    /// anything when `has_samples` and the engine holds `max_active_series` series.
+    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64) -> Route {
+        let (hash, check) = self.series_hash(labels);
         let found = self.series.find(hash, |c| c.hash == hash && c.check == check).copied();
         if let Some(c) = found {
             if self.live(c.slot, c.generation) {
-                return c.key.map(|key| (c.slot, key));
+                return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
             }
         }
-        let key = classify(name, labels);
-        // A series no rule reads is cached only beside an existing group (and leaves with it).
-        let slot = self.group_slot(labels, now_ms, key.is_some())?;
+        let Some(key) = classify(name, labels) else {
+            // Cached only beside an existing group (and forgotten with it).
+            if let Some(slot) = self.group_slot(labels, now_ms, false) {
+                self.cache_series(hash, check, slot, None);
+            }
+            return Route::Unused;
+        };
+        let existing = self.group_slot(labels, now_ms, false);
+        let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
+        if !known && has_samples && self.tracked_series >= self.config.max_active_series {
+            return Route::Limited;
+        }
+        let slot = match existing {
+            Some(slot) => slot,
+            None => self.group_slot(labels, now_ms, true).expect("created"),
+        };
+        self.cache_series(hash, check, slot, Some(key));
+        Route::Group(slot, key)
+    }
+
+    fn group(&self, slot: u32) -> &Group {
+        &self.slots[slot as usize].entry.as_ref().expect("a live slot").group
+    }
+
+    fn cache_series(&mut self, hash: u64, check: u64, slot: u32, key: Option<RoleKey>) {
         let cached = CachedSeries { hash, check, slot, generation: self.slots[slot as usize].generation, key };
         match self.series.find_mut(hash, |c| c.hash == hash && c.check == check) {
             Some(c) => *c = cached,
@@ -192,7 +233,6 @@ impl Engine {
                 self.series.insert_unique(hash, cached, |c| c.hash);
             }
         }
-        key.map(|key| (slot, key))
     }
 
     /// Applies one series' samples.
@@ -202,43 +242,31 @@ impl Engine {
     /// used for the idle timeout only. Every sample is counted in `report` as applied or rejected:
     /// `unused_series` (no rule reads the series, `*_created` included), `duplicate_sample` (same
     /// timestamp as the series' newest: an idempotent no-op), `out_of_order`, `nan_value` (a NaN that is
-    /// not the staleness marker) or `frame_evicted`. Staleness markers (by bits) are applied.
+    /// not the staleness marker), `frame_evicted`, or `active_series_limit` (a series the engine does
+    /// not hold yet while it holds `max_active_series`). Staleness markers (by bits) are applied.
     pub fn ingest(&mut self, labels: &[Label<'_>], samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
-        self.ingest_identified(labels, None, samples, now_ms, report);
-    }
-
-    /// [`Engine::ingest`], with `identity`: bytes that determine the label set (for example the
-    /// series' encoded labels as received, [`crate::protocol::v1::FlatSeries::label_bytes`]), hashed
-    /// in one call to find a known series instead of hashing every label. Equal `identity` bytes
-    /// must mean equal `labels`; different bytes may still be the same labels (they then share the
-    /// series' state). `None` hashes the labels.
-    pub fn ingest_identified(
-        &mut self,
-        labels: &[Label<'_>],
-        identity: Option<&[u8]>,
-        samples: &[Sample],
-        now_ms: i64,
-        report: &mut IngestReport,
-    ) {
         let name = labels.iter().find(|l| l.name == "__name__").map_or("", |l| l.value);
-        let route = if may_be_read(name) {
-            let key = match identity {
-                // Either way the key is a 128-bit hash; one of each kind coinciding for different
-                // label sets is as unlikely as any other collision.
-                Some(bytes) => (self.series_hashers[0].hash_one(bytes), self.series_hashers[1].hash_one(bytes)),
-                None => self.series_hash(labels),
-            };
-            self.route(name, labels, key, now_ms)
-        } else {
-            None
-        };
-        let Some((slot, key)) = route else {
-            report.reject(RejectReason::UnusedSeries, samples.len() as u64);
-            return;
+        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms) } else { Route::Unused };
+        let (slot, key) = match route {
+            Route::Unused => {
+                report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+                return;
+            }
+            Route::Limited => {
+                report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
+                return;
+            }
+            Route::Group(slot, key) => (slot, key),
         };
         let max_frames = self.config.max_pending_frames.max(1);
+        let at_limit = self.tracked_series >= self.config.max_active_series;
         let group = &mut self.slots[slot as usize].entry.as_mut().expect("routed to a live group").group;
+        if at_limit && !samples.is_empty() && !group.has_role(key) {
+            report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
+            return;
+        }
         group.last_seen_ms = now_ms;
+        let series_before = group.series();
         let mut newest = self.newest_sample_ms;
         for sample in samples {
             if sample.value.is_nan() && !is_stale_marker(sample.value) {
@@ -256,6 +284,7 @@ impl Engine {
             }
         }
         self.newest_sample_ms = newest;
+        self.tracked_series += group.series() - series_before;
         let events = std::mem::take(&mut group.events);
         let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
@@ -338,6 +367,7 @@ impl Engine {
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
             newest_sample_ms: self.newest_sample_ms,
+            groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }
     }
 }

@@ -132,11 +132,12 @@ fn hand_computed_values_after_two_scrapes() {
             count: 80.0
         }
     );
-    // Accounting: per engine and scrape, 4 tokens buckets/_created/by-source cache hit/running/drafts/per-pos
-    // series are unused: engine 0 has 7, engine 1 has 5 (no spec) => (7 + 5) * 2 = 24 unused samples.
+    // Accounting: per engine and scrape, the tokens bucket le=2.0, _created, by-source cache hit,
+    // running and (spec only) per-pos series are unused; drafts are read by the completeness check.
+    // Engine 0 has 5, engine 1 has 4 (no spec) => (5 + 4) * 2 = 18 unused samples.
     let total = two_scrapes().len() as u64;
     assert_eq!(report.received, total);
-    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 20);
+    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 18);
     assert_eq!(report.applied + report.rejected_total(), report.received);
     assert_eq!(engine.stats().groups, 2);
 }

@@ -14,15 +14,11 @@ pub enum HttpError {
     /// `Content-Encoding` other than `snappy` (gzip included). 415.
     #[error("unsupported Content-Encoding {0:?}: remote write bodies must be snappy block format")]
     UnsupportedEncoding(String),
-    /// `Content-Type: application/x-protobuf;proto=io.prometheus.write.v2.Request`. 415, never a
-    /// silent 204: an RW1 decoder would read an RW2 body as an empty request.
+    /// Any `Content-Type` or `proto` parameter other than RW 1.0's and RW 2.0's. 415.
     #[error(
-        "remote write 2.0 (proto=io.prometheus.write.v2.Request) is not supported yet; \
-         send remote write 1.0 (application/x-protobuf or proto=prometheus.WriteRequest)"
+        "unsupported Content-Type {0:?}: expected application/x-protobuf (remote write 1.0) or \
+         application/x-protobuf;proto=io.prometheus.write.v2.Request (remote write 2.0)"
     )]
-    RemoteWrite2Unsupported,
-    /// Any other `Content-Type` or `proto` parameter. 415.
-    #[error("unsupported Content-Type {0:?}: expected application/x-protobuf (remote write 1.0)")]
     UnsupportedContentType(String),
     /// The body as sent is larger than `limits.max_body_bytes`. 413.
     #[error("request body larger than limits.max_body_bytes = {limit} bytes")]
@@ -39,22 +35,36 @@ pub enum HttpError {
     /// Snappy or protobuf failure; [`ProtocolError::DecodedTooLarge`] is 413, the others 400.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
-    /// Some series had invalid labels. Their samples were rejected; the valid series were applied.
-    /// 400 (remote-write notes, checklist item 1).
+    /// The request holds more series than `limits.max_series_per_request`. None of it was
+    /// applied. 413: the same batch can never fit, so the sender must not retry it.
+    #[error(
+        "request holds {series} series, over limits.max_series_per_request = {limit}; \
+         lower queue_config.max_samples_per_send"
+    )]
+    TooManySeries {
+        /// Series in the request.
+        series: usize,
+        /// The configured cap.
+        limit: usize,
+    },
+    /// Some series (or some of their native histogram samples) were refused: invalid labels or
+    /// label references, a label limit, an invalid custom-buckets histogram, or the active-series
+    /// limit. Their samples were rejected; the rest was applied. 400 (remote-write notes,
+    /// checklist item 1).
     #[error(
         "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
     )]
     InvalidSeries {
-        /// Invalid series in the request.
+        /// Series with a rejection in the request.
         invalid: usize,
         /// Series in the request.
         total: usize,
-        /// Zero-based position of the first invalid series in the request.
+        /// Zero-based position of the first rejected series in the request.
         index: usize,
         /// Its labels, as `{name="value", …}` (shortened when long).
         labels: String,
         /// Why it was rejected.
-        reason: crate::protocol::LabelError,
+        reason: crate::ingest::SeriesRejection,
     },
     /// No request slot became free in time (`limits.max_concurrent_requests`). 503: transient,
     /// the sender retries with backoff.
@@ -62,6 +72,14 @@ pub enum HttpError {
         "too many concurrent remote-write requests (limits.max_concurrent_requests); retry later"
     )]
     Overloaded,
+    /// The requests in flight hold the whole memory budget (`limits.max_inflight_bytes`) and none
+    /// freed enough in time. 503: transient, the sender retries with backoff.
+    #[error("requests in flight hold limits.max_inflight_bytes of memory; retry later")]
+    OverBudget,
+    /// The body did not arrive within `limits.request_body_timeout`. 408; the slot and memory
+    /// it held are released.
+    #[error("request body not received within limits.request_body_timeout")]
+    BodyTimeout,
     /// A bug: processing panicked. 500.
     #[error("internal error: {0}")]
     Internal(String),
@@ -71,18 +89,24 @@ impl HttpError {
     /// The status code of this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            HttpError::UnsupportedEncoding(_)
-            | HttpError::RemoteWrite2Unsupported
-            | HttpError::UnsupportedContentType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            HttpError::UnsupportedEncoding(_) | HttpError::UnsupportedContentType(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
             HttpError::BodyTooLarge { .. }
+            | HttpError::TooManySeries { .. }
             | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
             HttpError::BodyRead(_)
             | HttpError::EmptyBody
-            | HttpError::Protocol(ProtocolError::Snappy(_) | ProtocolError::Protobuf(_))
+            | HttpError::Protocol(
+                ProtocolError::Snappy(_)
+                | ProtocolError::Protobuf(_)
+                | ProtocolError::SymbolsStartNotEmpty(_),
+            )
             | HttpError::InvalidSeries { .. } => StatusCode::BAD_REQUEST,
-            HttpError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::Overloaded | HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
+            HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -125,6 +149,10 @@ mod tests {
         );
         assert_eq!(
             HttpError::from(ProtocolError::Protobuf("x".into())).status(),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            HttpError::from(ProtocolError::SymbolsStartNotEmpty("x".into())).status(),
             StatusCode::BAD_REQUEST
         );
     }

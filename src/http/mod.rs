@@ -2,7 +2,7 @@
 //! rules and no wire format; it maps each layer's error to a status code once ([`HttpError`]).
 //!
 //! Routes of [`app`]:
-//! * `POST /api/v1/write`: remote write 1.0 receiver ([`write`]).
+//! * `POST /api/v1/write`: remote write 1.0 and 2.0 receiver ([`write`]).
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
@@ -14,6 +14,8 @@ pub mod metrics;
 pub mod negotiate;
 pub mod write;
 
+#[cfg(test)]
+mod bad_input_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,6 +41,11 @@ use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
 /// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
 pub const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
 
+/// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
+pub(crate) fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
 /// Shared state of every handler. Cheap to clone (all `Arc`s).
 #[derive(Debug, Clone)]
 pub struct AppState {
@@ -52,6 +59,9 @@ pub struct AppState {
     permits: Arc<Semaphore>,
     /// How long a request waits for a slot before 503.
     permit_wait: Duration,
+    /// Memory budget of bodies and decode buffers in flight, in KiB permits
+    /// (`limits.max_inflight_bytes`).
+    inflight_kib: Arc<Semaphore>,
     ready: Arc<AtomicBool>,
 }
 
@@ -64,6 +74,7 @@ impl AppState {
             metrics: Arc::new(SelfMetrics::new()),
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
             permit_wait: DEFAULT_PERMIT_WAIT,
+            inflight_kib: Arc::new(Semaphore::new(kib(limits.max_inflight_bytes) as usize)),
             limits,
             ready: Arc::new(AtomicBool::new(false)),
         }
@@ -73,6 +84,16 @@ impl AppState {
     pub fn with_permit_wait(mut self, wait: Duration) -> Self {
         self.permit_wait = wait;
         self
+    }
+
+    /// Reserves `bytes` of the in-flight memory budget, waiting at most the slot wait; `None` when
+    /// the budget stayed exhausted. The reservation is released when the permit is dropped.
+    pub(crate) async fn reserve_inflight(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let wanted = kib(bytes).max(1);
+        tokio::time::timeout(self.permit_wait, self.inflight_kib.clone().acquire_many_owned(wanted))
+            .await
+            .ok()?
+            .ok()
     }
 
     /// Marks the service ready (`/-/ready` answers 200) or not (503).

@@ -11,17 +11,19 @@ use crate::exposition::Format;
 pub enum WriteProtocol {
     /// Remote write 1.0: a snappy-compressed `prometheus.WriteRequest`.
     V1,
+    /// Remote write 2.0: a snappy-compressed `io.prometheus.write.v2.Request`.
+    V2,
 }
 
 /// Chooses the protocol from `Content-Encoding` and `Content-Type` (RW 1.0 spec, "Protocol";
 /// RW 2.0 spec, "Content-Type"):
 /// * `Content-Encoding` absent or `snappy`; anything else (gzip included) is refused.
 /// * `Content-Type` absent, `application/x-protobuf`, or with `proto=prometheus.WriteRequest` → V1.
+/// * `application/x-protobuf;proto=io.prometheus.write.v2.Request` → V2.
 ///
 /// # Errors
-/// [`HttpError::UnsupportedEncoding`], [`HttpError::RemoteWrite2Unsupported`] for
-/// `proto=io.prometheus.write.v2.Request`, [`HttpError::UnsupportedContentType`] for the rest
-/// (all 415).
+/// [`HttpError::UnsupportedEncoding`], or [`HttpError::UnsupportedContentType`] for any other
+/// type or `proto` (all 415).
 pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
     for value in headers.get_all(header::CONTENT_ENCODING) {
         let text = value.to_str().unwrap_or("<non-ASCII>");
@@ -35,10 +37,26 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
     let text = value
         .to_str()
         .map_err(|_| HttpError::UnsupportedContentType("<non-ASCII>".to_owned()))?;
-    let mut parts = text.split(';');
+    protocol_of(text).ok_or_else(|| HttpError::UnsupportedContentType(text.to_owned()))
+}
+
+/// True when `Content-Type` names RW 2.0, whatever else is wrong with the request: such a request
+/// is answered with the `X-Prometheus-Remote-Write-*-Written` headers even when it is refused
+/// (RW 2.0 spec: a 2.0 sender reads a response without them as a 1.0-only receiver's).
+pub fn declares_rw2(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(protocol_of)
+        == Some(WriteProtocol::V2)
+}
+
+/// The protocol a `Content-Type` value names, or `None` for anything else.
+fn protocol_of(content_type: &str) -> Option<WriteProtocol> {
+    let mut parts = content_type.split(';');
     let media_type = parts.next().unwrap_or("").trim();
     if !media_type.eq_ignore_ascii_case("application/x-protobuf") {
-        return Err(HttpError::UnsupportedContentType(text.to_owned()));
+        return None;
     }
     for param in parts {
         let Some((name, value)) = param.split_once('=') else {
@@ -48,12 +66,12 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
             continue;
         }
         return match value.trim().trim_matches('"') {
-            "prometheus.WriteRequest" => Ok(WriteProtocol::V1),
-            "io.prometheus.write.v2.Request" => Err(HttpError::RemoteWrite2Unsupported),
-            _ => Err(HttpError::UnsupportedContentType(text.to_owned())),
+            "prometheus.WriteRequest" => Some(WriteProtocol::V1),
+            "io.prometheus.write.v2.Request" => Some(WriteProtocol::V2),
+            _ => None,
         };
     }
-    Ok(WriteProtocol::V1)
+    Some(WriteProtocol::V1)
 }
 
 /// Chooses the `/metrics` format from `Accept`: OpenMetrics when `application/openmetrics-text`
@@ -125,15 +143,33 @@ mod tests {
     }
 
     #[test]
-    fn rw2_unknown_proto_and_other_types_are_refused() {
-        let rw2 = headers(&[(
-            header::CONTENT_TYPE,
+    fn rw2_content_type_is_v2_even_with_a_bad_encoding() {
+        for ct in [
             "application/x-protobuf;proto=io.prometheus.write.v2.Request",
-        )]);
-        assert!(matches!(
-            write_protocol(&rw2),
-            Err(HttpError::RemoteWrite2Unsupported)
-        ));
+            "application/x-protobuf; proto=\"io.prometheus.write.v2.Request\"",
+        ] {
+            let rw2 = headers(&[(header::CONTENT_TYPE, ct)]);
+            assert_eq!(write_protocol(&rw2).unwrap(), WriteProtocol::V2, "{ct}");
+            assert!(declares_rw2(&rw2));
+        }
+        let gzip_rw2 = headers(&[
+            (
+                header::CONTENT_TYPE,
+                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
+            ),
+            (header::CONTENT_ENCODING, "gzip"),
+        ]);
+        assert!(write_protocol(&gzip_rw2).is_err());
+        assert!(declares_rw2(&gzip_rw2), "refused, but still a 2.0 request");
+        assert!(!declares_rw2(&headers(&[(
+            header::CONTENT_TYPE,
+            "application/x-protobuf"
+        )])));
+        assert!(!declares_rw2(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn unknown_proto_and_other_types_are_refused() {
         for ct in [
             "application/x-protobuf;proto=foo.Bar",
             "application/json",

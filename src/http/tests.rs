@@ -338,7 +338,9 @@ async fn declared_decoded_length_over_the_cap_is_413() {
 }
 
 #[tokio::test]
-async fn rw2_content_type_is_415_and_says_so() {
+async fn rw1_body_sent_as_rw2_is_400_never_a_silent_204() {
+    // RW 2.0 reserves the fields where RW 1.0 keeps its series: decoded leniently, this body would
+    // be an empty request and a 204 that wrote nothing.
     let state = state();
     let body = snappy(&write_request(&[tokens_series("0", &[(10.0, TS)])], &[]));
     let request = post(
@@ -346,11 +348,12 @@ async fn rw2_content_type_is_415_and_says_so() {
         Some("application/x-protobuf;proto=io.prometheus.write.v2.Request"),
         Some("snappy"),
     );
-    let (status, _, text) = send(&state, request).await;
-    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert!(
-        text.contains("remote write 2.0") && text.contains("not supported"),
-        "{text}"
+    let (status, headers, text) = send(&state, request).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("reserved"), "{text}");
+    assert_eq!(
+        headers["x-prometheus-remote-write-samples-written"], "0",
+        "an RW 2.0 error response still says what was written"
     );
 }
 

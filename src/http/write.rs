@@ -1,68 +1,138 @@
-//! `POST /api/v1/write`: the remote write 1.0 receiver.
+//! `POST /api/v1/write`: the remote write 1.0 and 2.0 receiver.
 //!
 //! Order of checks, cheapest first: headers (415), a free slot (503 after a bounded wait), the
 //! body (413 over `limits.max_body_bytes`, 400 when empty), snappy with the declared decoded
-//! length checked before allocating (413) or corrupt (400), protobuf (400), labels per series
-//! (400 naming the first bad series, the valid series still applied). Otherwise 204. Remote
-//! write 1.0 responses never carry the `X-Prometheus-Remote-Write-*-Written` headers.
+//! length checked before allocating (413) or corrupt (400), protobuf (400; the schema comes from
+//! `Content-Type`, never from trying), series per request (413), then per series: label limits,
+//! labels and RW 2.0 label references, custom-bucket histograms, the active-series limit (400
+//! naming the first refused series, everything else still applied). Otherwise 204.
+//!
+//! Every RW 2.0 response — errors included — carries `X-Prometheus-Remote-Write-Samples-Written`,
+//! `-Histograms-Written` and `-Exemplars-Written` ([`crate::ingest::Written`]); RW 1.0 responses
+//! never do (RW 2.0 specification, "Required Written Response Headers"). What the sender sees at
+//! each limit, and why, is in `docs/RELIABILITY.md`.
 
 use std::cell::RefCell;
-use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 
-use super::{AppState, HttpError, negotiate};
-use crate::engine::{IngestReport, RejectReason};
-use crate::protocol::{self, Label, LabelError};
-use crate::telemetry::{InternalEvent, SamplesIngested};
+use super::negotiate::{self, WriteProtocol};
+use super::{AppState, HttpError};
+use crate::engine::RejectReason;
+use crate::ingest::{self, Written};
+use crate::protocol::{self, ProtocolError};
+use crate::telemetry::{InternalEvent, RequestLimited, SamplesIngested};
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
 /// on the same thread, so rare huge requests do not pin memory.
 const KEEP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
 
-/// The longest label text quoted in a 400 answer.
-const MAX_QUOTED_LABELS: usize = 512;
+/// RW 2.0 response header: float samples written.
+pub const SAMPLES_WRITTEN: HeaderName =
+    HeaderName::from_static("x-prometheus-remote-write-samples-written");
+/// RW 2.0 response header: native histogram samples written.
+pub const HISTOGRAMS_WRITTEN: HeaderName =
+    HeaderName::from_static("x-prometheus-remote-write-histograms-written");
+/// RW 2.0 response header: exemplars written (always 0: none is stored).
+pub const EXEMPLARS_WRITTEN: HeaderName =
+    HeaderName::from_static("x-prometheus-remote-write-exemplars-written");
 
 thread_local! {
     /// Reused decompression buffer of the blocking thread that decodes a request.
     static DECODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Handles one remote-write request; see the module doc for the status of each outcome.
-///
-/// # Errors
-/// Any [`HttpError`], answered with its status and a one-line reason.
-pub async fn handle(
-    State(state): State<AppState>,
-    request: Request,
-) -> Result<StatusCode, HttpError> {
-    let negotiate::WriteProtocol::V1 = negotiate::write_protocol(request.headers())?;
-    let permit = tokio::time::timeout(state.permit_wait, state.permits.clone().acquire_owned())
-        .await
-        .map_err(|_| HttpError::Overloaded)?
-        .map_err(|_| HttpError::Overloaded)?;
-    let body = Bytes::from_request(request, &())
-        .await
-        .map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                HttpError::BodyTooLarge {
-                    limit: state.limits.max_body_bytes,
-                }
-            } else {
-                HttpError::BodyRead(rejection.body_text())
+/// Handles one remote-write request; see the module doc for the status of each outcome. An
+/// [`HttpError`] is answered with its status and a one-line reason.
+pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+    let rw2 = negotiate::declares_rw2(request.headers());
+    let (written, result) = receive(&state, request).await;
+    let mut response = match result {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(error) => error.into_response(),
+    };
+    if rw2 {
+        let headers = response.headers_mut();
+        for (name, n) in [
+            (SAMPLES_WRITTEN, written.samples),
+            (HISTOGRAMS_WRITTEN, written.histograms),
+            (EXEMPLARS_WRITTEN, written.exemplars),
+        ] {
+            headers.insert(name, HeaderValue::from(n));
+        }
+    }
+    response
+}
+
+/// Everything up to the answer: what was written (zero until the body is applied) and the error.
+async fn receive(state: &AppState, request: Request) -> (Written, Result<(), HttpError>) {
+    let none = Written::default();
+    let protocol = match negotiate::write_protocol(request.headers()) {
+        Ok(p) => p,
+        Err(e) => return (none, Err(e)),
+    };
+    let permit = match tokio::time::timeout(
+        state.permit_wait,
+        state.permits.clone().acquire_owned(),
+    )
+    .await
+    {
+        Ok(Ok(permit)) => permit,
+        _ => {
+            RequestLimited {
+                limit: "max_concurrent_requests",
             }
-        })?;
+            .emit(&state.metrics);
+            return (none, Err(HttpError::Overloaded));
+        }
+    };
+    // Memory budget, first for the body as announced (or the largest accepted body).
+    let announced = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(state.limits.max_body_bytes)
+        .min(state.limits.max_body_bytes);
+    let Some(body_budget) = state.reserve_inflight(announced).await else {
+        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
+        return (none, Err(HttpError::OverBudget));
+    };
+    let read = tokio::time::timeout(state.limits.request_body_timeout, Bytes::from_request(request, &()));
+    let body = match read.await {
+        Err(_elapsed) => {
+            RequestLimited { limit: "request_body_timeout" }.emit(&state.metrics);
+            return (none, Err(HttpError::BodyTimeout));
+        }
+        Ok(Ok(body)) => body,
+        Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            RequestLimited {
+                limit: "max_body_bytes",
+            }
+            .emit(&state.metrics);
+            let limit = state.limits.max_body_bytes;
+            return (none, Err(HttpError::BodyTooLarge { limit }));
+        }
+        Ok(Err(rejection)) => return (none, Err(HttpError::BodyRead(rejection.body_text()))),
+    };
+    // Then for the decoded size the snappy header declares (capped: a larger declaration is
+    // answered 413 by the decoder, before it allocates).
+    let declared = snap::raw::decompress_len(&body).unwrap_or(0).min(state.limits.max_decoded_bytes);
+    let Some(decode_budget) = state.reserve_inflight(declared).await else {
+        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
+        return (none, Err(HttpError::OverBudget));
+    };
     if body.is_empty() {
-        return Err(HttpError::EmptyBody);
+        return (none, Err(HttpError::EmptyBody));
     }
     // Decompression and decoding are CPU work: keep them off the async worker threads.
     let worker_state = state.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         DECODE_BUFFER.with_borrow_mut(|buffer| {
-            let outcome = process(&worker_state, &body, buffer);
+            let outcome = process(&worker_state, protocol, &body, buffer);
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
             }
@@ -70,84 +140,81 @@ pub async fn handle(
         })
     })
     .await;
-    drop(permit);
+    drop((permit, body_budget, decode_budget));
     match outcome {
-        Ok(result) => result.map(|()| StatusCode::NO_CONTENT),
-        Err(join_error) => Err(HttpError::Internal(format!(
-            "request processing panicked: {join_error}"
-        ))),
+        Ok(outcome) => outcome,
+        Err(join_error) => (
+            none,
+            Err(HttpError::Internal(format!(
+                "request processing panicked: {join_error}"
+            ))),
+        ),
     }
 }
 
-/// Decompresses, decodes and applies one body. Every sample is counted (received = applied + Σ
-/// rejected) before returning, also when some series are invalid.
-fn process(state: &AppState, body: &[u8], buffer: &mut Vec<u8>) -> Result<(), HttpError> {
-    protocol::snappy::decompress_into(body, state.limits.max_decoded_bytes, buffer)?;
-    let mut request = protocol::v1::decode_flat(buffer)?;
-    let mut report = IngestReport::default();
-
-    // Normalise labels outside the engine lock; drop invalid series after counting them.
-    let total = request.series.len();
-    let mut first_invalid: Option<(usize, String, LabelError)> = None;
-    let mut invalid = 0usize;
-    let mut index = 0usize;
-    let labels = &mut request.labels;
-    request.series.retain_mut(|series| {
-        let position = index;
-        index += 1;
-        let (len, result) = protocol::normalize_labels_in_place(&mut labels[series.labels.clone()]);
-        series.labels.end = series.labels.start + len;
-        match result {
-            Ok(()) => true,
-            Err(error) => {
-                let samples = series.samples.len() as u64 + u64::from(series.histograms);
-                report.reject(RejectReason::Label(error), samples);
-                invalid += 1;
-                first_invalid.get_or_insert_with(|| {
-                    (
-                        position,
-                        quote_labels(&labels[series.labels.clone()]),
-                        error,
-                    )
-                });
-                false
+/// Decompresses, decodes and applies one body. Every decoded sample is counted (received =
+/// applied + Σ rejected) before returning, also when some series are refused.
+fn process(
+    state: &AppState,
+    protocol: WriteProtocol,
+    body: &[u8],
+    buffer: &mut Vec<u8>,
+) -> (Written, Result<(), HttpError>) {
+    let none = Written::default();
+    let limits = &state.limits;
+    if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
+        if matches!(e, ProtocolError::DecodedTooLarge { .. }) {
+            RequestLimited {
+                limit: "max_decoded_bytes",
             }
+            .emit(&state.metrics);
         }
-    });
+        return (none, Err(e.into()));
+    }
+    let decoded = match protocol {
+        WriteProtocol::V1 => protocol::v1::decode(buffer),
+        WriteProtocol::V2 => protocol::v2::decode(buffer),
+    };
+    let request = match decoded {
+        Ok(request) => request,
+        Err(e) => return (none, Err(e.into())),
+    };
+    if request.series.len() > limits.max_series_per_request {
+        let report = ingest::reject_request(&request, RejectReason::TooManySeries);
+        SamplesIngested { report: &report }.emit(&state.metrics);
+        RequestLimited {
+            limit: "max_series_per_request",
+        }
+        .emit(&state.metrics);
+        let error = HttpError::TooManySeries {
+            series: request.series.len(),
+            limit: limits.max_series_per_request,
+        };
+        return (none, Err(error));
+    }
 
-    let now_ms = now_ms();
-    {
+    // Labels are checked and normalised outside the engine lock.
+    let prepared = ingest::prepare(request, limits);
+    let outcome = {
         let mut engine = state.lock_engine();
-        for series in &request.series {
-            if series.histograms > 0 {
-                report.reject(RejectReason::NativeHistogram, u64::from(series.histograms));
-            }
-            if !series.samples.is_empty() {
-                engine.ingest_identified(
-                    &request.labels[series.labels.clone()],
-                    series.label_bytes.clone().map(|r| &buffer[r]),
-                    &request.samples[series.samples.clone()],
-                    now_ms,
-                    &mut report,
-                );
-            }
-        }
-        for metadata in &request.metadata {
-            engine.record_metadata(metadata);
-        }
+        prepared.apply(&mut engine, now_ms())
+    };
+    SamplesIngested {
+        report: &outcome.report,
     }
-    SamplesIngested { report: &report }.emit(&state.metrics);
+    .emit(&state.metrics);
 
-    match first_invalid {
+    let result = match outcome.first_rejected {
         None => Ok(()),
-        Some((index, labels, reason)) => Err(HttpError::InvalidSeries {
-            invalid,
-            total,
-            index,
-            labels,
-            reason,
+        Some(first) => Err(HttpError::InvalidSeries {
+            invalid: outcome.rejected_series,
+            total: outcome.series,
+            index: first.index,
+            labels: first.labels,
+            reason: first.reason,
         }),
-    }
+    };
+    (outcome.written, result)
 }
 
 /// Receive wall clock, ms since the Unix epoch (for the idle timeout only).
@@ -155,57 +222,4 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
-fn quote_labels(labels: &[Label<'_>]) -> String {
-    let mut out = String::from("{");
-    for (i, label) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        let _ = write!(out, "{}={:?}", label.name, label.value);
-        if out.len() > MAX_QUOTED_LABELS {
-            let mut cut = MAX_QUOTED_LABELS;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push('…');
-            break;
-        }
-    }
-    out.push('}');
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoted_labels_are_escaped_and_bounded() {
-        let labels = [
-            Label {
-                name: "__name__",
-                value: "x",
-            },
-            Label {
-                name: "a",
-                value: "q\"\n",
-            },
-        ];
-        assert_eq!(quote_labels(&labels), "{__name__=\"x\", a=\"q\\\"\\n\"}");
-        let long = "v".repeat(2000);
-        let quoted = quote_labels(&[Label {
-            name: "a",
-            value: &long,
-        }]);
-        // The first 512 bytes (the opening brace included), then "…" (3 bytes) and "}".
-        assert_eq!(quoted.len(), MAX_QUOTED_LABELS + 3 + 1);
-        assert!(
-            quoted.starts_with("{a=\"vvv") && quoted.ends_with("vv…}"),
-            "{quoted}"
-        );
-    }
 }

@@ -27,6 +27,21 @@ pub enum LabelError {
     /// A label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`.
     #[error("series has an invalid label name")]
     InvalidLabelName,
+    /// RW 2.0: `labels_refs` has an odd number of entries, so it is not a list of name/value pairs.
+    #[error("series has an odd number of label references")]
+    OddLabelRefs,
+    /// RW 2.0: a `labels_refs` entry points outside the request's `symbols` table.
+    #[error("series has a label reference outside the symbols table")]
+    SymbolRefOutOfRange,
+    /// More labels than [`LabelLimits::max_labels_per_series`] (`limits.max_labels_per_series`).
+    #[error("series has more labels than limits.max_labels_per_series")]
+    TooManyLabels,
+    /// A label name longer than [`LabelLimits::max_label_name_length`].
+    #[error("series has a label name longer than limits.max_label_name_length")]
+    LabelNameTooLong,
+    /// A label value longer than [`LabelLimits::max_label_value_length`].
+    #[error("series has a label value longer than limits.max_label_value_length")]
+    LabelValueTooLong,
 }
 
 impl LabelError {
@@ -38,7 +53,58 @@ impl LabelError {
             LabelError::DuplicateLabelName => "duplicate_label_name",
             LabelError::InvalidMetricName => "invalid_metric_name",
             LabelError::InvalidLabelName => "invalid_label_name",
+            LabelError::OddLabelRefs => "odd_label_refs",
+            LabelError::SymbolRefOutOfRange => "symbol_ref_out_of_range",
+            LabelError::TooManyLabels => "too_many_labels",
+            LabelError::LabelNameTooLong => "label_name_too_long",
+            LabelError::LabelValueTooLong => "label_value_too_long",
         }
+    }
+}
+
+/// Per-series label limits of the receiver (`limits.*` in the configuration file). Remote write
+/// lets receivers impose them (RW 2.0 specification, "Labels"); what the sender sees at each is in
+/// `docs/RELIABILITY.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LabelLimits {
+    /// Most labels in one series, `__name__` included. Default 64.
+    pub max_labels_per_series: usize,
+    /// Longest label name, bytes. Default 1024.
+    pub max_label_name_length: usize,
+    /// Longest label value, bytes. Default 2048.
+    pub max_label_value_length: usize,
+}
+
+impl Default for LabelLimits {
+    fn default() -> Self {
+        LabelLimits {
+            max_labels_per_series: 64,
+            max_label_name_length: 1024,
+            max_label_value_length: 2048,
+        }
+    }
+}
+
+impl LabelLimits {
+    /// Checks one series' labels as sent (before [`normalize_labels`], so that an oversized set
+    /// costs no sort). Labels with empty values count too: they are on the wire.
+    ///
+    /// # Errors
+    /// [`LabelError::TooManyLabels`], then [`LabelError::LabelNameTooLong`] or
+    /// [`LabelError::LabelValueTooLong`] for the first label over a length limit.
+    pub fn check(&self, labels: &[Label<'_>]) -> Result<(), LabelError> {
+        if labels.len() > self.max_labels_per_series {
+            return Err(LabelError::TooManyLabels);
+        }
+        for label in labels {
+            if label.name.len() > self.max_label_name_length {
+                return Err(LabelError::LabelNameTooLong);
+            }
+            if label.value.len() > self.max_label_value_length {
+                return Err(LabelError::LabelValueTooLong);
+            }
+        }
+        Ok(())
     }
 }
 

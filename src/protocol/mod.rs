@@ -1,15 +1,23 @@
 //! Protocol layer: remote-write request bytes to borrowed series and samples.
 //!
-//! Nothing here knows HTTP or rules. Source: the Prometheus Remote-Write 1.0 specification
-//! (`prometheus.io/docs/specs/prw/remote_write_spec`) and the field numbers of `proto/remote.proto`.
+//! Nothing here knows HTTP or rules. Sources: the Prometheus Remote-Write 1.0 and 2.0
+//! specifications (`prometheus.io/docs/specs/prw/remote_write_spec`, `…/remote_write_spec_2_0`)
+//! and the field numbers of `proto/remote.proto` and `proto/remote_v2.proto`.
+//!
+//! Both decoders ([`v1::decode`], [`v2::decode`]) produce the same [`WriteRequestRef`] shape, so the
+//! layers above never ask which protocol a series came in.
 
 pub mod encode;
+pub mod histogram;
 pub mod labels;
 pub mod prompb;
 pub mod snappy;
 pub mod v1;
+pub mod v2;
+mod wire;
 
-pub use labels::{Label, LabelError, normalize_labels, normalize_labels_in_place};
+pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
+pub use labels::{Label, LabelError, normalize_labels};
 
 /// Bit pattern of the Prometheus staleness marker: a NaN that Prometheus writes when a series
 /// disappears from a scrape. Compare bits, never the float (every NaN compares unequal).
@@ -32,17 +40,103 @@ pub struct Sample {
     pub timestamp_ms: i64,
 }
 
-/// One `TimeSeries` of a decoded request, borrowing its label strings from the decompressed body.
+/// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing its label strings from the
+/// decompressed body.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SeriesRef<'a> {
-    /// Labels as sent (not yet sorted or validated: see [`normalize_labels`]).
+    /// Labels as sent (not yet sorted or validated: see [`SeriesRef::normalize`]). Empty when
+    /// `labels_error` is set.
     pub labels: Vec<Label<'a>>,
     /// Float samples, in the order sent.
     pub samples: Vec<Sample>,
-    /// Number of native histogram samples in this series (RW1 field 4). Counted, not used.
-    pub histograms: u32,
-    /// Number of exemplars in this series (RW1 field 3). Counted, not used.
+    /// Native histogram samples, in the order sent (RW1 field 4, RW2 field 3): custom buckets
+    /// (schema −53) decoded for conversion to classic series, other schemas only recognised.
+    pub histograms: Vec<NativeHistogram>,
+    /// Number of exemplars in this series (RW1 field 3, RW2 field 4). Counted, not used.
     pub exemplars: u32,
+    /// RW 2.0 only: the metadata sent with this series (`TimeSeries.metadata`, field 5), when
+    /// present and its `help_ref`/`unit_ref` are in range (metadata never fails a request).
+    pub metadata: Option<SeriesMetadata<'a>>,
+    /// RW 2.0 only: the counter's start (created) time, ms since the epoch, from either wire form
+    /// — `TimeSeries.created_timestamp` (field 6, senders up to Prometheus 3.7) or
+    /// `Sample.start_timestamp` (field 3, Prometheus ≥ 3.8); the last non-zero one in wire order
+    /// wins (a sample's over the series' own).
+    pub start_timestamp_ms: Option<i64>,
+    /// RW 2.0 only: the series' `labels_refs` were invalid (odd length, or a reference outside
+    /// `symbols`), so `labels` is empty; the whole series is rejected with this reason.
+    pub labels_error: Option<LabelError>,
+}
+
+impl SeriesRef<'_> {
+    /// Normalises the labels ([`normalize_labels`]) unless the decoder already found them invalid.
+    ///
+    /// # Errors
+    /// `labels_error` when set ([`LabelError::OddLabelRefs`], [`LabelError::SymbolRefOutOfRange`]),
+    /// otherwise the error of [`normalize_labels`].
+    pub fn normalize(&mut self) -> Result<(), LabelError> {
+        match self.labels_error {
+            Some(error) => Err(error),
+            None => normalize_labels(&mut self.labels),
+        }
+    }
+
+    /// The number of samples this series counts for in the receiver's accounting (received =
+    /// applied + Σ rejected): its float samples, plus [`NativeHistogram::sample_count`] of each
+    /// native histogram sample (a custom-buckets histogram counts as the classic samples it
+    /// stands for, so RW1 classic and RW2 native bodies of one scrape account alike).
+    pub fn sample_count(&self) -> u64 {
+        self.samples.len() as u64
+            + self
+                .histograms
+                .iter()
+                .map(NativeHistogram::sample_count)
+                .sum::<u64>()
+    }
+
+    /// The RW 2.0 per-series metadata as a family-level [`MetadataRef`], for the metadata cache.
+    ///
+    /// The family name is the series' `__name__`, minus `_bucket`, `_sum` or `_count` for a
+    /// histogram or gauge histogram and minus `_sum` or `_count` for a summary: the name the
+    /// family's `# TYPE` line carries, and RW 1.0's `metric_family_name`. `None` without metadata,
+    /// for metadata that says nothing (type unspecified, no help, no unit), or without a name.
+    pub fn family_metadata(&self) -> Option<MetadataRef<'_>> {
+        let m = self.metadata?;
+        if m.metric_type == MetricType::Unknown && m.help.is_empty() && m.unit.is_empty() {
+            return None;
+        }
+        let name = self
+            .labels
+            .iter()
+            .find(|l| l.name == labels::METRIC_NAME_LABEL)?
+            .value;
+        let suffixes: &[&str] = match m.metric_type {
+            MetricType::Histogram | MetricType::GaugeHistogram => &["_bucket", "_sum", "_count"],
+            MetricType::Summary => &["_sum", "_count"],
+            _ => &[],
+        };
+        let family_name = suffixes
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        Some(MetadataRef {
+            metric_type: m.metric_type,
+            family_name,
+            help: m.help,
+            unit: m.unit,
+        })
+    }
+}
+
+/// The metadata an RW 2.0 series carries (`io.prometheus.write.v2.Metadata`), with its symbol
+/// references resolved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeriesMetadata<'a> {
+    /// The metric type (field 1; RW 2.0 `METRIC_TYPE_UNSPECIFIED` is [`MetricType::Unknown`]).
+    pub metric_type: MetricType,
+    /// Help text (`help_ref`, field 3).
+    pub help: &'a str,
+    /// Unit (`unit_ref`, field 4), often empty.
+    pub unit: &'a str,
 }
 
 /// Metric type of a metadata entry. Source: `MetricMetadata.MetricType` in RW 1.0.
@@ -81,12 +175,14 @@ pub struct MetadataRef<'a> {
     pub unit: &'a str,
 }
 
-/// A decoded RW 1.0 `WriteRequest`, borrowing from the decompressed body.
+/// A decoded request — RW 1.0 `WriteRequest` or RW 2.0 `Request` — borrowing from the decompressed
+/// body.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteRequestRef<'a> {
     /// The series, in wire order.
     pub series: Vec<SeriesRef<'a>>,
-    /// The metadata entries, in wire order.
+    /// The metadata entries, in wire order (RW 1.0 only; RW 2.0 sends metadata per series, see
+    /// [`SeriesRef::metadata`]).
     pub metadata: Vec<MetadataRef<'a>>,
 }
 
@@ -105,7 +201,11 @@ pub enum ProtocolError {
     /// The body is not valid snappy block format (framed snappy also lands here).
     #[error("invalid snappy block body: {0}")]
     Snappy(String),
-    /// The decompressed body is not a valid protobuf `WriteRequest`.
+    /// The decompressed body is not a valid protobuf `WriteRequest` (RW 1.0) or `Request` (RW 2.0).
     #[error("invalid protobuf WriteRequest: {0}")]
     Protobuf(String),
+    /// RW 2.0: `symbols` is not empty and its first entry is not the empty string, which the 2.0
+    /// specification requires ("Symbols" of the `Request` message).
+    #[error("invalid remote write 2.0 request: symbols[0] must be the empty string, got {0:?}")]
+    SymbolsStartNotEmpty(String),
 }

@@ -77,7 +77,7 @@ fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
             .iter()
             .map(|x| (x.value.to_bits(), x.timestamp_ms))
             .collect();
-        (labels, samples, s.exemplars as usize, s.histograms as usize)
+        (labels, samples, s.exemplars as usize, s.histograms.len())
     });
     let metadata = r
         .metadata
@@ -183,8 +183,14 @@ fn prost_encoded_request_decodes_field_by_field() {
     );
     assert_eq!(req.series[0].samples[0].value, 42.5);
     assert_eq!(req.series[0].samples[0].timestamp_ms, 1_700_000_000_000);
-    assert_eq!((req.series[0].exemplars, req.series[0].histograms), (1, 0));
-    assert_eq!((req.series[1].exemplars, req.series[1].histograms), (0, 2));
+    assert_eq!(
+        (req.series[0].exemplars, req.series[0].histograms.len()),
+        (1, 0)
+    );
+    assert_eq!(
+        (req.series[1].exemplars, req.series[1].histograms.len()),
+        (0, 2)
+    );
     assert_eq!(req.metadata[0].metric_type, MetricType::Counter);
     assert_eq!(req.metadata[0].unit, "tokens");
 }

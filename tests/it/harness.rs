@@ -126,6 +126,18 @@ impl Corrector {
         panic!("vllm-corrector did not become ready: {last_error}");
     }
 
+    /// Sends SIGTERM and waits for the exit: the exit status and how long it took.
+    pub fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        let started = std::time::Instant::now();
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM failed");
+        let status = self.child.wait().expect("wait for vllm-corrector");
+        (status, started.elapsed())
+    }
+
     /// The corrector's log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

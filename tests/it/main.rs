@@ -7,14 +7,29 @@
 
 mod expected;
 mod fixture;
+mod grafana;
 mod harness;
 mod metrics;
+mod promql_rules;
 mod rw;
+mod sharding;
+mod simdata;
+
+mod accuracy_check;
+mod accuracy_e2e;
+mod accuracy_frames;
+mod accuracy_promql;
+mod accuracy_sim;
+mod accuracy_stack;
 
 mod arrival;
+mod cli;
+mod fuzz_seeds;
 mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
 mod reset;
+mod rw2_equivalence;
+mod slow_senders;
 mod stale_idle;
 mod withheld;

@@ -20,15 +20,17 @@ use crate::metrics::Snapshot;
 use crate::promtool::require_tool;
 
 /// A tiny HTTP server answering every request with the current exposition text.
-struct ExpositionServer {
-    address: String,
+pub struct ExpositionServer {
+    /// `host:port` it listens on.
+    pub address: String,
     body: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ExpositionServer {
-    fn start(body: String) -> ExpositionServer {
+    /// Serves `body` on a free loopback port until dropped.
+    pub fn start(body: String) -> ExpositionServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind exposition server");
         listener.set_nonblocking(true).unwrap();
         let address = listener.local_addr().unwrap().to_string();

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Tests that validate_manifests.py rejects what it must reject.
+
+Run: python3 -m unittest deploy/tools/test_validate_manifests.py  (needs kubectl,
+promtool and kubernetes-validate, as scripts/check-deploy.sh installs them).
+
+Each test renders a shipped kustomization, breaks one promise in the rendered
+objects, and asserts that the validator reports exactly that problem; the
+unbroken render must pass, so a validator that accepts everything fails here.
+"""
+import base64
+import pathlib
+import subprocess
+import sys
+import unittest
+
+import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import validate_manifests as vm  # noqa: E402
+
+KUSTOMIZE = vm.ROOT / "deploy" / "kubernetes"
+VERSIONS = ["1.29"]
+
+
+def render(path):
+    out = subprocess.run(["kubectl", "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(path)],
+                         check=True, capture_output=True, text=True).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def find(docs, kind, name=None):
+    for doc in docs:
+        if doc["kind"] == kind and (name is None or doc["metadata"]["name"] == name):
+            return doc
+    raise LookupError(kind)
+
+
+def problems(docs, profile):
+    found = list(vm.validate_schemas(docs, VERSIONS))
+    return found + list(vm.check_contract(docs, profile, vm.cargo_version()))
+
+
+def corrector(docs):
+    return find(docs, "Deployment", vm.CORRECTOR)["spec"]["template"]["spec"]["containers"][0]
+
+
+class StandaloneTest(unittest.TestCase):
+    def setUp(self):
+        self.docs = render(KUSTOMIZE / "examples" / "standalone-operator")
+
+    def assertOneProblem(self, fragment):
+        found = problems(self.docs, "standalone-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn(fragment, found[0])
+
+    def test_shipped_render_passes(self):
+        self.assertEqual(problems(self.docs, "standalone-operator"), [])
+
+    def test_unknown_container_field_is_rejected_by_the_core_schema(self):
+        corrector(self.docs)["livenesProbe"] = {}
+        self.assertOneProblem("livenesProbe")
+
+    def test_misspelt_servicemonitor_field_is_rejected_by_the_crd_schema(self):
+        endpoint = find(self.docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        endpoint["honorLabel"] = endpoint.pop("honorLabels")
+        found = problems(self.docs, "standalone-operator")
+        self.assertTrue(any("honorLabel'" in p for p in found), found)
+        self.assertTrue(any("must set honorLabels: true" in p for p in found), found)
+
+    def test_wrong_type_in_prometheus_resource_is_rejected(self):
+        find(self.docs, "Prometheus")["spec"]["replicas"] = "two"
+        self.assertOneProblem("'two' is not of type 'integer'")
+
+    def test_unknown_metadata_field_of_a_custom_resource_is_rejected(self):
+        find(self.docs, "PrometheusRule")["metadata"]["label"] = {"a": "b"}
+        self.assertOneProblem("metadata")
+
+    def test_remote_write_without_the_vllm_keep_rule_is_reported(self):
+        del find(self.docs, "Prometheus")["spec"]["remoteWrite"][0]["writeRelabelConfigs"]
+        self.assertOneProblem("must keep only __name__")
+
+    def test_remote_write_to_another_service_is_reported(self):
+        find(self.docs, "Prometheus")["spec"]["remoteWrite"][0]["url"] = "http://elsewhere:9490/api/v1/write"
+        self.assertOneProblem("needs exactly one remoteWrite")
+
+    def test_writable_root_file_system_is_reported(self):
+        corrector(self.docs)["securityContext"]["readOnlyRootFilesystem"] = False
+        self.assertOneProblem("readOnlyRootFilesystem")
+
+    def test_probe_on_another_port_is_reported(self):
+        corrector(self.docs)["readinessProbe"]["httpGet"]["port"] = 9090
+        self.assertOneProblem("readinessProbe port")
+
+    def test_image_not_tagged_with_the_crate_version_is_reported(self):
+        corrector(self.docs)["image"] = "vllm-corrector:latest"
+        self.assertOneProblem("is not tagged")
+
+    def test_two_replicas_are_reported(self):
+        find(self.docs, "Deployment", vm.CORRECTOR)["spec"]["replicas"] = 2
+        self.assertOneProblem("1 replica")
+
+    def test_prometheusrule_drifting_from_the_rules_file_is_reported(self):
+        find(self.docs, "PrometheusRule")["spec"]["groups"][0]["rules"].pop()
+        self.assertOneProblem("groups differ")
+
+
+class SidecarTest(unittest.TestCase):
+    def test_shipped_renders_pass(self):
+        for profile in ("sidecar", "sidecar-operator"):
+            with self.subTest(profile=profile):
+                self.assertEqual(problems(render(KUSTOMIZE / "examples" / profile), profile), [])
+
+    def test_patch_that_matched_nothing_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar")
+        pod = find(docs, "StatefulSet")["spec"]["template"]["spec"]
+        pod["containers"] = [c for c in pod["containers"] if c["name"] != vm.CORRECTOR]
+        self.assertIn("sidecar: no vllm-corrector container rendered (did a patch target match nothing?)",
+                      problems(docs, "sidecar"))
+
+    def test_scrape_job_without_honor_labels_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator")
+        secret = find(docs, "Secret")
+        key = next(iter(secret["data"]))
+        jobs = yaml.safe_load(base64.b64decode(secret["data"][key]))
+        jobs[0]["honor_labels"] = False
+        secret["data"][key] = base64.b64encode(yaml.safe_dump(jobs).encode()).decode()
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must set honor_labels: true", found[0])
+
+    def test_invalid_prometheus_config_fails_promtool(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar")
+        config = next(doc for doc in docs if doc["kind"] == "ConfigMap" and "prometheus.yml" in doc["data"])
+        config["data"]["prometheus.yml"] += "\nnot_a_prometheus_key: 1\n"
+        found = problems(docs, "sidecar")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("promtool check config failed", found[0])
+
+
+if __name__ == "__main__":
+    unittest.main()

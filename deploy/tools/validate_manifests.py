@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Validate rendered Kubernetes manifests offline, and check the deployment contract.
+
+Usage: validate_manifests.py --profile PROFILE [--kubernetes-version V ...] RENDERED.yaml
+
+RENDERED.yaml is the output of ``kubectl kustomize`` for one entry point of
+``deploy/kubernetes``. Every object in it is validated, with unknown fields
+rejected:
+  - core kinds with kubernetes-validate's schemas (strict), for each version given
+    (default: 1.29 and the newest the installed package knows);
+  - ``monitoring.coreos.com/v1`` kinds with the Prometheus Operator CRD schemas in
+    ``deploy/schemas/``, their ``metadata`` with the core ObjectMeta schema.
+
+Then the contract the documentation promises is checked (PROFILE says which form
+the file renders: standalone, standalone-operator, sidecar or sidecar-operator):
+every vllm-corrector container runs restricted (non-root, read-only root file
+system, no capabilities, no privilege escalation, RuntimeDefault seccomp), probes
+/-/healthy and /-/ready on the port it listens on, has resource requests and a
+memory limit, and runs the image tagged with Cargo.toml's version; a corrector
+Deployment has one replica replaced with Recreate; ServiceMonitors honour labels;
+every remote write to the corrector keeps only ``vllm:.*``; Prometheus
+configurations carried in ConfigMaps or Secrets pass ``promtool check config``;
+the PrometheusRule equals ``deploy/alerts/vllm-corrector.rules.yml``.
+
+Exit status: 0 when all holds, 1 with one line per problem otherwise.
+"""
+import argparse
+import base64
+import copy
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+import kubernetes_validate
+import yaml
+from kubernetes_validate import utils as kv_utils
+from referencing import Registry, Resource
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "deploy" / "schemas"
+RULES = ROOT / "deploy" / "alerts" / "vllm-corrector.rules.yml"
+CORRECTOR = "vllm-corrector"
+KEEP_REGEX = "vllm:.*"
+PROFILES = ("standalone", "standalone-operator", "sidecar", "sidecar-operator")
+
+
+def cargo_version():
+    """The ``version`` of ``[package]`` in Cargo.toml (a string such as "0.1.0")."""
+    text = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    package = text.split("[package]", 1)[1].split("\n[", 1)[0]
+    return re.search(r'^version\s*=\s*"([^"]+)"', package, re.M).group(1)
+
+
+# --- schema validation -------------------------------------------------------------
+
+def strict_crd_schema(node):
+    """Copy of a CRD openAPIV3Schema that rejects unknown fields.
+
+    The API server prunes (or, with strict field validation, rejects) fields a
+    structural schema does not declare; JSON Schema allows them unless told. So
+    every object with ``properties`` and no ``additionalProperties`` or
+    ``x-kubernetes-preserve-unknown-fields`` gets ``additionalProperties: false``.
+    """
+    node = copy.deepcopy(node)
+
+    def walk(item):
+        if isinstance(item, dict):
+            if ("properties" in item and "additionalProperties" not in item
+                    and not item.get("x-kubernetes-preserve-unknown-fields")):
+                item["additionalProperties"] = False
+            for key, value in item.items():
+                if key == "properties":
+                    for sub in value.values():
+                        walk(sub)
+                else:
+                    walk(value)
+        elif isinstance(item, list):
+            for sub in item:
+                walk(sub)
+
+    walk(node)
+    return node
+
+
+def object_meta_validator(version):
+    """A validator for core ObjectMeta from kubernetes-validate's strict schemas."""
+    schema_dir = "kubernetes-json-schema/v%s-local-strict" % version
+    schema = kv_utils.schema_contents("%s/objectmeta-meta-v1.json" % schema_dir, version)
+    defs = kv_utils.schema_contents("%s/_definitions.json" % schema_dir, version)
+    registry = Resource.from_contents(defs) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
+
+
+def schema_version(requested):
+    """The schema directory version kubernetes-validate uses for ``requested``."""
+    wanted = kv_utils.major_minor(requested)
+    versions = [v for v in kv_utils.all_versions()
+                if tuple(map(int, kv_utils.major_minor(v).split("."))) <= tuple(map(int, wanted.split(".")))]
+    if not versions:
+        raise SystemExit("kubernetes-validate has no schema for Kubernetes %s" % requested)
+    return versions[-1]
+
+
+def validate_schemas(docs, versions):
+    """Yield one message per schema violation in ``docs``."""
+    crd_validators = {}
+    for path in SCHEMAS.glob("monitoring.coreos.com_v1_*.json"):
+        kind = path.stem.rsplit("_", 1)[1]
+        schema = strict_crd_schema(json.loads(path.read_text(encoding="utf-8")))
+        crd_validators[kind] = jsonschema.Draft7Validator(schema)
+    for version in versions:
+        meta = object_meta_validator(schema_version(version))
+        for doc in docs:
+            where = "%s/%s (Kubernetes %s)" % (doc.get("kind"), doc.get("metadata", {}).get("name"), version)
+            if doc.get("apiVersion", "").startswith("monitoring.coreos.com/"):
+                validator = crd_validators.get(doc["kind"].lower())
+                if validator is None or doc["apiVersion"] != "monitoring.coreos.com/v1":
+                    yield "%s: no schema for %s in deploy/schemas" % (where, doc["apiVersion"])
+                    continue
+                for error in validator.iter_errors(doc):
+                    yield "%s: %s at %s" % (where, error.message, "/".join(map(str, error.absolute_path)))
+                for error in meta.iter_errors(doc.get("metadata", {})):
+                    yield "%s: metadata: %s" % (where, error.message)
+                continue
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                yield "%s: %s at %s" % (where, error.message, "/".join(map(str, error.absolute_path)))
+            except kubernetes_validate.SchemaNotFoundError as error:
+                yield "%s: %s" % (where, error.message)
+
+
+# --- the deployment contract -------------------------------------------------------
+
+def listen_port(container):
+    """The port of ``--web.listen-address`` in the container's args (default 9490)."""
+    for arg in container.get("args", []):
+        if arg.startswith("--web.listen-address="):
+            return int(arg.rsplit(":", 1)[1])
+    return 9490
+
+
+def probe_port(container, probe):
+    """Resolve a probe's httpGet port (number or container port name) to a number."""
+    port = probe["httpGet"]["port"]
+    if isinstance(port, int):
+        return port
+    for declared in container.get("ports", []):
+        if declared.get("name") == port:
+            return declared["containerPort"]
+    return None
+
+
+def check_container(where, container, pod_security, version):
+    """Yield problems of one vllm-corrector container. ``pod_security`` is the
+    pod-level securityContext (empty for the operator form, whose pod is generated)."""
+    sc = container.get("securityContext", {})
+
+    def effective(key):
+        return sc.get(key, pod_security.get(key))
+
+    if not container.get("image", "").endswith(":" + version):
+        yield "%s: image %r is not tagged %s (Cargo.toml)" % (where, container.get("image"), version)
+    if sc.get("allowPrivilegeEscalation") is not False:
+        yield "%s: securityContext.allowPrivilegeEscalation must be false" % where
+    if sc.get("readOnlyRootFilesystem") is not True:
+        yield "%s: securityContext.readOnlyRootFilesystem must be true" % where
+    if "ALL" not in sc.get("capabilities", {}).get("drop", []):
+        yield "%s: securityContext.capabilities.drop must hold ALL" % where
+    if effective("runAsNonRoot") is not True:
+        yield "%s: runAsNonRoot must be true" % where
+    if (effective("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        yield "%s: seccompProfile must be RuntimeDefault" % where
+    port = listen_port(container)
+    for name, path in (("livenessProbe", "/-/healthy"), ("readinessProbe", "/-/ready")):
+        probe = container.get(name)
+        if not probe or probe.get("httpGet", {}).get("path") != path:
+            yield "%s: %s must GET %s" % (where, name, path)
+        elif probe_port(container, probe) != port:
+            yield "%s: %s port does not resolve to the listen port %d" % (where, name, port)
+    if port not in [p.get("containerPort") for p in container.get("ports", [])]:
+        yield "%s: listen port %d is not a declared container port" % (where, port)
+    resources = container.get("resources", {})
+    for need in (("requests", "cpu"), ("requests", "memory"), ("limits", "memory")):
+        if need[1] not in resources.get(need[0], {}):
+            yield "%s: resources.%s.%s is missing" % (where, need[0], need[1])
+
+
+def corrector_containers(docs):
+    """Yield (where, container, pod securityContext, doc) for every vllm-corrector container."""
+    for doc in docs:
+        kind, name = doc["kind"], doc["metadata"]["name"]
+        if kind in ("Deployment", "StatefulSet", "DaemonSet"):
+            pod = doc["spec"]["template"]["spec"]
+            containers, pod_security = pod.get("containers", []), pod.get("securityContext", {})
+        elif kind == "Prometheus":
+            containers, pod_security = doc["spec"].get("containers", []), {}
+        else:
+            continue
+        for container in containers:
+            if container.get("name") == CORRECTOR:
+                yield "%s/%s container %s" % (kind, name, CORRECTOR), container, pod_security, doc
+
+
+def keeps_only_vllm(relabel_configs, source_key, action_key="action"):
+    """True when the first relabel rule keeps only names matching ``vllm:.*``."""
+    if not relabel_configs:
+        return False
+    first = relabel_configs[0]
+    return (first.get(source_key) == ["__name__"] and first.get("regex") == KEEP_REGEX
+            and first.get(action_key, "replace") == "keep")
+
+
+def check_prometheus_config(where, text, corrector_url, corrector_target):
+    """Yield problems of a Prometheus configuration (a whole prometheus.yml, or a
+    list of scrape configs as additionalScrapeConfigs holds): ``promtool check
+    config`` passes; a remote_write to the corrector keeps only vllm:.*; a job
+    scraping ``corrector_target`` has honor_labels."""
+    config = yaml.safe_load(text)
+    if isinstance(config, list):
+        config = {"scrape_configs": config}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config), encoding="utf-8")
+        run = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True)
+        if run.returncode != 0:
+            yield "%s: promtool check config failed: %s" % (where, (run.stdout + run.stderr).strip())
+    writes = [rw for rw in config.get("remote_write", []) if rw.get("url") == corrector_url]
+    for rw in writes:
+        if not keeps_only_vllm(rw.get("write_relabel_configs"), "source_labels"):
+            yield "%s: remote_write to %s must keep only __name__ =~ %s" % (where, corrector_url, KEEP_REGEX)
+    jobs = [job for job in config.get("scrape_configs", [])
+            if any(corrector_target in sc.get("targets", []) for sc in job.get("static_configs", []))]
+    if not jobs:
+        yield "%s: no scrape job targets %s" % (where, corrector_target)
+    for job in jobs:
+        if job.get("honor_labels") is not True:
+            yield "%s: job %s must set honor_labels: true" % (where, job.get("job_name"))
+
+
+def check_contract(docs, profile, version):
+    """Yield every broken promise of the given deployment ``profile``."""
+    by_kind = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    containers = list(corrector_containers(docs))
+    if not containers:
+        yield "%s: no %s container rendered (did a patch target match nothing?)" % (profile, CORRECTOR)
+    for where, container, pod_security, _ in containers:
+        yield from check_container(where, container, pod_security, version)
+    port = listen_port(containers[0][1]) if containers else 9490
+
+    for deployment in by_kind.get("Deployment", []):
+        if any(c[3] is deployment for c in containers):
+            spec = deployment["spec"]
+            if spec.get("replicas") != 1 or spec.get("strategy", {}).get("type") != "Recreate":
+                yield "Deployment/%s: must run 1 replica with strategy Recreate" % deployment["metadata"]["name"]
+    for monitor in by_kind.get("ServiceMonitor", []):
+        for endpoint in monitor["spec"]["endpoints"]:
+            if endpoint.get("honorLabels") is not True:
+                yield "ServiceMonitor/%s: endpoint %s must set honorLabels: true" % (
+                    monitor["metadata"]["name"], endpoint.get("port"))
+    for rule in by_kind.get("PrometheusRule", []):
+        if rule["spec"]["groups"] != yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]:
+            yield "PrometheusRule/%s: groups differ from %s" % (rule["metadata"]["name"], RULES.relative_to(ROOT))
+
+    if profile in ("standalone", "standalone-operator"):
+        services = [s for s in by_kind.get("Service", []) if s["metadata"]["name"] == CORRECTOR]
+        policies = [p for p in by_kind.get("NetworkPolicy", []) if p["metadata"]["name"] == CORRECTOR]
+        if len(services) != 1 or not by_kind.get("ServiceMonitor") or not by_kind.get("PrometheusRule"):
+            yield "%s: needs the %s Service, a ServiceMonitor and the PrometheusRule" % (profile, CORRECTOR)
+        if len(policies) != 1 or set(policies[0]["spec"].get("policyTypes", [])) != {"Ingress", "Egress"}:
+            yield "%s: needs a NetworkPolicy restricting both Ingress and Egress" % profile
+        url = "http://%s.%s.svc:%d/api/v1/write" % (
+            CORRECTOR, services[0]["metadata"].get("namespace", "default") if services else "?",
+            services[0]["spec"]["ports"][0]["port"] if services else port)
+    else:
+        url = "http://127.0.0.1:%d/api/v1/write" % port
+
+    prometheuses = by_kind.get("Prometheus", [])
+    if profile.endswith("-operator"):
+        if not prometheuses:
+            yield "%s: no Prometheus resource rendered" % profile
+        secrets = {s["metadata"]["name"]: s for s in by_kind.get("Secret", [])}
+        for prom in prometheuses:
+            name = "Prometheus/%s" % prom["metadata"]["name"]
+            writes = [rw for rw in prom["spec"].get("remoteWrite", []) if rw.get("url") == url]
+            if len(writes) != 1:
+                yield "%s: needs exactly one remoteWrite to %s" % (name, url)
+            for rw in writes:
+                if not keeps_only_vllm(rw.get("writeRelabelConfigs"), "sourceLabels"):
+                    yield "%s: remoteWrite to %s must keep only __name__ =~ %s" % (name, url, KEEP_REGEX)
+            if profile == "sidecar-operator":
+                ref = prom["spec"].get("additionalScrapeConfigs")
+                secret = secrets.get(ref["name"]) if ref else None
+                if secret is None:
+                    yield "%s: additionalScrapeConfigs must name a Secret rendered alongside" % name
+                    continue
+                text = base64.b64decode(secret["data"][ref["key"]]).decode("utf-8")
+                yield from check_prometheus_config("Secret/%s" % ref["name"], text, url, "127.0.0.1:%d" % port)
+    if profile == "sidecar":
+        configs = [(cm["metadata"]["name"], cm["data"]["prometheus.yml"])
+                   for cm in by_kind.get("ConfigMap", []) if "prometheus.yml" in cm.get("data", {})]
+        if not configs:
+            yield "sidecar: no ConfigMap with a prometheus.yml rendered"
+        for name, text in configs:
+            yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", required=True, choices=PROFILES)
+    parser.add_argument("--kubernetes-version", action="append", dest="versions")
+    parser.add_argument("rendered")
+    args = parser.parse_args(argv[1:])
+    versions = args.versions or ["1.29", kubernetes_validate.latest_version()]
+    with open(args.rendered, encoding="utf-8") as handle:
+        docs = [doc for doc in yaml.safe_load_all(handle) if doc]
+    problems = list(validate_schemas(docs, versions))
+    problems += list(check_contract(docs, args.profile, cargo_version()))
+    for problem in problems:
+        print("%s: %s" % (args.rendered, problem))
+    if problems:
+        return 1
+    print("%s: %d objects valid for Kubernetes %s; %s contract holds"
+          % (args.rendered, len(docs), ", ".join(versions), args.profile))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,132 @@
+//! The demo end to end in-process (service, simulator, remote write over loopback HTTP), and the
+//! table rendering on hand-made rows.
+
+use clap::Parser;
+
+use super::*;
+use crate::cli::{Cli, Command};
+
+fn demo_args(argv: &[&str]) -> DemoArgs {
+    let mut full = vec!["vllm-corrector", "demo"];
+    full.extend_from_slice(argv);
+    match Cli::try_parse_from(full)
+        .expect("demo arguments parse")
+        .command
+    {
+        Some(Command::Demo(args)) => args,
+        other => panic!("not demo: {other:?}"),
+    }
+}
+
+/// `key=value` of one plain line.
+fn field(line: &str, key: &str) -> Option<f64> {
+    let value = line
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?;
+    value.parse().ok()
+}
+
+#[track_caller]
+fn within(value: Option<f64>, truth: Option<f64>, rel: f64) {
+    let (v, t) = (value.expect("a value"), truth.expect("a truth"));
+    assert!((v - t).abs() <= rel * t.abs(), "{v} vs truth {t}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
+    let args = demo_args(&[
+        "--duration",
+        "6s",
+        "--refresh",
+        "2s",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--no-color",
+    ]);
+    let mut out = Vec::new();
+    let last = run_until(args, &mut out, Style::Plain, std::future::pending())
+        .await
+        .expect("demo runs")
+        .expect("at least one window");
+    let text = String::from_utf8(out).unwrap();
+    // The table printed (plain form): the last refresh's TPOT mean line.
+    let line = text
+        .lines()
+        .rfind(|l| l.contains("quantity=tpot_mean_seconds"))
+        .unwrap_or_else(|| panic!("no TPOT line in:\n{text}"));
+    let (raw, corrected, truth) = (
+        field(line, "raw"),
+        field(line, "corrected"),
+        field(line, "truth"),
+    );
+    assert!(last.finished > 0, "no request finished:\n{text}");
+    within(corrected, truth, 1e-9);
+    if last.n_le_1 > 0 {
+        // vLLM's raw histogram counts every n ≤ 1 request as TPOT 0: its mean is too low.
+        assert!(raw.unwrap() < truth.unwrap(), "{line}");
+    }
+    // The returned comparison is what was printed, to the last digit.
+    let row = last.row("tpot_mean_seconds").unwrap();
+    assert_eq!((row.raw, row.corrected, row.truth), (raw, corrected, truth));
+    // Acceptance-corrected ITL and local-compute iteration tokens are exact too.
+    let acc = last.row("itl_acceptance_corrected_seconds").unwrap();
+    within(acc.corrected, acc.truth, 1e-9);
+    let iter = last.row("iteration_tokens_mean").unwrap();
+    within(iter.corrected, iter.truth, 1e-9);
+    // Spec decoding is on: one output carries more than one token, so the raw per-output ITL
+    // overstates the time per token.
+    assert!(acc.raw.unwrap() > acc.truth.unwrap() * 1.2, "{text}");
+    assert!(
+        text.ends_with("s\n") && text.contains("# demo stopped after"),
+        "{text}"
+    );
+}
+
+#[test]
+fn table_shows_milliseconds_and_signed_errors_with_colours() {
+    let c = Comparison {
+        at_s: 12.0,
+        window_s: 10.0,
+        finished: 40,
+        n_le_1: 5,
+        zero_token_first_outputs: 1,
+        acceptance_length: Some(2.5),
+        rows: vec![Row {
+            key: "tpot_mean_seconds",
+            label: "TPOT mean",
+            seconds: true,
+            estimate: false,
+            raw: Some(0.020),
+            corrected: Some(0.025),
+            truth: Some(0.025),
+        }],
+    };
+    let plain = render_table(&c, false);
+    // Raw error (0.020 − 0.025) / 0.025 = −20 %; corrected 0 %.
+    let row = plain.lines().find(|l| l.starts_with("TPOT mean")).unwrap();
+    let cells: Vec<&str> = row.split("  ").filter(|c| !c.trim().is_empty()).collect();
+    assert_eq!(
+        cells.iter().map(|c| c.trim()).collect::<Vec<_>>(),
+        [
+            "TPOT mean",
+            "20.000 ms",
+            "25.000 ms",
+            "25.000 ms",
+            "-20.00 %",
+            "+0.00 %"
+        ]
+    );
+    assert!(
+        plain.contains("40 requests finished (5 with n ≤ 1, 1 with n = 0); acceptance length 2.50")
+    );
+    let coloured = render_table(&c, true);
+    assert!(coloured.contains("\x1b[31m-20.00 %\x1b[0m"), "{coloured}");
+    assert!(coloured.contains("\x1b[32m+0.00 %\x1b[0m"), "{coloured}");
+    let lines = plain_lines(&c);
+    assert!(
+        lines.contains(
+            "at_s=12.000 quantity=tpot_mean_seconds raw=0.02 corrected=0.025 truth=0.025\n"
+        ),
+        "{lines}"
+    );
+}

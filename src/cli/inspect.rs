@@ -1,0 +1,584 @@
+//! `vllm-corrector inspect BEFORE AFTER [--json]`: the corrected values over the interval between
+//! two `/metrics` dumps, next to the raw readings.
+//!
+//! Each dump is a file (`-` is stdin) or an `http://` URL, in the Prometheus text format 0.0.4 or
+//! OpenMetrics (recognised by its final `# EOF`, or by the response's `Content-Type`). With
+//! `--wait D`, AFTER is read D after BEFORE, so `inspect --wait 30s URL URL` samples one target. Dumps of
+//! vLLM itself (raw `vllm:*` series) are corrected by feeding BEFORE and then AFTER into one
+//! [`Engine`], the receiver's own, at two timestamps and taking the difference of its derived
+//! families. Dumps of the corrector's own `/metrics` already hold `vllm_corrected_*`: those are
+//! used directly (a family the dump holds is never recomputed).
+//!
+//! Every value is `Δsum / Δcount` between the dumps, per group (see [`super::readings`]). A value
+//! the dumps cannot support is `null`: the family's input is missing from a dump, its count did
+//! not grow, or a counter reset lies between the dumps (a cumulative series decreased or a
+//! `_created` value changed).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::readings::{
+    Dump, DumpSample, GroupKey, GroupSeries, Interval, RAW_ITERATION_TOKENS, RAW_ITL, RAW_ITL_OLD,
+    RAW_TPOT, cumulative_by_suffix, series_text,
+};
+use super::table::{Cell, Table, Tone};
+use crate::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
+use crate::exposition::parse::{self, Exposition, Format, MetricKind};
+use crate::protocol::{Label, Sample, normalize_labels};
+
+/// Arguments of `inspect`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InspectArgs {
+    /// The earlier `/metrics` dump: a file, `-` for stdin, or an `http://` URL.
+    #[arg(value_name = "BEFORE")]
+    pub before: String,
+    /// The later dump, taken some seconds after BEFORE: a file, `-` or an `http://` URL.
+    #[arg(value_name = "AFTER")]
+    pub after: String,
+    /// Print a JSON array, one object per group, instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Wait this long after reading BEFORE before reading AFTER (e.g. `30s`), so one URL can
+    /// serve as both.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub wait: Option<Duration>,
+}
+
+/// Why `inspect` failed. The message names the dump (`BEFORE`/`AFTER` and its location) and,
+/// for a malformed or mismatched dump, the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// One dump cannot be read, fetched or parsed, or contradicts the other at a line of it.
+    #[error("{which} {location}: {message}")]
+    Dump {
+        /// `BEFORE` or `AFTER`.
+        which: &'static str,
+        /// The path or URL.
+        location: String,
+        /// What is wrong (starting with `line N:` when a line is at fault).
+        message: String,
+    },
+    /// The two dumps have no group of vLLM series in common.
+    #[error("BEFORE and AFTER share no group of vLLM series: {0}")]
+    NoCommonGroup(String),
+}
+
+/// The JSON object of one group (`--json`). Seconds are seconds; `null` when unsupported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupReport {
+    /// The group's labels (series labels minus `__name__`, `le`, `source`, `position`,
+    /// `finished_reason`).
+    pub labels: BTreeMap<String, String>,
+    /// Δ canonical TPOT `_sum` / Δ `_count`: mean TPOT over requests with n > 1, seconds.
+    pub canonical_tpot_mean_seconds: Option<f64>,
+    /// Δ token-weighted ITL `_sum` / Δ `_count`: seconds per token after each request's first.
+    pub token_weighted_itl_seconds: Option<f64>,
+    /// Δ acceptance-corrected ITL `_sum` / Δ `_count`: seconds per token under spec decoding.
+    pub acceptance_corrected_itl_seconds: Option<f64>,
+    /// Δ local-compute iteration tokens `_sum` / Δ `_count`: tokens per engine iteration.
+    pub local_compute_iteration_tokens_mean: Option<f64>,
+    /// Δ raw request TPOT `_sum` / Δ `_count` (n ≤ 1 requests counted as 0), seconds.
+    pub raw_tpot_mean_seconds: Option<f64>,
+    /// Δ raw ITL `_sum` / Δ `_count`: seconds per output, whatever its tokens.
+    pub raw_itl_mean_seconds: Option<f64>,
+    /// Why the values are all `null`, if they are (not in the JSON).
+    #[serde(skip)]
+    pub note: String,
+}
+
+/// Runs `inspect`: loads both dumps, prints the table or the JSON array to stdout.
+///
+/// # Errors
+/// [`InspectError`] for an unreadable, malformed or mismatched dump.
+pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
+    let is_url = args.before.starts_with("http://") || args.before.starts_with("https://");
+    if is_url && args.before == args.after && args.wait.is_none() {
+        return Err(InspectError::Dump {
+            which: "AFTER",
+            location: args.after,
+            message: "the same URL as BEFORE, read at the same instant: pass --wait 30s to read it 30 s later".into(),
+        });
+    }
+    let before = load("BEFORE", &args.before).await?;
+    if let Some(wait) = args.wait {
+        tokio::time::sleep(wait).await;
+    }
+    let after = load("AFTER", &args.after).await?;
+    let reports = inspect(&before, &after)?;
+    let text = if args.json {
+        serde_json::to_string_pretty(&reports).unwrap_or_default() + "\n"
+    } else {
+        render_table(&args.before, &args.after, &reports)
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// A loaded dump: where it came from, its text and its format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded {
+    /// `BEFORE` or `AFTER`.
+    pub which: &'static str,
+    /// The path or URL, for messages.
+    pub location: String,
+    /// The exposition text.
+    pub text: String,
+    /// Its format.
+    pub format: Format,
+}
+
+impl Loaded {
+    /// A dump from text already in memory; the format is OpenMetrics when the last non-blank
+    /// line is `# EOF`, else text 0.0.4.
+    pub fn from_text(which: &'static str, location: &str, text: String) -> Loaded {
+        let format = match text.lines().rev().find(|l| !l.trim().is_empty()) {
+            Some(last) if last.trim() == "# EOF" => Format::OpenMetrics,
+            _ => Format::Text004,
+        };
+        Loaded {
+            which,
+            location: location.to_owned(),
+            text,
+            format,
+        }
+    }
+
+    fn error(&self, message: impl Into<String>) -> InspectError {
+        InspectError::Dump {
+            which: self.which,
+            location: self.location.clone(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads a dump from a file, stdin (`-`) or an `http://` URL (30 s timeout, 2xx required).
+///
+/// # Errors
+/// [`InspectError::Dump`] naming the location when it cannot be read or fetched.
+pub async fn load(which: &'static str, location: &str) -> Result<Loaded, InspectError> {
+    let fail = |message: String| InspectError::Dump {
+        which,
+        location: location.to_owned(),
+        message,
+    };
+    if location.starts_with("https://") {
+        return Err(fail(
+            "https is not supported by this build (no TLS); save the dump with `curl -s URL > file` and pass the file".into(),
+        ));
+    }
+    if location.starts_with("http://") {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| fail(format!("cannot create an HTTP client: {e}")))?;
+        let response = client
+            .get(location)
+            .header("Accept", "text/plain;version=0.0.4")
+            .send()
+            .await
+            .map_err(|e| fail(format!("cannot fetch: {e}")))?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| fail(format!("cannot read the response: {e}")))?;
+        if !status.is_success() {
+            return Err(fail(format!("answered {status}")));
+        }
+        let format = Format::from_content_type(&content_type);
+        return Ok(Loaded {
+            which,
+            location: location.to_owned(),
+            text,
+            format,
+        });
+    }
+    let text = if location == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(location)
+    }
+    .map_err(|e| fail(format!("cannot read: {e}")))?;
+    Ok(Loaded::from_text(which, location, text))
+}
+
+/// Parses a dump into samples carrying their 1-based line numbers.
+///
+/// # Errors
+/// The parser's error (`line N: …`) as [`InspectError::Dump`].
+pub fn samples(dump: &Loaded) -> Result<Vec<DumpSample>, InspectError> {
+    let exposition =
+        parse::parse(&dump.text, dump.format).map_err(|e| dump.error(e.to_string()))?;
+    // The parser keeps sample lines in order: every non-blank line that is not a comment.
+    let lines: Vec<usize> = dump
+        .text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = l.trim_start();
+            !l.trim().is_empty() && !l.starts_with('#')
+        })
+        .map(|(i, _)| i + 1)
+        .collect();
+    Ok(exposition
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| DumpSample {
+            name: s.name.clone(),
+            labels: s.labels.clone(),
+            value: s.value,
+            timestamp_ms: s.timestamp_ms,
+            line: lines.get(i).copied().unwrap_or(0),
+            cumulative: is_cumulative(&exposition, &s.name),
+        })
+        .collect())
+}
+
+fn is_cumulative(exposition: &Exposition, name: &str) -> bool {
+    if name.ends_with("_created") {
+        return false;
+    }
+    match exposition.kind_of(name) {
+        Some(MetricKind::Counter | MetricKind::Histogram | MetricKind::Summary) => true,
+        Some(MetricKind::Untyped) | None => cumulative_by_suffix(name),
+        Some(_) => false,
+    }
+}
+
+/// Computes one [`GroupReport`] per group of vLLM series found in either dump, in label order.
+///
+/// # Errors
+/// [`InspectError::Dump`] for a malformed dump, a series twice in one dump, a sample in AFTER
+/// older than the same series in BEFORE, or a histogram whose buckets differ between the dumps
+/// (each naming the line); [`InspectError::NoCommonGroup`] when no group is in both.
+pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, InspectError> {
+    let before_samples = samples(before)?;
+    let after_samples = samples(after)?;
+    let mut dumps = [Dump::default(), Dump::default()];
+    for (dump, (loaded, list)) in dumps
+        .iter_mut()
+        .zip([(before, &before_samples), (after, &after_samples)])
+    {
+        for s in list {
+            dump.insert(s.clone())
+                .map_err(|e| loaded.error(e.to_string()))?;
+        }
+    }
+    add_engine_families(&mut dumps, &before_samples, &after_samples);
+    let [b, a] = &dumps;
+    let keys: BTreeSet<&GroupKey> = b
+        .groups
+        .iter()
+        .chain(&a.groups)
+        .filter(|(_, g)| is_vllm_group(g))
+        .map(|(k, _)| k)
+        .collect();
+    if !keys
+        .iter()
+        .any(|k| b.groups.contains_key(*k) && a.groups.contains_key(*k))
+    {
+        return Err(InspectError::NoCommonGroup(format!(
+            "BEFORE has {} group(s), AFTER has {}",
+            b.groups.values().filter(|g| is_vllm_group(g)).count(),
+            a.groups.values().filter(|g| is_vllm_group(g)).count()
+        )));
+    }
+    let mut reports = Vec::new();
+    for key in keys {
+        let labels: BTreeMap<String, String> = key.iter().cloned().collect();
+        let (Some(gb), Some(ga)) = (b.groups.get(key), a.groups.get(key)) else {
+            let only = if b.groups.contains_key(key) {
+                "BEFORE"
+            } else {
+                "AFTER"
+            };
+            reports.push(GroupReport::empty(labels, format!("only in {only}")));
+            continue;
+        };
+        let interval = Interval::between(gb, ga);
+        if let Some(line) = interval.reset_line {
+            reports.push(GroupReport::empty(
+                labels,
+                format!("counter reset (AFTER line {line})"),
+            ));
+            continue;
+        }
+        check_pair(before, after, key, gb, ga)?;
+        reports.push(GroupReport::from_interval(labels, &interval));
+    }
+    Ok(reports)
+}
+
+/// True for a group that holds a series any row is computed from.
+fn is_vllm_group(g: &GroupSeries) -> bool {
+    let families = [
+        RAW_TPOT,
+        RAW_ITL,
+        RAW_ITL_OLD,
+        RAW_ITERATION_TOKENS,
+        "vllm:generation_tokens_total",
+    ];
+    families
+        .iter()
+        .any(|f| g.has_family(f) || g.get(f, &[]).is_some())
+        || Family::ALL.iter().any(|f| g.has_family(f.name()))
+}
+
+/// Mismatches between the two readings of one group: a sample older in AFTER than in BEFORE, or
+/// a bucket of a histogram that only one dump has.
+fn check_pair(
+    before: &Loaded,
+    after: &Loaded,
+    group: &GroupKey,
+    gb: &GroupSeries,
+    ga: &GroupSeries,
+) -> Result<(), InspectError> {
+    let series = |(name, dims): &(String, Vec<(String, String)>)| {
+        let mut labels = group.clone();
+        labels.extend(dims.iter().cloned());
+        labels.sort();
+        series_text(name, &labels)
+    };
+    for (key, ra) in &ga.series {
+        let Some(rb) = gb.series.get(key) else {
+            continue;
+        };
+        let older = matches!((rb.timestamp_ms, ra.timestamp_ms), (Some(tb), Some(ta)) if ta < tb);
+        if older {
+            return Err(after.error(format!(
+                "line {}: {} is older than in BEFORE (line {}): are BEFORE and AFTER swapped?",
+                ra.line,
+                series(key),
+                rb.line
+            )));
+        }
+    }
+    for (this, other, dump) in [(ga, gb, after), (gb, ga, before)] {
+        for (key, r) in &this.series {
+            let Some(family) = key.0.strip_suffix("_bucket") else {
+                continue;
+            };
+            if r.line > 0 && other.has_family(family) && !other.series.contains_key(key) {
+                return Err(dump.error(format!(
+                    "line {}: bucket {} is not in the other dump: the dumps have different bucket layouts",
+                    r.line,
+                    series(key)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Feeds the raw samples into one engine (BEFORE at t = 1 s, AFTER at t = 2 s) and adds its
+/// derived families, cumulative at each instant, to the dumps: for each group, only the
+/// families neither dump already holds.
+fn add_engine_families(dumps: &mut [Dump; 2], before: &[DumpSample], after: &[DumpSample]) {
+    let mut engine = Engine::new(EngineConfig::default());
+    for (i, (samples, ts)) in [(before, 1_000), (after, 2_000)].into_iter().enumerate() {
+        feed(&mut engine, samples, ts);
+        for family in Family::ALL {
+            engine.for_each_derived(family, |labels, value| {
+                let key: GroupKey = labels.to_vec();
+                let native = dumps.iter().any(|d| {
+                    d.groups.get(&key).is_some_and(|g| {
+                        g.series
+                            .iter()
+                            .any(|(k, r)| r.line > 0 && k.0.starts_with(family.name()))
+                    })
+                });
+                if native {
+                    return;
+                }
+                for s in derived_samples(family, labels, value) {
+                    // Engine output never repeats a series: an error here cannot happen.
+                    let _ = dumps[i].insert(s);
+                }
+            });
+        }
+    }
+}
+
+fn feed(engine: &mut Engine, samples: &[DumpSample], ts: i64) {
+    let mut report = IngestReport::default();
+    for s in samples {
+        if !s.name.starts_with("vllm:") {
+            continue;
+        }
+        let mut labels: Vec<Label<'_>> = Vec::with_capacity(s.labels.len() + 1);
+        labels.push(Label {
+            name: "__name__",
+            value: &s.name,
+        });
+        labels.extend(s.labels.iter().map(|(n, v)| Label { name: n, value: v }));
+        if normalize_labels(&mut labels).is_err() {
+            continue;
+        }
+        let sample = Sample {
+            value: s.value,
+            timestamp_ms: ts,
+        };
+        engine.ingest(&labels, &[sample], ts, &mut report);
+    }
+}
+
+/// The `_bucket`/`_sum`/`_count` samples of one derived value.
+fn derived_samples(
+    family: Family,
+    labels: &[(String, String)],
+    value: &DerivedValue,
+) -> Vec<DumpSample> {
+    let sample = |suffix: &str, extra: Option<(String, String)>, value: f64| {
+        let mut labels = labels.to_vec();
+        labels.extend(extra);
+        DumpSample {
+            name: format!("{}{suffix}", family.name()),
+            labels,
+            value,
+            timestamp_ms: None,
+            line: 0,
+            cumulative: true,
+        }
+    };
+    match value {
+        DerivedValue::Histogram {
+            buckets,
+            sum,
+            count,
+        } => {
+            let mut out: Vec<DumpSample> = buckets
+                .iter()
+                .map(|(le, c)| {
+                    let le = if le.is_infinite() {
+                        "+Inf".into()
+                    } else {
+                        le.to_string()
+                    };
+                    sample("_bucket", Some(("le".into(), le)), *c)
+                })
+                .collect();
+            out.push(sample("_sum", None, *sum));
+            out.push(sample("_count", None, *count));
+            out
+        }
+        DerivedValue::SumCount { sum, count } => {
+            vec![sample("_sum", None, *sum), sample("_count", None, *count)]
+        }
+    }
+}
+
+impl GroupReport {
+    fn empty(labels: BTreeMap<String, String>, note: String) -> GroupReport {
+        GroupReport {
+            labels,
+            canonical_tpot_mean_seconds: None,
+            token_weighted_itl_seconds: None,
+            acceptance_corrected_itl_seconds: None,
+            local_compute_iteration_tokens_mean: None,
+            raw_tpot_mean_seconds: None,
+            raw_itl_mean_seconds: None,
+            note,
+        }
+    }
+
+    fn from_interval(labels: BTreeMap<String, String>, i: &Interval) -> GroupReport {
+        GroupReport {
+            labels,
+            canonical_tpot_mean_seconds: i.canonical_tpot.as_ref().and_then(|h| h.mean()),
+            token_weighted_itl_seconds: i.token_weighted_itl.and_then(|s| s.mean()),
+            acceptance_corrected_itl_seconds: i
+                .acceptance_corrected_itl
+                .as_ref()
+                .and_then(|h| h.mean()),
+            local_compute_iteration_tokens_mean: i
+                .local_compute_iteration_tokens
+                .and_then(|s| s.mean()),
+            raw_tpot_mean_seconds: i.raw_tpot.as_ref().and_then(|h| h.mean()),
+            raw_itl_mean_seconds: i.raw_itl.as_ref().and_then(|h| h.mean()),
+            note: String::new(),
+        }
+    }
+}
+
+fn ms(v: Option<f64>) -> Cell {
+    match v {
+        Some(v) => Cell::plain(format!("{:.3}", v * 1000.0)),
+        None => Cell::new("—", Tone::Dim),
+    }
+}
+
+fn labels_text(labels: &[(&String, &String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    inner.join(",")
+}
+
+/// The human-readable table of `reports` (what `inspect` prints without `--json`).
+pub fn render_table(before: &str, after: &str, reports: &[GroupReport]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "vllm-corrector inspect: BEFORE {before}, AFTER {after}"
+    );
+    let _ = writeln!(
+        out,
+        "Each value is Δ_sum / Δ_count between the dumps, as rate(x_sum[w]) / rate(x_count[w]) over the same window; — = the dumps cannot support it."
+    );
+    // Labels every group shares are printed once, above the table.
+    let common: Vec<(&String, &String)> = match reports.first() {
+        Some(first) if reports.len() > 1 => first
+            .labels
+            .iter()
+            .filter(|(k, v)| reports.iter().all(|r| r.labels.get(*k) == Some(*v)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if !common.is_empty() {
+        let _ = writeln!(out, "Labels of every group: {}", labels_text(&common));
+    }
+    let _ = writeln!(out);
+    let mut table = Table::new(&[
+        "group",
+        "TPOT raw ms",
+        "TPOT canonical ms",
+        "ITL raw ms/output",
+        "ITL token-weighted ms",
+        "ITL acceptance-corr. ms",
+        "iteration tokens local",
+        "note",
+    ]);
+    for r in reports {
+        let own: Vec<(&String, &String)> =
+            r.labels.iter().filter(|kv| !common.contains(kv)).collect();
+        let tokens = match r.local_compute_iteration_tokens_mean {
+            Some(v) => Cell::plain(format!("{v:.2}")),
+            None => Cell::new("—", Tone::Dim),
+        };
+        table.push(vec![
+            Cell::plain(labels_text(&own)),
+            ms(r.raw_tpot_mean_seconds),
+            ms(r.canonical_tpot_mean_seconds),
+            ms(r.raw_itl_mean_seconds),
+            ms(r.token_weighted_itl_seconds),
+            ms(r.acceptance_corrected_itl_seconds),
+            tokens,
+            Cell::plain(r.note.clone()),
+        ]);
+    }
+    out.push_str(&table.render(false));
+    out
+}
+
+#[cfg(test)]
+#[path = "inspect_tests.rs"]
+mod tests;

@@ -1,0 +1,292 @@
+//! `inspect` on the vLLM 0.33 fixtures (`tests/fixtures/vllm-0.33/`, hand computation in their
+//! `EXPECTED.md`) and on small hand-written dumps. Every expected value is worked in a comment.
+
+use super::*;
+
+fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/tests/fixtures/vllm-0.33/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {path}: {e}"))
+}
+
+fn run_texts(before: &str, after: &str) -> Result<Vec<GroupReport>, InspectError> {
+    inspect(
+        &Loaded::from_text("BEFORE", "before.prom", before.to_owned()),
+        &Loaded::from_text("AFTER", "after.prom", after.to_owned()),
+    )
+}
+
+fn engine<'r>(reports: &'r [GroupReport], e: &str) -> &'r GroupReport {
+    reports
+        .iter()
+        .find(|r| r.labels.get("engine").map(String::as_str) == Some(e))
+        .unwrap_or_else(|| panic!("no group with engine={e}: {reports:?}"))
+}
+
+#[track_caller]
+fn close(got: Option<f64>, want: f64) {
+    let got = got.unwrap_or_else(|| panic!("expected {want}, got null"));
+    assert!(
+        (got - want).abs() <= 1e-12 * want.abs(),
+        "got {got}, want {want}"
+    );
+}
+
+#[test]
+fn fixture_interval_t1_to_t2_matches_the_hand_computation() {
+    let reports = run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap();
+    assert_eq!(reports.len(), 2);
+    let e0 = engine(&reports, "0");
+    assert_eq!(
+        e0.labels,
+        BTreeMap::from([
+            ("engine".to_string(), "0".to_string()),
+            ("model_name".to_string(), "Qwen/Qwen3-8B".to_string()),
+        ])
+    );
+    // EXPECTED.md, engine 0 at t1 → t2:
+    // raw TPOT (1.5 − 0.8) / (60 − 32) = 0.7 / 28 = 0.025;
+    // canonical: the same sum over (60 − 7) − (32 − 4) = 53 − 28 = 25 requests = 0.028;
+    // raw ITL (43 − 27) / (1000 − 600) = 16 / 400 = 0.04 s per output;
+    // token-weighted 16 / ((1870 − 70) − (1240 − 40)) = 16 / 600;
+    // acceptance-corrected 16 / ((1000 + 800) − (600 + 600)) = 16 / 600;
+    // local-compute (9870 − 6240) / (1100 − 700) = 3630 / 400 = 9.075 tokens per iteration.
+    close(e0.raw_tpot_mean_seconds, 0.025);
+    close(e0.canonical_tpot_mean_seconds, 0.028);
+    close(e0.raw_itl_mean_seconds, 0.04);
+    close(e0.token_weighted_itl_seconds, 16.0 / 600.0);
+    close(e0.acceptance_corrected_itl_seconds, 16.0 / 600.0);
+    close(e0.local_compute_iteration_tokens_mean, 9.075);
+    // Engine 1 (no spec decoding): raw TPOT (1.1 − 0.55) / (40 − 20) = 0.0275;
+    // canonical 0.55 / (35 − 18) = 0.55 / 17; raw ITL (28 − 17.5) / (800 − 500) = 0.035;
+    // token-weighted 10.5 / ((845 − 45) − (525 − 25)) = 10.5 / 300 = 0.035, and acceptance-
+    // corrected equals raw ITL (no accepted tokens): 0.035;
+    // local-compute (7345 − 4525) / (860 − 530) = 2820 / 330.
+    let e1 = engine(&reports, "1");
+    close(e1.raw_tpot_mean_seconds, 0.0275);
+    close(e1.canonical_tpot_mean_seconds, 0.55 / 17.0);
+    close(e1.raw_itl_mean_seconds, 0.035);
+    close(e1.token_weighted_itl_seconds, 0.035);
+    close(e1.acceptance_corrected_itl_seconds, 0.035);
+    close(e1.local_compute_iteration_tokens_mean, 2820.0 / 330.0);
+}
+
+#[test]
+fn json_objects_have_exactly_the_documented_keys() {
+    let reports = run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap();
+    let json = serde_json::to_value(&reports).unwrap();
+    let keys: Vec<&str> = json[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = vec![
+        "labels",
+        "canonical_tpot_mean_seconds",
+        "token_weighted_itl_seconds",
+        "acceptance_corrected_itl_seconds",
+        "local_compute_iteration_tokens_mean",
+        "raw_tpot_mean_seconds",
+        "raw_itl_mean_seconds",
+    ];
+    want.sort_unstable();
+    let mut keys = keys;
+    keys.sort_unstable();
+    assert_eq!(keys, want);
+    assert_eq!(json[0]["labels"]["engine"], "0");
+}
+
+#[test]
+fn counter_reset_and_idle_engine_give_null_everywhere() {
+    let reports = run_texts(&fixture("t2.prom"), &fixture("t3-restart.prom")).unwrap();
+    let json = serde_json::to_value(&reports).unwrap();
+    // Engine 0 restarted: `vllm:prefix_cache_queries_total` fell 14000 → 1000 on line 15 (the gauges
+    // that fell on lines 3, 7 and 11 are not evidence). Engine 1 did nothing: every Δcount is 0.
+    assert_eq!(engine(&reports, "0").note, "counter reset (AFTER line 15)");
+    assert_eq!(engine(&reports, "1").note, "");
+    for group in json.as_array().unwrap() {
+        for (key, value) in group.as_object().unwrap() {
+            if key != "labels" {
+                assert!(value.is_null(), "{key} = {value} for {}", group["labels"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn missing_input_is_null_for_its_family_only() {
+    // Without `prompt_tokens_by_source_total` (vLLM < 0.16) local-compute tokens cannot be known.
+    let strip = |t: String| -> String {
+        t.lines()
+            .filter(|l| !l.starts_with("vllm:prompt_tokens_by_source_total{"))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let reports = run_texts(&strip(fixture("t1.prom")), &strip(fixture("t2.prom"))).unwrap();
+    let e0 = engine(&reports, "0");
+    assert_eq!(e0.local_compute_iteration_tokens_mean, None);
+    close(e0.canonical_tpot_mean_seconds, 0.028);
+    close(e0.token_weighted_itl_seconds, 16.0 / 600.0);
+}
+
+/// A corrector `/metrics` dump (OpenMetrics) with engine 0's corrected values of t1 or t2
+/// (EXPECTED.md §1 and §2) and a self-metric.
+fn corrector_dump(tw: (f64, f64), tpot: (f64, f64, f64, f64)) -> String {
+    let g = r#"engine="0",job="vllm",model_name="m""#;
+    format!(
+        "# HELP vllm_corrected_request_time_per_output_token_seconds TPOT.\n\
+         # TYPE vllm_corrected_request_time_per_output_token_seconds histogram\n\
+         vllm_corrected_request_time_per_output_token_seconds_bucket{{{g},le=\"0.025\"}} {}\n\
+         vllm_corrected_request_time_per_output_token_seconds_bucket{{{g},le=\"+Inf\"}} {}\n\
+         vllm_corrected_request_time_per_output_token_seconds_sum{{{g}}} {}\n\
+         vllm_corrected_request_time_per_output_token_seconds_count{{{g}}} {}\n\
+         # HELP vllm_corrected_token_weighted_itl_seconds ITL.\n\
+         # TYPE vllm_corrected_token_weighted_itl_seconds summary\n\
+         vllm_corrected_token_weighted_itl_seconds_sum{{{g}}} {}\n\
+         vllm_corrected_token_weighted_itl_seconds_count{{{g}}} {}\n\
+         # TYPE vllm_corrector_active_groups gauge\n\
+         vllm_corrector_active_groups 1\n\
+         # EOF\n",
+        tpot.0, tpot.1, tpot.2, tpot.3, tw.0, tw.1
+    )
+}
+
+#[test]
+fn corrector_dumps_are_used_directly() {
+    let before = corrector_dump((27.0, 1200.0), (16.0, 28.0, 0.8, 28.0));
+    let after = corrector_dump((43.0, 1800.0), (31.0, 53.0, 1.5, 53.0));
+    let reports = run_texts(&before, &after).unwrap();
+    assert_eq!(reports.len(), 1, "the self-metric is no group");
+    let r = &reports[0];
+    assert_eq!(r.labels["job"], "vllm");
+    // (1.5 − 0.8) / (53 − 28) = 0.028; (43 − 27) / (1800 − 1200) = 16 / 600.
+    close(r.canonical_tpot_mean_seconds, 0.028);
+    close(r.token_weighted_itl_seconds, 16.0 / 600.0);
+    // Families the dump does not hold, and raw series it does not have.
+    assert_eq!(r.acceptance_corrected_itl_seconds, None);
+    assert_eq!(r.local_compute_iteration_tokens_mean, None);
+    assert_eq!(r.raw_tpot_mean_seconds, None);
+    assert_eq!(r.raw_itl_mean_seconds, None);
+}
+
+#[track_caller]
+fn error(before: &str, after: &str) -> String {
+    run_texts(before, after).unwrap_err().to_string()
+}
+
+#[test]
+fn a_malformed_line_is_named() {
+    let bad = fixture("t2.prom").replacen(
+        "vllm:generation_tokens_total{model_name=\"Qwen/Qwen3-8B\",engine=\"0\"} 1870.0",
+        "vllm:generation_tokens_total{model_name=\"Qwen/Qwen3-8B\",engine=\"0\"} abc",
+        1,
+    );
+    assert_eq!(
+        error(&fixture("t1.prom"), &bad),
+        "AFTER after.prom: line 55: invalid sample value \"abc\""
+    );
+}
+
+#[test]
+fn a_repeated_series_is_named_with_both_lines() {
+    // t2.prom has 386 lines; the copy of its line 55 becomes line 387.
+    let twice = fixture("t2.prom")
+        + "vllm:generation_tokens_total{model_name=\"Qwen/Qwen3-8B\",engine=\"0\"} 1.0\n";
+    assert_eq!(
+        error(&fixture("t1.prom"), &twice),
+        "AFTER after.prom: line 387: series vllm:generation_tokens_total{model_name=\"Qwen/Qwen3-8B\",engine=\"0\"} appears twice (first on line 55)"
+    );
+}
+
+#[test]
+fn swapped_dumps_with_timestamps_are_refused() {
+    let before = "vllm:generation_tokens_total{engine=\"0\"} 10 2000\n";
+    let after = "# a comment\nvllm:generation_tokens_total{engine=\"0\"} 20 1000\n";
+    assert_eq!(
+        error(before, after),
+        "AFTER after.prom: line 2: vllm:generation_tokens_total{engine=\"0\"} is older than in BEFORE (line 1): are BEFORE and AFTER swapped?"
+    );
+}
+
+#[test]
+fn different_bucket_layouts_are_refused() {
+    let dump = |le: &str, count: u32| {
+        format!(
+            "vllm:request_time_per_output_token_seconds_bucket{{engine=\"0\",le=\"{le}\"}} 1\n\
+             vllm:request_time_per_output_token_seconds_bucket{{engine=\"0\",le=\"+Inf\"}} {count}\n\
+             vllm:request_time_per_output_token_seconds_sum{{engine=\"0\"}} 0.1\n\
+             vllm:request_time_per_output_token_seconds_count{{engine=\"0\"}} {count}\n"
+        )
+    };
+    assert_eq!(
+        error(&dump("0.01", 2), &dump("0.02", 3)),
+        "AFTER after.prom: line 1: bucket vllm:request_time_per_output_token_seconds_bucket{engine=\"0\",le=\"0.02\"} is not in the other dump: the dumps have different bucket layouts"
+    );
+    // The same bound written two ways is one bucket: 1 request more, sum unchanged → mean 0.
+    let same = run_texts(&dump("0.01", 2), &dump("1e-2", 3)).unwrap();
+    assert_eq!(same[0].raw_tpot_mean_seconds, Some(0.0));
+}
+
+#[test]
+fn dumps_without_a_common_group_are_refused() {
+    let e0 = "vllm:generation_tokens_total{engine=\"0\"} 10\n";
+    let e1 = "vllm:generation_tokens_total{engine=\"1\"} 20\n";
+    assert_eq!(
+        error(e0, e1),
+        "BEFORE and AFTER share no group of vLLM series: BEFORE has 1 group(s), AFTER has 1"
+    );
+}
+
+#[test]
+fn table_shows_milliseconds_and_factors_out_shared_labels() {
+    let reports = run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap();
+    let text = render_table("t1.prom", "t2.prom", &reports);
+    assert!(
+        text.contains("Labels of every group: model_name=\"Qwen/Qwen3-8B\""),
+        "{text}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("engine=\"0\""))
+        .unwrap_or_else(|| panic!("{text}"));
+    // 0.025 s, 0.028 s, 0.04 s, 16/600 s = 26.667 ms, 9.075 tokens.
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "engine=\"0\"",
+            "25.000",
+            "28.000",
+            "40.000",
+            "26.667",
+            "26.667",
+            "9.07"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn dumps_are_fetched_over_http() {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route("/t1", get(|| async { fixture("t1.prom") }))
+        .route("/t2", get(|| async { fixture("t2.prom") }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(axum::serve(listener, app).into_future());
+    let before = load("BEFORE", &format!("http://{addr}/t1")).await.unwrap();
+    let after = load("AFTER", &format!("http://{addr}/t2")).await.unwrap();
+    let reports = inspect(&before, &after).unwrap();
+    close(engine(&reports, "0").canonical_tpot_mean_seconds, 0.028);
+    let missing = load("AFTER", &format!("http://{addr}/nope"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        missing.to_string(),
+        format!("AFTER http://{addr}/nope: answered 404 Not Found")
+    );
+    server.abort();
+}

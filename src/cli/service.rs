@@ -1,0 +1,146 @@
+//! The service itself (`vllm-corrector` with no subcommand): the remote-write receiver and
+//! `/metrics`, with the idle sweep and a graceful stop on SIGTERM or Ctrl-C. `demo` runs the same
+//! [`serve`] in-process.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::http::{AppState, app};
+use crate::telemetry::{IdleSweep, InternalEvent};
+
+/// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
+/// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
+pub const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Runs the service with `config` until SIGTERM or Ctrl-C: binds `config.listen_address`, logs
+/// `listening`, then serves until the signal and finishes in-flight requests.
+///
+/// # Errors
+/// The bind error (naming the address) or an I/O error of the server.
+pub async fn run(config: Config) -> std::io::Result<()> {
+    let state = AppState::new(Engine::new(config.engine.clone()), config.limits);
+    let listener = bind(config.listen_address).await?;
+    tracing::info!(
+        address = %listener.local_addr()?,
+        config_file = config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none".into()),
+        idle_timeout_ms = config.engine.idle_timeout_ms,
+        max_body_bytes = config.limits.max_body_bytes,
+        version = env!("CARGO_PKG_VERSION"),
+        "listening"
+    );
+    serve(listener, state, config.engine.idle_timeout_ms, async {
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing in-flight requests");
+    })
+    .await
+}
+
+/// Binds a TCP listener on `address`.
+///
+/// # Errors
+/// The OS error, with a message naming the address.
+pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|error| {
+            std::io::Error::new(error.kind(), format!("cannot listen on {address}: {error}"))
+        })
+}
+
+/// How long in-flight requests may take to finish after SIGTERM before the remaining connections
+/// are closed.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+
+/// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
+///
+/// Marks `state` ready while serving (`/-/ready` answers 200) and not ready once `shutdown`
+/// resolves. Sweeps idle groups every `min(15 s, idle_timeout_ms / 4)` (at least every 100 ms)
+/// with the wall clock, counting them in the self-metrics.
+///
+/// # Errors
+/// An I/O error of the server.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    idle_timeout_ms: i64,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let sweeper = state.clone();
+    let period =
+        IDLE_SWEEP_INTERVAL.min(Duration::from_millis(idle_timeout_ms.max(400) as u64 / 4));
+    let sweep = tokio::spawn(async move {
+        let first = tokio::time::Instant::now() + period;
+        let mut tick = tokio::time::interval_at(first, period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let removed = sweeper.lock_engine().sweep_idle(now_ms());
+            IdleSweep { removed }.emit(&sweeper.metrics);
+        }
+    });
+    state.set_ready(true);
+    let stopping = state.clone();
+    let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        stopping.set_ready(false);
+        let _ = signalled.send(());
+    });
+    // In-flight requests get SHUTDOWN_GRACE to finish after the signal; a connection that still
+    // holds a request then (a stalled body past its timeout, a hung client) is closed, so the
+    // process exits well within Kubernetes' default 30 s termination grace period.
+    let grace_expired = async {
+        if on_signal.await.is_ok() {
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let served = tokio::select! {
+        served = server.into_future() => served,
+        () = grace_expired => {
+            tracing::warn!(grace_seconds = SHUTDOWN_GRACE.as_secs(), "shutdown grace expired: closing connections still open");
+            Ok(())
+        }
+    };
+    sweep.abort();
+    served
+}
+
+/// Resolves on SIGTERM or Ctrl-C (SIGINT). If a signal handler cannot be installed, that signal
+/// is logged and never fires.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
+
+/// Wall clock, ms since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

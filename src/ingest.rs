@@ -1,0 +1,290 @@
+//! Ingest: one decoded remote-write request (RW 1.0 or 2.0) into the engine, with every sample
+//! accounted (design invariant 3: received = applied + Σ rejected by reason).
+//!
+//! Two steps, so the engine lock is held only for the second:
+//! 1. [`prepare`] (no lock): per-series label limits (`limits.*`), then label normalisation
+//!    ([`crate::protocol::SeriesRef::normalize`]); an invalid series is counted and dropped.
+//! 2. [`Prepared::apply`] (under the lock): samples stamped too far in the future are rejected
+//!    (`limits.max_future_skew`); float samples go to [`Engine::ingest`]; native
+//!    histograms with custom buckets go in as the classic `_bucket{le}`/`_sum`/`_count` series they
+//!    stand for ([`histogram::for_each_classic_series`]), so they feed the rules exactly as a
+//!    classic histogram would; other schemas are counted and not used; metadata is cached.
+//!
+//! The result, [`Outcome`], also says what was *written* for the RW 2.0 response headers
+//! (`X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`, RW 2.0 specification,
+//! "Required Written Response Headers").
+
+use std::fmt::Write as _;
+
+use crate::config::Limits;
+use crate::engine::{Engine, IngestReport, RejectReason};
+use crate::protocol::histogram::{self, HistogramError, NativeHistogram};
+use crate::protocol::{Label, LabelError, Sample, SeriesRef, WriteRequestRef};
+
+/// The longest label text quoted in a 400 answer.
+const MAX_QUOTED_LABELS: usize = 512;
+
+/// What the receiver wrote of one request: the values of the RW 2.0 `*-Written` headers.
+///
+/// A sample or histogram sample counts as written when the receiver accepted it: applied to
+/// series state, an idempotent duplicate of one already applied, or read by no rule (a series
+/// such as `vllm:num_requests_running` is accepted and dropped by design, not an error). Native
+/// histograms of schemas other than custom buckets are accepted and counted the same way.
+/// Exemplars are never stored, so none is ever written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Float samples written.
+    pub samples: u64,
+    /// Native histogram samples written.
+    pub histograms: u64,
+    /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
+    pub exemplars: u64,
+}
+
+/// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
+/// applied, as the remote-write notes' checklist item 1 asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SeriesRejection {
+    /// Invalid labels, label references or a label limit: the whole series is rejected.
+    #[error(transparent)]
+    Label(#[from] LabelError),
+    /// A custom-buckets native histogram sample is inconsistent: that sample is rejected.
+    #[error("invalid native histogram: {0}")]
+    Histogram(#[from] HistogramError),
+    /// Some samples are stamped later than receive time plus `limits.max_future_skew`: those
+    /// samples are refused.
+    #[error("sample timestamp beyond limits.max_future_skew past the receiver's clock")]
+    FutureTimestamp,
+    /// The engine holds `limits.max_active_series` series: this new series is refused.
+    #[error(
+        "limits.max_active_series reached: new series are refused until idle or stale groups leave"
+    )]
+    ActiveSeriesLimit,
+}
+
+/// The first series of a request that was refused, as quoted in the 400 answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedSeries {
+    /// Zero-based position of the series in the request.
+    pub index: usize,
+    /// Its labels as `{name="value", …}`, shortened past 512 bytes.
+    pub labels: String,
+    /// Why.
+    pub reason: SeriesRejection,
+}
+
+/// Everything one request did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Sample accounting of the request (record it in the self-metrics).
+    pub report: IngestReport,
+    /// What was written (RW 2.0 response headers).
+    pub written: Written,
+    /// Series in the request.
+    pub series: usize,
+    /// Series with at least one [`SeriesRejection`].
+    pub rejected_series: usize,
+    /// The first of them.
+    pub first_rejected: Option<RejectedSeries>,
+}
+
+impl Outcome {
+    fn reject_series(&mut self, index: usize, labels: &[Label<'_>], reason: SeriesRejection) {
+        self.rejected_series += 1;
+        self.first_rejected.get_or_insert_with(|| RejectedSeries {
+            index,
+            labels: quote_labels(labels),
+            reason,
+        });
+    }
+}
+
+/// A request whose series passed [`prepare`], ready for [`Prepared::apply`].
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    request: WriteRequestRef<'a>,
+    /// Position in the request of each kept series.
+    positions: Vec<usize>,
+    max_future_skew_ms: i64,
+    outcome: Outcome,
+}
+
+/// Step 1, outside the engine lock: checks each series against the label limits of `limits`,
+/// normalises its labels, and counts and drops the series that fail (every sample of a dropped
+/// series is rejected with the [`LabelError`]'s reason; its histograms count as in
+/// [`crate::protocol::SeriesRef::sample_count`]).
+pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a> {
+    let mut outcome = Outcome {
+        series: request.series.len(),
+        ..Outcome::default()
+    };
+    let mut positions = Vec::with_capacity(request.series.len());
+    let mut index = 0;
+    request.series.retain_mut(|series| {
+        let position = index;
+        index += 1;
+        let checked = limits
+            .labels
+            .check(&series.labels)
+            .and_then(|()| series.normalize());
+        match checked {
+            Ok(()) => {
+                positions.push(position);
+                true
+            }
+            Err(error) => {
+                outcome
+                    .report
+                    .reject(RejectReason::Label(error), series.sample_count());
+                outcome.reject_series(position, &series.labels, error.into());
+                false
+            }
+        }
+    });
+    Prepared {
+        request,
+        positions,
+        max_future_skew_ms: limits.max_future_skew_ms,
+        outcome,
+    }
+}
+
+/// Every sample of `request` rejected for `reason` (a request refused whole after decoding, such
+/// as `limits.max_series_per_request`).
+pub fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
+    let mut report = IngestReport::default();
+    for series in &request.series {
+        report.reject(reason, series.sample_count());
+    }
+    report
+}
+
+/// Samples of `report` the receiver accepted (see [`Written`]).
+fn accepted(report: &IngestReport) -> u64 {
+    report.applied
+        + report.rejected[RejectReason::UnusedSeries.index()]
+        + report.rejected[RejectReason::DuplicateSample.index()]
+}
+
+impl Prepared<'_> {
+    /// Step 2, under the engine lock: applies every kept series at receive time `now_ms` (ms since
+    /// the epoch, for the idle timeout) and caches the metadata (RW 1.0 entries, RW 2.0 per-series
+    /// metadata). Metadata never fails a request.
+    pub fn apply(mut self, engine: &mut Engine, now_ms: i64) -> Outcome {
+        let outcome = &mut self.outcome;
+        let latest = now_ms.saturating_add(self.max_future_skew_ms);
+        let mut in_time: Vec<Sample> = Vec::new();
+        for (series, &position) in self.request.series.iter().zip(&self.positions) {
+            let mut report = IngestReport::default();
+            let mut refused = None;
+            let mut samples = series.samples.as_slice();
+            if samples.iter().any(|s| s.timestamp_ms > latest) {
+                in_time.clear();
+                in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
+                let future = (samples.len() - in_time.len()) as u64;
+                report.reject(RejectReason::FutureTimestamp, future);
+                refused = Some(SeriesRejection::FutureTimestamp);
+                samples = &in_time;
+            }
+            if !samples.is_empty() {
+                let mut floats = IngestReport::default();
+                engine.ingest(&series.labels, samples, now_ms, &mut floats);
+                outcome.written.samples += accepted(&floats);
+                report.merge(&floats);
+            }
+            for h in &series.histograms {
+                if let NativeHistogram::CustomBuckets(c) = h
+                    && c.timestamp_ms > latest
+                {
+                    report.reject(RejectReason::FutureTimestamp, h.sample_count());
+                    refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                    continue;
+                }
+                match apply_histogram(engine, series, h, now_ms, &mut report) {
+                    Ok(true) => outcome.written.histograms += 1,
+                    Ok(false) => {}
+                    Err(reason) => refused = refused.or(Some(reason)),
+                }
+            }
+            if report.rejected[RejectReason::ActiveSeriesLimit.index()] > 0 {
+                refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
+            }
+            if let Some(reason) = refused {
+                outcome.reject_series(position, &series.labels, reason);
+            }
+            outcome.report.merge(&report);
+            if let Some(metadata) = series.family_metadata() {
+                engine.record_metadata(&metadata);
+            }
+        }
+        for metadata in &self.request.metadata {
+            engine.record_metadata(metadata);
+        }
+        self.outcome
+    }
+}
+
+/// Applies one native histogram sample; `Ok(true)` when it was written in full.
+fn apply_histogram(
+    engine: &mut Engine,
+    series: &SeriesRef<'_>,
+    histogram: &NativeHistogram,
+    now_ms: i64,
+    report: &mut IngestReport,
+) -> Result<bool, SeriesRejection> {
+    match histogram {
+        NativeHistogram::OtherSchema { .. } => {
+            report.reject(RejectReason::NativeHistogram, 1);
+            Ok(true)
+        }
+        NativeHistogram::Invalid(e) => {
+            report.reject(RejectReason::InvalidNativeHistogram, 1);
+            Err((*e).into())
+        }
+        NativeHistogram::CustomBuckets(h) => {
+            let mut classic = IngestReport::default();
+            let converted = histogram::for_each_classic_series(
+                &series.labels,
+                std::slice::from_ref(h),
+                |labels, samples| engine.ingest(labels, samples, now_ms, &mut classic),
+            );
+            report.merge(&classic);
+            match converted {
+                Ok(()) => Ok(accepted(&classic) == classic.received),
+                Err(e) => {
+                    report.reject(
+                        RejectReason::InvalidNativeHistogram,
+                        histogram.sample_count(),
+                    );
+                    Err(e.into())
+                }
+            }
+        }
+    }
+}
+
+/// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
+pub fn quote_labels(labels: &[Label<'_>]) -> String {
+    let mut out = String::from("{");
+    for (i, label) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={:?}", label.name, label.value);
+        if out.len() > MAX_QUOTED_LABELS {
+            let mut cut = MAX_QUOTED_LABELS;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push('…');
+            break;
+        }
+    }
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+#[path = "ingest_tests.rs"]
+mod tests;

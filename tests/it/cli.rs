@@ -1,0 +1,155 @@
+//! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
+//! and names the bad line of a malformed dump, and the service flags still need no subcommand.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vllm-corrector");
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/vllm-0.33/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[test]
+fn demo_prints_a_table_then_stops_cleanly_on_sigterm() {
+    let mut child = Command::new(BIN)
+        .args([
+            "demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--refresh",
+            "1s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vllm-corrector demo");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen_table = false;
+    while !seen_table {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(line) => seen_table = line.contains("quantity=tpot_mean_seconds"),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no table line within 20 s: {e}");
+            }
+        }
+    }
+    // SIGTERM to the child we started, by its PID.
+    let pid = child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success());
+    let mut last = String::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(10)) {
+        last = line;
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        last.starts_with("# demo stopped after"),
+        "last line {last:?}"
+    );
+}
+
+#[test]
+fn inspect_json_through_the_binary() {
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            &fixture("t1.prom"),
+            &fixture("t2.prom"),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // EXPECTED.md, engine 0, t1 → t2: (1.5 − 0.8) / ((60 − 7) − (32 − 4)) = 0.7 / 25 = 0.028 s.
+    let e0 = &json[0];
+    assert_eq!(e0["labels"]["engine"], "0");
+    let tpot = e0["canonical_tpot_mean_seconds"].as_f64().unwrap();
+    assert!((tpot - 0.028).abs() < 1e-15, "{tpot}");
+}
+
+#[test]
+fn inspect_names_the_missing_file_and_exits_1() {
+    let out = Command::new(BIN)
+        .args(["inspect", "/nonexistent/before.prom", &fixture("t2.prom")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("vllm-corrector: BEFORE /nonexistent/before.prom: cannot read:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn service_flags_and_a_subcommand_cannot_be_mixed() {
+    let out = Command::new(BIN)
+        .args(["--web.listen-address", "127.0.0.1:0", "demo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+}
+
+#[test]
+fn inspect_refuses_one_url_read_twice_at_once() {
+    let out = Command::new(BIN)
+        .args([
+            "inspect",
+            "http://127.0.0.1:9/metrics",
+            "http://127.0.0.1:9/metrics",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pass --wait 30s"), "{err}");
+}
+
+#[test]
+fn rules_subcommand_prints_the_shipped_recording_rules() {
+    // deploy/rules/ holds the default output (a unit test keeps it equal to promql_rules::render);
+    // the subcommand must print exactly that, and a prefix flag must reach every recorded name.
+    let out = Command::new(BIN).arg("rules").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/rules/vllm-corrected.promql.rules.yml"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), shipped);
+    let out = Command::new(BIN)
+        .args(["rules", "--rules.name-prefix", "vllm_pq_"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("record: vllm_pq_token_weighted_itl_seconds_sum"),
+        "{text}"
+    );
+    assert!(!text.contains("record: vllm_corrected_"), "{text}");
+}

@@ -1,0 +1,191 @@
+//! The Grafana dashboard (Deploy issue, item 5): every panel query, and every template variable's
+//! `label_values`, runs against a real Prometheus holding simulated vLLM data and the corrector's
+//! output for it ([`crate::simdata`]), and none may fail or come back empty.
+
+use serde_json::Value;
+
+use crate::simdata::{NAMESPACE, SimData, now_ms};
+
+const DASHBOARD: &str = include_str!("../../deploy/grafana/vllm-corrector.json");
+
+/// Grafana's built-in interval variables, as a 15 s scrape interval and a 10 min range give them.
+const BUILT_INS: [(&str, &str); 3] = [
+    ("__rate_interval", "1m"),
+    ("__interval", "30s"),
+    ("__range", "10m"),
+];
+
+/// `(name, value)` of every template variable: `.*` (the `allValue`) for multi-value variables
+/// with "All", else the current value.
+fn variables(dashboard: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = BUILT_INS
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    for var in dashboard["templating"]["list"]
+        .as_array()
+        .expect("templating.list")
+    {
+        let name = var["name"].as_str().expect("variable name").to_string();
+        let value = if var["includeAll"].as_bool() == Some(true) {
+            var["allValue"].as_str().unwrap_or(".*").to_string()
+        } else {
+            match &var["current"]["value"] {
+                Value::String(s) => s.clone(),
+                _ => continue, // the data source variable appears in no expression
+            }
+        };
+        out.push((name, value));
+    }
+    // Longest names first, so that `$pod` never eats the start of a longer `$pods`.
+    out.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+    out
+}
+
+/// `expr` with every `${name}` and `$name` replaced. Panics on a variable the dashboard lacks.
+fn substitute(expr: &str, vars: &[(String, String)]) -> String {
+    let mut out = expr.to_string();
+    for (name, value) in vars {
+        out = out
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
+    }
+    assert!(!out.contains('$'), "unknown variable left in {out}");
+    out
+}
+
+/// Every `(panel title, refId, expr)` of the dashboard's panels.
+fn targets(dashboard: &Value) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            out.push((
+                panel["title"].as_str().unwrap_or_default().to_string(),
+                target["refId"].as_str().unwrap_or_default().to_string(),
+                target["expr"]
+                    .as_str()
+                    .expect("a target without expr")
+                    .to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Splits `label_values(selector, label)` or `label_values(label)`.
+fn label_values_call(query: &str) -> (Option<String>, String) {
+    let inner = query
+        .trim()
+        .strip_prefix("label_values(")
+        .and_then(|q| q.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("template query {query} is not label_values(...)"));
+    match inner.rsplit_once(',') {
+        Some((selector, label)) => (Some(selector.trim().to_string()), label.trim().to_string()),
+        None => (None, inner.trim().to_string()),
+    }
+}
+
+#[test]
+fn dashboard_is_well_formed_and_uses_its_data_source_variable() {
+    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    assert!(dashboard["uid"].is_string() && dashboard["title"].is_string());
+    let mut ids = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        ids.push(panel["id"].as_u64().expect("panel id"));
+        let grid = &panel["gridPos"];
+        let (x, w) = (grid["x"].as_u64().unwrap(), grid["w"].as_u64().unwrap());
+        assert!(
+            x + w <= 24,
+            "{} overflows the 24-column grid",
+            panel["title"]
+        );
+        if panel["type"] == "row" {
+            continue;
+        }
+        assert_eq!(
+            panel["datasource"]["uid"], "${datasource}",
+            "{}",
+            panel["title"]
+        );
+        let targets = panel["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{} has no query", panel["title"]);
+        for t in targets {
+            assert_eq!(
+                t["datasource"]["uid"], "${datasource}",
+                "{}",
+                panel["title"]
+            );
+        }
+    }
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "panel ids are unique");
+    let names: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    for wanted in ["datasource", "namespace", "model_name", "pod"] {
+        assert!(names.contains(&wanted), "template variable {wanted}");
+    }
+}
+
+#[test]
+fn every_panel_query_returns_data_from_prometheus_fed_with_simulated_vllm() {
+    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    let vars = variables(&dashboard);
+    let Some(data) = SimData::start(None) else {
+        return;
+    };
+    let mut failures = Vec::new();
+
+    for var in dashboard["templating"]["list"].as_array().unwrap() {
+        if var["type"] != "query" {
+            continue;
+        }
+        let query = var["query"]["query"]
+            .as_str()
+            .or(var["query"].as_str())
+            .expect("variable query");
+        let (selector, label) = label_values_call(query);
+        let selector = selector.map(|s| substitute(&s, &vars));
+        match data.label_values(&label, selector.as_deref()) {
+            Ok(values) if !values.is_empty() => {
+                if label == "namespace" {
+                    assert_eq!(values, [NAMESPACE], "the simulated pods' namespace");
+                }
+            }
+            Ok(_) => failures.push(format!("variable {}: {query} found no value", var["name"])),
+            Err(e) => failures.push(format!("variable {}: {query}: {e}", var["name"])),
+        }
+    }
+
+    let end = now_ms() as f64 / 1000.0;
+    let all = targets(&dashboard);
+    assert!(
+        all.len() >= 20,
+        "the dashboard has its panels ({} queries)",
+        all.len()
+    );
+    for (title, ref_id, expr) in &all {
+        let expr = substitute(expr, &vars);
+        match data.query_range(&expr, end - 600.0, end, 30.0) {
+            Ok(rows) if rows.iter().any(|(_, v)| v.is_finite()) => {}
+            Ok(rows) => failures.push(format!(
+                "{title} / {ref_id}: {} series, none with a finite value\n  {expr}",
+                rows.len()
+            )),
+            Err(e) => failures.push(format!("{title} / {ref_id}: {e}\n  {expr}")),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} dashboard queries failed:\n{}\n--- prometheus log ---\n{}",
+        failures.len(),
+        all.len(),
+        failures.join("\n"),
+        data.log_text()
+    );
+}
