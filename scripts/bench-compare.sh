@@ -51,6 +51,8 @@ cleanup() {
 trap cleanup EXIT
 
 printf 'global:\n  scrape_interval: 1h\nscrape_configs: []\n' > "$WORK/prometheus.yml"
+# The 1 M-series run holds ~164 k rule-input series, over the default max_active_series (100 k).
+printf 'limits:\n  max_active_series: 4000000\n' > "$WORK/corrector.yml"
 
 # start_target NAME: starts a fresh receiver on a free loopback port; sets PID, WRITE_URL, METRICS_URL.
 start_target() {
@@ -60,7 +62,8 @@ start_target() {
   METRICS_URL=""
   case "$name" in
     corrector)
-      target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --log.level warn >"$dir/log" 2>&1 &
+      target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --config.file "$WORK/corrector.yml" \
+        --log.level warn >"$dir/log" 2>&1 &
       PID=$!; READY="http://127.0.0.1:$port/-/ready"; METRICS_URL="http://127.0.0.1:$port/metrics" ;;
     prometheus)
       prometheus --config.file "$WORK/prometheus.yml" --storage.tsdb.path "$dir" \

@@ -102,7 +102,11 @@ fn decode_series<'a>(
     spans: &mut Vec<LabelSpan>,
 ) -> Result<SeriesRef<'a>, ProtocolError> {
     spans.clear();
-    let mut series = SeriesRef::default();
+    // Senders put one sample in each series (Prometheus: one per `TimeSeries` per request).
+    let mut series = SeriesRef {
+        samples: Vec::with_capacity(1),
+        ..SeriesRef::default()
+    };
     // Tight loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
     // canonical `Label`); the general loop below takes over at the first other byte.
     let mut pos = 0;
