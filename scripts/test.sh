@@ -18,6 +18,7 @@ fi
 
 cargo build --locked --all-targets
 cargo clippy --locked --all-targets -- -D warnings
+cargo bench --locked --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)
 cargo test --locked
 
 # Deploy assets: Dockerfile lint and build steps, manifests against their schemas, alert rule tests.

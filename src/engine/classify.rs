@@ -6,7 +6,9 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (reference §4).
+/// Labels that identify a series inside its group, not the group itself (reference §4); the hot
+/// path tests membership with [`is_rule_dimension`].
+#[cfg(test)]
 pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
@@ -122,9 +124,48 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
     }
 }
 
+/// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
+/// test of the discard path. A name that passes may still classify as unused (a token bucket whose
+/// `le` is not 1, a prompt-token source other than `local_compute`). Agrees with [`classify`]:
+/// `classify(name, labels).is_some()` implies `may_be_read(name)`.
+pub(crate) fn may_be_read(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("vllm:") else {
+        return false;
+    };
+    for histogram in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+        if let Some(suffix) = rest.strip_prefix(histogram) {
+            return matches!(suffix, "_bucket" | "_sum" | "_count");
+        }
+    }
+    matches!(
+        rest,
+        "request_generation_tokens_bucket"
+            | "request_generation_tokens_count"
+            | "generation_tokens_total"
+            | "time_to_first_token_seconds_count"
+            | "prompt_tokens_by_source_total"
+            | "iteration_tokens_total_count"
+            | "spec_decode_num_accepted_tokens_total"
+            | "spec_decode_num_drafts_total"
+    )
+}
+
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
 pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
-    labels.iter().filter(|l| !RULE_DIMENSIONS.contains(&l.name))
+    labels.iter().filter(|l| !is_rule_dimension(l.name))
+}
+
+/// True when `name` is one of [`RULE_DIMENSIONS`]; dispatches on the length first, since this runs
+/// for every label of every sample a rule reads.
+#[inline]
+pub(crate) fn is_rule_dimension(name: &str) -> bool {
+    match name.len() {
+        2 => name == "le",
+        6 => name == "source",
+        8 => name == "__name__" || name == "position",
+        15 => name == "finished_reason",
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -133,6 +174,58 @@ mod tests {
 
     fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
         Label { name, value }
+    }
+
+    #[test]
+    fn every_classified_name_may_be_read_and_unread_names_may_not() {
+        let le1 = [l("le", "1.0")];
+        let local = [l("source", "local_compute")];
+        let mut classified = 0;
+        for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                let name = format!("vllm:{base}{suffix}");
+                assert!(classify(&name, &le1).is_some() && may_be_read(&name), "{name}");
+                classified += 1;
+            }
+        }
+        for name in [
+            "vllm:request_generation_tokens_bucket",
+            "vllm:request_generation_tokens_count",
+            "vllm:generation_tokens_total",
+            "vllm:time_to_first_token_seconds_count",
+            "vllm:iteration_tokens_total_count",
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "vllm:spec_decode_num_drafts_total",
+        ] {
+            assert!(classify(name, &le1).is_some() && may_be_read(name), "{name}");
+            classified += 1;
+        }
+        assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
+        assert!(may_be_read("vllm:prompt_tokens_by_source_total"));
+        // 9 histogram names + 7 + 1: every input of classify.
+        assert_eq!(classified + 1, 17);
+        for name in [
+            "vllm:inter_token_latency_seconds_created",
+            "vllm:inter_token_latency_seconds",
+            "vllm:request_time_per_output_token_seconds_bucketx",
+            "vllm:num_requests_running",
+            "vllm:generation_tokens_created",
+            "vllm:spec_decode_num_draft_tokens_total",
+            "inter_token_latency_seconds_bucket",
+            "up",
+        ] {
+            assert!(!may_be_read(name) && classify(name, &le1).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn rule_dimension_test_matches_the_list() {
+        for name in RULE_DIMENSIONS {
+            assert!(is_rule_dimension(name), "{name}");
+        }
+        for name in ["instance", "engine", "model_name", "l", "les", "sources", "__name_", "finished_reasons", ""] {
+            assert!(!is_rule_dimension(name), "{name}");
+        }
     }
 
     #[test]

@@ -31,18 +31,65 @@ struct Role {
 struct Frame {
     ts: i64,
     values: Vec<f64>,
+    /// Bit `r` set when `values[r]` holds a sample, for roles below [`MASK_ROLES`].
+    present: RoleMask,
+}
+
+/// A set of role indices below [`MASK_ROLES`], one bit each.
+type RoleMask = u128;
+
+/// Roles that the masks cover. A group with more roles (never seen from vLLM: 51 series per engine,
+/// 73 with both ITL names) falls back to scanning the values.
+const MASK_ROLES: usize = RoleMask::BITS as usize;
+
+/// The mask of `roles`, or `None` when one of them is beyond [`MASK_ROLES`].
+fn mask_of(roles: &[usize]) -> Option<RoleMask> {
+    roles.iter().try_fold(0, |m, &r| (r < MASK_ROLES).then(|| m | (1 << r)))
 }
 
 impl Frame {
+    fn new(ts: i64, roles: usize) -> Frame {
+        Frame { ts, values: vec![f64::NAN; roles], present: 0 }
+    }
+
     fn holds(&self, roles: &[usize]) -> bool {
         roles.iter().all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
+    }
+
+    /// [`Frame::holds`] in one test when the plan's roles fit in a mask.
+    fn holds_plan(&self, plan: &PlanRoles) -> bool {
+        match plan.mask {
+            Some(mask) => self.present & mask == mask,
+            None => self.holds(&plan.roles),
+        }
+    }
+}
+
+/// The roles a plan reads, as a list and (when they fit) as a mask.
+#[derive(Debug, Clone, PartialEq)]
+struct PlanRoles {
+    roles: Vec<usize>,
+    mask: Option<RoleMask>,
+}
+
+impl PlanRoles {
+    fn new(roles: Vec<usize>) -> PlanRoles {
+        PlanRoles { mask: mask_of(&roles), roles }
+    }
+
+    fn contains(&self, role: usize) -> bool {
+        match self.mask {
+            Some(mask) if role < MASK_ROLES => mask & (1 << role) != 0,
+            Some(_) => false,
+            None => self.roles.contains(&role),
+        }
     }
 }
 
 /// Per-family state: its plan (cached while the role set is unchanged) and its current output.
 #[derive(Debug, Clone, Default)]
 struct Slot {
-    plan: Option<Result<(Plan, Vec<usize>), WithheldReason>>,
+    plan: Option<Result<(Plan, PlanRoles), WithheldReason>>,
     output: Option<DerivedValue>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
@@ -85,11 +132,11 @@ fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
 }
 
 /// The cached plan of `family`, decided from the learned roles when the role set changed.
-fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Result<&'s (Plan, Vec<usize>), WithheldReason> {
+fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
         rules::plan(family, &learned(roles)).map(|p| {
-            let roles = p.roles();
+            let roles = PlanRoles::new(p.roles());
             (p, roles)
         })
     });
@@ -233,6 +280,9 @@ impl Group {
             values.resize(n_roles, f64::NAN);
         }
         values[role] = value;
+        if role < MASK_ROLES && !value.is_nan() {
+            self.frames[frame].present |= 1 << role;
+        }
         self.after_insert(role, frame);
         Offer::Applied
     }
@@ -248,7 +298,7 @@ impl Group {
                 if i == self.frames.len() && ts > self.roles_changed_ts {
                     self.scrapes_since_roles_changed = self.scrapes_since_roles_changed.saturating_add(1);
                 }
-                self.frames.insert(i, Frame { ts, values: vec![f64::NAN; self.roles.len()] });
+                self.frames.insert(i, Frame::new(ts, self.roles.len()));
                 if self.frames.len() > max_frames {
                     self.evict_oldest();
                     return Some(i - 1);
@@ -268,7 +318,7 @@ impl Group {
         learned(&self.roles)
     }
 
-    fn plan(&mut self, family: Family) -> Result<&(Plan, Vec<usize>), WithheldReason> {
+    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), WithheldReason> {
         plan_of(&mut self.slots, &self.roles, family)
     }
 
@@ -288,7 +338,7 @@ impl Group {
     fn after_insert(&mut self, role: usize, frame: usize) {
         for family in Family::ALL {
             let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else { continue };
-            if !roles.contains(&role) || !self.frames[frame].holds(roles) {
+            if !roles.contains(role) || !self.frames[frame].holds_plan(roles) {
                 continue;
             }
             let ts = self.frames[frame].ts;
@@ -315,7 +365,7 @@ impl Group {
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
     fn acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> DerivedValue {
-        let roles: Vec<usize> = Plan::AcceptanceCorrectedItl { itl: itl.clone(), accepted }.roles();
+        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl { itl: itl.clone(), accepted }.roles());
         let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
         let fresh = |c: &Committed| c.acc.len() != itl.buckets.len() || c.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len());
         if fresh(&self.committed) {
@@ -325,7 +375,7 @@ impl Group {
         let mut prev = self.committed.point.clone();
         let mut last = None;
         let committed_ts = self.committed.ts;
-        for frame in self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds(&roles)) {
+        for frame in self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles)) {
             let point = ItlPoint::read(itl, accepted, &frame.values);
             if prev.as_ref().is_some_and(|p| point.is_reset_from(p)) {
                 if frame.ts > self.last_reset_ts {
@@ -348,7 +398,7 @@ impl Group {
     fn evict_oldest(&mut self) {
         let Some(oldest) = self.frames.pop_front() else { return };
         let incomplete =
-            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds(roles)));
+            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
         if incomplete {
             self.events.frames_dropped += 1;
         }
@@ -365,7 +415,7 @@ impl Group {
         let Ok((Plan::AcceptanceCorrectedItl { itl, accepted }, roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
             return;
         };
-        if !oldest.holds(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
+        if !oldest.holds_plan(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
             return;
         }
         let point = ItlPoint::read(&itl, accepted, &oldest.values);

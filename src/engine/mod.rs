@@ -19,4 +19,6 @@ pub use api::*;
 pub use state::Engine;
 
 #[cfg(test)]
+mod cache_tests;
+#[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{HashMap, HashTable};
 
-use super::classify::{classify, group_labels};
+use super::classify::{RoleKey, classify, group_labels, may_be_read};
 use super::group::{Group, Offer};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
@@ -23,12 +23,44 @@ struct Entry {
     group: Group,
 }
 
+/// A place for one group. `generation` changes whenever the slot's group is removed, so cached
+/// series that point at the slot can tell that their group is gone.
+#[derive(Debug)]
+struct GroupSlot {
+    generation: u32,
+    entry: Option<Entry>,
+}
+
+/// A series seen before: its full label set's 128-bit hash (two independent 64-bit hashes), its
+/// group's slot, and its role, or `None` for a series of a readable name that no rule reads (a
+/// token bucket whose `le` is not 1, another prompt-token source).
+#[derive(Debug, Clone, Copy)]
+struct CachedSeries {
+    hash: u64,
+    check: u64,
+    slot: u32,
+    generation: u32,
+    key: Option<RoleKey>,
+}
+
 /// Series state, groups, frames and rules. Not thread-safe: the HTTP layer holds it in a mutex.
+///
+/// Hot path: a series whose name no rule reads is counted and dropped from its `__name__` alone.
+/// A readable series is looked up by the hash of its full label set in a cache of known series,
+/// which gives its group and role without classifying it or comparing group labels again; only a
+/// new series (or one whose group was removed) takes the full path. The cache trusts a 128-bit
+/// hash: two different label sets sharing it are the only way a sample could reach another
+/// series' group (probability about n² / 2¹²⁹ for n series, 3·10⁻²⁷ at a million).
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
     hasher: foldhash::fast::FixedState,
-    groups: HashTable<Entry>,
+    series_hashers: [foldhash::fast::FixedState; 2],
+    slots: Vec<GroupSlot>,
+    free_slots: Vec<u32>,
+    /// Slot indices of the live groups, by group-label hash.
+    groups: HashTable<u32>,
+    series: HashTable<CachedSeries>,
     metadata: HashMap<String, Metadata>,
     frames_dropped: u64,
     counter_resets: u64,
@@ -37,6 +69,18 @@ pub struct Engine {
     newest_sample_ms: Option<i64>,
     /// Input series held across all groups (the quantity `max_active_series` caps).
     tracked_series: usize,
+    /// Reused buffer: a label set's bytes, hashed in one call per hasher.
+    scratch: Vec<u8>,
+}
+
+/// Where [`Engine::route`] sends a series.
+enum Route {
+    /// No rule reads it.
+    Unused,
+    /// A series the engine does not hold, refused at `max_active_series`.
+    Limited,
+    /// The group in this slot, as this role.
+    Group(u32, RoleKey),
 }
 
 impl Engine {
@@ -45,7 +89,14 @@ impl Engine {
         Engine {
             config,
             hasher: foldhash::fast::FixedState::with_seed(0x5eed_cafe),
+            series_hashers: [
+                foldhash::fast::FixedState::with_seed(0x0123_4567_89ab_cdef),
+                foldhash::fast::FixedState::with_seed(0xfedc_ba98_7654_3210),
+            ],
+            slots: Vec::new(),
+            free_slots: Vec::new(),
             groups: HashTable::new(),
+            series: HashTable::new(),
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
@@ -53,6 +104,7 @@ impl Engine {
             removed_idle: 0,
             newest_sample_ms: None,
             tracked_series: 0,
+            scratch: Vec::with_capacity(512),
         }
     }
 
@@ -61,15 +113,126 @@ impl Engine {
         self.config = config;
     }
 
-    fn group_hash(&self, labels: &[Label<'_>]) -> u64 {
+    /// Hash of the group labels of `labels`, and how many there are.
+    fn group_hash(&self, labels: &[Label<'_>]) -> (u64, usize) {
         let mut h = self.hasher.build_hasher();
+        let mut count = 0;
         for l in group_labels(labels) {
             h.write(l.name.as_bytes());
             h.write_u8(0xff);
             h.write(l.value.as_bytes());
             h.write_u8(0xff);
+            count += 1;
         }
-        h.finish()
+        (h.finish(), count)
+    }
+
+    /// The two 64-bit hashes of the full label set: its bytes (name, 0xff, value, 0xff per label,
+    /// an unambiguous encoding since label text is UTF-8, where 0xff never occurs) are gathered
+    /// once, then hashed in one call per hasher.
+    fn series_hash(&mut self, labels: &[Label<'_>]) -> (u64, u64) {
+        self.scratch.clear();
+        for l in labels {
+            self.scratch.extend_from_slice(l.name.as_bytes());
+            self.scratch.push(0xff);
+            self.scratch.extend_from_slice(l.value.as_bytes());
+            self.scratch.push(0xff);
+        }
+        let bytes = self.scratch.as_slice();
+        (self.series_hashers[0].hash_one(bytes), self.series_hashers[1].hash_one(bytes))
+    }
+
+    fn live(&self, slot: u32, generation: u32) -> bool {
+        self.slots.get(slot as usize).is_some_and(|s| s.generation == generation && s.entry.is_some())
+    }
+
+    /// The slot of the group of `labels`, created if `create`.
+    fn group_slot(&mut self, labels: &[Label<'_>], now_ms: i64, create: bool) -> Option<u32> {
+        let (hash, count) = self.group_hash(labels);
+        let slots = &self.slots;
+        let same = |i: &u32| {
+            let e = slots[*i as usize].entry.as_ref().expect("indexed slots hold a group");
+            e.hash == hash
+                && e.group.labels.len() == count
+                && e.group.labels.iter().zip(group_labels(labels)).all(|((n, v), l)| n == l.name && v == l.value)
+        };
+        if let Some(i) = self.groups.find(hash, same) {
+            return Some(*i);
+        }
+        if !create {
+            return None;
+        }
+        let owned = group_labels(labels).map(|l| (l.name.to_owned(), l.value.to_owned())).collect();
+        let entry = Entry { hash, group: Group::new(owned, now_ms) };
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize].entry = Some(entry);
+                i
+            }
+            None => {
+                self.slots.push(GroupSlot { generation: 0, entry: Some(entry) });
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 groups")
+            }
+        };
+        let slots = &self.slots;
+        self.groups.insert_unique(hash, slot, |i| slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash));
+        Some(slot)
+    }
+
+    /// Removes the group in `slot`; cached series pointing at it become stale by generation.
+    fn remove_group(&mut self, slot: u32) {
+        let Some(entry) = self.slots[slot as usize].entry.take() else { return };
+        self.tracked_series -= entry.group.series();
+        self.slots[slot as usize].generation = self.slots[slot as usize].generation.wrapping_add(1);
+        if let Ok(found) = self.groups.find_entry(entry.hash, |i| *i == slot) {
+            found.remove();
+        }
+        self.free_slots.push(slot);
+    }
+
+    /// Where the series `labels` goes. Cached per series; the first sample classifies it and finds
+    /// (or creates) its group. A series the engine does not hold is refused without creating
+    /// anything when `has_samples` and the engine holds `max_active_series` series.
+    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64) -> Route {
+        let (hash, check) = self.series_hash(labels);
+        let found = self.series.find(hash, |c| c.hash == hash && c.check == check).copied();
+        if let Some(c) = found {
+            if self.live(c.slot, c.generation) {
+                return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
+            }
+        }
+        let Some(key) = classify(name, labels) else {
+            // Cached only beside an existing group (and forgotten with it).
+            if let Some(slot) = self.group_slot(labels, now_ms, false) {
+                self.cache_series(hash, check, slot, None);
+            }
+            return Route::Unused;
+        };
+        let existing = self.group_slot(labels, now_ms, false);
+        let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
+        if !known && has_samples && self.tracked_series >= self.config.max_active_series {
+            return Route::Limited;
+        }
+        let slot = match existing {
+            Some(slot) => slot,
+            None => self.group_slot(labels, now_ms, true).expect("created"),
+        };
+        self.cache_series(hash, check, slot, Some(key));
+        Route::Group(slot, key)
+    }
+
+    fn group(&self, slot: u32) -> &Group {
+        &self.slots[slot as usize].entry.as_ref().expect("a live slot").group
+    }
+
+    fn cache_series(&mut self, hash: u64, check: u64, slot: u32, key: Option<RoleKey>) {
+        let cached = CachedSeries { hash, check, slot, generation: self.slots[slot as usize].generation, key };
+        match self.series.find_mut(hash, |c| c.hash == hash && c.check == check) {
+            Some(c) => *c = cached,
+            None => {
+                self.series.insert_unique(hash, cached, |c| c.hash);
+            }
+        }
     }
 
     /// Applies one series' samples.
@@ -79,35 +242,32 @@ impl Engine {
     /// used for the idle timeout only. Every sample is counted in `report` as applied or rejected:
     /// `unused_series` (no rule reads the series, `*_created` included), `duplicate_sample` (same
     /// timestamp as the series' newest: an idempotent no-op), `out_of_order`, `nan_value` (a NaN that is
-    /// not the staleness marker) or `frame_evicted`. Staleness markers (by bits) are applied.
+    /// not the staleness marker), `frame_evicted`, or `active_series_limit` (a series the engine does
+    /// not hold yet while it holds `max_active_series`). Staleness markers (by bits) are applied.
     pub fn ingest(&mut self, labels: &[Label<'_>], samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
         let name = labels.iter().find(|l| l.name == "__name__").map_or("", |l| l.value);
-        let Some(key) = classify(name, labels) else {
-            report.reject(RejectReason::UnusedSeries, samples.len() as u64);
-            return;
+        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms) } else { Route::Unused };
+        let (slot, key) = match route {
+            Route::Unused => {
+                report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+                return;
+            }
+            Route::Limited => {
+                report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
+                return;
+            }
+            Route::Group(slot, key) => (slot, key),
         };
-        let hash = self.group_hash(labels);
-        let same = |e: &Entry| {
-            e.hash == hash
-                && e.group.labels.len() == group_labels(labels).count()
-                && e.group.labels.iter().zip(group_labels(labels)).all(|((n, v), l)| n == l.name && v == l.value)
-        };
-        let known = self.groups.find(hash, same).is_some_and(|e| e.group.has_role(key));
-        if !known && !samples.is_empty() && self.tracked_series >= self.config.max_active_series {
+        let max_frames = self.config.max_pending_frames.max(1);
+        let at_limit = self.tracked_series >= self.config.max_active_series;
+        let group = &mut self.slots[slot as usize].entry.as_mut().expect("routed to a live group").group;
+        if at_limit && !samples.is_empty() && !group.has_role(key) {
             report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
             return;
         }
-        let entry = match self.groups.find_mut(hash, same) {
-            Some(entry) => entry,
-            None => {
-                let owned = group_labels(labels).map(|l| (l.name.to_owned(), l.value.to_owned())).collect();
-                let entry = Entry { hash, group: Group::new(owned, now_ms) };
-                self.groups.insert_unique(hash, entry, |e| e.hash).into_mut()
-            }
-        };
-        let group = &mut entry.group;
         group.last_seen_ms = now_ms;
-        let max_frames = self.config.max_pending_frames.max(1);
+        let series_before = group.series();
+        let mut newest = self.newest_sample_ms;
         for sample in samples {
             if sample.value.is_nan() && !is_stale_marker(sample.value) {
                 report.reject(RejectReason::NanValue, 1);
@@ -116,26 +276,27 @@ impl Engine {
             match group.offer(key, sample.timestamp_ms, sample.value, max_frames) {
                 Offer::Applied | Offer::Stale => {
                     report.apply(1);
-                    self.newest_sample_ms = self.newest_sample_ms.max(Some(sample.timestamp_ms));
+                    newest = newest.max(Some(sample.timestamp_ms));
                 }
                 Offer::Duplicate => report.reject(RejectReason::DuplicateSample, 1),
                 Offer::OutOfOrder => report.reject(RejectReason::OutOfOrder, 1),
                 Offer::FrameEvicted => report.reject(RejectReason::FrameEvicted, 1),
             }
         }
-        if !known && group.has_role(key) {
-            self.tracked_series += 1;
-        }
+        self.newest_sample_ms = newest;
+        self.tracked_series += group.series() - series_before;
         let events = std::mem::take(&mut group.events);
+        let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
-        if group.all_stale() {
-            if let Ok(entry) = self.groups.find_entry(hash, same) {
-                let (removed, _) = entry.remove();
-                self.tracked_series -= removed.group.series();
-                self.removed_stale += 1;
-            }
+        if all_stale {
+            self.remove_group(slot);
+            self.removed_stale += 1;
         }
+    }
+
+    fn live_groups(&self) -> impl Iterator<Item = &Group> {
+        self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
     /// Caches one metadata entry by family name (last one wins). Never fails.
@@ -160,31 +321,26 @@ impl Engine {
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
-        let before = self.groups.len();
-        let mut freed = 0;
-        self.groups.retain(|e| {
-            let keep = e.group.last_seen_ms >= cutoff;
-            if !keep {
-                freed += e.group.series();
-            }
-            keep
-        });
-        self.tracked_series -= freed;
-        let removed = before - self.groups.len();
-        self.removed_idle += removed as u64;
-        removed
+        let idle: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|i| self.slots[*i as usize].entry.as_ref().is_some_and(|e| e.group.last_seen_ms < cutoff))
+            .collect();
+        for slot in &idle {
+            self.remove_group(*slot);
+        }
+        // Forget cached series of every removed group (idle here, stale since the last sweep).
+        let slots = &self.slots;
+        self.series.retain(|c| slots.get(c.slot as usize).is_some_and(|s| s.generation == c.generation && s.entry.is_some()));
+        self.removed_idle += idle.len() as u64;
+        idle.len()
     }
 
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
     /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
     /// are skipped.
     pub fn for_each_derived(&self, family: Family, mut f: impl FnMut(&[(String, String)], &DerivedValue)) {
-        let mut rows: Vec<(&[(String, String)], &DerivedValue)> = self
-            .groups
-            .iter()
-            .filter_map(|e| e.group.output(family).map(|v| (e.group.labels.as_slice(), v)))
-            .collect();
-        rows.sort_by(|a, b| a.0.cmp(b.0));
+        let mut rows: Vec<(&[(String, String)], &DerivedValue)> =
+            self.live_groups().filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v))).collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (labels, value) in rows {
             f(labels, value);
         }
@@ -193,9 +349,9 @@ impl Engine {
     /// Counts for self-metrics.
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
-        for e in self.groups.iter() {
+        for group in self.live_groups() {
             for family in Family::ALL {
-                if let Some(reason) = e.group.withheld(family) {
+                if let Some(reason) = group.withheld(family) {
                     *withheld.entry((family, reason)).or_default() += 1;
                 }
             }
@@ -203,7 +359,7 @@ impl Engine {
         let mut withheld: Vec<(Family, WithheldReason, usize)> = withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
         withheld.sort();
         EngineStats {
-            active_series: self.groups.iter().map(|e| e.group.active_series()).sum(),
+            active_series: self.live_groups().map(Group::active_series).sum(),
             groups: self.groups.len(),
             withheld,
             frames_dropped: self.frames_dropped,
@@ -211,7 +367,7 @@ impl Engine {
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
             newest_sample_ms: self.newest_sample_ms,
-            groups_incomplete: self.groups.iter().filter(|e| e.group.incomplete()).count(),
+            groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }
     }
 }

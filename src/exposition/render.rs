@@ -88,10 +88,19 @@ pub fn write_group(
                 count,
             },
         ) => {
+            // The group's labels are escaped once, then shared by every bucket line.
+            let mut block = String::with_capacity(256);
+            write_label_pairs(&mut block, labels);
             for &(le, cumulative) in buckets {
                 out.push_str(name);
-                out.push_str("_bucket");
-                write_labels(out, labels, Some(le));
+                out.push_str("_bucket{");
+                out.push_str(&block);
+                if !labels.is_empty() {
+                    out.push(',');
+                }
+                out.push_str("le=\"");
+                with_le_text(le, |text| out.push_str(text));
+                out.push_str("\"} ");
                 write_number(out, cumulative);
                 out.push('\n');
             }
@@ -120,30 +129,58 @@ fn write_labels(out: &mut String, labels: &[(String, String)], le: Option<f64>) 
         return;
     }
     out.push('{');
-    let mut first = true;
-    for (name, value) in labels {
-        if !first {
-            out.push(',');
-        }
-        first = false;
-        out.push_str(name);
-        out.push_str("=\"");
-        escape_label_value(out, value);
-        out.push('"');
-    }
+    write_label_pairs(out, labels);
     if let Some(le) = le {
-        if !first {
+        if !labels.is_empty() {
             out.push(',');
         }
         out.push_str("le=\"");
-        out.push_str(&format_le(le));
+        with_le_text(le, |text| out.push_str(text));
         out.push('"');
     }
     out.push_str("} ");
 }
 
+/// Writes `a="x",b="y"` (escaped values, no braces).
+fn write_label_pairs(out: &mut String, labels: &[(String, String)]) {
+    for (i, (name, value)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        escape_label_value(out, value);
+        out.push('"');
+    }
+}
+
+thread_local! {
+    /// `le` texts already formatted on this thread, by bits: every group repeats the same bounds.
+    static LE_TEXTS: std::cell::RefCell<Vec<(u64, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with [`format_le`] of `le`, formatting each distinct bound once per thread (at most
+/// 256 kept).
+fn with_le_text(le: f64, f: impl FnOnce(&str)) {
+    LE_TEXTS.with_borrow_mut(|cache| {
+        let bits = le.to_bits();
+        if let Some((_, text)) = cache.iter().find(|(b, _)| *b == bits) {
+            return f(text);
+        }
+        let text = format_le(le);
+        f(&text);
+        if cache.len() < 256 {
+            cache.push((bits, text));
+        }
+    })
+}
+
 /// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n` (same in both formats).
 fn escape_label_value(out: &mut String, value: &str) {
+    if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(value);
+        return;
+    }
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

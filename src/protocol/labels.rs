@@ -119,36 +119,102 @@ impl LabelLimits {
 /// Returns the first [`LabelError`] in this order; the caller rejects the whole series with it:
 /// [`LabelError::EmptyLabelSet`], [`LabelError::DuplicateLabelName`],
 /// [`LabelError::MissingMetricName`], [`LabelError::InvalidMetricName`],
-/// [`LabelError::InvalidLabelName`].
+/// [`LabelError::InvalidLabelName`]. On error `labels` holds the non-empty labels, possibly sorted.
 pub fn normalize_labels(labels: &mut Vec<Label<'_>>) -> Result<(), LabelError> {
-    labels.retain(|l| !l.value.is_empty());
-    if labels.is_empty() {
-        return Err(LabelError::EmptyLabelSet);
+    let (len, result) = normalize_labels_in_place(labels);
+    labels.truncate(len);
+    result
+}
+
+/// [`normalize_labels`] on a slice (for example one series' range of a flat request): moves the
+/// labels with a non-empty value to the front, in order, and normalises them there.
+///
+/// Returns the number of labels kept (`labels[..n]` is the normalised set, also on error, as
+/// [`normalize_labels`] leaves its vector) and the outcome.
+///
+/// # Errors
+/// As [`normalize_labels`], in the same order.
+pub fn normalize_labels_in_place(labels: &mut [Label<'_>]) -> (usize, Result<(), LabelError>) {
+    if let Some(result) = normalized_already(labels) {
+        return (labels.len(), result);
     }
-    // Prometheus sends sorted label sets; only sort when needed.
-    if !labels.windows(2).all(|w| w[0].name <= w[1].name) {
+    let mut len = 0;
+    for i in 0..labels.len() {
+        if !labels[i].value.is_empty() {
+            labels.swap(len, i);
+            len += 1;
+        }
+    }
+    let labels = &mut labels[..len];
+    if labels.is_empty() {
+        return (0, Err(LabelError::EmptyLabelSet));
+    }
+    // Prometheus sends sorted label sets: strictly increasing names have no duplicate and need
+    // no sort. Names almost always differ in their first byte, which is compared first.
+    let increasing = labels.windows(2).all(|w| {
+        let (a, b) = (w[0].name.as_bytes(), w[1].name.as_bytes());
+        match a.first().cmp(&b.first()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => a < b,
+        }
+    });
+    if !increasing {
         labels.sort_unstable_by(|a, b| a.name.cmp(b.name));
+        if labels.windows(2).any(|w| w[0].name == w[1].name) {
+            return (len, Err(LabelError::DuplicateLabelName));
+        }
     }
     let mut metric_name = None;
     let mut invalid_label_name = false;
-    let mut previous: Option<&str> = None;
     for label in labels.iter() {
-        if previous == Some(label.name) {
-            return Err(LabelError::DuplicateLabelName);
-        }
-        previous = Some(label.name);
         if label.name == METRIC_NAME_LABEL {
             metric_name = Some(label.value);
         } else if !is_valid_label_name(label.name) {
             invalid_label_name = true;
         }
     }
-    match metric_name {
+    let result = match metric_name {
         None => Err(LabelError::MissingMetricName),
         Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
         Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
         Some(_) => Ok(()),
+    };
+    (len, result)
+}
+
+/// The outcome of [`normalize_labels_in_place`] in one pass when `labels` need no change (every
+/// value non-empty, names strictly increasing: what Prometheus sends); `None` otherwise.
+#[inline]
+fn normalized_already(labels: &[Label<'_>]) -> Option<Result<(), LabelError>> {
+    let mut previous: &[u8] = b"";
+    let mut metric_name = None;
+    let mut invalid_label_name = false;
+    for label in labels {
+        let name = label.name.as_bytes();
+        // Names almost always differ in their first byte, which is compared first.
+        let increasing = match previous.first().cmp(&name.first()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => previous < name,
+        };
+        if label.value.is_empty() || !increasing {
+            return None;
+        }
+        if name == METRIC_NAME_LABEL.as_bytes() {
+            metric_name = Some(label.value);
+        } else if !is_valid_label_name(label.name) {
+            invalid_label_name = true;
+        }
+        previous = name;
     }
+    Some(match metric_name {
+        _ if labels.is_empty() => return None,
+        None => Err(LabelError::MissingMetricName),
+        Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
+        Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
+        Some(_) => Ok(()),
+    })
 }
 
 /// The label that carries the metric name.
@@ -166,13 +232,40 @@ pub fn is_valid_label_name(name: &str) -> bool {
     valid_name(name, false)
 }
 
+/// Per byte: bit 1 when it may start a metric name (`[a-zA-Z_:]`), bit 2 when it may follow
+/// (`[a-zA-Z0-9_:]`); bits 4 and 8 the same without `:` (label names).
+const NAME_BYTES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        let alpha = c.is_ascii_alphabetic() || c == b'_';
+        let mut bits = 0;
+        if alpha || c == b':' {
+            bits |= 1 | 2;
+        }
+        if c.is_ascii_digit() {
+            bits |= 2 | 8;
+        }
+        if alpha {
+            bits |= 4 | 8;
+        }
+        table[b] = bits;
+        b += 1;
+    }
+    table
+};
+
 fn valid_name(name: &str, allow_colon: bool) -> bool {
     let bytes = name.as_bytes();
     let Some((&first, rest)) = bytes.split_first() else {
         return false;
     };
-    let ok = |b: u8| b.is_ascii_alphabetic() || b == b'_' || (allow_colon && b == b':');
-    ok(first) && rest.iter().all(|&b| ok(b) || b.is_ascii_digit())
+    let (start, follow) = if allow_colon { (1, 2) } else { (4, 8) };
+    NAME_BYTES[usize::from(first)] & start != 0
+        && rest
+            .iter()
+            .all(|&b| NAME_BYTES[usize::from(b)] & follow != 0)
 }
 
 #[cfg(test)]

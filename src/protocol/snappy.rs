@@ -50,7 +50,7 @@ pub fn decompress_into(
             body.len()
         )));
     }
-    out.clear();
+    // Only growth is zero-filled: the decoder writes every one of the `declared` bytes or fails.
     out.resize(declared as usize, 0);
     match snap::raw::Decoder::new().decompress(body, out) {
         Ok(n) => {

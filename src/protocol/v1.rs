@@ -2,8 +2,13 @@
 //!
 //! This is the receiver's hot path: it walks the protobuf wire format by hand and borrows every
 //! string from the decompressed body, allocating one `Vec` of series and one of metadata per
-//! request, and one `Vec` of labels, one of samples and one of native histograms per series, each
-//! sized exactly by a cheap first pass over the field keys. The wire cursor is [`super::wire`].
+//! request (sized by a cheap first pass over the field keys), and per series one `Vec` of labels
+//! (exact), one of samples, and one of native histograms only when it has some. The wire cursor is
+//! [`super::wire`]. Labels encoded as every sender encodes them (each `Label` with field 1 then 2,
+//! one-byte lengths, all before the samples) take a tight loop; UTF-8 is then checked once per
+//! series (with SIMD) over the bytes from the first name to the last value, whose framing bytes are
+//! ASCII, falling back to one check per string when that span is not valid as a whole. Any other
+//! valid encoding takes the general loop, with the same results and errors.
 //!
 //! Wire format: `protobuf.dev/programming-guides/encoding`. Fields may come in any order and
 //! repeat (a repeated scalar keeps its last value); unknown fields of wire types varint, fixed64,
@@ -39,10 +44,11 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
         series: Vec::with_capacity(n_series),
         metadata: Vec::with_capacity(n_metadata),
     };
+    let mut spans = Vec::with_capacity(32);
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => request.series.push(decode_series(r.bytes()?)?),
+            (1, Wire::Len) => request.series.push(decode_series(r.bytes()?, &mut spans)?),
             (3, Wire::Len) => {
                 if let Some(metadata) = decode_metadata(r.bytes()?)? {
                     request.metadata.push(metadata);
@@ -89,49 +95,166 @@ impl MetricType {
     }
 }
 
-/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms).
-fn decode_series(buf: &[u8]) -> Result<SeriesRef<'_>, ProtocolError> {
-    let [n_labels, n_samples, n_exemplars, n_histograms] =
-        count_fields(buf, "TimeSeries", [1, 2, 3, 4])?;
+/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms). `spans` is
+/// scratch space, reused across series.
+fn decode_series<'a>(
+    buf: &'a [u8],
+    spans: &mut Vec<LabelSpan>,
+) -> Result<SeriesRef<'a>, ProtocolError> {
+    spans.clear();
+    // Senders put one sample in each series (Prometheus: one per `TimeSeries` per request).
     let mut series = SeriesRef {
-        labels: Vec::with_capacity(n_labels),
-        samples: Vec::with_capacity(n_samples),
-        histograms: Vec::with_capacity(n_histograms),
-        exemplars: u32::try_from(n_exemplars).unwrap_or(u32::MAX),
+        samples: Vec::with_capacity(1),
         ..SeriesRef::default()
     };
-    let mut r = Reader::new(buf, "TimeSeries");
+    // Tight loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
+    // canonical `Label`); the general loop below takes over at the first other byte.
+    let mut pos = 0;
+    while let [0x0a, len, ..] = buf[pos..] {
+        let (start, len) = (pos + 2, usize::from(len));
+        match canonical_label(buf, start, len) {
+            Some(span) if len < 0x80 => {
+                spans.push(span);
+                pos = start + len;
+            }
+            _ => break,
+        }
+    }
+    let mut r = Reader::at(buf, pos, "TimeSeries");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => series.labels.push(decode_label(r.bytes()?)?),
-            (2, Wire::Len) => series.samples.push(decode_sample(r.bytes()?)?),
+            (1, Wire::Len) => {
+                let len = r.len()?;
+                let start = r.position();
+                let span = match canonical_label(buf, start, len) {
+                    Some(span) => span,
+                    None => decode_label(buf, start, len)?,
+                };
+                spans.push(span);
+                r.advance(len);
+            }
+            (2, Wire::Len) => {
+                let bytes = r.bytes()?;
+                let sample = match canonical_sample(bytes) {
+                    Some(sample) => sample,
+                    None => decode_sample(bytes)?,
+                };
+                series.samples.push(sample);
+            }
             (3, Wire::Len) => {
                 r.bytes()?;
+                series.exemplars = series.exemplars.saturating_add(1);
             }
             (4, Wire::Len) => series.histograms.push(histogram::decode(r.bytes()?)?),
             (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
     }
+    series.labels = labels_of(buf, spans)?;
     Ok(series)
 }
 
-/// Decodes one `Label` (fields 1 name, 2 value; both UTF-8).
-fn decode_label(buf: &[u8]) -> Result<Label<'_>, ProtocolError> {
-    let mut label = Label {
-        name: "",
-        value: "",
+/// Byte ranges of one label's name and value inside its series' message.
+#[derive(Debug, Clone, Copy)]
+struct LabelSpan {
+    name: (usize, usize),
+    value: (usize, usize),
+}
+
+/// The borrowed labels of one series, from their spans. One UTF-8 check covers the bytes from the
+/// first name to the last value when they form valid UTF-8 as a whole; each string is then a slice
+/// of that checked text (`str::get` confirms its boundaries in O(1)). Otherwise each string is
+/// checked alone, with the same errors.
+fn labels_of<'a>(buf: &'a [u8], spans: &[LabelSpan]) -> Result<Vec<Label<'a>>, ProtocolError> {
+    let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
+        return Ok(Vec::new());
     };
-    let mut r = Reader::new(buf, "Label");
+    let (lo, hi) = (
+        first.name.0.min(first.value.0),
+        last.value.1.max(last.name.1),
+    );
+    let checked = if lo <= hi {
+        // SIMD validation, accepting exactly what `std::str::from_utf8` accepts.
+        simdutf8::basic::from_utf8(&buf[lo..hi]).ok()
+    } else {
+        None
+    };
+    let slice = |(a, b): (usize, usize)| checked?.get(a.wrapping_sub(lo)..b.wrapping_sub(lo));
+    let mut labels = Vec::with_capacity(spans.len());
+    for span in spans {
+        match (slice(span.name), slice(span.value)) {
+            (Some(name), Some(value)) => labels.push(Label { name, value }),
+            _ => labels.push(Label {
+                name: utf8(&buf[span.name.0..span.name.1], "Label.name")?,
+                value: utf8(&buf[span.value.0..span.value.1], "Label.value")?,
+            }),
+        }
+    }
+    Ok(labels)
+}
+
+/// The label at `buf[start..start + len]` when it is encoded as every sender encodes it: field 1
+/// then field 2, each with a one-byte length, and nothing else. `None` sends it to [`decode_label`],
+/// which handles every other valid encoding.
+#[inline]
+fn canonical_label(buf: &[u8], start: usize, len: usize) -> Option<LabelSpan> {
+    let m = buf.get(start..start + len)?;
+    let (&[0x0a, n1], rest) = m.split_first_chunk::<2>()? else {
+        return None;
+    };
+    let n1 = usize::from(n1);
+    let (&[0x12, n2], value) = rest.get(n1..)?.split_first_chunk::<2>()? else {
+        return None;
+    };
+    if n1 >= 0x80 || usize::from(n2) != value.len() || n2 >= 0x80 {
+        return None;
+    }
+    Some(LabelSpan {
+        name: (start + 2, start + 2 + n1),
+        value: (start + 4 + n1, start + len),
+    })
+}
+
+/// The sample in `m` when it is encoded as every sender encodes it: field 1 (fixed64 value) then
+/// field 2 (varint timestamp) ending the message. `None` sends it to [`decode_sample`].
+#[inline]
+fn canonical_sample(m: &[u8]) -> Option<Sample> {
+    let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], ts) = m.split_first_chunk::<10>()? else {
+        return None;
+    };
+    let mut r = Reader::new(ts, "Sample");
+    let timestamp = r.int64().ok()?;
+    r.at_end().then(|| Sample {
+        value: f64::from_bits(u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7])),
+        timestamp_ms: timestamp,
+    })
+}
+
+/// Decodes one `Label` (fields 1 name, 2 value) found at `buf[start..start + len]`, as byte ranges
+/// of `buf` (empty at `start` when absent; a repeated field keeps its last value).
+fn decode_label(buf: &[u8], start: usize, len: usize) -> Result<LabelSpan, ProtocolError> {
+    let mut span = LabelSpan {
+        name: (start, start),
+        value: (start, start),
+    };
+    let mut r = Reader::new(&buf[start..start + len], "Label");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => label.name = utf8(r.bytes()?, "Label.name")?,
-            (2, Wire::Len) => label.value = utf8(r.bytes()?, "Label.value")?,
+            (field @ (1 | 2), Wire::Len) => {
+                let n = r.len()?;
+                let range = (start + r.position(), start + r.position() + n);
+                r.advance(n);
+                if field == 1 {
+                    span.name = range;
+                } else {
+                    span.value = range;
+                }
+            }
             (field @ (1 | 2), wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }
     }
-    Ok(label)
+    Ok(span)
 }
 
 /// Decodes one `Sample` (fields 1 value as fixed64 double, 2 timestamp as int64 varint).

@@ -30,34 +30,60 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A cursor at the start of `buf`, which holds one `message` (named in errors).
+    #[inline]
     pub fn new(buf: &'a [u8], message: &'static str) -> Self {
-        Reader {
-            buf,
-            pos: 0,
-            message,
-        }
+        Reader::at(buf, 0, message)
+    }
+
+    /// A cursor at byte `pos` of `buf` (a caller that read the first bytes of the message itself).
+    #[inline]
+    pub fn at(buf: &'a [u8], pos: usize, message: &'static str) -> Self {
+        Reader { buf, pos, message }
+    }
+
+    /// The offset of the next byte to read.
+    #[inline]
+    pub fn position(&self) -> usize {
+        self.pos
     }
 
     /// True when every byte of the message has been read.
+    #[inline]
     pub fn at_end(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
     /// A [`ProtocolError::Protobuf`] naming the message and the byte offset.
+    #[cold]
+    #[inline(never)]
     pub fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
         ProtocolError::Protobuf(format!("{} at byte {}: {what}", self.message, self.pos))
     }
 
     /// The error for a known field sent with another wire type than its schema's.
+    #[cold]
+    #[inline(never)]
     pub fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
         self.error(format_args!(
             "field {field} has unexpected wire type {wire:?}"
         ))
     }
 
-    /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63.
+    /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63. A
+    /// one-byte varint (keys, short lengths) takes the inlined path.
     #[inline]
     pub fn varint(&mut self) -> Result<u64, ProtocolError> {
+        match self.buf.get(self.pos) {
+            Some(&byte) if byte < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(byte))
+            }
+            _ => self.varint_slow(),
+        }
+    }
+
+    #[inline(never)]
+    fn varint_slow(&mut self) -> Result<u64, ProtocolError> {
         let mut value = 0u64;
         for i in 0..10 {
             let Some(&byte) = self.buf.get(self.pos) else {
@@ -87,34 +113,45 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a field key: field number (non-zero, at most 2^29 - 1) and wire type.
+    #[inline]
     pub fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
         let key = self.varint()?;
-        let Ok(key) = u32::try_from(key) else {
-            return Err(self.error(format_args!("field key {key} out of range")));
-        };
-        let field = key >> 3;
-        if field == 0 {
-            return Err(self.error(format_args!("field number 0")));
-        }
         let wire = match key & 7 {
             0 => Wire::Varint,
             1 => Wire::Fixed64,
             2 => Wire::Len,
             5 => Wire::Fixed32,
-            3 | 4 => {
-                return Err(self.error(format_args!(
-                    "field {field} uses the unsupported group wire type"
-                )));
-            }
-            other => {
-                return Err(self.error(format_args!(
-                    "field {field} has undefined wire type {other}"
-                )));
-            }
+            _ => return Err(self.bad_key(key)),
         };
-        Ok((field, wire))
+        match u32::try_from(key >> 3) {
+            Ok(field) if field != 0 && key <= u64::from(u32::MAX) => Ok((field, wire)),
+            _ => Err(self.bad_key(key)),
+        }
     }
 
+    /// The error for a key that [`Reader::key`] refuses, with the same wording in the same order
+    /// of checks: out of range, field 0, group wire type, undefined wire type.
+    #[cold]
+    #[inline(never)]
+    fn bad_key(&self, key: u64) -> ProtocolError {
+        let Ok(key) = u32::try_from(key) else {
+            return self.error(format_args!("field key {key} out of range"));
+        };
+        let field = key >> 3;
+        if field == 0 {
+            return self.error(format_args!("field number 0"));
+        }
+        match key & 7 {
+            3 | 4 => self.error(format_args!(
+                "field {field} uses the unsupported group wire type"
+            )),
+            other => self.error(format_args!(
+                "field {field} has undefined wire type {other}"
+            )),
+        }
+    }
+
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8], ProtocolError> {
         let remaining = self.buf.len() - self.pos;
         if n > remaining {
@@ -126,6 +163,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads 8 little-endian bytes.
+    #[inline]
     pub fn fixed64(&mut self) -> Result<u64, ProtocolError> {
         let mut le = [0u8; 8];
         le.copy_from_slice(self.take(8)?);
@@ -137,16 +175,32 @@ impl<'a> Reader<'a> {
         self.fixed64().map(f64::from_bits)
     }
 
-    /// Reads a length-delimited value; its length must fit in what is left of this message.
-    pub fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+    /// Reads the length of a length-delimited value; it must fit in what is left of this message.
+    #[inline]
+    pub fn len(&mut self) -> Result<usize, ProtocolError> {
         let len = self.varint()?;
         let remaining = self.buf.len() - self.pos;
         match usize::try_from(len) {
-            Ok(len) if len <= remaining => self.take(len),
+            Ok(len) if len <= remaining => Ok(len),
             _ => Err(self.error(format_args!(
                 "length {len} runs past the {remaining} bytes left"
             ))),
         }
+    }
+
+    /// Reads a length-delimited value; its length must fit in what is left of this message.
+    #[inline]
+    pub fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+        let len = self.len()?;
+        let bytes = &self.buf[self.pos..self.pos + len];
+        self.pos += len;
+        Ok(bytes)
+    }
+
+    /// Moves past `n` bytes that the caller read itself (at most what is left).
+    #[inline]
+    pub fn advance(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.buf.len());
     }
 
     /// Skips one value of wire type `wire`.

@@ -1,0 +1,197 @@
+//! Micro-benchmarks of the receive path (Performance issue): snappy decode, RW1 and RW2 decode, engine apply
+//! (known series, new series, unused series, a whole scrape), `/metrics` rendering at 1 k and 10 k
+//! derived series. Allocation counts are in `benches/alloc.rs`.
+//!
+//! Run: `cargo bench --bench ingest` (all), `cargo bench --bench ingest -- engine/` (a filter).
+//! Payloads are vLLM-shaped (`support/vllm_shape.rs`): 500-sample requests as Prometheus 2.42 cuts
+//! them. Throughputs are in samples (elements) or bytes of the snappy body.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, Throughput};
+use vllm_corrector::config::Limits;
+use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
+use vllm_corrector::exposition::Format;
+use vllm_corrector::http::AppState;
+use vllm_corrector::http::metrics::render_all;
+use vllm_corrector::protocol::encode::SeriesSpec;
+use vllm_corrector::protocol::{normalize_labels, snappy, v1, v2};
+
+#[path = "support/scrape.rs"]
+mod scrape;
+#[path = "support/vllm_shape.rs"]
+mod vllm_shape;
+
+use scrape::{Scrape, one_request};
+use vllm_shape::{SeriesTemplate, is_rule_input};
+
+/// The series of a decoded RW1 request, owned, for the RW 2.0 encoder.
+fn specs_of(raw: &[u8]) -> Vec<SeriesSpec> {
+    v1::decode(raw)
+        .unwrap()
+        .series
+        .iter()
+        .map(|s| {
+            let labels = s
+                .labels
+                .iter()
+                .map(|l| (l.name.to_owned(), l.value.to_owned()))
+                .collect();
+            (labels, s.samples.clone())
+        })
+        .collect()
+}
+
+fn bench_decode(c: &mut Criterion) {
+    let (body, raw) = one_request(4);
+    let mut group = c.benchmark_group("decode");
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    let mut buffer = Vec::new();
+    group.bench_function("snappy_500_sample_request", |b| {
+        b.iter(|| snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap())
+    });
+    group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
+    group.bench_function("rw1_500_sample_request", |b| {
+        b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len())
+    });
+    // The same 500 series as an RW 2.0 request (interned symbols).
+    let raw_v2 = prost::Message::encode_to_vec(&vllm_corrector::protocol::encode::request_v2(
+        &specs_of(&raw),
+    ));
+    group.bench_function("rw2_500_sample_request", |b| {
+        b.iter(|| v2::decode(black_box(&raw_v2)).unwrap().series.len())
+    });
+    group.bench_function("snappy_rw1_normalize_500_sample_request", |b| {
+        b.iter(|| {
+            snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap();
+            let mut request = v1::decode(&buffer).unwrap();
+            for s in &mut request.series {
+                normalize_labels(&mut s.labels).unwrap();
+            }
+            request.series.len()
+        })
+    });
+    group.finish();
+}
+
+fn bench_engine(c: &mut Criterion) {
+    let templates = vllm_shape::fleet(20, 2);
+    let (used, unused): (Vec<SeriesTemplate>, Vec<SeriesTemplate>) =
+        templates.iter().cloned().partition(is_rule_input);
+    let mut group = c.benchmark_group("engine");
+
+    // Hot path: every series and group already known; each pass is the next scrape.
+    let mut known = Scrape::new(&used);
+    group.throughput(Throughput::Elements(known.samples()));
+    group.bench_function("apply_known_series", |b| {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        let mut k = 0;
+        // Fill the frame window first, as in steady state.
+        for _ in 0..20 {
+            k += 1;
+            known.at(k);
+            known.ingest(&mut engine, &mut report);
+        }
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                k += 1;
+                known.at(k);
+                let start = Instant::now();
+                known.ingest(&mut engine, &mut report);
+                spent += start.elapsed();
+            }
+            spent
+        });
+        assert_eq!(
+            report.applied, report.received,
+            "every known-series sample is applied"
+        );
+    });
+
+    // First sample of every series: a new group per engine, a new role per series.
+    let mut first = Scrape::new(&used);
+    first.at(1);
+    group.bench_function("apply_new_series", |b| {
+        b.iter_batched(
+            || Engine::new(EngineConfig::default()),
+            |mut engine| {
+                first.ingest(&mut engine, &mut IngestReport::default());
+                engine
+            },
+            BatchSize::LargeInput,
+        )
+    });
+
+    // Series no rule reads: counted and dropped.
+    let mut dropped = Scrape::new(&unused);
+    dropped.at(1);
+    group.throughput(Throughput::Elements(dropped.samples()));
+    group.bench_function("discard_unused_series", |b| {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        b.iter(|| dropped.ingest(&mut engine, &mut report));
+    });
+
+    // A whole scrape of the fleet in Prometheus' order: the realistic per-sample average.
+    let mut whole = Scrape::new(&templates);
+    group.throughput(Throughput::Elements(whole.samples()));
+    group.bench_function("apply_full_scrape", |b| {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        let mut k = 0;
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                k += 1;
+                whole.at(k);
+                let start = Instant::now();
+                whole.ingest(&mut engine, &mut report);
+                spent += start.elapsed();
+            }
+            spent
+        });
+    });
+    group.finish();
+}
+
+/// An engine holding `groups` vLLM engines' worth of derived families (48 derived series each:
+/// 22 + 22 histogram lines and 2 + 2 sum/count lines), after two scrapes.
+fn engine_with_groups(groups: usize) -> Engine {
+    let templates: Vec<SeriesTemplate> = vllm_shape::fleet(groups.div_ceil(2), 2)
+        .into_iter()
+        .filter(is_rule_input)
+        .collect();
+    let mut scrape = Scrape::new(&templates);
+    let mut engine = Engine::new(EngineConfig::default());
+    for k in 1..=2 {
+        scrape.at(k);
+        scrape.ingest(&mut engine, &mut IngestReport::default());
+    }
+    engine
+}
+
+fn bench_exposition(c: &mut Criterion) {
+    let mut group = c.benchmark_group("metrics");
+    for (label, groups) in [("1k_derived_series", 22), ("10k_derived_series", 210)] {
+        let state = AppState::new(engine_with_groups(groups), Limits::default());
+        let lines = render_all(&state, Format::Text)
+            .lines()
+            .filter(|l| l.starts_with("vllm_corrected_"))
+            .count();
+        eprintln!("metrics/{label}: {lines} derived series lines");
+        group.throughput(Throughput::Elements(lines as u64));
+        group.bench_function(label, |b| b.iter(|| render_all(&state, Format::Text).len()));
+    }
+    group.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    bench_decode(&mut c);
+    bench_engine(&mut c);
+    bench_exposition(&mut c);
+    c.final_summary();
+}

@@ -1,0 +1,79 @@
+//! A deterministic driver of the receive path without HTTP, for `valgrind --tool=callgrind`
+//! (instruction counts do not depend on the load of a shared machine) and `perf record`.
+//!
+//! Pre-encodes `scrapes` scrapes of `pods` pods × `engines` engines (vLLM-shaped, 500-sample
+//! requests, `benches/support/vllm_shape.rs`), then runs each request as the HTTP handler does:
+//! snappy decode, RW1 decode, then `ingest::prepare` (limits, label normalisation) and
+//! `Prepared::apply` (engine ingest). Prints samples and wall time.
+//!
+//! Run: `cargo build --release --example ingest_profile && valgrind --tool=callgrind
+//! target/release/examples/ingest_profile 16 2 40` (arguments: pods, engines, scrapes). The first
+//! `scrapes / 2` scrapes warm the engine up and are not timed; add `--toggle-collect=*measure*` to
+//! count only the timed half (steady state).
+
+use std::time::Instant;
+
+use vllm_corrector::config::Limits;
+use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
+use vllm_corrector::ingest;
+use vllm_corrector::protocol::{snappy, v1};
+
+#[path = "../benches/support/vllm_shape.rs"]
+mod vllm_shape;
+
+fn arg(i: usize, default: usize) -> usize {
+    std::env::args()
+        .nth(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+#[inline(never)]
+fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>) {
+    run(bodies, engine, buffer, &mut IngestReport::default());
+}
+
+#[inline(never)]
+fn measure(
+    bodies: &[Vec<u8>],
+    engine: &mut Engine,
+    buffer: &mut Vec<u8>,
+    report: &mut IngestReport,
+) {
+    run(bodies, engine, buffer, report);
+}
+
+fn run(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
+    let limits = Limits::default();
+    for body in bodies {
+        snappy::decompress_into(body, 128 << 20, buffer).unwrap();
+        let request = v1::decode(buffer).unwrap();
+        let outcome = ingest::prepare(request, &limits).apply(engine, 0);
+        report.merge(&outcome.report);
+    }
+}
+
+fn main() {
+    let (pods, engines, scrapes) = (arg(1, 16), arg(2, 2), arg(3, 40) as u64);
+    let payloads = vllm_shape::Payloads::new(pods, engines, 4, 1_700_000_000_000, 15_000);
+    let mut bodies = Vec::new();
+    payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
+    let (warm, timed) = bodies.split_at(bodies.len() / 2);
+    let mut engine = Engine::new(EngineConfig {
+        max_active_series: usize::MAX,
+        ..EngineConfig::default()
+    });
+    let mut buffer = Vec::new();
+    warm_up(warm, &mut engine, &mut buffer);
+    let mut report = IngestReport::default();
+    let start = Instant::now();
+    measure(timed, &mut engine, &mut buffer, &mut report);
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "series={} timed_samples={} applied={} wall_ns_per_sample={:.1}",
+        payloads.series(),
+        report.received,
+        report.applied,
+        secs * 1e9 / report.received as f64
+    );
+}
