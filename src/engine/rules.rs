@@ -118,7 +118,10 @@ pub(crate) fn evaluate_stateless(plan: &Plan, values: &[f64]) -> Result<DerivedV
             let short = v(*gen_le1);
             let count = v(tpot.count) - short;
             let buckets: Vec<(f64, f64)> = tpot.buckets.iter().map(|(le, r)| (*le, v(*r) - short)).collect();
-            if count < 0.0 || buckets.iter().any(|(_, c)| *c < 0.0) {
+            // A `+Inf` bucket that is not the `_count` (never from vLLM; found by the rw2 fuzz target)
+            // would make an invalid histogram: withhold rather than expose it.
+            let inf_is_count = buckets.last().is_some_and(|(_, c)| *c == count);
+            if count < 0.0 || !inf_is_count || buckets.iter().any(|(_, c)| *c < 0.0) {
                 return Err(WithheldReason::InconsistentInputs);
             }
             Ok(DerivedValue::Histogram { buckets, sum: v(tpot.sum), count })

@@ -34,6 +34,16 @@ fn canonical_tpot_withholds_when_short_requests_exceed_a_bucket() {
 }
 
 #[test]
+fn canonical_tpot_withholds_when_the_inf_bucket_is_not_the_count() {
+    // Found by the rw2 fuzz target: +Inf bucket 21 but _count 1.75e9. By hand the output would be
+    // +Inf 18 vs count 1749999995.456: not a histogram, so the family is withheld.
+    let tpot = hist(&[0.01, f64::INFINITY], 0);
+    let values = [3.0, 21.0, 0.3, 1_749_999_998.456, 3.0];
+    let plan = Plan::CanonicalTpot { tpot, gen_le1: 4 };
+    assert_eq!(evaluate_stateless(&plan, &values), Err(WithheldReason::InconsistentInputs));
+}
+
+#[test]
 fn token_weighted_itl_counts_tokens_after_each_first() {
     // 1000 generated tokens over 40 requests' first outputs: 960 tokens after a first; Σ ITL = 12.5 s.
     let plan = Plan::TokenWeightedItl { itl_sum: 0, gen_total: 1, ttft_count: 2 };
