@@ -30,8 +30,15 @@ pub struct Args {
     pub listen_address: String,
 
     /// Optional YAML configuration file (engine and limits). Without it, embedded defaults apply.
+    /// Re-read on SIGHUP and `POST /-/reload`.
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,
+
+    /// Optional web configuration file in the Prometheus exporter-toolkit format (TLS, client
+    /// certificates, basic auth), plus this project's `bearer_tokens`/`bearer_token_files`; see
+    /// `docs/RELIABILITY.md`. Re-read on SIGHUP and `POST /-/reload`.
+    #[arg(long = "web.config.file", value_name = "PATH")]
+    pub web_config_file: Option<PathBuf>,
 
     /// Only log messages at or above this level.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
@@ -233,6 +240,8 @@ pub struct Config {
     pub listen_address: SocketAddr,
     /// The YAML file read, if any.
     pub config_file: Option<PathBuf>,
+    /// The web configuration file (`--web.config.file`), read by [`crate::web::WebSettings::load`].
+    pub web_config_file: Option<PathBuf>,
     /// Log verbosity.
     pub log_level: LogLevel,
     /// Log line format.
@@ -335,6 +344,7 @@ impl Config {
         Ok(Config {
             listen_address,
             config_file: args.config_file,
+            web_config_file: args.web_config_file,
             log_level: args.log_level,
             log_format: args.log_format,
             engine,

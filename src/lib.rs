@@ -18,6 +18,8 @@
 //! * [`http`] wires them together and maps each layer's error enum to a status code, once.
 //! * [`cli`] is the command line: the service, `simulate`, `demo` and `inspect`.
 //! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
+//! * [`web`] is `--web.config.file`: TLS, client certificates, basic auth and bearer tokens.
+//! * [`reload`] re-reads both files on SIGHUP and `POST /-/reload`.
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -29,5 +31,7 @@ pub mod http;
 pub mod ingest;
 pub mod promql_rules;
 pub mod protocol;
+pub mod reload;
 pub mod sim;
 pub mod telemetry;
+pub mod web;

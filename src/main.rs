@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use vllm_corrector::cli::{Cli, Command, demo, inspect, service};
 use vllm_corrector::config::{Args, Config, LogFormat, LogLevel};
+use vllm_corrector::web::WebSettings;
 use vllm_corrector::{sim, telemetry};
 
 fn main() -> ExitCode {
@@ -38,10 +39,18 @@ fn main() -> ExitCode {
     }
 }
 
-/// The service: exit code 2 for an invalid configuration, 1 when serving fails.
+/// The service: exit code 2 for an invalid `--config.file` or `--web.config.file`, 1 when serving
+/// fails.
 fn run_service(args: Args) -> ExitCode {
-    let config = match Config::from_args(args) {
+    let config = match Config::from_args(args.clone()) {
         Ok(config) => config,
+        Err(error) => {
+            eprintln!("vllm-corrector: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let web = match WebSettings::load(config.web_config_file.as_deref()) {
+        Ok(web) => web,
         Err(error) => {
             eprintln!("vllm-corrector: {error}");
             return ExitCode::from(2);
@@ -53,7 +62,7 @@ fn run_service(args: Args) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
-    match runtime.block_on(service::run(config)) {
+    match runtime.block_on(service::run(args, config, web)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(%error, "server stopped");

@@ -16,6 +16,9 @@ use prometheus_client::registry::Registry;
 use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 
+pub mod ops;
+pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
+
 /// One `name="value"` label.
 type Label1 = [(&'static str, &'static str); 1];
 /// Two labels.
@@ -40,6 +43,8 @@ pub struct SelfMetrics {
     counter_resets: Counter,
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
+    /// Authentication, TLS handshake and reload metrics ([`ops`]).
+    pub ops: OpsMetrics,
 }
 
 /// The request-level limits, as the `limit` label of `vllm_corrector_requests_limited_total`: each
@@ -82,6 +87,7 @@ impl SelfMetrics {
             counter_resets: Counter::default(),
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
+            ops: OpsMetrics::new(),
         };
         for limit in REQUEST_LIMITS {
             let _ = m.requests_limited.get_or_create(&[("limit", limit)]);
@@ -107,6 +113,7 @@ impl SelfMetrics {
             .set(1);
 
         let mut m = m;
+        m.ops.register(&mut m.registry);
         let r = &mut m.registry;
         // prometheus-client appends `_total` to counter names itself.
         r.register(
@@ -287,6 +294,8 @@ fn status_label(status: axum::http::StatusCode) -> &'static str {
         200 => "200",
         204 => "204",
         400 => "400",
+        401 => "401",
+        403 => "403",
         404 => "404",
         405 => "405",
         413 => "413",

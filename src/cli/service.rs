@@ -1,40 +1,64 @@
 //! The service itself (`vllm-corrector` with no subcommand): the remote-write receiver and
-//! `/metrics`, with the idle sweep and a graceful stop on SIGTERM or Ctrl-C. `demo` runs the same
-//! [`serve`] in-process.
+//! `/metrics`, over plain HTTP or TLS (`--web.config.file`), with the idle sweep, reload on SIGHUP
+//! and `POST /-/reload`, and a graceful stop on SIGTERM or Ctrl-C. `demo` runs the same [`serve`]
+//! in-process.
 
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::config::Config;
+use std::sync::Arc;
+
+use crate::config::{Args, Config};
 use crate::engine::Engine;
 use crate::http::{AppState, app};
+use crate::reload::{self, Reloader};
 use crate::telemetry::{IdleSweep, InternalEvent};
+use crate::web::WebSettings;
+use crate::web::tls::{Peer, TlsListener};
 
 /// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
 pub const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 
-/// Runs the service with `config` until SIGTERM or Ctrl-C: binds `config.listen_address`, logs
-/// `listening`, then serves until the signal and finishes in-flight requests.
+/// Runs the service until SIGTERM or Ctrl-C: binds `config.listen_address`, logs `listening`,
+/// then serves (TLS when `web` has it) until the signal and finishes in-flight requests. `args`
+/// are the flags `config` came from: SIGHUP and `POST /-/reload` re-read the files they name.
 ///
 /// # Errors
 /// The bind error (naming the address) or an I/O error of the server.
-pub async fn run(config: Config) -> std::io::Result<()> {
-    let state = AppState::new(Engine::new(config.engine.clone()), config.limits);
+pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Result<()> {
+    let path_or_none = |p: &Option<std::path::PathBuf>| {
+        p.as_ref()
+            .map_or_else(|| "none".to_owned(), |p| p.display().to_string())
+    };
+    tracing::info!(
+        config_file = path_or_none(&config.config_file),
+        web_config_file = path_or_none(&config.web_config_file),
+        tls = web.tls.is_some(),
+        basic_auth_or_bearer = web.auth.is_configured(),
+        client_certificates = ?web.client_certs,
+        "configuration loaded"
+    );
+    let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
+    let reloader = Arc::new(Reloader::new(args, &state));
+    let state = state.with_reloader(reloader.clone());
+    state.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
     let listener = bind(config.listen_address).await?;
     tracing::info!(
         address = %listener.local_addr()?,
-        config_file = config.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "none".into()),
         idle_timeout_ms = config.engine.idle_timeout_ms,
         max_body_bytes = config.limits.max_body_bytes,
         version = env!("CARGO_PKG_VERSION"),
         "listening"
     );
-    serve(listener, state, config.engine.idle_timeout_ms, async {
+    let hangups = reload::spawn_sighup_reloads(reloader);
+    let served = serve(listener, state, config.engine.idle_timeout_ms, async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");
     })
-    .await
+    .await;
+    hangups.abort();
+    served
 }
 
 /// Binds a TCP listener on `address`.
@@ -54,6 +78,8 @@ pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
+/// Over TLS ([`TlsListener`]) when `state`'s web settings hold a TLS configuration, else plain
+/// HTTP.
 ///
 /// Marks `state` ready while serving (`/-/ready` answers 200) and not ready once `shutdown`
 /// resolves. Sweeps idle groups every `min(15 s, idle_timeout_ms / 4)` (at least every 100 ms)
@@ -83,11 +109,21 @@ pub async fn serve(
     state.set_ready(true);
     let stopping = state.clone();
     let (signalled, on_signal) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+    let graceful = async move {
         shutdown.await;
         stopping.set_ready(false);
         let _ = signalled.send(());
-    });
+    };
+    let server: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> =
+        if state.live().web.tls.is_some() {
+            let listener =
+                TlsListener::new(listener, state.live_cell().clone(), state.metrics.clone())?;
+            let service = app(state).into_make_service_with_connect_info::<Peer>();
+            Box::pin(async move { axum::serve(listener, service).with_graceful_shutdown(graceful).await })
+        } else {
+            let service = app(state).into_make_service_with_connect_info::<Peer>();
+            Box::pin(async move { axum::serve(listener, service).with_graceful_shutdown(graceful).await })
+        };
     // In-flight requests get SHUTDOWN_GRACE to finish after the signal; a connection that still
     // holds a request then (a stalled body past its timeout, a hung client) is closed, so the
     // process exits well within Kubernetes' default 30 s termination grace period.
@@ -99,7 +135,7 @@ pub async fn serve(
         }
     };
     let served = tokio::select! {
-        served = server.into_future() => served,
+        served = server => served,
         () = grace_expired => {
             tracing::warn!(grace_seconds = SHUTDOWN_GRACE.as_secs(), "shutdown grace expired: closing connections still open");
             Ok(())

@@ -70,11 +70,12 @@ fn label<'a>(labels: &[Label<'a>], name: &str) -> Option<&'a str> {
     labels.iter().find(|l| l.name == name).map(|l| l.value)
 }
 
-/// Parses an `le` value as Prometheus does: a float, with `+Inf`/`Inf` accepted.
+/// Parses an `le` value as Prometheus does: a float, with `+Inf`/`Inf` accepted. `-0.0` becomes
+/// `0.0`: they are one bound, and the role key compares bits.
 pub(crate) fn parse_le(value: &str) -> Option<f64> {
     match value {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()),
+        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()).map(|f| f + 0.0),
     }
 }
 
@@ -242,6 +243,13 @@ mod tests {
         assert_eq!(parse_le("+Inf"), Some(f64::INFINITY));
         assert_eq!(parse_le("1e+06"), Some(1_000_000.0));
         assert_eq!(parse_le("NaN"), None);
+    }
+
+    #[test]
+    fn negative_zero_le_is_the_same_bound_as_zero() {
+        // Found by the rw1 fuzz target: "-0.0" and "0.0" became two buckets with equal bounds.
+        assert_eq!(parse_le("-0.0").map(f64::to_bits), Some(0.0f64.to_bits()));
+        assert_eq!(parse_le("-0").map(f64::to_bits), parse_le("0").map(f64::to_bits));
     }
 
     #[test]

@@ -526,8 +526,7 @@ async fn run(row: Row) {
     let state = AppState::new(engine, row.limits).with_permit_wait(Duration::from_millis(20));
     let _slot = row.hold_slot.then(|| {
         state
-            .permits
-            .clone()
+            .permits()
             .try_acquire_owned()
             .expect("the only slot")
     });

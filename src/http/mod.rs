@@ -6,10 +6,15 @@
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
+//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]).
 //!
-//! Every response, 404s included, is counted in `vllm_corrector_http_requests_total{handler,code}`.
+//! Every response, 404s and authentication refusals included, is counted in
+//! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
+//! authentication, every route but `/-/healthy` and `/-/ready` requires it
+//! ([`crate::web::auth`]).
 
 mod error;
+pub mod live;
 pub mod metrics;
 pub mod negotiate;
 pub mod write;
@@ -24,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -32,10 +37,13 @@ use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
 pub use error::HttpError;
+use live::{Live, LiveCell};
 
 use crate::config::Limits;
 use crate::engine::Engine;
+use crate::reload::Reloader;
 use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
+use crate::web::{WebSettings, auth};
 
 /// How long a remote-write request waits for a free slot before it is answered 503. Well within
 /// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
@@ -53,31 +61,68 @@ pub struct AppState {
     pub engine: Arc<Mutex<Engine>>,
     /// Self-metrics.
     pub metrics: Arc<SelfMetrics>,
-    /// Receiver limits (body sizes, concurrency).
-    pub limits: Limits,
-    /// Remote-write slots: `limits.max_concurrent_requests` permits.
-    permits: Arc<Semaphore>,
+    /// Reloadable settings: limits, request slots, web settings.
+    live: Arc<LiveCell>,
     /// How long a request waits for a slot before 503.
     permit_wait: Duration,
-    /// Memory budget of bodies and decode buffers in flight, in KiB permits
-    /// (`limits.max_inflight_bytes`).
-    inflight_kib: Arc<Semaphore>,
     ready: Arc<AtomicBool>,
+    /// Re-reads the configuration files (`POST /-/reload`); `None` in-process (tests, `demo`).
+    reloader: Option<Arc<Reloader>>,
 }
 
 impl AppState {
-    /// Creates the state around an engine, with fresh self-metrics. Not ready until
-    /// [`AppState::set_ready`].
+    /// Creates the state around an engine, with fresh self-metrics and no web configuration
+    /// (plain HTTP, no authentication). Not ready until [`AppState::set_ready`].
     pub fn new(engine: Engine, limits: Limits) -> Self {
         AppState {
             engine: Arc::new(Mutex::new(engine)),
             metrics: Arc::new(SelfMetrics::new()),
-            permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
+            live: Arc::new(LiveCell::new(Live::new(
+                limits,
+                Arc::new(WebSettings::default()),
+            ))),
             permit_wait: DEFAULT_PERMIT_WAIT,
-            inflight_kib: Arc::new(Semaphore::new(kib(limits.max_inflight_bytes) as usize)),
-            limits,
             ready: Arc::new(AtomicBool::new(false)),
+            reloader: None,
         }
+    }
+
+    /// Replaces the web settings (TLS, authentication, headers) of a state not yet serving.
+    pub fn with_web(self, web: WebSettings) -> Self {
+        let limits = self.limits();
+        self.live.set(Live::new(limits, Arc::new(web)));
+        self
+    }
+
+    /// Enables `POST /-/reload` with `reloader` (built on this state's engine and settings).
+    pub fn with_reloader(mut self, reloader: Arc<Reloader>) -> Self {
+        self.reloader = Some(reloader);
+        self
+    }
+
+    /// The reloader, if any.
+    pub fn reloader(&self) -> Option<&Arc<Reloader>> {
+        self.reloader.as_ref()
+    }
+
+    /// The current reloadable settings (read once per request).
+    pub fn live(&self) -> Arc<Live> {
+        self.live.get()
+    }
+
+    /// The cell holding the reloadable settings (for the reloader and the TLS listener).
+    pub fn live_cell(&self) -> &Arc<LiveCell> {
+        &self.live
+    }
+
+    /// The current receiver limits.
+    pub fn limits(&self) -> Limits {
+        self.live.get().limits
+    }
+
+    /// The current remote-write slots.
+    pub fn permits(&self) -> Arc<Semaphore> {
+        self.live.get().permits.clone()
     }
 
     /// Replaces the wait for a remote-write slot (default [`DEFAULT_PERMIT_WAIT`]).
@@ -88,9 +133,13 @@ impl AppState {
 
     /// Reserves `bytes` of the in-flight memory budget, waiting at most the slot wait; `None` when
     /// the budget stayed exhausted. The reservation is released when the permit is dropped.
-    pub(crate) async fn reserve_inflight(&self, bytes: usize) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    pub(crate) async fn reserve_inflight(
+        &self,
+        live: &Live,
+        bytes: usize,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let wanted = kib(bytes).max(1);
-        tokio::time::timeout(self.permit_wait, self.inflight_kib.clone().acquire_many_owned(wanted))
+        tokio::time::timeout(self.permit_wait, live.inflight_kib.clone().acquire_many_owned(wanted))
             .await
             .ok()?
             .ok()
@@ -108,16 +157,31 @@ impl AppState {
     }
 }
 
-/// Builds the router. Test it with `tower::ServiceExt::oneshot`; serve it with `axum::serve`.
+/// Builds the router. Test it with `tower::ServiceExt::oneshot`; serve it with `axum::serve`
+/// (with `into_make_service_with_connect_info::<crate::web::tls::Peer>()`, so the client
+/// certificate policy can see the connection).
+///
+/// Layers, outermost first: response counting, `http_server_config.headers`, authentication.
+/// The remote-write body limit is applied by the handler from the current settings
+/// (`limits.max_body_bytes`), so a reload changes it.
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/api/v1/write",
-            post(write::handle).layer(DefaultBodyLimit::max(state.limits.max_body_bytes)),
-        )
+        .route("/api/v1/write", post(write::handle))
         .route("/metrics", get(metrics::handle))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
+        .route(
+            "/-/reload",
+            post(crate::reload::handle).put(crate::reload::handle),
+        )
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_auth,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::add_headers,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_response,
@@ -132,6 +196,7 @@ fn handler_label(path: &str) -> &'static str {
         "/metrics" => "/metrics",
         "/-/healthy" => "/-/healthy",
         "/-/ready" => "/-/ready",
+        "/-/reload" => "/-/reload",
         _ => "other",
     }
 }

@@ -393,8 +393,7 @@ async fn no_free_slot_within_the_wait_is_503() {
     };
     let state = state_with(limits).with_permit_wait(Duration::from_millis(20));
     let _held = state
-        .permits
-        .clone()
+        .permits()
         .try_acquire_owned()
         .expect("the only slot");
     let (status, _, text) = send(&state, rw1(vec![1, 2, 3])).await;

@@ -15,10 +15,10 @@
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
@@ -75,53 +75,55 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
         Ok(p) => p,
         Err(e) => return (none, Err(e)),
     };
-    let permit = match tokio::time::timeout(
-        state.permit_wait,
-        state.permits.clone().acquire_owned(),
-    )
-    .await
-    {
-        Ok(Ok(permit)) => permit,
-        _ => {
-            RequestLimited {
-                limit: "max_concurrent_requests",
+    // One read of the reloadable settings per request: a reload applies from the next one.
+    let live = state.live();
+    let limits = live.limits;
+    let permit =
+        match tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                RequestLimited {
+                    limit: "max_concurrent_requests",
+                }
+                .emit(&state.metrics);
+                return (none, Err(HttpError::Overloaded));
             }
-            .emit(&state.metrics);
-            return (none, Err(HttpError::Overloaded));
-        }
-    };
+        };
     // Memory budget, first for the body as announced (or the largest accepted body).
     let announced = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .unwrap_or(state.limits.max_body_bytes)
-        .min(state.limits.max_body_bytes);
-    let Some(body_budget) = state.reserve_inflight(announced).await else {
+        .unwrap_or(limits.max_body_bytes)
+        .min(limits.max_body_bytes);
+    let Some(body_budget) = state.reserve_inflight(&live, announced).await else {
         RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
         return (none, Err(HttpError::OverBudget));
     };
-    let read = tokio::time::timeout(state.limits.request_body_timeout, Bytes::from_request(request, &()));
+    let read = tokio::time::timeout(
+        limits.request_body_timeout,
+        Limited::new(request.into_body(), limits.max_body_bytes).collect(),
+    );
     let body = match read.await {
         Err(_elapsed) => {
             RequestLimited { limit: "request_body_timeout" }.emit(&state.metrics);
             return (none, Err(HttpError::BodyTimeout));
         }
-        Ok(Ok(body)) => body,
-        Ok(Err(rejection)) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+        Ok(Ok(body)) => body.to_bytes(),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => {
             RequestLimited {
                 limit: "max_body_bytes",
             }
             .emit(&state.metrics);
-            let limit = state.limits.max_body_bytes;
+            let limit = limits.max_body_bytes;
             return (none, Err(HttpError::BodyTooLarge { limit }));
         }
-        Ok(Err(rejection)) => return (none, Err(HttpError::BodyRead(rejection.body_text()))),
+        Ok(Err(error)) => return (none, Err(HttpError::BodyRead(error.to_string()))),
     };
     // Then for the decoded size the snappy header declares (capped: a larger declaration is
     // answered 413 by the decoder, before it allocates).
-    let declared = snap::raw::decompress_len(&body).unwrap_or(0).min(state.limits.max_decoded_bytes);
-    let Some(decode_budget) = state.reserve_inflight(declared).await else {
+    let declared = snap::raw::decompress_len(&body).unwrap_or(0).min(limits.max_decoded_bytes);
+    let Some(decode_budget) = state.reserve_inflight(&live, declared).await else {
         RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
         return (none, Err(HttpError::OverBudget));
     };
@@ -132,7 +134,7 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     let worker_state = state.clone();
     let outcome = tokio::task::spawn_blocking(move || {
         DECODE_BUFFER.with_borrow_mut(|buffer| {
-            let outcome = process(&worker_state, protocol, &body, buffer);
+            let outcome = process(&worker_state, &limits, protocol, &body, buffer);
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
             }
@@ -156,12 +158,12 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
 /// applied + Σ rejected) before returning, also when some series are refused.
 fn process(
     state: &AppState,
+    limits: &crate::config::Limits,
     protocol: WriteProtocol,
     body: &[u8],
     buffer: &mut Vec<u8>,
 ) -> (Written, Result<(), HttpError>) {
     let none = Written::default();
-    let limits = &state.limits;
     if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
         if matches!(e, ProtocolError::DecodedTooLarge { .. }) {
             RequestLimited {

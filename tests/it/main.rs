@@ -10,8 +10,10 @@ mod fixture;
 mod grafana;
 mod harness;
 mod metrics;
+mod pki;
 mod promql_rules;
 mod rw;
+mod secure;
 mod sharding;
 mod simdata;
 
@@ -23,11 +25,14 @@ mod accuracy_sim;
 mod accuracy_stack;
 
 mod arrival;
+mod auth_e2e;
+mod auth_tls;
 mod cli;
 mod fuzz_seeds;
 mod legacy_itl;
 mod prometheus_e2e;
 mod promtool;
+mod reload;
 mod reset;
 mod rw2_equivalence;
 mod slow_senders;

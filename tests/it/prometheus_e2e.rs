@@ -89,7 +89,7 @@ impl Drop for ExpositionServer {
 }
 
 /// A Prometheus child process, killed on drop.
-struct Prometheus {
+pub struct Prometheus {
     child: Child,
     base: String,
     dir: TempDir,
@@ -97,7 +97,6 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(binary: &std::path::Path, vllm_target: &str, corrector: &str) -> Prometheus {
-        let dir = TempDir::new("prometheus");
         let config = format!(
             r#"global:
   scrape_interval: 1s
@@ -121,6 +120,12 @@ remote_write:
       batch_send_deadline: 1s
 "#
         );
+        Prometheus::start_with(binary, &config)
+    }
+
+    /// Starts Prometheus with the configuration text `config` and waits for `/-/ready`.
+    pub fn start_with(binary: &std::path::Path, config: &str) -> Prometheus {
+        let dir = TempDir::new("prometheus");
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).unwrap();
         let address = format!("127.0.0.1:{}", free_port());
@@ -155,7 +160,8 @@ remote_write:
         Prometheus { child, base, dir }
     }
 
-    fn log_text(&self) -> String {
+    /// Prometheus' log so far.
+    pub fn log_text(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Soak test: a bounded, steady remote-write load against a release build of vllm-corrector on the
+# loopback interface, sampling its RSS, CPU and rejection counters every 10 s into a CSV, then a
+# summary (RSS first/last/max and slope, rejections, achieved rate). docs/RELIABILITY.md, "Soak".
+#
+#   scripts/soak.sh [minutes] [rate]
+#
+#   minutes  how long the load runs (default 2; the recorded soak is 30)
+#   rate     samples per second (default 330000, about half of the capacity measured here; see
+#            docs/RELIABILITY.md for how it was chosen and how to re-measure it)
+#
+# Environment: SOAK_PORT (default 19710, the receiver's port), SOAK_OUT (default
+# target/soak/<UTC time>), SOAK_CONNECTIONS (default 4).
+#
+# Everything it starts is stopped by process id when it ends, fails or is interrupted; the load
+# generator stops by itself after `minutes`. Exit status 0 when the run completed (the summary
+# says whether RSS stayed flat; judging it is the reader's job).
+set -euo pipefail
+
+minutes="${1:-2}"
+rate="${2:-330000}"
+port="${SOAK_PORT:-19710}"
+connections="${SOAK_CONNECTIONS:-4}"
+interval=10
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${SOAK_OUT:-$root/target/soak/$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$out"
+csv="$out/soak.csv"
+summary="$out/summary.txt"
+
+cd "$root"
+echo "building release binary and load generator..." >&2
+cargo build --release --quiet --bin vllm-corrector --example soak_load
+
+receiver_pid=""
+load_pid=""
+cleanup() {
+  for pid in "$load_pid" "$receiver_pid"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
+}
+trap cleanup EXIT INT TERM
+
+target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --log.level warn \
+  >"$out/receiver.log" 2>&1 &
+receiver_pid=$!
+for _ in $(seq 1 100); do
+  if curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; then break; fi
+  kill -0 "$receiver_pid" 2>/dev/null || { echo "receiver exited; see $out/receiver.log" >&2; exit 1; }
+  sleep 0.1
+done
+curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null
+
+clk_tck="$(getconf CLK_TCK)"
+# One CSV row: elapsed s, RSS kB, peak RSS kB, receiver CPU s, counters from /metrics.
+sample() {
+  local elapsed="$1" status rss hwm cpu metrics
+  status="$(cat "/proc/$receiver_pid/status")"
+  rss="$(awk '/^VmRSS:/ {print $2}' <<<"$status")"
+  hwm="$(awk '/^VmHWM:/ {print $2}' <<<"$status")"
+  # utime and stime are fields 14 and 15 of /proc/<pid>/stat (after the parenthesised name).
+  cpu="$(awk -v t="$clk_tck" '{sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$receiver_pid/stat")"
+  metrics="$(curl -fsS "http://127.0.0.1:$port/metrics")"
+  awk -v e="$elapsed" -v rss="$rss" -v hwm="$hwm" -v cpu="$cpu" '
+    /^vllm_corrector_samples_received_total / {rec=$2}
+    /^vllm_corrector_samples_applied_total / {app=$2}
+    /^vllm_corrector_samples_rejected_total\{/ {rej+=$2; if ($1 !~ /unused_series|duplicate_sample/) bad+=$2}
+    /^vllm_corrector_requests_limited_total\{/ {lim+=$2}
+    /^vllm_corrector_http_requests_total\{handler="\/api\/v1\/write",code="2/ {ok+=$2}
+    /^vllm_corrector_http_requests_total\{handler="\/api\/v1\/write",code="[45]/ {err+=$2}
+    /^vllm_corrector_active_series / {series=$2}
+    /^vllm_corrector_active_groups / {groups=$2}
+    END {printf "%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", e, rss, hwm, cpu, rec, app, rej, bad, lim, ok, err, series, groups}
+  ' <<<"$metrics"
+}
+
+echo "elapsed_s,rss_kb,rss_peak_kb,cpu_s,samples_received,samples_applied,samples_rejected,rejected_not_benign,requests_limited,writes_2xx,writes_4xx_5xx,active_series,active_groups" >"$csv"
+sample 0 >>"$csv"
+
+cargo run --release --quiet --example soak_load -- \
+  --url "http://127.0.0.1:$port/api/v1/write" --rate "$rate" --duration "${minutes}m" \
+  --connections "$connections" >"$out/load.log" 2>&1 &
+load_pid=$!
+echo "soak: ${minutes} min at ${rate} samples/s on 127.0.0.1:$port, receiver pid $receiver_pid; CSV $csv" >&2
+
+start=$(date +%s)
+next=$((start + interval))
+while kill -0 "$load_pid" 2>/dev/null; do
+  now=$(date +%s)
+  if [ "$now" -ge "$next" ]; then
+    sample $((now - start)) >>"$csv"
+    next=$((next + interval))
+  fi
+  sleep 1
+done
+wait "$load_pid" || { echo "load generator failed; see $out/load.log" >&2; exit 1; }
+load_pid=""
+sleep 2
+sample $(( $(date +%s) - start )) >>"$csv"
+
+# Summary. The RSS slope is a least-squares fit over the rows after the first minute of load
+# (warm-up: the fleet's series and buffers are allocated in the first scrapes).
+{
+  echo "soak: ${minutes} min at ${rate} samples/s, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  grep -h '^PLAN\|^RESULT' "$out/load.log" || true
+  awk -F, 'NR == 1 {next}
+    { n++; t[n]=$1; r[n]=$2; if ($2 > max) max=$2; last=$0; lr=$2; lc=$4; rec=$5; app=$6; rej=$7; bad=$8; lim=$9; err=$11; ser=$12; grp=$13 }
+    n == 2 {first_loaded=$2}
+    END {
+      for (i = 1; i <= n; i++) if (t[i] >= 60) { m++; sx+=t[i]; sy+=r[i]; sxx+=t[i]*t[i]; sxy+=t[i]*r[i] }
+      slope = (m >= 2 && (m*sxx - sx*sx) != 0) ? (m*sxy - sx*sy) / (m*sxx - sx*sx) * 60 : 0
+      printf "rss_kb: idle %d, first under load %d, last %d, max %d; slope after 60 s %.1f kB/min over %d samples\n", r[1], first_loaded, lr, max, slope, m
+      printf "receiver cpu_s %s; samples received %d, applied %d, rejected %d (not unused/duplicate: %d); requests limited %d; write answers 4xx/5xx %d\n", lc, rec, app, rej, bad, lim, err
+      printf "active series %d, groups %d; received = applied + rejected: %s\n", ser, grp, (rec == app + rej) ? "yes" : "NO"
+    }' "$csv"
+} | tee "$summary"
+echo "files: $out" >&2

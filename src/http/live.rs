@@ -1,0 +1,79 @@
+//! The settings a reload swaps (`POST /-/reload`, SIGHUP): receiver limits, the request slots
+//! they size, and the web settings (TLS, authentication, response headers).
+//!
+//! One [`Live`] value is replaced whole, so a request sees the limits and the web settings of the
+//! same load. Each request reads the current value once (an `Arc` clone under a read lock held
+//! for nanoseconds); a reload applies from the next request on, and in-flight requests finish
+//! with the settings they started with.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use tokio::sync::Semaphore;
+
+use crate::config::Limits;
+use crate::web::WebSettings;
+
+/// One load of the reloadable settings.
+#[derive(Debug)]
+pub struct Live {
+    /// Receiver limits (`limits:` of `--config.file`).
+    pub limits: Limits,
+    /// Remote-write slots: `limits.max_concurrent_requests` permits. A reload that changes the
+    /// limit brings a new semaphore; requests holding a slot of the old one finish normally, so
+    /// for a moment the old holders and the new limit add up.
+    pub permits: Arc<Semaphore>,
+    /// Memory budget of request bodies and decode buffers in flight, in KiB permits
+    /// (`limits.max_inflight_bytes`); kept across a reload that does not change it.
+    pub inflight_kib: Arc<Semaphore>,
+    /// `--web.config.file`, validated.
+    pub web: Arc<WebSettings>,
+}
+
+impl Live {
+    /// Settings with fresh request slots for `limits`.
+    pub fn new(limits: Limits, web: Arc<WebSettings>) -> Live {
+        Live {
+            permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
+            inflight_kib: Arc::new(Semaphore::new(super::kib(limits.max_inflight_bytes) as usize)),
+            limits,
+            web,
+        }
+    }
+
+    /// The settings after a reload to `limits` and `web`: the request slots and the memory budget
+    /// are kept when their limit is unchanged, so a reload never lets extra requests in.
+    pub fn reloaded(&self, limits: Limits, web: Arc<WebSettings>) -> Live {
+        let mut live = Live::new(limits, web);
+        if live.limits.max_concurrent_requests == self.limits.max_concurrent_requests {
+            live.permits = self.permits.clone();
+        }
+        if live.limits.max_inflight_bytes == self.limits.max_inflight_bytes {
+            live.inflight_kib = self.inflight_kib.clone();
+        }
+        live
+    }
+}
+
+/// The current [`Live`] settings, swapped whole.
+#[derive(Debug)]
+pub struct LiveCell(RwLock<Arc<Live>>);
+
+impl LiveCell {
+    /// A cell holding `live`.
+    pub fn new(live: Live) -> LiveCell {
+        LiveCell(RwLock::new(Arc::new(live)))
+    }
+
+    /// The current settings.
+    pub fn get(&self) -> Arc<Live> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the settings; requests that already read the old ones keep them.
+    pub fn set(&self, live: Live) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
+    }
+}

@@ -1,0 +1,144 @@
+//! Self-metrics of the operational surface: authentication, TLS handshakes and configuration
+//! reloads. Registered by [`super::SelfMetrics::new`] into the same registry as the rest, so they
+//! appear on `/metrics` in both formats.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family as MetricFamily;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::InternalEvent;
+
+/// Why a request was refused by authentication: the `reason` label of
+/// `vllm_corrector_auth_failures_total`, pre-registered at 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No `Authorization` header while basic auth or bearer tokens are configured. 401.
+    MissingCredentials,
+    /// An `Authorization` header of an unconfigured scheme, malformed, an unknown user, a wrong
+    /// password or an unknown bearer token. 401.
+    InvalidCredentials,
+    /// A client CA is configured (`client_auth_type: VerifyClientCertIfGiven`) and the connection
+    /// presented no verified client certificate. 403.
+    MissingClientCertificate,
+}
+
+impl AuthFailure {
+    /// Every reason, in label order.
+    pub const ALL: [AuthFailure; 3] = [
+        AuthFailure::MissingCredentials,
+        AuthFailure::InvalidCredentials,
+        AuthFailure::MissingClientCertificate,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthFailure::MissingCredentials => "missing_credentials",
+            AuthFailure::InvalidCredentials => "invalid_credentials",
+            AuthFailure::MissingClientCertificate => "missing_client_certificate",
+        }
+    }
+}
+
+/// Authentication, TLS and reload self-metrics.
+#[derive(Debug, Default)]
+pub struct OpsMetrics {
+    auth_failures: MetricFamily<[(&'static str, &'static str); 1], Counter>,
+    tls_handshake_failures: Counter,
+    reload_successful: Gauge,
+    reload_success_timestamp: Gauge<f64, AtomicU64>,
+}
+
+impl OpsMetrics {
+    /// Creates the metrics: every auth failure reason at 0, the last reload marked successful
+    /// (the start-up load is the first successful load, as in Prometheus) with timestamp 0 until
+    /// [`OpsMetrics::reload_succeeded`] is first called.
+    pub fn new() -> Self {
+        let m = OpsMetrics::default();
+        for reason in AuthFailure::ALL {
+            let _ = m
+                .auth_failures
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        m.reload_successful.set(1);
+        m
+    }
+
+    /// Registers every metric in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "vllm_corrector_auth_failures",
+            "Requests refused by authentication (--web.config.file), by reason",
+            self.auth_failures.clone(),
+        );
+        registry.register(
+            "vllm_corrector_tls_handshake_failures",
+            "TLS handshakes that failed or timed out (a missing or unverifiable client certificate under RequireAndVerifyClientCert fails here, before any HTTP request)",
+            self.tls_handshake_failures.clone(),
+        );
+        registry.register(
+            "vllm_corrector_config_last_reload_successful",
+            "Whether the last configuration reload attempt (--config.file and --web.config.file) succeeded: 1 or 0",
+            self.reload_successful.clone(),
+        );
+        registry.register(
+            "vllm_corrector_config_last_reload_success_timestamp_seconds",
+            "Timestamp of the last successful configuration load (start-up included), seconds since the Unix epoch",
+            self.reload_success_timestamp.clone(),
+        );
+    }
+
+    /// Records a successful (re)load at `unix_seconds`.
+    pub fn reload_succeeded(&self, unix_seconds: f64) {
+        self.reload_successful.set(1);
+        self.reload_success_timestamp.set(unix_seconds);
+    }
+
+    /// Records a failed reload; the success timestamp keeps the last success.
+    pub fn reload_failed(&self) {
+        self.reload_successful.set(0);
+    }
+}
+
+/// A request was refused by authentication.
+#[derive(Debug)]
+pub struct AuthRefused<'a> {
+    /// Why.
+    pub reason: AuthFailure,
+    /// The request path (logged at debug level only).
+    pub path: &'a str,
+}
+
+impl InternalEvent for AuthRefused<'_> {
+    fn emit(self, metrics: &super::SelfMetrics) {
+        tracing::debug!(
+            reason = self.reason.as_str(),
+            path = self.path,
+            "request refused by authentication"
+        );
+        metrics
+            .ops
+            .auth_failures
+            .get_or_create(&[("reason", self.reason.as_str())])
+            .inc();
+    }
+}
+
+/// A TLS handshake failed or timed out.
+#[derive(Debug)]
+pub struct TlsHandshakeFailed {
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+    /// What went wrong.
+    pub error: String,
+}
+
+impl InternalEvent for TlsHandshakeFailed {
+    fn emit(self, metrics: &super::SelfMetrics) {
+        tracing::debug!(peer = %self.peer, error = %self.error, "TLS handshake failed");
+        metrics.ops.tls_handshake_failures.inc();
+    }
+}
