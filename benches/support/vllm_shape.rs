@@ -1,6 +1,6 @@
 //! vLLM-shaped remote-write 1.0 payloads for the benchmarks and the load generator.
 //!
-//! Shared by `benches/ingest.rs` and `examples/loadgen.rs` (each includes this file with `#[path]`),
+//! Shared by the benches and `examples/loadgen/` (each includes this file with `#[path]`),
 //! so both measure the same bytes. Not part of the library.
 //!
 //! **Series of one engine** (vLLM 0.33 v1 metrics, `vllm/v1/metrics/loggers.py`, as Python
