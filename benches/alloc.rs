@@ -6,7 +6,7 @@
 //! `unsafe` in every target, and a hand-written `GlobalAlloc` needs an `unsafe impl`.
 
 use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::protocol::{normalize_labels, snappy, v1};
+use vllm_corrector::protocol::{NameMemo, snappy, v1};
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -33,8 +33,9 @@ fn main() {
     let before = allocations();
     for _ in 0..rounds {
         let mut request = v1::decode(&buffer).unwrap();
+        let mut memo = NameMemo::default();
         for s in &mut request.series {
-            normalize_labels(&mut s.labels).unwrap();
+            s.normalize_memo(&mut memo).unwrap();
         }
         series += request.series.len();
     }

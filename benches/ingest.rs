@@ -16,7 +16,7 @@ use vllm_corrector::exposition::Format;
 use vllm_corrector::http::AppState;
 use vllm_corrector::http::metrics::render_all;
 use vllm_corrector::protocol::encode::SeriesSpec;
-use vllm_corrector::protocol::{normalize_labels, snappy, v1, v2};
+use vllm_corrector::protocol::{NameMemo, snappy, v1, v2};
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -38,7 +38,7 @@ fn specs_of(raw: &[u8]) -> Vec<SeriesSpec> {
                 .iter()
                 .map(|l| (l.name.to_owned(), l.value.to_owned()))
                 .collect();
-            (labels, s.samples.clone())
+            (labels, s.samples.to_vec())
         })
         .collect()
 }
@@ -66,8 +66,9 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| {
             snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap();
             let mut request = v1::decode(&buffer).unwrap();
+            let mut memo = NameMemo::default();
             for s in &mut request.series {
-                normalize_labels(&mut s.labels).unwrap();
+                s.normalize_memo(&mut memo).unwrap();
             }
             request.series.len()
         })

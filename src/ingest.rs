@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use crate::config::Limits;
 use crate::engine::{Engine, IngestReport, RejectReason};
 use crate::protocol::histogram::{self, HistogramError, NativeHistogram};
-use crate::protocol::{Label, LabelError, Sample, SeriesRef, WriteRequestRef};
+use crate::protocol::{Label, LabelError, NameMemo, Sample, SeriesRef, WriteRequestRef};
 
 /// The longest label text quoted in a 400 answer.
 const MAX_QUOTED_LABELS: usize = 512;
@@ -120,13 +120,14 @@ pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepare
     };
     let mut positions = Vec::with_capacity(request.series.len());
     let mut index = 0;
+    let mut memo = NameMemo::default();
     request.series.retain_mut(|series| {
         let position = index;
         index += 1;
         let checked = limits
             .labels
             .check(&series.labels)
-            .and_then(|()| series.normalize());
+            .and_then(|()| series.normalize_memo(&mut memo));
         match checked {
             Ok(()) => {
                 positions.push(position);

@@ -323,7 +323,7 @@ mod tests {
         assert_eq!(req.series[0].labels[1].name, "engine");
         assert_eq!(req.series[0].labels[1].value, "0");
         assert_eq!(
-            req.series[0].samples,
+            req.series[0].samples.as_slice(),
             [
                 Sample {
                     value: 3.0,
@@ -336,7 +336,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            req.series[1].samples,
+            req.series[1].samples.as_slice(),
             [Sample {
                 value: 1.0,
                 timestamp_ms: -5

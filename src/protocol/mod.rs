@@ -17,7 +17,7 @@ pub mod v2;
 mod wire;
 
 pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
-pub use labels::{Label, LabelError, normalize_labels};
+pub use labels::{Label, LabelError, NameMemo, normalize_labels};
 
 /// Bit pattern of the Prometheus staleness marker: a NaN that Prometheus writes when a series
 /// disappears from a scrape. Compare bits, never the float (every NaN compares unequal).
@@ -40,15 +40,27 @@ pub struct Sample {
     pub timestamp_ms: i64,
 }
 
+/// Labels kept inline in a [`SeriesRef`] before one heap allocation is needed. Twelve covers a
+/// vLLM series as a kube-prometheus `ServiceMonitor` labels it (`__name__`, `container`,
+/// `endpoint`, `engine`, `instance`, `job`, `le`, `model_name`, `namespace`, `pod`, `service`).
+pub const INLINE_LABELS: usize = 12;
+
+/// One series' labels: inline up to [`INLINE_LABELS`], so decoding a request allocates nothing
+/// per series (two allocations per series were ~700 instructions per sample: docs/PERFORMANCE.md).
+pub type LabelSet<'a> = smallvec::SmallVec<[Label<'a>; INLINE_LABELS]>;
+
+/// One series' float samples: one inline (a sender puts one sample in each `TimeSeries`).
+pub type Samples = smallvec::SmallVec<[Sample; 1]>;
+
 /// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing its label strings from the
 /// decompressed body.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SeriesRef<'a> {
     /// Labels as sent (not yet sorted or validated: see [`SeriesRef::normalize`]). Empty when
     /// `labels_error` is set.
-    pub labels: Vec<Label<'a>>,
+    pub labels: LabelSet<'a>,
     /// Float samples, in the order sent.
-    pub samples: Vec<Sample>,
+    pub samples: Samples,
     /// Native histogram samples, in the order sent (RW1 field 4, RW2 field 3): custom buckets
     /// (schema −53) decoded for conversion to classic series, other schemas only recognised.
     pub histograms: Vec<NativeHistogram>,
@@ -67,16 +79,29 @@ pub struct SeriesRef<'a> {
     pub labels_error: Option<LabelError>,
 }
 
-impl SeriesRef<'_> {
+impl<'a> SeriesRef<'a> {
     /// Normalises the labels ([`normalize_labels`]) unless the decoder already found them invalid.
     ///
     /// # Errors
     /// `labels_error` when set ([`LabelError::OddLabelRefs`], [`LabelError::SymbolRefOutOfRange`]),
     /// otherwise the error of [`normalize_labels`].
     pub fn normalize(&mut self) -> Result<(), LabelError> {
+        self.normalize_memo(&mut NameMemo::default())
+    }
+
+    /// [`SeriesRef::normalize`] with a per-request [`NameMemo`]
+    /// ([`labels::normalize_labels_memo`]): the same result, fewer character checks.
+    ///
+    /// # Errors
+    /// As [`SeriesRef::normalize`].
+    pub fn normalize_memo(&mut self, memo: &mut NameMemo<'a>) -> Result<(), LabelError> {
         match self.labels_error {
             Some(error) => Err(error),
-            None => normalize_labels(&mut self.labels),
+            None => {
+                let (len, result) = labels::normalize_labels_memo(&mut self.labels, memo);
+                self.labels.truncate(len);
+                result
+            }
         }
     }
 

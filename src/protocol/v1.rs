@@ -2,8 +2,9 @@
 //!
 //! This is the receiver's hot path: it walks the protobuf wire format by hand and borrows every
 //! string from the decompressed body, allocating one `Vec` of series and one of metadata per
-//! request (sized by a cheap first pass over the field keys), and per series one `Vec` of labels
-//! (exact), one of samples, and one of native histograms only when it has some. The wire cursor is
+//! request (sized by a cheap first pass over the field keys); a series' labels and sample are kept
+//! inline ([`super::LabelSet`], [`super::Samples`]), and only native histograms, or more than
+//! [`super::INLINE_LABELS`] labels, allocate. The wire cursor is
 //! [`super::wire`]. Labels encoded as every sender encodes them (each `Label` with field 1 then 2,
 //! one-byte lengths, all before the samples) take a tight loop; UTF-8 is then checked once per
 //! series (with SIMD) over the bytes from the first name to the last value, whose framing bytes are
@@ -22,7 +23,8 @@
 
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
 use super::{
-    Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef, histogram,
+    Label, LabelSet, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef,
+    histogram,
 };
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
@@ -48,7 +50,13 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
-            (1, Wire::Len) => request.series.push(decode_series(r.bytes()?, &mut spans)?),
+            (1, Wire::Len) => {
+                // Built in place: a `SeriesRef` holds its labels inline, and moving ~450 bytes per
+                // series into the vector cost more than the decoding of its sample.
+                request.series.push(SeriesRef::default());
+                let series = request.series.last_mut().expect("just pushed");
+                decode_series(r.bytes()?, &mut spans, series)?;
+            }
             (3, Wire::Len) => {
                 if let Some(metadata) = decode_metadata(r.bytes()?)? {
                     request.metadata.push(metadata);
@@ -95,18 +103,14 @@ impl MetricType {
     }
 }
 
-/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms). `spans` is
-/// scratch space, reused across series.
+/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms) into `series`
+/// (empty on entry). `spans` is scratch space, reused across series.
 fn decode_series<'a>(
     buf: &'a [u8],
     spans: &mut Vec<LabelSpan>,
-) -> Result<SeriesRef<'a>, ProtocolError> {
+    series: &mut SeriesRef<'a>,
+) -> Result<(), ProtocolError> {
     spans.clear();
-    // Senders put one sample in each series (Prometheus: one per `TimeSeries` per request).
-    let mut series = SeriesRef {
-        samples: Vec::with_capacity(1),
-        ..SeriesRef::default()
-    };
     // Tight loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
     // canonical `Label`); the general loop below takes over at the first other byte.
     let mut pos = 0;
@@ -150,8 +154,7 @@ fn decode_series<'a>(
             (_, wire) => r.skip(wire)?,
         }
     }
-    series.labels = labels_of(buf, spans)?;
-    Ok(series)
+    labels_of(buf, spans, &mut series.labels)
 }
 
 /// Byte ranges of one label's name and value inside its series' message.
@@ -165,9 +168,13 @@ struct LabelSpan {
 /// first name to the last value when they form valid UTF-8 as a whole; each string is then a slice
 /// of that checked text (`str::get` confirms its boundaries in O(1)). Otherwise each string is
 /// checked alone, with the same errors.
-fn labels_of<'a>(buf: &'a [u8], spans: &[LabelSpan]) -> Result<Vec<Label<'a>>, ProtocolError> {
+fn labels_of<'a>(
+    buf: &'a [u8],
+    spans: &[LabelSpan],
+    labels: &mut LabelSet<'a>,
+) -> Result<(), ProtocolError> {
     let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
-        return Ok(Vec::new());
+        return Ok(());
     };
     let (lo, hi) = (
         first.name.0.min(first.value.0),
@@ -180,7 +187,7 @@ fn labels_of<'a>(buf: &'a [u8], spans: &[LabelSpan]) -> Result<Vec<Label<'a>>, P
         None
     };
     let slice = |(a, b): (usize, usize)| checked?.get(a.wrapping_sub(lo)..b.wrapping_sub(lo));
-    let mut labels = Vec::with_capacity(spans.len());
+    labels.reserve_exact(spans.len());
     for span in spans {
         match (slice(span.name), slice(span.value)) {
             (Some(name), Some(value)) => labels.push(Label { name, value }),
@@ -190,7 +197,7 @@ fn labels_of<'a>(buf: &'a [u8], spans: &[LabelSpan]) -> Result<Vec<Label<'a>>, P
             }),
         }
     }
-    Ok(labels)
+    Ok(())
 }
 
 /// The label at `buf[start..start + len]` when it is encoded as every sender encodes it: field 1

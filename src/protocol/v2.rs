@@ -28,7 +28,7 @@
 
 use super::wire::{Reader, Wire, count_fields, utf8};
 use super::{
-    Label, LabelError, MetricType, ProtocolError, Sample, SeriesMetadata, SeriesRef,
+    Label, LabelError, LabelSet, MetricType, ProtocolError, Sample, Samples, SeriesMetadata, SeriesRef,
     WriteRequestRef, histogram,
 };
 
@@ -99,7 +99,7 @@ fn decode_series<'a>(
 ) -> Result<SeriesRef<'a>, ProtocolError> {
     let [n_samples, n_histograms] = count_fields(buf, "TimeSeries", [2, 3])?;
     let mut series = SeriesRef {
-        samples: Vec::with_capacity(n_samples),
+        samples: Samples::with_capacity(n_samples),
         histograms: Vec::with_capacity(n_histograms),
         ..SeriesRef::default()
     };
@@ -138,7 +138,7 @@ fn decode_series<'a>(
 }
 
 /// Resolves `labels_refs` (name, value, name, value, …) against `symbols`, in order.
-fn resolve_labels<'a>(refs: &[u64], symbols: &[&'a str]) -> Result<Vec<Label<'a>>, LabelError> {
+fn resolve_labels<'a>(refs: &[u64], symbols: &[&'a str]) -> Result<LabelSet<'a>, LabelError> {
     if refs.len() % 2 != 0 {
         return Err(LabelError::OddLabelRefs);
     }
