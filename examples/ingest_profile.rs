@@ -29,8 +29,8 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 #[inline(never)]
-fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>) {
-    run(bodies, engine, buffer, &mut IngestReport::default());
+fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, now_ms: i64) {
+    run(bodies, engine, buffer, &mut IngestReport::default(), now_ms);
 }
 
 #[inline(never)]
@@ -39,23 +39,34 @@ fn measure(
     engine: &mut Engine,
     buffer: &mut Vec<u8>,
     report: &mut IngestReport,
+    now_ms: i64,
 ) {
-    run(bodies, engine, buffer, report);
+    run(bodies, engine, buffer, report, now_ms);
 }
 
-fn run(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, report: &mut IngestReport) {
+fn run(
+    bodies: &[Vec<u8>],
+    engine: &mut Engine,
+    buffer: &mut Vec<u8>,
+    report: &mut IngestReport,
+    now_ms: i64,
+) {
     let limits = Limits::default();
     for body in bodies {
         snappy::decompress_into(body, 128 << 20, buffer).unwrap();
         let request = v1::decode(buffer).unwrap();
-        let outcome = ingest::prepare(request, &limits).apply(engine, 0);
+        let outcome = ingest::prepare(request, &limits).apply(engine, now_ms);
         report.merge(&outcome.report);
     }
 }
 
 fn main() {
     let (pods, engines, scrapes) = (arg(1, 16), arg(2, 2), arg(3, 40) as u64);
-    let payloads = vllm_shape::Payloads::new(pods, engines, 4, 1_700_000_000_000, 15_000);
+    let (t0_ms, step_ms) = (1_700_000_000_000, 15_000);
+    let payloads = vllm_shape::Payloads::new(pods, engines, 4, t0_ms, step_ms);
+    // The receive time: the newest sample's timestamp. (With 0, every sample would be refused as
+    // beyond `limits.max_future_skew` and the engine never run.)
+    let now_ms = t0_ms + (scrapes as i64 + 1) * step_ms;
     let mut bodies = Vec::new();
     payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
     let (warm, timed) = bodies.split_at(bodies.len() / 2);
@@ -64,11 +75,14 @@ fn main() {
         ..EngineConfig::default()
     });
     let mut buffer = Vec::new();
-    warm_up(warm, &mut engine, &mut buffer);
+    warm_up(warm, &mut engine, &mut buffer, now_ms);
     let mut report = IngestReport::default();
     let start = Instant::now();
-    measure(timed, &mut engine, &mut buffer, &mut report);
+    measure(timed, &mut engine, &mut buffer, &mut report, now_ms);
     let secs = start.elapsed().as_secs_f64();
+    // Every sample is accepted: applied, or read by no rule.
+    let unused = report.rejected[vllm_corrector::engine::RejectReason::UnusedSeries.index()];
+    assert_eq!(report.applied + unused, report.received, "{report:?}");
     println!(
         "series={} timed_samples={} applied={} wall_ns_per_sample={:.1}",
         payloads.series(),
