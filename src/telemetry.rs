@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
+use crate::protocol::{MetadataDropReason, MetadataDropped};
 
 pub mod ops;
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
@@ -43,6 +44,7 @@ pub struct SelfMetrics {
     counter_resets: Counter,
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
+    metadata_dropped: MetricFamily<Label1, Counter>,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
     pub ops: OpsMetrics,
 }
@@ -67,7 +69,8 @@ impl Default for SelfMetrics {
 
 impl SelfMetrics {
     /// Creates and registers every self-metric. Every `reason` of
-    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and every
+    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and of
+    /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
     /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
     /// rate or an alert on them works before the first occurrence.
     pub fn new() -> Self {
@@ -87,6 +90,7 @@ impl SelfMetrics {
             counter_resets: Counter::default(),
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
+            metadata_dropped: MetricFamily::default(),
             ops: OpsMetrics::new(),
         };
         for limit in REQUEST_LIMITS {
@@ -95,6 +99,11 @@ impl SelfMetrics {
         for reason in RejectReason::ALL {
             let _ = m
                 .samples_rejected
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for reason in MetadataDropReason::ALL {
+            let _ = m
+                .metadata_dropped
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         for family in Family::ALL {
@@ -135,6 +144,11 @@ impl SelfMetrics {
             "vllm_corrector_requests_limited",
             "Remote-write requests refused whole by a request-level limit, by limit (the limits.* field)",
             m.requests_limited.clone(),
+        );
+        r.register(
+            "vllm_corrector_metadata_dropped",
+            "Remote-write metadata entries dropped by the decoder, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8) or symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols). Metadata never fails a request: its samples are still applied",
+            m.metadata_dropped.clone(),
         );
         r.register(
             "vllm_corrector_http_requests",
@@ -217,6 +231,18 @@ impl SelfMetrics {
         self.requests_limited
             .get_or_create(&[("limit", limit)])
             .inc();
+    }
+
+    /// Adds one request's dropped metadata entries to `vllm_corrector_metadata_dropped_total`.
+    pub fn record_metadata_dropped(&self, dropped: &MetadataDropped) {
+        for reason in MetadataDropReason::ALL {
+            let n = dropped.get(reason);
+            if n > 0 {
+                self.metadata_dropped
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(u64::from(n));
+            }
+        }
     }
 
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
@@ -350,6 +376,29 @@ impl InternalEvent for RequestLimited {
             "remote-write request refused by a limit"
         );
         metrics.record_limited(self.limit);
+    }
+}
+
+/// The decoder dropped some metadata entries of a remote-write request (the request itself goes
+/// on: metadata never fails a request). Logged at warn level: a sender sends malformed metadata.
+#[derive(Debug)]
+pub struct MetadataEntriesDropped {
+    /// The request's dropped entries, by reason ([`crate::protocol::WriteRequestRef::metadata_dropped`]).
+    pub dropped: MetadataDropped,
+    /// `"1.0"` or `"2.0"`: the remote-write version of the request.
+    pub protocol: &'static str,
+}
+
+impl InternalEvent for MetadataEntriesDropped {
+    fn emit(self, metrics: &SelfMetrics) {
+        let d = &self.dropped;
+        tracing::warn!(
+            protocol = self.protocol,
+            invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
+            symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),
+            "remote-write metadata dropped (samples still applied)"
+        );
+        metrics.record_metadata_dropped(d);
     }
 }
 

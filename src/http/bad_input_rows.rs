@@ -11,7 +11,7 @@ use crate::config::Limits;
 use crate::protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
 use crate::protocol::labels::LabelLimits;
 use crate::protocol::prompb::v2 as pb;
-use crate::protocol::{MetadataRef, MetricType, STALE_NAN_BITS, Sample};
+use crate::protocol::{MetadataDropReason, MetadataRef, MetricType, STALE_NAN_BITS, Sample};
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -83,6 +83,53 @@ fn v2_histogram(edit: fn(&mut pb::Histogram)) -> pb::Request {
     b.push(pb::TimeSeries {
         labels_refs,
         histograms: vec![h],
+        ..Default::default()
+    });
+    b.build()
+}
+
+/// An RW 1.0 request with one series read by a rule and two metadata entries: a valid one
+/// (`vllm:generation_tokens`) and one whose help is `0xc3 0x28`, not UTF-8 (a 2-byte lead followed
+/// by no continuation byte). Prost cannot encode a non-UTF-8 string, so that entry is appended as
+/// raw bytes (concatenated protobuf messages merge, a repeated field gaining an element).
+fn v1_bad_metadata() -> Vec<u8> {
+    let good = MetadataRef {
+        metric_type: MetricType::Counter,
+        family_name: "vllm:generation_tokens",
+        help: "Number of generation tokens processed.",
+        unit: "",
+    };
+    let mut body = encode::write_request_v1(&[tokens("0", &[(1.0, T)])], &[good]).encode_to_vec();
+    let family = b"vllm:num_requests_running";
+    // MetricMetadata: type (1) = GAUGE (2), metric_family_name (2), help (4).
+    let mut bad = vec![0x08, 2, 0x12, family.len() as u8];
+    bad.extend_from_slice(family);
+    bad.extend_from_slice(&[0x22, 2, 0xc3, 0x28]);
+    // WriteRequest.metadata (3), length-delimited.
+    body.extend_from_slice(&[0x1a, bad.len() as u8]);
+    body.extend_from_slice(&bad);
+    encode::compress(&body)
+}
+
+/// An RW 2.0 request with one series read by a rule whose metadata has a valid help and a
+/// `unit_ref` outside the symbols table.
+fn v2_bad_unit_ref() -> pb::Request {
+    let mut b = RequestV2Builder::new();
+    let (labels_refs, samples) = tokens("0", &[(1.0, T)]);
+    let labels_refs = b.label_refs(&labels_refs);
+    let mut metadata = b.metadata(MetricType::Counter, "Number of generation tokens.", "");
+    metadata.unit_ref = 999;
+    b.push(pb::TimeSeries {
+        labels_refs,
+        samples: samples
+            .iter()
+            .map(|s| pb::Sample {
+                value: s.value,
+                timestamp: s.timestamp_ms,
+                start_timestamp: 0,
+            })
+            .collect(),
+        metadata: Some(metadata),
         ..Default::default()
     });
     b.build()
@@ -330,6 +377,22 @@ pub(super) fn rows() -> Vec<Row> {
                 encode::encode_v1(&[], &conflicting),
             )
         },
+        // The sample is applied and the valid entry cached; the entry whose help is not UTF-8 is
+        // dropped and counted, and the request still succeeds.
+        Row {
+            metadata_families: 1,
+            metadata_dropped: Some(MetadataDropReason::InvalidUtf8),
+            ..Row::new("RW1 metadata not UTF-8", V1, v1_bad_metadata())
+        }
+        .counts(1, 1, &[]),
+        // The series is applied without its metadata (a counter with help, so it would have been
+        // cached): the metadata is dropped and counted, the request still succeeds.
+        Row {
+            metadata_dropped: Some(MetadataDropReason::SymbolRefOutOfRange),
+            ..Row::new("RW2 metadata unit_ref out of range", V2, v2(&v2_bad_unit_ref()))
+        }
+        .counts(1, 1, &[])
+        .written(1, 0),
         Row {
             limits: tight(|l| l.max_series_per_request = 2),
             limited: Some("max_series_per_request"),

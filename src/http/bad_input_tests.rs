@@ -1,7 +1,8 @@
 //! The bad-input table (issue 4, item 2): one row per input class, each sent to a fresh receiver
 //! through the real router. Every row asserts the status, the reason in the body, the RW 2.0
 //! `*-Written` headers (present on every RW 2.0 response, absent from every RW 1.0 one), the
-//! per-reason counters, and the invariant received = applied + Σ rejected, all read back from the
+//! per-reason counters (rejected samples, limited requests, dropped metadata), the metadata cache,
+//! and the invariant received = applied + Σ rejected, all read back from the
 //! self-metrics as `/metrics` renders them. Expected counts are worked out per row.
 
 #[path = "bad_input_rows.rs"]
@@ -18,6 +19,7 @@ use tower::ServiceExt;
 use super::{AppState, app};
 use crate::config::Limits;
 use crate::engine::{Engine, EngineConfig};
+use crate::protocol::MetadataDropReason;
 use table::rows;
 
 /// `Content-Type` of RW 1.0.
@@ -52,6 +54,8 @@ struct Row {
     written: Option<(u64, u64, u64)>,
     /// Metadata families cached afterwards.
     metadata_families: usize,
+    /// The `vllm_corrector_metadata_dropped_total{reason}` that must be 1; every other is 0.
+    metadata_dropped: Option<MetadataDropReason>,
 }
 
 impl Row {
@@ -72,6 +76,7 @@ impl Row {
             limited: None,
             written: (content_type == V2).then_some((0, 0, 0)),
             metadata_families: 0,
+            metadata_dropped: None,
         }
     }
     fn status(mut self, status: StatusCode, reason: &'static str) -> Row {
@@ -95,7 +100,6 @@ impl Row {
         self
     }
 }
-
 
 /// Every `vllm_corrector_*` counter and gauge of the text exposition, by `name{labels}`.
 fn self_metrics(state: &AppState) -> BTreeMap<String, f64> {
@@ -200,13 +204,21 @@ async fn run(row: Row) {
         row.metadata_families,
         "{name}: metadata families"
     );
+    for reason in MetadataDropReason::ALL {
+        let n = get(&format!(
+            "vllm_corrector_metadata_dropped_total{{reason=\"{}\"}}",
+            reason.as_str()
+        ));
+        let want = if row.metadata_dropped == Some(reason) { 1.0 } else { 0.0 };
+        assert_eq!(n, want, "{name}: metadata dropped {}", reason.as_str());
+    }
 }
 
 #[tokio::test]
 async fn every_bad_input_class_gets_its_status_reason_and_accounting() {
     let rows = rows();
-    // One row per input class of the issue, plus the RW 2.0 and limit rows.
-    assert_eq!(rows.len(), 34);
+    // One row per input class of the issue, plus the RW 2.0, limit and dropped-metadata rows.
+    assert_eq!(rows.len(), 36);
     for row in rows {
         run(row).await;
     }

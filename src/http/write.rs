@@ -5,7 +5,9 @@
 //! length checked before allocating (413) or corrupt (400), protobuf (400; the schema comes from
 //! `Content-Type`, never from trying), series per request (413), then per series: label limits,
 //! labels and RW 2.0 label references, custom-bucket histograms, the active-series limit (400
-//! naming the first refused series, everything else still applied). Otherwise 204.
+//! naming the first refused series, everything else still applied). Otherwise 204. Metadata the
+//! decoder drops (not UTF-8, RW 2.0 references out of range) never fails a request: it is counted
+//! in `vllm_corrector_metadata_dropped_total{reason}` ([`MetadataEntriesDropped`]).
 //!
 //! Every RW 2.0 response — errors included — carries `X-Prometheus-Remote-Write-Samples-Written`,
 //! `-Histograms-Written` and `-Exemplars-Written` ([`crate::ingest::Written`]); RW 1.0 responses
@@ -25,7 +27,7 @@ use super::{AppState, HttpError};
 use crate::engine::RejectReason;
 use crate::ingest::{self, Written};
 use crate::protocol::{self, ProtocolError};
-use crate::telemetry::{InternalEvent, RequestLimited, SamplesIngested};
+use crate::telemetry::{InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested};
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
 /// on the same thread, so rare huge requests do not pin memory.
@@ -181,6 +183,16 @@ fn process(
         Ok(request) => request,
         Err(e) => return (none, Err(e.into())),
     };
+    if request.metadata_dropped.total() > 0 {
+        MetadataEntriesDropped {
+            dropped: request.metadata_dropped,
+            protocol: match protocol {
+                WriteProtocol::V1 => "1.0",
+                WriteProtocol::V2 => "2.0",
+            },
+        }
+        .emit(&state.metrics);
+    }
     if request.series.len() > limits.max_series_per_request {
         let report = ingest::reject_request(&request, RejectReason::TooManySeries);
         SamplesIngested { report: &report }.emit(&state.metrics);

@@ -22,7 +22,8 @@
 
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
 use super::{
-    Label, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef, histogram,
+    Label, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError, Sample,
+    SeriesRef, WriteRequestRef, histogram,
 };
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
@@ -32,7 +33,8 @@ use super::{
 /// staleness marker survives), timestamps in milliseconds.
 ///
 /// A metadata entry whose family name, help or unit is not UTF-8 is dropped rather than failing
-/// the request: metadata never fails a request (remote-write notes, checklist item 5).
+/// the request: metadata never fails a request (remote-write notes, checklist item 5). Each one is
+/// counted in [`WriteRequestRef::metadata_dropped`] as [`MetadataDropReason::InvalidUtf8`].
 ///
 /// # Errors
 /// [`ProtocolError::Protobuf`] on a truncated message, a nested length running past its enclosing
@@ -43,17 +45,19 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let mut request = WriteRequestRef {
         series: Vec::with_capacity(n_series),
         metadata: Vec::with_capacity(n_metadata),
+        metadata_dropped: MetadataDropped::default(),
     };
     let mut spans = Vec::with_capacity(32);
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => request.series.push(decode_series(r.bytes()?, &mut spans)?),
-            (3, Wire::Len) => {
-                if let Some(metadata) = decode_metadata(r.bytes()?)? {
-                    request.metadata.push(metadata);
-                }
-            }
+            (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
+                Some(metadata) => request.metadata.push(metadata),
+                None => request
+                    .metadata_dropped
+                    .add(MetadataDropReason::InvalidUtf8),
+            },
             (field @ (1 | 3), wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }

@@ -167,3 +167,38 @@ fn text_format_has_no_openmetrics_markers_and_openmetrics_has_no_eof_yet() {
         "{om}"
     );
 }
+
+#[test]
+fn metadata_drops_are_pre_registered_and_add_up_by_reason() {
+    use crate::protocol::{MetadataDropReason, MetadataDropped};
+    let m = SelfMetrics::new();
+    let t = text_of(&m);
+    for reason in ["invalid_utf8", "symbol_ref_out_of_range"] {
+        let line = format!("vllm_corrector_metadata_dropped_total{{reason=\"{reason}\"}} 0");
+        assert!(has_line(&t, &line), "missing {line} in\n{t}");
+    }
+    // Request 1: 2 invalid UTF-8; request 2: 1 invalid UTF-8 and 1 bad reference.
+    let mut a = MetadataDropped::default();
+    a.add(MetadataDropReason::InvalidUtf8);
+    a.add(MetadataDropReason::InvalidUtf8);
+    let mut b = MetadataDropped::default();
+    b.add(MetadataDropReason::InvalidUtf8);
+    b.add(MetadataDropReason::SymbolRefOutOfRange);
+    MetadataEntriesDropped {
+        dropped: a,
+        protocol: "1.0",
+    }
+    .emit(&m);
+    MetadataEntriesDropped {
+        dropped: b,
+        protocol: "2.0",
+    }
+    .emit(&m);
+    let t = text_of(&m);
+    for line in [
+        "vllm_corrector_metadata_dropped_total{reason=\"invalid_utf8\"} 3",
+        "vllm_corrector_metadata_dropped_total{reason=\"symbol_ref_out_of_range\"} 1",
+    ] {
+        assert!(has_line(&t, line), "missing {line} in\n{t}");
+    }
+}
