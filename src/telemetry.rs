@@ -45,6 +45,7 @@ pub struct SelfMetrics {
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
     metadata_dropped: MetricFamily<Label1, Counter>,
+    write_panics: Counter,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
     pub ops: OpsMetrics,
 }
@@ -91,6 +92,7 @@ impl SelfMetrics {
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
             metadata_dropped: MetricFamily::default(),
+            write_panics: Counter::default(),
             ops: OpsMetrics::new(),
         };
         for limit in REQUEST_LIMITS {
@@ -149,6 +151,11 @@ impl SelfMetrics {
             "vllm_corrector_metadata_dropped",
             "Remote-write metadata entries dropped by the decoder, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8) or symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols). Metadata never fails a request: its samples are still applied",
             m.metadata_dropped.clone(),
+        );
+        r.register(
+            "vllm_corrector_write_panics",
+            "Remote-write requests whose processing panicked (a bug: please report it). Each was answered 400 so the sender drops the batch instead of retrying it forever; its samples, when already decoded, are counted as rejected with reason internal_error",
+            m.write_panics.clone(),
         );
         r.register(
             "vllm_corrector_http_requests",
@@ -399,6 +406,35 @@ impl InternalEvent for MetadataEntriesDropped {
             "remote-write metadata dropped (samples still applied)"
         );
         metrics.record_metadata_dropped(d);
+    }
+}
+
+/// Processing a remote-write request panicked: a bug. Logged at error level with the panic
+/// message; counted in `vllm_corrector_write_panics_total` and, when the request had been decoded,
+/// its samples in `vllm_corrector_samples_rejected_total{reason="internal_error"}`.
+#[derive(Debug)]
+pub struct WritePanicked<'a> {
+    /// The panic message (its payload when a string, else a placeholder).
+    pub message: &'a str,
+    /// Samples of the request not yet counted when it panicked (received and rejected as
+    /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
+    pub samples: Option<u64>,
+}
+
+impl InternalEvent for WritePanicked<'_> {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::error!(
+            panic = self.message,
+            samples_rejected = self.samples,
+            "remote write processing panicked: this is a bug, please report it; answered 400 so \
+             the sender drops this batch instead of retrying it forever"
+        );
+        metrics.write_panics.inc();
+        if let Some(n) = self.samples {
+            let mut report = IngestReport::default();
+            report.reject(RejectReason::InternalError, n);
+            metrics.record_ingest(&report);
+        }
     }
 }
 
