@@ -15,6 +15,7 @@
 pub mod compare;
 pub mod demo;
 pub mod inspect;
+pub mod order;
 pub mod readings;
 pub mod service;
 pub mod table;

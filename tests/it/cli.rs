@@ -1,5 +1,6 @@
 //! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
+//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -7,6 +8,16 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllm-corrector");
+
+/// Runs the binary to completion: exit code, stdout, stderr.
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 fn fixture(name: &str) -> String {
     format!(
@@ -152,4 +163,22 @@ fn rules_subcommand_prints_the_shipped_recording_rules() {
         "{text}"
     );
     assert!(!text.contains("record: vllm_corrected_"), "{text}");
+}
+
+#[test]
+fn inspect_refuses_swapped_dumps_naming_both_and_the_evidence() {
+    let (before, after) = (fixture("t2.prom"), fixture("t1.prom"));
+    let (code, out, err) = run(&["inspect", &before, &after]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // t1 and t2 come from one vLLM process: engine 0's e2e `+Inf` bucket is 32 in t1 and 60 in
+    // t2 (line 328 of each), and its `_created` is 1.750000000123e+09 in both (line 357).
+    let want = format!("vllm-corrector: BEFORE {before} and AFTER {after} are swapped: ");
+    assert!(err.starts_with(&want), "{err}");
+    assert!(
+        err.contains("fell from 60 (BEFORE line 328) to 32 (AFTER line 328)")
+            && err.contains("= 1750000000.123 (2025-06-15T15:06:40.123Z) is the same in both")
+            && err.trim_end().ends_with("pass the earlier dump first"),
+        "{err}"
+    );
 }
