@@ -1,11 +1,12 @@
-//! The command line: the service (no subcommand) and the `simulate`, `demo` and `inspect`
-//! subcommands.
+//! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect` and
+//! `rules` subcommands.
 //!
 //! ```text
 //! vllm-corrector [--web.listen-address …] [--config.file …] [--log.level …] [--log.format …]
 //! vllm-corrector simulate …            the vLLM metrics simulator (docs/SIMULATOR.md)
 //! vllm-corrector demo …                service + simulator in one process, live comparison table
 //! vllm-corrector inspect BEFORE AFTER  corrected vs raw values between two /metrics dumps
+//! vllm-corrector rules …               recording rules for the corrections PromQL can express
 //! ```
 //!
 //! With no subcommand the binary is the service, exactly as before subcommands existed: the Docker
@@ -42,7 +43,7 @@ pub struct Cli {
     pub service: Args,
 }
 
-/// The subcommands. (A later `rules` subcommand goes here too.)
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the vLLM metrics simulator: seeded engines exposing vLLM's series, with ground truth

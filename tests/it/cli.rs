@@ -1,6 +1,7 @@
 //! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
-//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence.
+//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence, and invalid `rules`
+//! names a usage error from the argument parser (exit status 2).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -181,4 +182,35 @@ fn inspect_refuses_swapped_dumps_naming_both_and_the_evidence() {
             && err.trim_end().ends_with("pass the earlier dump first"),
         "{err}"
     );
+}
+
+#[test]
+fn rules_refuses_an_empty_group_name_a_vllm_prefix_and_a_zero_interval() {
+    for (flag, value, message) in [
+        (
+            "--rules.group-name",
+            "",
+            "the rule group name must not be empty",
+        ),
+        ("--rules.name-prefix", "vllm:", "vLLM's own namespace"),
+        (
+            "--rules.name-prefix",
+            "vllm:corrected_",
+            "vLLM's own namespace",
+        ),
+        (
+            "--rules.name-prefix",
+            "vllm-x_",
+            "not a valid metric name prefix",
+        ),
+        ("--rules.interval", "0s", "is zero"),
+    ] {
+        let (code, out, err) = run(&["rules", flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value:?}: {err}");
+        assert!(out.is_empty(), "{flag} {value:?} printed rules: {out}");
+        assert!(
+            err.contains(&format!("for '{flag} <")) && err.contains(message),
+            "{flag} {value:?}: {err}"
+        );
+    }
 }
