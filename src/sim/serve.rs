@@ -100,8 +100,8 @@ pub struct SimulateArgs {
     /// Remote-write every snapshot to this URL (e.g. `http://127.0.0.1:9490/api/v1/write`).
     #[arg(long = "remote-write.url")]
     pub remote_write_url: Option<String>,
-    /// Interval between remote-written snapshots.
-    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Interval between remote-written snapshots (longer than 0s).
+    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::cli::positive_duration)]
     pub remote_write_interval: Duration,
     /// Samples per remote-write request.
     #[arg(long = "remote-write.max-samples-per-send", default_value_t = 500)]

@@ -1,7 +1,7 @@
 //! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
-//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence, and invalid `rules`
-//! names a usage error from the argument parser (exit status 2).
+//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence; zero durations and
+//! invalid `rules` names are usage errors from the argument parser (exit status 2).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -213,4 +213,46 @@ fn rules_refuses_an_empty_group_name_a_vllm_prefix_and_a_zero_interval() {
             "{flag} {value:?}: {err}"
         );
     }
+}
+
+#[test]
+fn demo_refuses_zero_durations_in_the_argument_parser() {
+    // `--duration 2s` bounds the run should a zero ever be accepted again.
+    for flag in ["--refresh", "--window", "--scrape-interval"] {
+        let (code, out, err) = run(&[
+            "demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--duration",
+            "2s",
+            flag,
+            "0s",
+        ]);
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert!(out.is_empty(), "{flag}: {out}");
+        assert!(
+            err.contains(&format!("invalid value '0s' for '{flag} <"))
+                && err.contains("must be longer than 0s"),
+            "{flag}: {err}"
+        );
+    }
+}
+
+#[test]
+fn simulate_usage_errors_come_from_the_argument_parser() {
+    let (code, _, err) = run(&[
+        "simulate",
+        "--remote-write.interval",
+        "0s",
+        "--duration",
+        "1s",
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("invalid value '0s' for '--remote-write.interval <")
+            && err.contains("must be longer than 0s"),
+        "{err}"
+    );
 }
