@@ -1,12 +1,16 @@
 //! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
-//! Swapped `inspect` dumps are an error (exit status 1) naming the evidence; zero durations and
-//! invalid `rules` names are usage errors from the argument parser (exit status 2).
+//! Fresh-user mistakes get a clear message: zero durations and invalid `rules` names are usage
+//! errors from the argument parser (exit status 2), swapped `inspect` dumps an error (exit status
+//! 1), and `simulate --instant` without `--metrics-file` prints the exposition.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
+
+use crate::harness::TempDir;
+use crate::metrics::Snapshot;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vllm-corrector");
 
@@ -239,7 +243,35 @@ fn demo_refuses_zero_durations_in_the_argument_parser() {
 }
 
 #[test]
+fn simulate_instant_prints_the_exposition_unless_a_metrics_file_is_given() {
+    let dir = TempDir::new("simulate-instant");
+    let file = dir.path().join("metrics.txt");
+    let args = ["simulate", "--instant", "--duration", "30s", "--seed", "7"];
+    let (code, printed, err) = run(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let mut with_file = args.to_vec();
+    with_file.extend(["--metrics-file", file.to_str().unwrap()]);
+    let (code, out, err) = run(&with_file);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_empty(), "with --metrics-file stdout stays empty: {out}");
+    // The same seed and duration: stdout is byte for byte what --metrics-file holds.
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(printed, written);
+    let snapshot = Snapshot::parse_text(&printed);
+    let tokens = snapshot
+        .value(
+            "vllm:generation_tokens_total",
+            &[("engine", "0"), ("model_name", "sim-model")],
+        )
+        .expect("the generation-token counter");
+    assert!(tokens > 0.0, "{tokens}");
+}
+
+#[test]
 fn simulate_usage_errors_come_from_the_argument_parser() {
+    let (code, _, err) = run(&["simulate", "--instant"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--duration <DURATION>"), "{err}");
     let (code, _, err) = run(&[
         "simulate",
         "--remote-write.interval",
