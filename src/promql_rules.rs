@@ -26,14 +26,17 @@ use serde_saphyr::LitString;
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct RulesOptions {
     /// Prefix of every recorded name, in place of `vllm_corrected_`. The default records the names the
-    /// corrector exports, so its alerts and dashboard work on the rules' output unchanged.
+    /// corrector exports, so its alerts and dashboard work on the rules' output unchanged. Each
+    /// recorded name must be a valid metric name, so the prefix matches `[a-zA-Z_:][a-zA-Z0-9_:]*`,
+    /// and it must not begin with `vllm:`, vLLM's own namespace.
     #[arg(long = "rules.name-prefix", default_value = DEFAULT_PREFIX, value_parser = parse_prefix)]
     pub name_prefix: String,
-    /// Name of the rule group.
-    #[arg(long = "rules.group-name", default_value = DEFAULT_GROUP)]
+    /// Name of the rule group (not empty: Prometheus refuses a group without a name).
+    #[arg(long = "rules.group-name", default_value = DEFAULT_GROUP, value_parser = parse_group_name)]
     pub group_name: String,
-    /// Evaluation interval of the group as a Prometheus duration (`15s`, `1m`); default: the
-    /// Prometheus `global.evaluation_interval`. Use the scrape interval of vLLM or less.
+    /// Evaluation interval of the group as a Prometheus duration (`15s`, `1m`), longer than 0s;
+    /// default: the Prometheus `global.evaluation_interval`. Use the scrape interval of vLLM or
+    /// less.
     #[arg(long = "rules.interval", value_parser = parse_interval)]
     pub interval: Option<String>,
 }
@@ -52,19 +55,36 @@ impl Default for RulesOptions {
     }
 }
 
-/// A metric-name prefix: `[a-zA-Z_:][a-zA-Z0-9_:]*` (Prometheus data model), non-empty.
+/// A metric-name prefix: `[a-zA-Z_:][a-zA-Z0-9_:]*` (Prometheus data model), non-empty, so that
+/// every recorded name (prefix + a `[a-z_]+` suffix) is a valid metric name; and not in vLLM's
+/// namespace `vllm:`, where the recorded series would mix with the raw ones they are computed from
+/// (and match every `vllm:.*` selector meant for vLLM's own series).
 fn parse_prefix(s: &str) -> Result<String, String> {
     let mut chars = s.chars();
     let first_ok = chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':');
-    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
+    if !(first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+        return Err(format!(
             "{s:?} is not a valid metric name prefix ([a-zA-Z_:][a-zA-Z0-9_:]*)"
-        ))
+        ));
     }
+    if s.starts_with("vllm:") {
+        return Err(format!(
+            "{s:?} begins with \"vllm:\", vLLM's own namespace: the recorded series would mix with \
+             the raw vllm:* series; use another prefix such as {DEFAULT_PREFIX} or vllm_promql_"
+        ));
+    }
+    Ok(s.to_string())
+}
+
+/// A rule group name: any text but the empty (or blank) one, which Prometheus refuses
+/// ("Groupname must not be empty").
+fn parse_group_name(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the rule group name must not be empty".to_string());
+    }
+    Ok(s.to_string())
 }
 
 /// A Prometheus duration: one or more `<digits><unit>` with unit ms, s, m, h, d, w or y (`1m30s`).
@@ -91,6 +111,12 @@ fn parse_interval(s: &str) -> Result<String, String> {
     }
     if parts == 0 {
         return Err("the interval is empty".to_string());
+    }
+    if s.chars().all(|c| !c.is_ascii_digit() || c == '0') {
+        return Err(format!(
+            "{s:?} is zero, which Prometheus reads as the global evaluation_interval: leave \
+             --rules.interval out for that, or give a duration longer than 0s"
+        ));
     }
     Ok(s.to_string())
 }
@@ -305,11 +331,21 @@ mod tests {
                 && parse_prefix("1x").is_err()
                 && parse_prefix("a-b").is_err()
         );
-        for ok in ["15s", "1m", "1m30s", "500ms", "2h"] {
+        // vLLM's namespace, however it continues; a prefix merely starting with "vllm" is fine.
+        for bad in ["vllm:", "vllm:corrected_", "vllm:x:"] {
+            let error = parse_prefix(bad).unwrap_err();
+            assert!(error.contains("vLLM's own namespace"), "{bad:?}: {error}");
+        }
+        assert!(parse_prefix("vllm_").is_ok() && parse_prefix("vllmx:").is_ok());
+        for ok in ["15s", "1m", "1m30s", "500ms", "2h", "10s0ms"] {
             assert_eq!(parse_interval(ok), Ok(ok.to_string()));
         }
-        for bad in ["", "15", "s", "1.5s", "15 s", "1mm"] {
+        for bad in ["", "15", "s", "1.5s", "15 s", "1mm", "0s", "00m", "0m0s"] {
             assert!(parse_interval(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(parse_group_name("g"), Ok("g".to_string()));
+        for bad in ["", " ", "\t"] {
+            assert!(parse_group_name(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -15,6 +15,7 @@ use prometheus_client::registry::Registry;
 
 use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
+use crate::protocol::{MetadataDropReason, MetadataDropped};
 
 pub mod ops;
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
@@ -43,6 +44,8 @@ pub struct SelfMetrics {
     counter_resets: Counter,
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
+    metadata_dropped: MetricFamily<Label1, Counter>,
+    write_panics: Counter,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
     pub ops: OpsMetrics,
 }
@@ -67,7 +70,8 @@ impl Default for SelfMetrics {
 
 impl SelfMetrics {
     /// Creates and registers every self-metric. Every `reason` of
-    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and every
+    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and of
+    /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
     /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
     /// rate or an alert on them works before the first occurrence.
     pub fn new() -> Self {
@@ -87,6 +91,8 @@ impl SelfMetrics {
             counter_resets: Counter::default(),
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
+            metadata_dropped: MetricFamily::default(),
+            write_panics: Counter::default(),
             ops: OpsMetrics::new(),
         };
         for limit in REQUEST_LIMITS {
@@ -95,6 +101,11 @@ impl SelfMetrics {
         for reason in RejectReason::ALL {
             let _ = m
                 .samples_rejected
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for reason in MetadataDropReason::ALL {
+            let _ = m
+                .metadata_dropped
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         for family in Family::ALL {
@@ -135,6 +146,16 @@ impl SelfMetrics {
             "vllm_corrector_requests_limited",
             "Remote-write requests refused whole by a request-level limit, by limit (the limits.* field)",
             m.requests_limited.clone(),
+        );
+        r.register(
+            "vllm_corrector_metadata_dropped",
+            "Remote-write metadata entries dropped by the decoder, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8) or symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols). Metadata never fails a request: its samples are still applied",
+            m.metadata_dropped.clone(),
+        );
+        r.register(
+            "vllm_corrector_write_panics",
+            "Remote-write requests whose processing panicked (a bug: please report it). Each was answered 400 so the sender drops the batch instead of retrying it forever; its samples, when already decoded, are counted as rejected with reason internal_error",
+            m.write_panics.clone(),
         );
         r.register(
             "vllm_corrector_http_requests",
@@ -217,6 +238,18 @@ impl SelfMetrics {
         self.requests_limited
             .get_or_create(&[("limit", limit)])
             .inc();
+    }
+
+    /// Adds one request's dropped metadata entries to `vllm_corrector_metadata_dropped_total`.
+    pub fn record_metadata_dropped(&self, dropped: &MetadataDropped) {
+        for reason in MetadataDropReason::ALL {
+            let n = dropped.get(reason);
+            if n > 0 {
+                self.metadata_dropped
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(u64::from(n));
+            }
+        }
     }
 
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
@@ -353,6 +386,58 @@ impl InternalEvent for RequestLimited {
     }
 }
 
+/// The decoder dropped some metadata entries of a remote-write request (the request itself goes
+/// on: metadata never fails a request). Logged at warn level: a sender sends malformed metadata.
+#[derive(Debug)]
+pub struct MetadataEntriesDropped {
+    /// The request's dropped entries, by reason ([`crate::protocol::WriteRequestRef::metadata_dropped`]).
+    pub dropped: MetadataDropped,
+    /// `"1.0"` or `"2.0"`: the remote-write version of the request.
+    pub protocol: &'static str,
+}
+
+impl InternalEvent for MetadataEntriesDropped {
+    fn emit(self, metrics: &SelfMetrics) {
+        let d = &self.dropped;
+        tracing::warn!(
+            protocol = self.protocol,
+            invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
+            symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),
+            "remote-write metadata dropped (samples still applied)"
+        );
+        metrics.record_metadata_dropped(d);
+    }
+}
+
+/// Processing a remote-write request panicked: a bug. Logged at error level with the panic
+/// message; counted in `vllm_corrector_write_panics_total` and, when the request had been decoded,
+/// its samples in `vllm_corrector_samples_rejected_total{reason="internal_error"}`.
+#[derive(Debug)]
+pub struct WritePanicked<'a> {
+    /// The panic message (its payload when a string, else a placeholder).
+    pub message: &'a str,
+    /// Samples of the request not yet counted when it panicked (received and rejected as
+    /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
+    pub samples: Option<u64>,
+}
+
+impl InternalEvent for WritePanicked<'_> {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::error!(
+            panic = self.message,
+            samples_rejected = self.samples,
+            "remote write processing panicked: this is a bug, please report it; answered 400 so \
+             the sender drops this batch instead of retrying it forever"
+        );
+        metrics.write_panics.inc();
+        if let Some(n) = self.samples {
+            let mut report = IngestReport::default();
+            report.reject(RejectReason::InternalError, n);
+            metrics.record_ingest(&report);
+        }
+    }
+}
+
 /// An HTTP response was sent.
 #[derive(Debug)]
 pub struct HttpResponded {
@@ -435,171 +520,4 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::protocol::LabelError;
-
-    fn text_of(m: &SelfMetrics) -> String {
-        let mut s = String::new();
-        m.encode_text(&mut s).unwrap();
-        s
-    }
-
-    fn has_line(text: &str, line: &str) -> bool {
-        text.lines().any(|l| l == line)
-    }
-
-    #[test]
-    fn every_reject_reason_is_pre_registered_at_zero() {
-        let t = text_of(&SelfMetrics::new());
-        for reason in RejectReason::ALL {
-            let line = format!(
-                "vllm_corrector_samples_rejected_total{{reason=\"{}\"}} 0",
-                reason.as_str()
-            );
-            assert!(has_line(&t, &line), "missing {line} in\n{t}");
-        }
-        // 4 families x 4 reasons, all at 0.
-        assert_eq!(
-            t.lines()
-                .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
-                .count(),
-            16
-        );
-    }
-
-    #[test]
-    fn ingest_reports_add_up_across_requests() {
-        let m = SelfMetrics::new();
-        let mut a = IngestReport::default();
-        a.apply(5);
-        a.reject(RejectReason::OutOfOrder, 2);
-        let mut b = IngestReport::default();
-        b.apply(1);
-        b.reject(RejectReason::Label(LabelError::DuplicateLabelName), 3);
-        SamplesIngested { report: &a }.emit(&m);
-        SamplesIngested { report: &b }.emit(&m);
-        let t = text_of(&m);
-        // received 7 + 4 = 11, applied 5 + 1 = 6.
-        assert!(
-            has_line(&t, "vllm_corrector_samples_received_total 11"),
-            "{t}"
-        );
-        assert!(
-            has_line(&t, "vllm_corrector_samples_applied_total 6"),
-            "{t}"
-        );
-        assert!(
-            has_line(
-                &t,
-                "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"} 2"
-            ),
-            "{t}"
-        );
-        assert!(
-            has_line(
-                &t,
-                "vllm_corrector_samples_rejected_total{reason=\"duplicate_label_name\"} 3"
-            ),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn engine_stats_are_mirrored_at_scrape_time() {
-        let m = SelfMetrics::new();
-        let stats = EngineStats {
-            active_series: 40,
-            groups: 2,
-            withheld: vec![
-                (Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1),
-                (
-                    Family::IterationTokensLocalCompute,
-                    WithheldReason::MissingInput,
-                    2,
-                ),
-            ],
-            frames_dropped: 3,
-            groups_removed_stale: 4,
-            groups_removed_idle: 5,
-            counter_resets: 6,
-            newest_sample_ms: Some(1_700_000_000_500),
-            groups_incomplete: 8,
-        };
-        m.observe_engine(&stats, 7);
-        // A second snapshot with a lower withheld count must replace, not add.
-        let mut later = stats.clone();
-        later.withheld = vec![(Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1)];
-        m.observe_engine(&later, 7);
-        let t = text_of(&m);
-        for line in [
-            "vllm_corrector_active_series 40",
-            "vllm_corrector_active_groups 2",
-            "vllm_corrector_groups_incomplete 8",
-            "vllm_corrector_metadata_families 7",
-            "vllm_corrector_frames_dropped_total 3",
-            "vllm_corrector_input_resets_total 6",
-            "vllm_corrector_groups_removed_total{reason=\"stale\"} 4",
-            "vllm_corrector_groups_removed_total{reason=\"idle\"} 5",
-            // 1 700 000 000 500 ms = 1 700 000 000.5 s.
-            "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
-            "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",
-            "vllm_corrector_groups_withheld{family=\"vllm_corrected_iteration_tokens_local_compute\",reason=\"missing_input\"} 0",
-            "vllm_corrector_build_info{version=\"0.1.0\"} 1",
-        ] {
-            assert!(has_line(&t, line), "missing {line} in\n{t}");
-        }
-    }
-
-    #[test]
-    fn http_responses_are_counted_by_handler_and_code() {
-        let m = SelfMetrics::new();
-        for status in [
-            axum::http::StatusCode::NO_CONTENT,
-            axum::http::StatusCode::NO_CONTENT,
-            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        ] {
-            HttpResponded {
-                handler: "/api/v1/write",
-                status,
-            }
-            .emit(&m);
-        }
-        let t = text_of(&m);
-        assert!(
-            has_line(
-                &t,
-                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2"
-            ),
-            "{t}"
-        );
-        assert!(
-            has_line(
-                &t,
-                "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"415\"} 1"
-            ),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn text_format_has_no_openmetrics_markers_and_openmetrics_has_no_eof_yet() {
-        let m = SelfMetrics::new();
-        let t = text_of(&m);
-        assert!(
-            !t.contains("# EOF") && !t.contains("# UNIT") && !t.contains(" info\n"),
-            "{t}"
-        );
-        assert!(
-            has_line(&t, "# TYPE vllm_corrector_samples_received_total counter"),
-            "{t}"
-        );
-        let mut om = String::new();
-        m.encode_openmetrics(&mut om).unwrap();
-        assert!(!om.contains("# EOF"), "{om}");
-        assert!(
-            has_line(&om, "# TYPE vllm_corrector_samples_received counter"),
-            "{om}"
-        );
-    }
-}
+mod tests;

@@ -33,7 +33,8 @@ use crate::sim::remote_write;
 use crate::sim::serve::{LiveSim, unix_now_ms};
 use crate::sim::{Profile, SimConfig, SimError, Simulator, Snapshot, SpecConfig};
 
-/// Arguments of `demo`. Durations accept humantime (`2s`, `500ms`, `1m`).
+/// Arguments of `demo`. Durations accept humantime (`2s`, `500ms`, `1m`); `--refresh`, `--window`
+/// and `--scrape-interval` must be longer than zero (the argument parser refuses `0s`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct DemoArgs {
     /// Address of the in-process corrector: remote write in, `/metrics` out.
@@ -46,14 +47,16 @@ pub struct DemoArgs {
     /// Stop after this long (default: run until Ctrl-C or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// How often the table is refreshed.
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    /// How often the table is refreshed (longer than 0s).
+    #[arg(long, default_value = "5s", value_parser = super::positive_duration)]
     pub refresh: Duration,
-    /// Window of the comparison, like PromQL's `[1m]` (shorter while the run is younger).
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    /// Window of the comparison, like PromQL's `[1m]` (shorter while the run is younger; at least
+    /// one scrape interval). Longer than 0s.
+    #[arg(long, default_value = "1m", value_parser = super::positive_duration)]
     pub window: Duration,
-    /// How often the simulator remote-writes a snapshot (Prometheus' scrape interval).
-    #[arg(long = "scrape-interval", default_value = "1s", value_parser = humantime::parse_duration)]
+    /// How often the simulator remote-writes a snapshot (Prometheus' scrape interval). Longer
+    /// than 0s.
+    #[arg(long = "scrape-interval", default_value = "1s", value_parser = super::positive_duration)]
     pub scrape_interval: Duration,
     /// Seed of the simulator's random draws.
     #[arg(long, default_value_t = 1)]

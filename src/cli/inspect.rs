@@ -12,7 +12,9 @@
 //! Every value is `Δsum / Δcount` between the dumps, per group (see [`super::readings`]). A value
 //! the dumps cannot support is `null`: the family's input is missing from a dump, its count did
 //! not grow, or a counter reset lies between the dumps (a cumulative series decreased or a
-//! `_created` value changed).
+//! `_created` value changed). Dumps given in the wrong order are refused when they prove it
+//! ([`super::order`]: sample timestamps, or a counter that fell while its `_created` stayed), as
+//! are dumps that share no group.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -24,6 +26,7 @@ use super::readings::{
     Dump, DumpSample, GroupKey, GroupSeries, Interval, RAW_ITERATION_TOKENS, RAW_ITL, RAW_ITL_OLD,
     RAW_TPOT, cumulative_by_suffix, series_text,
 };
+use super::order;
 use super::table::{Cell, Table, Tone};
 use crate::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use crate::exposition::parse::{self, Exposition, Format, MetricKind};
@@ -61,9 +64,21 @@ pub enum InspectError {
         /// What is wrong (starting with `line N:` when a line is at fault).
         message: String,
     },
-    /// The two dumps have no group of vLLM series in common.
+    /// The two dumps have no group of vLLM series in common (different targets, or not vLLM).
     #[error("BEFORE and AFTER share no group of vLLM series: {0}")]
     NoCommonGroup(String),
+    /// AFTER was taken before BEFORE: the arguments are swapped ([`super::order`]).
+    #[error(
+        "BEFORE {before} and AFTER {after} are swapped: {evidence}; pass the earlier dump first"
+    )]
+    Swapped {
+        /// BEFORE's path or URL.
+        before: String,
+        /// AFTER's path or URL.
+        after: String,
+        /// The series, lines and timestamps that prove it.
+        evidence: String,
+    },
 }
 
 /// The JSON object of one group (`--json`). Seconds are seconds; `null` when unsupported.
@@ -259,9 +274,11 @@ fn is_cumulative(exposition: &Exposition, name: &str) -> bool {
 /// Computes one [`GroupReport`] per group of vLLM series found in either dump, in label order.
 ///
 /// # Errors
-/// [`InspectError::Dump`] for a malformed dump, a series twice in one dump, a sample in AFTER
-/// older than the same series in BEFORE, or a histogram whose buckets differ between the dumps
-/// (each naming the line); [`InspectError::NoCommonGroup`] when no group is in both.
+/// [`InspectError::Dump`] for a malformed dump, a series twice in one dump, or a histogram whose
+/// buckets differ between the dumps (each naming the line); [`InspectError::Swapped`] when AFTER
+/// is proven older than BEFORE (a sample timestamp, or a counter that fell while its `_created`
+/// time stayed: [`super::order`]); [`InspectError::NoCommonGroup`] when no group is in both.
+/// A counter that fell without such proof (a restart) gives that group `null`s and a note.
 pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, InspectError> {
     let before_samples = samples(before)?;
     let after_samples = samples(after)?;
@@ -306,12 +323,22 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
             reports.push(GroupReport::empty(labels, format!("only in {only}")));
             continue;
         };
+        if let Some(evidence) = order::swap_evidence(key, gb, ga) {
+            return Err(InspectError::Swapped {
+                before: before.location.clone(),
+                after: after.location.clone(),
+                evidence,
+            });
+        }
         let interval = Interval::between(gb, ga);
         if let Some(line) = interval.reset_line {
-            reports.push(GroupReport::empty(
-                labels,
-                format!("counter reset (AFTER line {line})"),
-            ));
+            // Without `_created` evidence of a restart, swapped dumps look the same.
+            let note = if order::restart_proven(gb, ga) {
+                format!("counter reset (AFTER line {line})")
+            } else {
+                format!("counter reset, or dumps swapped (AFTER line {line})")
+            };
+            reports.push(GroupReport::empty(labels, note));
             continue;
         }
         check_pair(before, after, key, gb, ga)?;
@@ -335,8 +362,8 @@ fn is_vllm_group(g: &GroupSeries) -> bool {
         || Family::ALL.iter().any(|f| g.has_family(f.name()))
 }
 
-/// Mismatches between the two readings of one group: a sample older in AFTER than in BEFORE, or
-/// a bucket of a histogram that only one dump has.
+/// Mismatches between the two readings of one group: a bucket of a histogram that only one dump
+/// has.
 fn check_pair(
     before: &Loaded,
     after: &Loaded,
@@ -350,20 +377,6 @@ fn check_pair(
         labels.sort();
         series_text(name, &labels)
     };
-    for (key, ra) in &ga.series {
-        let Some(rb) = gb.series.get(key) else {
-            continue;
-        };
-        let older = matches!((rb.timestamp_ms, ra.timestamp_ms), (Some(tb), Some(ta)) if ta < tb);
-        if older {
-            return Err(after.error(format!(
-                "line {}: {} is older than in BEFORE (line {}): are BEFORE and AFTER swapped?",
-                ra.line,
-                series(key),
-                rb.line
-            )));
-        }
-    }
     for (this, other, dump) in [(ga, gb, after), (gb, ga, before)] {
         for (key, r) in &this.series {
             let Some(family) = key.0.strip_suffix("_bucket") else {

@@ -203,12 +203,49 @@ fn a_repeated_series_is_named_with_both_lines() {
 
 #[test]
 fn swapped_dumps_with_timestamps_are_refused() {
-    let before = "vllm:generation_tokens_total{engine=\"0\"} 10 2000\n";
-    let after = "# a comment\nvllm:generation_tokens_total{engine=\"0\"} 20 1000\n";
+    // A real swap: the counter also fell, which must not pass for a counter reset.
+    let before = "vllm:generation_tokens_total{engine=\"0\"} 20 2000\n";
+    let after = "# a comment\nvllm:generation_tokens_total{engine=\"0\"} 10 1000\n";
     assert_eq!(
         error(before, after),
-        "AFTER after.prom: line 2: vllm:generation_tokens_total{engine=\"0\"} is older than in BEFORE (line 1): are BEFORE and AFTER swapped?"
+        "BEFORE before.prom and AFTER after.prom are swapped: vllm:generation_tokens_total{engine=\"0\"} is stamped 1970-01-01T00:00:01.000Z (1000 ms) in AFTER (line 2), older than 1970-01-01T00:00:02.000Z (2000 ms) in BEFORE (line 1); pass the earlier dump first"
     );
+}
+
+#[test]
+fn swapped_fixture_dumps_are_refused_by_their_unchanged_created_times() {
+    // t2 then t1: the first decreased series in label order is engine 0's e2e `+Inf` bucket, 60 on
+    // line 328 of t2 and 32 on line 328 of t1, and its family's `_created` is 1.750000000123e+09
+    // (2025-06-15T15:06:40.123Z) on line 357 of both.
+    assert_eq!(
+        error(&fixture("t2.prom"), &fixture("t1.prom")),
+        "BEFORE before.prom and AFTER after.prom are swapped: vllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"Qwen/Qwen3-8B\"} fell from 60 (BEFORE line 328) to 32 (AFTER line 328) while vllm:e2e_request_latency_seconds_created{engine=\"0\",model_name=\"Qwen/Qwen3-8B\"} = 1750000000.123 (2025-06-15T15:06:40.123Z) is the same in both (BEFORE line 357, AFTER line 357): the counter was not restarted, so AFTER is the older dump; pass the earlier dump first"
+    );
+}
+
+#[test]
+fn a_fallen_counter_is_a_swap_a_restart_or_undecided_by_its_created_time() {
+    let dump = |tokens: u32, created: Option<u32>| {
+        let mut text = format!("vllm:generation_tokens_total{{engine=\"0\"}} {tokens}\n");
+        if let Some(c) = created {
+            text += &format!("vllm:generation_tokens_created{{engine=\"0\"}} {c}\n");
+        }
+        text
+    };
+    // `_created` unchanged (100 s in both): the same counter fell, so the dumps are swapped.
+    let swapped = error(&dump(20, Some(100)), &dump(10, Some(100)));
+    assert!(
+        swapped.contains("fell from 20 (BEFORE line 1) to 10 (AFTER line 1)")
+            && swapped.contains("= 100 (1970-01-01T00:01:40.000Z) is the same in both"),
+        "{swapped}"
+    );
+    // `_created` changed: a restart between the dumps, reported as a reset on line 1.
+    let restart = run_texts(&dump(20, Some(100)), &dump(10, Some(200))).unwrap();
+    assert_eq!(restart[0].note, "counter reset (AFTER line 1)");
+    // No `_created`: a restart and a swap look the same, and the note says so.
+    let undecided = run_texts(&dump(20, None), &dump(10, None)).unwrap();
+    assert_eq!(undecided[0].note, "counter reset, or dumps swapped (AFTER line 1)");
+    assert_eq!(undecided[0].raw_itl_mean_seconds, None);
 }
 
 #[test]

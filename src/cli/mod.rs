@@ -1,11 +1,12 @@
-//! The command line: the service (no subcommand) and the `simulate`, `demo` and `inspect`
-//! subcommands.
+//! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect` and
+//! `rules` subcommands.
 //!
 //! ```text
 //! vllm-corrector [--web.listen-address …] [--config.file …] [--log.level …] [--log.format …]
 //! vllm-corrector simulate …            the vLLM metrics simulator (docs/SIMULATOR.md)
 //! vllm-corrector demo …                service + simulator in one process, live comparison table
 //! vllm-corrector inspect BEFORE AFTER  corrected vs raw values between two /metrics dumps
+//! vllm-corrector rules …               recording rules for the corrections PromQL can express
 //! ```
 //!
 //! With no subcommand the binary is the service, exactly as before subcommands existed: the Docker
@@ -15,9 +16,12 @@
 pub mod compare;
 pub mod demo;
 pub mod inspect;
+pub mod order;
 pub mod readings;
 pub mod service;
 pub mod table;
+
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -41,7 +45,22 @@ pub struct Cli {
     pub service: Args,
 }
 
-/// The subcommands. (A later `rules` subcommand goes here too.)
+/// Clap value parser of a duration that must be longer than zero (`--refresh 5s`, `--window 1m`,
+/// intervals): humantime syntax (`500ms`, `5s`, `1m 30s`). A zero duration would make a timer panic
+/// or a window empty, so it is refused by the argument parser (exit status 2).
+///
+/// # Errors
+/// A message for clap when `text` is not a duration, or is zero.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; expected a duration such as 500ms, 5s or 1m"))?;
+    if duration.is_zero() {
+        return Err("must be longer than 0s".to_owned());
+    }
+    Ok(duration)
+}
+
+/// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the vLLM metrics simulator: seeded engines exposing vLLM's series, with ground truth

@@ -32,11 +32,15 @@ pub enum RejectReason {
     /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
     /// would become its series' newest and make every real sample after it out of order.
     FutureTimestamp,
+    /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
+    /// Every sample of the request is counted here, including any the engine applied before the
+    /// panic: that request's own accounting is lost with the panic.
+    InternalError,
 }
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 20] = [
+    pub const ALL: [RejectReason; 21] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -57,6 +61,7 @@ impl RejectReason {
         RejectReason::Label(LabelError::LabelValueTooLong),
         RejectReason::TooManySeries,
         RejectReason::FutureTimestamp,
+        RejectReason::InternalError,
     ];
 
     /// The `reason` label value.
@@ -72,6 +77,7 @@ impl RejectReason {
             RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
             RejectReason::TooManySeries => "too_many_series",
             RejectReason::FutureTimestamp => "future_timestamp",
+            RejectReason::InternalError => "internal_error",
             RejectReason::Label(e) => e.reason(),
         }
     }

@@ -8,7 +8,8 @@ use crate::protocol::ProtocolError;
 /// Why a request was refused. [`HttpError::status`] is the single place where an error of any
 /// layer becomes a status code (remote-write notes, "Headers, negotiation and status"):
 /// 4xx means the sender drops the batch, 5xx means it retries, so 5xx is kept for transient
-/// trouble. The response body is the `Display` text, one line of `text/plain`.
+/// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
+/// `Display` text, one line of `text/plain`.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// `Content-Encoding` other than `snappy` (gzip included). 415.
@@ -80,9 +81,16 @@ pub enum HttpError {
     /// it held are released.
     #[error("request body not received within limits.request_body_timeout")]
     BodyTimeout,
-    /// A bug: processing panicked. 500.
-    #[error("internal error: {0}")]
-    Internal(String),
+    /// A bug: processing the request panicked. 400, not 500: Prometheus retries a 5xx forever
+    /// with the same batch, so a panic that the batch itself triggers would stall the sender's
+    /// shard (and grow its WAL) until the process is fixed; a 400 drops that one batch and lets
+    /// the rest flow. Logged at error level and counted by [`crate::telemetry::WritePanicked`].
+    #[error(
+        "internal error: processing this request panicked ({0}). This is a bug in vllm-corrector: \
+         please report it with this message and the server log. Answered 400, not 500, so the \
+         sender drops this batch instead of retrying it forever"
+    )]
+    Panicked(String),
 }
 
 impl HttpError {
@@ -104,10 +112,10 @@ impl HttpError {
                 | ProtocolError::Protobuf(_)
                 | ProtocolError::SymbolsStartNotEmpty(_),
             )
-            | HttpError::InvalidSeries { .. } => StatusCode::BAD_REQUEST,
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Panicked(_) => StatusCode::BAD_REQUEST,
             HttpError::Overloaded | HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
             HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            HttpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -115,7 +123,9 @@ impl HttpError {
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if status.is_server_error() {
+        if matches!(self, HttpError::Panicked(_)) {
+            // Already logged at error level, with the panic message, by `WritePanicked`.
+        } else if status.is_server_error() {
             tracing::error!(code = status.as_u16(), error = %self, "remote write failed");
         } else {
             tracing::warn!(code = status.as_u16(), error = %self, "remote write rejected");
@@ -155,5 +165,16 @@ mod tests {
             HttpError::from(ProtocolError::SymbolsStartNotEmpty("x".into())).status(),
             StatusCode::BAD_REQUEST
         );
+    }
+
+    #[test]
+    fn a_panic_is_a_non_retryable_400_that_asks_to_be_reported() {
+        let error = HttpError::Panicked("index out of bounds".into());
+        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
+        let text = error.to_string();
+        assert!(text.starts_with("internal error: "), "{text}");
+        assert!(text.contains("(index out of bounds)"), "{text}");
+        assert!(text.contains("please report it"), "{text}");
+        assert!(!text.contains('\n'), "one line: {text}");
     }
 }

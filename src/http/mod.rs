@@ -22,6 +22,8 @@ pub mod write;
 #[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
+mod panic_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,6 +70,21 @@ pub struct AppState {
     ready: Arc<AtomicBool>,
     /// Re-reads the configuration files (`POST /-/reload`); `None` in-process (tests, `demo`).
     reloader: Option<Arc<Reloader>>,
+    /// Test builds only: where the next write request panics ([`AppState::panic_next_write_at`]).
+    #[cfg(test)]
+    panic_at: Arc<Mutex<Option<PanicAt>>>,
+}
+
+/// Test builds only: a point in the processing of a write request where a panic can be injected,
+/// to test the panic path (`panic_tests`). Release builds have no such hook.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PanicAt {
+    /// On the blocking thread, before the body is decompressed: the samples are unknown.
+    BeforeDecode,
+    /// Holding the engine lock, after decoding and label checks: the lock is poisoned and the
+    /// decoded samples are known.
+    UnderEngineLock,
 }
 
 impl AppState {
@@ -84,6 +101,25 @@ impl AppState {
             permit_wait: DEFAULT_PERMIT_WAIT,
             ready: Arc::new(AtomicBool::new(false)),
             reloader: None,
+            #[cfg(test)]
+            panic_at: Arc::default(),
+        }
+    }
+
+    /// Test builds only: the next write request (of any sender) panics at `at`.
+    #[cfg(test)]
+    pub(crate) fn panic_next_write_at(&self, at: PanicAt) {
+        *self.panic_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// Test builds only: panics when a panic was requested at `at`, once.
+    #[cfg(test)]
+    pub(crate) fn injected_panic(&self, at: PanicAt) {
+        let mut slot = self.panic_at.lock().unwrap_or_else(PoisonError::into_inner);
+        if *slot == Some(at) {
+            *slot = None;
+            drop(slot);
+            panic!("injected test panic at {at:?}");
         }
     }
 
@@ -150,8 +186,9 @@ impl AppState {
         self.ready.store(ready, Ordering::Release);
     }
 
-    /// Locks the engine. A panic in an earlier holder (a bug, already logged and answered 500)
-    /// does not stop the service: the lock is taken over.
+    /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
+    /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
+    /// that request's samples; every later request is applied as usual.
     pub fn lock_engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }

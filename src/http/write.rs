@@ -5,14 +5,19 @@
 //! length checked before allocating (413) or corrupt (400), protobuf (400; the schema comes from
 //! `Content-Type`, never from trying), series per request (413), then per series: label limits,
 //! labels and RW 2.0 label references, custom-bucket histograms, the active-series limit (400
-//! naming the first refused series, everything else still applied). Otherwise 204.
+//! naming the first refused series, everything else still applied). Otherwise 204. Metadata the
+//! decoder drops (not UTF-8, RW 2.0 references out of range) never fails a request: it is counted
+//! in `vllm_corrector_metadata_dropped_total{reason}` ([`MetadataEntriesDropped`]). A panic while
+//! processing (a bug) is answered 400 ([`HttpError::Panicked`]) and counted ([`WritePanicked`]).
 //!
 //! Every RW 2.0 response — errors included — carries `X-Prometheus-Remote-Write-Samples-Written`,
 //! `-Histograms-Written` and `-Exemplars-Written` ([`crate::ingest::Written`]); RW 1.0 responses
 //! never do (RW 2.0 specification, "Required Written Response Headers"). What the sender sees at
 //! each limit, and why, is in `docs/RELIABILITY.md`.
 
+use std::any::Any;
 use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
@@ -25,11 +30,16 @@ use super::{AppState, HttpError};
 use crate::engine::RejectReason;
 use crate::ingest::{self, Written};
 use crate::protocol::{self, ProtocolError};
-use crate::telemetry::{InternalEvent, RequestLimited, SamplesIngested};
+use crate::telemetry::{
+    InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested, WritePanicked,
+};
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
 /// on the same thread, so rare huge requests do not pin memory.
 const KEEP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// The longest panic message quoted in a 400 answer, bytes.
+const MAX_QUOTED_PANIC: usize = 512;
 
 /// RW 2.0 response header: float samples written.
 pub const SAMPLES_WRITTEN: HeaderName =
@@ -133,37 +143,91 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     // Decompression and decoding are CPU work: keep them off the async worker threads.
     let worker_state = state.clone();
     let outcome = tokio::task::spawn_blocking(move || {
+        // Samples decoded and not yet counted, so that a panic can still account for them.
+        let mut uncounted = None;
+        let processed = panic::catch_unwind(AssertUnwindSafe(|| {
+            DECODE_BUFFER.with_borrow_mut(|buffer| {
+                process(
+                    &worker_state,
+                    &limits,
+                    protocol,
+                    &body,
+                    buffer,
+                    &mut uncounted,
+                )
+            })
+        }));
+        // Also after a panic (the borrow ended while unwinding).
         DECODE_BUFFER.with_borrow_mut(|buffer| {
-            let outcome = process(&worker_state, &limits, protocol, &body, buffer);
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
             }
-            outcome
-        })
+        });
+        processed.map_err(|payload| (panic_message(payload.as_ref()), uncounted))
     })
     .await;
     drop((permit, body_budget, decode_budget));
-    match outcome {
-        Ok(outcome) => outcome,
-        Err(join_error) => (
-            none,
-            Err(HttpError::Internal(format!(
-                "request processing panicked: {join_error}"
-            ))),
-        ),
+    // A panic is a bug. It is answered 400, not 500: a sender retries a 5xx forever, so a panic
+    // that this batch triggers every time would stall its shard; see `HttpError::Panicked`.
+    let (message, samples) = match outcome {
+        Ok(Ok(outcome)) => return outcome,
+        Ok(Err(panicked)) => panicked,
+        // `catch_unwind` caught any panic, and a blocking task is never cancelled.
+        Err(join_error) => (join_error.to_string(), None),
+    };
+    WritePanicked {
+        message: &message,
+        samples,
+    }
+    .emit(&state.metrics);
+    (none, Err(HttpError::Panicked(one_line(&message))))
+}
+
+/// `message` for the one-line answer: line breaks (an `assert_eq!` message has several) become
+/// ` / `, and it is cut at [`MAX_QUOTED_PANIC`] bytes. The log keeps the whole message.
+fn one_line(message: &str) -> String {
+    let mut line = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    if line.len() > MAX_QUOTED_PANIC {
+        let mut cut = MAX_QUOTED_PANIC;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.truncate(cut);
+        line.push('…');
+    }
+    line
+}
+
+/// The message of a panic payload: the `&str` or `String` that `panic!` was given, else a
+/// placeholder (a payload of another type).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic payload that is not a string".to_owned(),
     }
 }
 
 /// Decompresses, decodes and applies one body. Every decoded sample is counted (received =
-/// applied + Σ rejected) before returning, also when some series are refused.
+/// applied + Σ rejected) before returning, also when some series are refused. `uncounted` holds
+/// the number of decoded samples from decoding until they are counted, so that the caller can
+/// count them if this panics in between.
 fn process(
     state: &AppState,
     limits: &crate::config::Limits,
     protocol: WriteProtocol,
     body: &[u8],
     buffer: &mut Vec<u8>,
+    uncounted: &mut Option<u64>,
 ) -> (Written, Result<(), HttpError>) {
     let none = Written::default();
+    #[cfg(test)]
+    state.injected_panic(super::PanicAt::BeforeDecode);
     if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
         if matches!(e, ProtocolError::DecodedTooLarge { .. }) {
             RequestLimited {
@@ -181,9 +245,21 @@ fn process(
         Ok(request) => request,
         Err(e) => return (none, Err(e.into())),
     };
+    *uncounted = Some(request.series.iter().map(|s| s.sample_count()).sum());
+    if request.metadata_dropped.total() > 0 {
+        MetadataEntriesDropped {
+            dropped: request.metadata_dropped,
+            protocol: match protocol {
+                WriteProtocol::V1 => "1.0",
+                WriteProtocol::V2 => "2.0",
+            },
+        }
+        .emit(&state.metrics);
+    }
     if request.series.len() > limits.max_series_per_request {
         let report = ingest::reject_request(&request, RejectReason::TooManySeries);
         SamplesIngested { report: &report }.emit(&state.metrics);
+        *uncounted = None;
         RequestLimited {
             limit: "max_series_per_request",
         }
@@ -199,12 +275,15 @@ fn process(
     let prepared = ingest::prepare(request, limits);
     let outcome = {
         let mut engine = state.lock_engine();
+        #[cfg(test)]
+        state.injected_panic(super::PanicAt::UnderEngineLock);
         prepared.apply(&mut engine, now_ms())
     };
     SamplesIngested {
         report: &outcome.report,
     }
     .emit(&state.metrics);
+    *uncounted = None;
 
     let result = match outcome.first_rejected {
         None => Ok(()),
@@ -224,4 +303,29 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_multiline_panic_message_is_quoted_on_one_bounded_line() {
+        let assert_eq_message = "assertion `left == right` failed\n  left: 1\n right: 2";
+        assert_eq!(
+            one_line(assert_eq_message),
+            "assertion `left == right` failed / left: 1 / right: 2"
+        );
+        // 300 two-byte characters = 600 bytes: cut at the last boundary within 512 bytes (256
+        // characters), then the ellipsis.
+        let long = "é".repeat(300);
+        let quoted = one_line(&long);
+        assert_eq!(quoted, format!("{}…", "é".repeat(256)));
+        assert_eq!(panic_message(&"static str"), "static str");
+        assert_eq!(panic_message(&String::from("owned")), "owned");
+        assert_eq!(
+            panic_message(&42_u32),
+            "a panic payload that is not a string"
+        );
+    }
 }

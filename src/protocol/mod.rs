@@ -209,6 +209,70 @@ pub struct WriteRequestRef<'a> {
     /// The metadata entries, in wire order (RW 1.0 only; RW 2.0 sends metadata per series, see
     /// [`SeriesRef::metadata`]).
     pub metadata: Vec<MetadataRef<'a>>,
+    /// Metadata entries the decoder dropped instead of failing the request (metadata never fails
+    /// a request), by reason; the HTTP layer counts them in
+    /// `vllm_corrector_metadata_dropped_total{reason}`.
+    pub metadata_dropped: MetadataDropped,
+}
+
+/// Why a decoder dropped a metadata entry: the `reason` label of
+/// `vllm_corrector_metadata_dropped_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetadataDropReason {
+    /// RW 1.0: a `MetricMetadata` whose `metric_family_name`, `help` or `unit` is not UTF-8 (a
+    /// protobuf `string` must be). RW 2.0 has no such case: a symbol that is not UTF-8 fails the
+    /// whole request, since every label is a symbol too.
+    InvalidUtf8,
+    /// RW 2.0: a `Metadata` whose `help_ref` or `unit_ref` lies outside `symbols`. The series
+    /// itself is kept.
+    SymbolRefOutOfRange,
+}
+
+impl MetadataDropReason {
+    /// Every reason, in label order (for pre-registering the self-metric at 0).
+    pub const ALL: [MetadataDropReason; 2] = [
+        MetadataDropReason::InvalidUtf8,
+        MetadataDropReason::SymbolRefOutOfRange,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetadataDropReason::InvalidUtf8 => "invalid_utf8",
+            MetadataDropReason::SymbolRefOutOfRange => "symbol_ref_out_of_range",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            MetadataDropReason::InvalidUtf8 => 0,
+            MetadataDropReason::SymbolRefOutOfRange => 1,
+        }
+    }
+}
+
+/// How many metadata entries one request lost, by [`MetadataDropReason`] (saturating counts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetadataDropped {
+    counts: [u32; MetadataDropReason::ALL.len()],
+}
+
+impl MetadataDropped {
+    /// Counts one entry dropped for `reason`.
+    pub fn add(&mut self, reason: MetadataDropReason) {
+        let n = &mut self.counts[reason.index()];
+        *n = n.saturating_add(1);
+    }
+
+    /// Entries dropped for `reason`.
+    pub fn get(&self, reason: MetadataDropReason) -> u32 {
+        self.counts[reason.index()]
+    }
+
+    /// Entries dropped, all reasons.
+    pub fn total(&self) -> u32 {
+        self.counts.iter().fold(0, |a, n| a.saturating_add(*n))
+    }
 }
 
 /// Errors of the protocol layer. Each maps to exactly one HTTP status in [`crate::http`].

@@ -23,8 +23,8 @@
 
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
 use super::{
-    Label, LabelSet, MetadataRef, MetricType, ProtocolError, Sample, SeriesRef, WriteRequestRef,
-    histogram,
+    Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError,
+    Sample, SeriesRef, WriteRequestRef, histogram,
 };
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
@@ -34,7 +34,8 @@ use super::{
 /// staleness marker survives), timestamps in milliseconds.
 ///
 /// A metadata entry whose family name, help or unit is not UTF-8 is dropped rather than failing
-/// the request: metadata never fails a request (remote-write notes, checklist item 5).
+/// the request: metadata never fails a request (remote-write notes, checklist item 5). Each one is
+/// counted in [`WriteRequestRef::metadata_dropped`] as [`MetadataDropReason::InvalidUtf8`].
 ///
 /// # Errors
 /// [`ProtocolError::Protobuf`] on a truncated message, a nested length running past its enclosing
@@ -45,6 +46,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let mut request = WriteRequestRef {
         series: Vec::with_capacity(n_series),
         metadata: Vec::with_capacity(n_metadata),
+        metadata_dropped: MetadataDropped::default(),
     };
     let mut spans = Vec::with_capacity(32);
     let mut r = Reader::new(buf, "WriteRequest");
@@ -57,11 +59,12 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
                 let series = request.series.last_mut().expect("just pushed");
                 decode_series(r.bytes()?, &mut spans, series)?;
             }
-            (3, Wire::Len) => {
-                if let Some(metadata) = decode_metadata(r.bytes()?)? {
-                    request.metadata.push(metadata);
-                }
-            }
+            (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
+                Some(metadata) => request.metadata.push(metadata),
+                None => request
+                    .metadata_dropped
+                    .add(MetadataDropReason::InvalidUtf8),
+            },
             (field @ (1 | 3), wire) => return Err(r.wrong_wire(field, wire)),
             (_, wire) => r.skip(wire)?,
         }

@@ -5,7 +5,9 @@ mod random;
 
 use super::decode;
 use crate::protocol::prompb::v1 as pb;
-use crate::protocol::{MetricType, STALE_NAN_BITS, WriteRequestRef, is_stale_marker};
+use crate::protocol::{
+    MetadataDropReason, MetricType, STALE_NAN_BITS, WriteRequestRef, is_stale_marker,
+};
 use prost::Message;
 
 /// Hand-written protobuf bytes, for messages prost would never produce (order, unknown fields).
@@ -117,6 +119,8 @@ fn decode_both(bytes: &[u8]) -> pb::WriteRequest {
     let theirs = pb::WriteRequest::decode(bytes).expect("prost decodes the test body");
     let ours = decode(bytes).expect("our decoder decodes the test body");
     assert_same(&ours, &theirs);
+    // prost accepted every string as UTF-8, so no metadata entry may be missing.
+    assert_eq!(ours.metadata_dropped.total(), 0);
     theirs
 }
 
@@ -379,6 +383,44 @@ fn metadata_with_invalid_utf8_is_dropped_not_fatal() {
     let req = decode(&bytes).unwrap();
     assert_eq!(req.metadata.len(), 1);
     assert_eq!(req.metadata[0].family_name, "ok");
+    assert_eq!(req.metadata_dropped.get(MetadataDropReason::InvalidUtf8), 1);
+    assert_eq!(req.metadata_dropped.total(), 1);
+}
+
+#[test]
+fn every_dropped_metadata_entry_is_counted_whichever_string_is_bad() {
+    // Three entries, each with one bad string (family name, help, unit: a lone continuation byte,
+    // a truncated 3-byte sequence, an overlong encoding of '/'), between two valid ones: 3 dropped,
+    // 2 kept, the series untouched.
+    let entry = |family: &[u8], help: &[u8], unit: &[u8]| {
+        W::default()
+            .uint(1, 1)
+            .bytes(2, family)
+            .bytes(4, help)
+            .bytes(5, unit)
+    };
+    let series = W::default()
+        .msg(1, W::default().bytes(1, b"__name__").bytes(2, b"up"))
+        .msg(2, W::default().fixed64(1, 1f64.to_bits()).uint(2, 5));
+    let bytes = W::default()
+        .msg(3, entry(b"a", b"h", b""))
+        .msg(3, entry(b"\x80", b"h", b""))
+        .msg(1, series)
+        .msg(3, entry(b"b", b"\xe2\x82", b""))
+        .msg(3, entry(b"c", b"h", b"\xc0\xaf"))
+        .msg(3, entry(b"d", b"", b"seconds"))
+        .0;
+    let req = decode(&bytes).unwrap();
+    let kept: Vec<&str> = req.metadata.iter().map(|m| m.family_name).collect();
+    assert_eq!(kept, ["a", "d"]);
+    assert_eq!(req.metadata_dropped.get(MetadataDropReason::InvalidUtf8), 3);
+    assert_eq!(
+        req.metadata_dropped
+            .get(MetadataDropReason::SymbolRefOutOfRange),
+        0
+    );
+    assert_eq!(req.series.len(), 1);
+    assert_eq!(req.series[0].samples[0].timestamp_ms, 5);
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //!   ([`LabelError::SymbolRefOutOfRange`]) rejects that series only, through
 //!   [`SeriesRef::labels_error`], as Prometheus' own receiver does (a partial write, answered 400).
 //! * **Metadata per series** (`TimeSeries.metadata`): [`SeriesRef::metadata`]. A `help_ref` or
-//!   `unit_ref` out of range drops the metadata, never the series (metadata never fails a request).
+//!   `unit_ref` out of range drops the metadata, never the series (metadata never fails a request),
+//!   and is counted in [`WriteRequestRef::metadata_dropped`].
 //! * **Created/start timestamp**, both wire forms: `TimeSeries.created_timestamp` (field 6, senders
 //!   up to Prometheus 3.7) and `Sample.start_timestamp` (field 3, ≥ 3.8), in
 //!   [`SeriesRef::start_timestamp_ms`]; `Histogram.start_timestamp` (17) in
@@ -28,8 +29,8 @@
 
 use super::wire::{Reader, Wire, count_fields, utf8};
 use super::{
-    Label, LabelError, LabelSet, MetricType, ProtocolError, Sample, Samples, SeriesMetadata, SeriesRef,
-    WriteRequestRef, histogram,
+    Label, LabelError, LabelSet, MetadataDropReason, MetadataDropped, MetricType, ProtocolError,
+    Sample, Samples, SeriesMetadata, SeriesRef, WriteRequestRef, histogram,
 };
 
 /// The longest prefix of a bad `symbols[0]` quoted in [`ProtocolError::SymbolsStartNotEmpty`].
@@ -40,7 +41,9 @@ const MAX_QUOTED_SYMBOL: usize = 64;
 /// `buf` is the snappy-decoded request body. Series come back in wire order with labels resolved
 /// from `symbols` (as sent: not yet normalised, see [`SeriesRef::normalize`]), sample values
 /// bit-exact, timestamps in milliseconds. [`WriteRequestRef::metadata`] stays empty: RW 2.0
-/// metadata is per series ([`SeriesRef::family_metadata`]).
+/// metadata is per series ([`SeriesRef::family_metadata`]). A series' metadata whose `help_ref` or
+/// `unit_ref` is outside `symbols` is dropped (the series is kept) and counted in
+/// [`WriteRequestRef::metadata_dropped`] as [`MetadataDropReason::SymbolRefOutOfRange`].
 ///
 /// # Errors
 /// * [`ProtocolError::SymbolsStartNotEmpty`] when `symbols` is non-empty and `symbols[0] != ""`.
@@ -76,14 +79,18 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let mut request = WriteRequestRef {
         series: Vec::with_capacity(n_series),
         metadata: Vec::new(),
+        metadata_dropped: MetadataDropped::default(),
     };
     let mut refs = Vec::new();
     let mut r = Reader::new(buf, "Request");
     while !r.at_end() {
         match r.key()? {
-            (5, Wire::Len) => request
-                .series
-                .push(decode_series(r.bytes()?, &symbols, &mut refs)?),
+            (5, Wire::Len) => request.series.push(decode_series(
+                r.bytes()?,
+                &symbols,
+                &mut refs,
+                &mut request.metadata_dropped,
+            )?),
             (_, wire) => r.skip(wire)?,
         }
     }
@@ -91,11 +98,13 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 }
 
 /// Decodes one `TimeSeries` (1 `labels_refs`, 2 samples, 3 histograms, 4 exemplars, 5 metadata,
-/// 6 `created_timestamp`). `refs` is scratch space reused across series.
+/// 6 `created_timestamp`). `refs` is scratch space reused across series; metadata that cannot be
+/// resolved is counted in `dropped`.
 fn decode_series<'a>(
     buf: &'a [u8],
     symbols: &[&'a str],
     refs: &mut Vec<u64>,
+    dropped: &mut MetadataDropped,
 ) -> Result<SeriesRef<'a>, ProtocolError> {
     let [n_samples, n_histograms] = count_fields(buf, "TimeSeries", [2, 3])?;
     let mut series = SeriesRef {
@@ -129,7 +138,10 @@ fn decode_series<'a>(
         }
     }
     series.start_timestamp_ms = [sample_start, created].into_iter().find(|t| *t != 0);
-    series.metadata = metadata.resolve(symbols);
+    series.metadata = metadata.resolve(symbols).unwrap_or_else(|reason| {
+        dropped.add(reason);
+        None
+    });
     match resolve_labels(refs, symbols) {
         Ok(labels) => series.labels = labels,
         Err(error) => series.labels_error = Some(error),
@@ -207,11 +219,17 @@ impl RawMetadata {
         Ok(())
     }
 
-    /// The metadata with its references resolved; `None` when absent or a reference is out of
-    /// range.
-    fn resolve<'a>(&self, symbols: &[&'a str]) -> Option<SeriesMetadata<'a>> {
+    /// The metadata with its references resolved; `None` when absent.
+    ///
+    /// # Errors
+    /// [`MetadataDropReason::SymbolRefOutOfRange`] when `help_ref` or `unit_ref` is outside
+    /// `symbols`.
+    fn resolve<'a>(
+        &self,
+        symbols: &[&'a str],
+    ) -> Result<Option<SeriesMetadata<'a>>, MetadataDropReason> {
         if !self.present {
-            return None;
+            return Ok(None);
         }
         let symbol = |r: u64| {
             usize::try_from(r)
@@ -219,12 +237,15 @@ impl RawMetadata {
                 .and_then(|r| symbols.get(r).copied())
         };
         // An absent reference is 0, which means "" in a valid table; an empty table has no 0.
-        let resolve = |r: u64| if r == 0 { Some("") } else { symbol(r) };
-        Some(SeriesMetadata {
+        let resolve = |r: u64| {
+            let resolved = if r == 0 { Some("") } else { symbol(r) };
+            resolved.ok_or(MetadataDropReason::SymbolRefOutOfRange)
+        };
+        Ok(Some(SeriesMetadata {
             metric_type: MetricType::from_wire(self.metric_type),
             help: resolve(self.help_ref)?,
             unit: resolve(self.unit_ref)?,
-        })
+        }))
     }
 }
 

@@ -11,7 +11,8 @@ use super::decode;
 use crate::protocol::encode::{CustomBucketsSpec, RequestV2Builder};
 use crate::protocol::prompb::v2 as pb;
 use crate::protocol::{
-    LabelError, MetricType, NativeHistogram, ProtocolError, STALE_NAN_BITS, WriteRequestRef,
+    LabelError, MetadataDropReason, MetricType, NativeHistogram, ProtocolError, STALE_NAN_BITS,
+    WriteRequestRef,
 };
 
 /// What a series' labels must decode to, from the prost message, by the 2.0 spec's rules.
@@ -101,8 +102,22 @@ fn flat_prost(r: &pb::Request) -> Flat<'_> {
 fn decode_both(bytes: &[u8]) -> pb::Request {
     let theirs = pb::Request::decode(bytes).expect("prost decodes the test body");
     let ours = decode(bytes).expect("our decoder decodes the test body");
-    assert_eq!(flat_ours(&ours), flat_prost(&theirs));
+    let flat = flat_prost(&theirs);
+    assert_eq!(flat_ours(&ours), flat);
     assert!(ours.metadata.is_empty(), "RW 2.0 metadata is per series");
+    // Metadata sent but unresolvable is dropped and counted, never lost silently.
+    let unresolvable = theirs
+        .timeseries
+        .iter()
+        .zip(&flat)
+        .filter(|(s, f)| s.metadata.is_some() && f.4.is_none())
+        .count();
+    let dropped = ours.metadata_dropped;
+    assert_eq!(
+        dropped.get(MetadataDropReason::SymbolRefOutOfRange) as usize,
+        unresolvable
+    );
+    assert_eq!(dropped.total() as usize, unresolvable);
     theirs
 }
 
@@ -339,6 +354,56 @@ fn metadata_with_a_bad_ref_is_dropped_not_the_series() {
     let got = decode(&bytes).unwrap();
     assert_eq!(got.series[0].metadata, None);
     assert_eq!(got.series[0].labels.len(), 2);
+    assert_eq!(
+        got.metadata_dropped
+            .get(MetadataDropReason::SymbolRefOutOfRange),
+        1
+    );
+    assert_eq!(got.metadata_dropped.total(), 1);
+}
+
+#[test]
+fn every_series_metadata_with_a_bad_ref_is_counted() {
+    // Symbols: "", "__name__", "a", "b", "c", "d": n = 6, valid refs 0..=5. Series a: help_ref = n
+    // (the first out of range); b: unit_ref far out; c: no metadata (nothing to drop); d: help_ref
+    // = n - 1 (the last valid one, kept). 2 dropped, every series kept.
+    let mut b = RequestV2Builder::new();
+    for name in ["a", "b", "c", "d"] {
+        let labels_refs = b.label_refs(&owned(&[("__name__", name)]));
+        b.push(pb::TimeSeries {
+            labels_refs,
+            ..Default::default()
+        });
+    }
+    let mut req = b.build();
+    let n = req.symbols.len() as u32;
+    assert_eq!(n, 6);
+    let metadata = |help_ref, unit_ref| {
+        Some(pb::Metadata {
+            r#type: 1,
+            help_ref,
+            unit_ref,
+        })
+    };
+    req.timeseries[0].metadata = metadata(n, 0);
+    req.timeseries[1].metadata = metadata(0, u32::MAX);
+    req.timeseries[3].metadata = metadata(n - 1, 0);
+    let bytes = req.encode_to_vec();
+    decode_both(&bytes);
+    let got = decode(&bytes).unwrap();
+    let kept: Vec<Option<&str>> = got
+        .series
+        .iter()
+        .map(|s| s.metadata.map(|m| m.help))
+        .collect();
+    assert_eq!(kept, [None, None, None, Some("d")]);
+    assert!(got.series.iter().all(|s| s.labels.len() == 1));
+    assert_eq!(
+        got.metadata_dropped
+            .get(MetadataDropReason::SymbolRefOutOfRange),
+        2
+    );
+    assert_eq!(got.metadata_dropped.get(MetadataDropReason::InvalidUtf8), 0);
 }
 
 #[test]

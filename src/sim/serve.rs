@@ -100,8 +100,8 @@ pub struct SimulateArgs {
     /// Remote-write every snapshot to this URL (e.g. `http://127.0.0.1:9490/api/v1/write`).
     #[arg(long = "remote-write.url")]
     pub remote_write_url: Option<String>,
-    /// Interval between remote-written snapshots.
-    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Interval between remote-written snapshots (longer than 0s).
+    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::cli::positive_duration)]
     pub remote_write_interval: Duration,
     /// Samples per remote-write request.
     #[arg(long = "remote-write.max-samples-per-send", default_value_t = 500)]
@@ -115,10 +115,12 @@ pub struct SimulateArgs {
     /// Stop after this much simulated time (required with --instant).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
-    /// Run the whole --duration at once (no server), write --truth-file / --metrics-file, exit.
-    #[arg(long)]
+    /// Run the whole --duration at once (no server), write --truth-file, print the final
+    /// `/metrics` body to stdout (or write it to --metrics-file), exit.
+    #[arg(long, requires = "duration")]
     pub instant: bool,
-    /// With --instant: write the final `/metrics` body here.
+    /// Write the final `/metrics` body here when the run ends (with --instant: instead of
+    /// printing it to stdout).
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
 }
@@ -299,12 +301,25 @@ async fn remote_write_loop(live: LiveSim, args: SimulateArgs, url: String) {
     }
 }
 
-fn write_outputs(sim: &Simulator, args: &SimulateArgs) -> Result<(), SimError> {
+/// Writes `--truth-file` and `--metrics-file` when given; with `stdout_metrics` and no
+/// `--metrics-file`, prints the `/metrics` body to stdout instead (the instant mode's output).
+fn write_outputs(
+    sim: &Simulator,
+    args: &SimulateArgs,
+    stdout_metrics: bool,
+) -> Result<(), SimError> {
     if let Some(path) = &args.truth_file {
         std::fs::write(path, serde_json::to_vec_pretty(&sim.truth_document())?)?;
     }
-    if let Some(path) = &args.metrics_file {
-        std::fs::write(path, sim.render_text())?;
+    match &args.metrics_file {
+        Some(path) => std::fs::write(path, sim.render_text())?,
+        None if stdout_metrics => {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(sim.render_text().as_bytes())?;
+            out.flush()?;
+        }
+        None => {}
     }
     Ok(())
 }
@@ -333,10 +348,15 @@ async fn shutdown_signal(duration: Option<Duration>) {
     tokio::select! { _ = ctrl_c => {}, _ = term => {}, _ = timer => {} }
 }
 
-/// Runs `simulate`. Instant mode: simulates `--duration` at once, writes the files, returns.
+/// Runs `simulate`. Instant mode: simulates `--duration` at once, writes `--truth-file`, writes
+/// the final `/metrics` body to `--metrics-file` or else prints it to stdout, and returns.
 /// Real-time mode: serves `/metrics` and `/truth` on `--web.listen-address`, remote-writes if
-/// asked, and on SIGINT/SIGTERM or after `--duration` writes the truth file and returns.
-/// Errors: [`SimError::Config`] for invalid arguments, [`SimError::Io`] for bind/file errors.
+/// asked, and on SIGINT/SIGTERM or after `--duration` writes the truth and metrics files and
+/// returns.
+///
+/// # Errors
+/// [`SimError::Config`] for invalid arguments (`--instant` without `--duration` when not parsed
+/// by clap), [`SimError::Io`] for bind, file or stdout errors.
 pub async fn run(args: SimulateArgs) -> Result<(), SimError> {
     if args.instant {
         let d = args
@@ -344,7 +364,7 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimError> {
             .ok_or_else(|| SimError::Config("--instant needs --duration".into()))?;
         let mut sim = Simulator::new(args.config(SimConfig::default().epoch_unix_ms))?;
         sim.advance_to_ns(d.as_nanos() as u64);
-        return write_outputs(&sim, &args);
+        return write_outputs(&sim, &args, true);
     }
     let live = LiveSim::new(Simulator::new(args.config(unix_now_ms()))?);
     let listener = tokio::net::TcpListener::bind(args.listen_address).await?;
@@ -371,5 +391,5 @@ pub async fn run(args: SimulateArgs) -> Result<(), SimError> {
         w.abort();
     }
     served?;
-    live.with(|sim| write_outputs(sim, &args))
+    live.with(|sim| write_outputs(sim, &args, false))
 }

@@ -1,12 +1,28 @@
 //! The subcommands through the binary: `demo` stops cleanly on SIGTERM, `inspect` prints JSON
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
+//! Fresh-user mistakes get a clear message: zero durations and invalid `rules` names are usage
+//! errors from the argument parser (exit status 2), swapped `inspect` dumps an error (exit status
+//! 1), and `simulate --instant` without `--metrics-file` prints the exposition.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::harness::TempDir;
+use crate::metrics::Snapshot;
+
 const BIN: &str = env!("CARGO_BIN_EXE_vllm-corrector");
+
+/// Runs the binary to completion: exit code, stdout, stderr.
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 fn fixture(name: &str) -> String {
     format!(
@@ -152,4 +168,123 @@ fn rules_subcommand_prints_the_shipped_recording_rules() {
         "{text}"
     );
     assert!(!text.contains("record: vllm_corrected_"), "{text}");
+}
+
+#[test]
+fn inspect_refuses_swapped_dumps_naming_both_and_the_evidence() {
+    let (before, after) = (fixture("t2.prom"), fixture("t1.prom"));
+    let (code, out, err) = run(&["inspect", &before, &after]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // t1 and t2 come from one vLLM process: engine 0's e2e `+Inf` bucket is 32 in t1 and 60 in
+    // t2 (line 328 of each), and its `_created` is 1.750000000123e+09 in both (line 357).
+    let want = format!("vllm-corrector: BEFORE {before} and AFTER {after} are swapped: ");
+    assert!(err.starts_with(&want), "{err}");
+    assert!(
+        err.contains("fell from 60 (BEFORE line 328) to 32 (AFTER line 328)")
+            && err.contains("= 1750000000.123 (2025-06-15T15:06:40.123Z) is the same in both")
+            && err.trim_end().ends_with("pass the earlier dump first"),
+        "{err}"
+    );
+}
+
+#[test]
+fn rules_refuses_an_empty_group_name_a_vllm_prefix_and_a_zero_interval() {
+    for (flag, value, message) in [
+        (
+            "--rules.group-name",
+            "",
+            "the rule group name must not be empty",
+        ),
+        ("--rules.name-prefix", "vllm:", "vLLM's own namespace"),
+        (
+            "--rules.name-prefix",
+            "vllm:corrected_",
+            "vLLM's own namespace",
+        ),
+        (
+            "--rules.name-prefix",
+            "vllm-x_",
+            "not a valid metric name prefix",
+        ),
+        ("--rules.interval", "0s", "is zero"),
+    ] {
+        let (code, out, err) = run(&["rules", flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value:?}: {err}");
+        assert!(out.is_empty(), "{flag} {value:?} printed rules: {out}");
+        assert!(
+            err.contains(&format!("for '{flag} <")) && err.contains(message),
+            "{flag} {value:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn demo_refuses_zero_durations_in_the_argument_parser() {
+    // `--duration 2s` bounds the run should a zero ever be accepted again.
+    for flag in ["--refresh", "--window", "--scrape-interval"] {
+        let (code, out, err) = run(&[
+            "demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--duration",
+            "2s",
+            flag,
+            "0s",
+        ]);
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert!(out.is_empty(), "{flag}: {out}");
+        assert!(
+            err.contains(&format!("invalid value '0s' for '{flag} <"))
+                && err.contains("must be longer than 0s"),
+            "{flag}: {err}"
+        );
+    }
+}
+
+#[test]
+fn simulate_instant_prints_the_exposition_unless_a_metrics_file_is_given() {
+    let dir = TempDir::new("simulate-instant");
+    let file = dir.path().join("metrics.txt");
+    let args = ["simulate", "--instant", "--duration", "30s", "--seed", "7"];
+    let (code, printed, err) = run(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let mut with_file = args.to_vec();
+    with_file.extend(["--metrics-file", file.to_str().unwrap()]);
+    let (code, out, err) = run(&with_file);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_empty(), "with --metrics-file stdout stays empty: {out}");
+    // The same seed and duration: stdout is byte for byte what --metrics-file holds.
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(printed, written);
+    let snapshot = Snapshot::parse_text(&printed);
+    let tokens = snapshot
+        .value(
+            "vllm:generation_tokens_total",
+            &[("engine", "0"), ("model_name", "sim-model")],
+        )
+        .expect("the generation-token counter");
+    assert!(tokens > 0.0, "{tokens}");
+}
+
+#[test]
+fn simulate_usage_errors_come_from_the_argument_parser() {
+    let (code, _, err) = run(&["simulate", "--instant"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--duration <DURATION>"), "{err}");
+    let (code, _, err) = run(&[
+        "simulate",
+        "--remote-write.interval",
+        "0s",
+        "--duration",
+        "1s",
+        "--web.listen-address",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("invalid value '0s' for '--remote-write.interval <")
+            && err.contains("must be longer than 0s"),
+        "{err}"
+    );
 }
