@@ -330,6 +330,40 @@ mod tests {
     }
 
     #[test]
+    fn name_memo_never_changes_a_result() {
+        // Series drawn from a few names (valid and not) in a few orders, normalised in sequence
+        // with one memo and each with none: every outcome and every kept label set is the same.
+        let names = ["__name__", "engine", "en-gine", "le", "1le", "pod", "_x", "é"];
+        let values = ["vllm:a_bucket", "vllm:a_bucket", "1bad", "up", "", "x"];
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut memo = NameMemo::default();
+        let mut with_memo_ok = 0;
+        for _ in 0..20_000 {
+            let mut picked: Vec<Label<'_>> = (0..1 + next(5))
+                .map(|_| l(names[next(names.len())], values[next(values.len())]))
+                .collect();
+            if next(3) > 0 {
+                picked.sort_by_key(|label| label.name);
+                picked.dedup_by_key(|label| label.name);
+            }
+            let (mut a, mut b) = (picked.clone(), picked);
+            let with = normalize_labels_memo(&mut a, &mut memo);
+            let without = normalize_labels_in_place(&mut b);
+            assert_eq!(with, without, "{a:?}");
+            assert_eq!(a[..with.0], b[..without.0]);
+            with_memo_ok += usize::from(with.1.is_ok());
+        }
+        // The draw reaches both outcomes often.
+        assert!((1_000..19_000).contains(&with_memo_ok), "{with_memo_ok}");
+    }
+
+    #[test]
     fn name_check_agrees_with_the_character_classes() {
         // Every single byte in every position of names of length 1..=17, and random strings.
         for len in 1..=17 {
