@@ -97,8 +97,10 @@ struct Slot {
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
+/// Also what a group removed by staleness leaves behind ([`Group::acceptance_state`]), so that
+/// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
 #[derive(Debug, Clone, Default)]
-struct Committed {
+pub(crate) struct Committed {
     ts: Option<i64>,
     point: Option<ItlPoint>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
@@ -158,6 +160,9 @@ pub(crate) struct Group {
     frames: VecDeque<Frame>,
     slots: [Slot; 4],
     committed: Committed,
+    /// The acceptance-corrected state behind the current output (for [`Group::acceptance_state`]:
+    /// by the time every series is stale, the plan that produced it is gone).
+    latest_acceptance: Option<Committed>,
     last_reset_ts: i64,
     pub events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
@@ -177,6 +182,7 @@ impl Group {
             frames: VecDeque::new(),
             slots: Default::default(),
             committed: Committed::default(),
+            latest_acceptance: None,
             last_reset_ts: i64::MIN,
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
@@ -365,6 +371,35 @@ impl Group {
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
     fn acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> DerivedValue {
+        let state = self.replay_acceptance(itl, accepted).expect("called on a complete frame");
+        let point = state.point.clone().expect("replay returns a point");
+        let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
+        self.latest_acceptance = Some(state);
+        DerivedValue::Histogram { buckets, sum: point.sum, count: point.count + point.accepted }
+    }
+
+    /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
+    /// of the frame they were computed from, to be handed to [`Group::resume_acceptance`] if this
+    /// group comes back after it is removed for staleness. `None` when it never had that output.
+    pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
+        self.latest_acceptance.take()
+    }
+
+    /// Continues the acceptance-corrected buckets from `state`, which the same group left when it
+    /// was removed for staleness: the next complete frame adds its interval from `state`'s point
+    /// (or restarts the buckets if the raw counters reset meanwhile), exactly as if the group had
+    /// never left. A failed scrape makes Prometheus write staleness markers for every series of
+    /// the target, so without this every failed scrape would re-seed the buckets from vLLM's
+    /// cumulative counts at the current acceptance length, and a bucket that came out lower would
+    /// read as a counter reset in Prometheus.
+    pub(crate) fn resume_acceptance(&mut self, state: Committed) {
+        self.committed = state;
+    }
+
+    /// Replays the kept complete frames after the committed state: the accumulated buckets, the
+    /// newest point and its timestamp. `None` when there is neither a complete frame nor a
+    /// committed point.
+    fn replay_acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> Option<Committed> {
         let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl { itl: itl.clone(), accepted }.roles());
         let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
         let fresh = |c: &Committed| c.acc.len() != itl.buckets.len() || c.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len());
@@ -374,6 +409,7 @@ impl Group {
         let mut acc = self.committed.acc.clone();
         let mut prev = self.committed.point.clone();
         let mut last = None;
+        let mut last_ts = None;
         let committed_ts = self.committed.ts;
         for frame in self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles)) {
             let point = ItlPoint::read(itl, accepted, &frame.values);
@@ -388,10 +424,10 @@ impl Group {
             rules::acceptance_interval(&bounds, prev.as_ref(), &point, &mut acc);
             prev = Some(point);
             last = prev.clone();
+            last_ts = Some(frame.ts);
         }
-        let point = last.or_else(|| self.committed.point.clone()).expect("called on a complete frame");
-        let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(acc).collect();
-        DerivedValue::Histogram { buckets, sum: point.sum, count: point.count + point.accepted }
+        let point = last.or_else(|| self.committed.point.clone())?;
+        Some(Committed { ts: last_ts.or(committed_ts), point: Some(point), acc })
     }
 
     /// Drops the oldest frame; the acceptance-corrected buckets commit its interval first.

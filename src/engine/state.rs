@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hasher};
 use hashbrown::{HashMap, HashTable};
 
 use super::classify::{RoleKey, classify, group_labels, may_be_read};
-use super::group::{Group, Offer};
+use super::group::{Committed, Group, Offer};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
 
@@ -71,6 +71,9 @@ pub struct Engine {
     tracked_series: usize,
     /// Reused buffer: a label set's bytes, hashed in one call per hasher.
     scratch: Vec<u8>,
+    /// Acceptance-corrected bucket state of groups removed for staleness, by group labels, with
+    /// the receive time of removal (ms): resumed if the group returns within `idle_timeout_ms`.
+    retired: HashMap<Vec<(String, String)>, (Committed, i64)>,
 }
 
 /// Where [`Engine::route`] sends a series.
@@ -105,6 +108,7 @@ impl Engine {
             newest_sample_ms: None,
             tracked_series: 0,
             scratch: Vec::with_capacity(512),
+            retired: HashMap::new(),
         }
     }
 
@@ -162,8 +166,13 @@ impl Engine {
         if !create {
             return None;
         }
-        let owned = group_labels(labels).map(|l| (l.name.to_owned(), l.value.to_owned())).collect();
-        let entry = Entry { hash, group: Group::new(owned, now_ms) };
+        let owned: Vec<(String, String)> = group_labels(labels).map(|l| (l.name.to_owned(), l.value.to_owned())).collect();
+        let resumed = self.retired.remove(&owned);
+        let mut group = Group::new(owned, now_ms);
+        if let Some((state, _)) = resumed {
+            group.resume_acceptance(state);
+        }
+        let entry = Entry { hash, group };
         let slot = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize].entry = Some(entry);
@@ -290,6 +299,9 @@ impl Engine {
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
         if all_stale {
+            if let Some(state) = group.acceptance_state() {
+                self.retired.insert(group.labels.clone(), (state, now_ms));
+            }
             self.remove_group(slot);
             self.removed_stale += 1;
         }
@@ -321,6 +333,7 @@ impl Engine {
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
+        self.retired.retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
         let idle: Vec<u32> = (0..self.slots.len() as u32)
             .filter(|i| self.slots[*i as usize].entry.as_ref().is_some_and(|e| e.group.last_seen_ms < cutoff))
             .collect();
