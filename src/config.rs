@@ -171,7 +171,7 @@ pub struct LimitsSection {
     /// Default: `268435456` (256 MiB).
     pub max_inflight_bytes: usize,
     /// Longest time to receive a request body once its headers arrived. A slower body is answered
-    /// 408 and its slot and memory are released, so stalled or slow senders cannot hold the
+    /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
     /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
     pub request_body_timeout: String,
 }

@@ -77,8 +77,10 @@ pub enum HttpError {
     /// freed enough in time. 503: transient, the sender retries with backoff.
     #[error("requests in flight hold limits.max_inflight_bytes of memory; retry later")]
     OverBudget,
-    /// The body did not arrive within `limits.request_body_timeout`. 408; the slot and memory
-    /// it held are released.
+    /// The body did not arrive within `limits.request_body_timeout`; the slot and memory it held
+    /// are released. 503, not 408: a stalled body is the network's fault, not the batch's, and
+    /// Prometheus drops a batch on any 4xx but 429, while a 5xx is retried with backoff, so the
+    /// batch gets through once the connection recovers.
     #[error("request body not received within limits.request_body_timeout")]
     BodyTimeout,
     /// A bug: processing the request panicked. 400, not 500: Prometheus retries a 5xx forever
@@ -114,8 +116,9 @@ impl HttpError {
             )
             | HttpError::InvalidSeries { .. }
             | HttpError::Panicked(_) => StatusCode::BAD_REQUEST,
-            HttpError::Overloaded | HttpError::OverBudget => StatusCode::SERVICE_UNAVAILABLE,
-            HttpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            HttpError::Overloaded | HttpError::OverBudget | HttpError::BodyTimeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 }

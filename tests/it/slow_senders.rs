@@ -21,7 +21,7 @@ fn stalled_write(address: &str) -> TcpStream {
 }
 
 #[test]
-fn stalled_bodies_time_out_with_408_and_free_their_slots() {
+fn stalled_bodies_time_out_with_503_so_the_sender_retries_and_free_their_slots() {
     let corrector = Corrector::start_with_config(Some(
         "limits:\n  max_concurrent_requests: 2\n  request_body_timeout: 1s\n",
     ));
@@ -36,7 +36,7 @@ fn stalled_bodies_time_out_with_408_and_free_their_slots() {
     for stream in &mut stalled {
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
-        assert!(answer.starts_with("HTTP/1.1 408"), "stalled sender got: {answer:?}");
+        assert!(answer.starts_with("HTTP/1.1 503"), "stalled sender got: {answer:?}");
     }
     let text = corrector.metrics_text();
     assert!(
