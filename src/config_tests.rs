@@ -1,0 +1,189 @@
+//! Tests of [`super`]: flags, YAML sections, defaults and validation messages.
+
+use super::*;
+
+fn args(extra: &[&str]) -> Args {
+    let mut argv = vec!["vllm-corrector"];
+    argv.extend_from_slice(extra);
+    Args::try_parse_from(argv).expect("arguments parse")
+}
+
+fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+    let file = FileConfig::from_yaml(text, Path::new("test.yaml"))?;
+    Config::from_parts(args(&[]), file)
+}
+
+#[test]
+fn no_flags_and_no_file_give_the_documented_defaults() {
+    let c = Config::from_args(args(&[])).unwrap();
+    assert_eq!(
+        c.listen_address,
+        "0.0.0.0:9490".parse::<SocketAddr>().unwrap()
+    );
+    assert_eq!(c.log_level, LogLevel::Info);
+    assert_eq!(c.log_format, LogFormat::Logfmt);
+    // 10 min = 600 000 ms.
+    assert_eq!(
+        c.engine,
+        EngineConfig {
+            idle_timeout_ms: 600_000,
+            max_pending_frames: 16,
+            max_active_series: 100_000,
+        }
+    );
+    // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
+    assert_eq!(
+        c.limits,
+        Limits {
+            max_body_bytes: 33_554_432,
+            max_decoded_bytes: 134_217_728,
+            max_concurrent_requests: 64,
+            max_series_per_request: 50_000,
+            labels: LabelLimits {
+                max_labels_per_series: 64,
+                max_label_name_length: 1024,
+                max_label_value_length: 2048,
+            },
+            // 10 min = 600 000 ms.
+            max_future_skew_ms: 600_000,
+            // 256 MiB = 268 435 456 bytes.
+            max_inflight_bytes: 268_435_456,
+            request_body_timeout: std::time::Duration::from_secs(10),
+        }
+    );
+}
+
+#[test]
+fn flags_are_parsed() {
+    let c = Config::from_args(args(&[
+        "--web.listen-address=127.0.0.1:1234",
+        "--log.level=debug",
+        "--log.format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(
+        c.listen_address,
+        "127.0.0.1:1234".parse::<SocketAddr>().unwrap()
+    );
+    assert_eq!(c.log_level, LogLevel::Debug);
+    assert_eq!(c.log_format, LogFormat::Json);
+}
+
+#[test]
+fn unknown_log_level_is_refused_by_the_parser() {
+    assert!(Args::try_parse_from(["vllm-corrector", "--log.level=verbose"]).is_err());
+}
+
+#[test]
+fn listen_address_takes_prometheus_forms() {
+    let at = |a: &str| Config::from_args(args(&[&format!("--web.listen-address={a}")])).unwrap().listen_address;
+    assert_eq!(at(":9491"), "0.0.0.0:9491".parse().unwrap());
+    assert_eq!(at("localhost:9491"), "127.0.0.1:9491".parse().unwrap());
+    assert_eq!(at("[::1]:9491"), "[::1]:9491".parse().unwrap());
+}
+
+#[test]
+fn bad_listen_address_names_the_flag() {
+    let err = Config::from_args(args(&["--web.listen-address=localhost"])).unwrap_err();
+    assert!(
+        err.to_string().starts_with("--web.listen-address:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
+    let c =
+        from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n")
+            .unwrap();
+    // 1 h 30 min = 5 400 s = 5 400 000 ms.
+    assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
+    assert_eq!(c.engine.max_pending_frames, 16);
+    assert_eq!(c.limits.max_concurrent_requests, 8);
+    assert_eq!(c.limits.max_body_bytes, 33_554_432);
+    let c =
+        from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
+    assert_eq!(c.engine.max_active_series, 7);
+    assert_eq!(c.limits.labels.max_label_value_length, 9);
+}
+
+#[test]
+fn empty_yaml_file_means_defaults() {
+    assert_eq!(
+        FileConfig::from_yaml("\n", Path::new("x")).unwrap(),
+        FileConfig::default()
+    );
+}
+
+#[test]
+fn unknown_yaml_field_is_an_error() {
+    let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
+    assert!(err.to_string().contains("idle_timeuot"), "{err}");
+}
+
+#[test]
+fn malformed_duration_names_the_field() {
+    let err = from_yaml("engine:\n  idle_timeout: soon\n").unwrap_err();
+    assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
+}
+
+#[test]
+fn future_skew_is_a_duration_naming_its_field() {
+    let c = from_yaml("limits:\n  max_future_skew: 90s\n").unwrap();
+    assert_eq!(c.limits.max_future_skew_ms, 90_000);
+    let err = from_yaml("limits:\n  max_future_skew: later\n").unwrap_err();
+    assert!(
+        err.to_string().starts_with("limits.max_future_skew:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn decoded_limit_below_the_body_limit_is_refused() {
+    // Every body near max_body_bytes would declare more than max_decoded_bytes: all 413.
+    let err = from_yaml("limits:\n  max_body_bytes: 1000\n  max_decoded_bytes: 10\n").unwrap_err();
+    assert!(err.to_string().starts_with("limits.max_decoded_bytes:"), "{err}");
+    assert!(err.to_string().contains("below limits.max_body_bytes (1000)"), "{err}");
+    let c = from_yaml("limits:\n  max_body_bytes: 1000\n  max_decoded_bytes: 1000\n").unwrap();
+    assert_eq!(c.limits.max_decoded_bytes, 1000);
+}
+
+#[test]
+fn sub_second_idle_timeout_is_refused() {
+    let err = from_yaml("engine:\n  idle_timeout: 500ms\n").unwrap_err();
+    assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
+}
+
+#[test]
+fn zero_limits_name_their_field() {
+    for field in [
+        "max_body_bytes",
+        "max_decoded_bytes",
+        "max_concurrent_requests",
+        "max_series_per_request",
+        "max_labels_per_series",
+        "max_label_name_length",
+        "max_label_value_length",
+        "max_active_series",
+    ] {
+        let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("limits.{field}: must be at least 1")
+        );
+    }
+    let err = from_yaml("engine:\n  max_pending_frames: 0\n").unwrap_err();
+    assert!(
+        err.to_string().starts_with("engine.max_pending_frames:"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_config_file_is_a_read_error() {
+    let err = Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"]))
+        .unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+}
