@@ -117,6 +117,13 @@ pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
             message: "the same URL as BEFORE, read at the same instant: pass --wait 30s to read it 30 s later".into(),
         });
     }
+    if args.before == "-" && args.after == "-" {
+        return Err(InspectError::Dump {
+            which: "AFTER",
+            location: args.after,
+            message: "standard input is already BEFORE: at most one dump can come from `-`".into(),
+        });
+    }
     let before = load("BEFORE", &args.before).await?;
     if let Some(wait) = args.wait {
         tokio::time::sleep(wait).await;
@@ -506,7 +513,7 @@ impl GroupReport {
     }
 
     fn from_interval(labels: BTreeMap<String, String>, i: &Interval) -> GroupReport {
-        GroupReport {
+        let mut report = GroupReport {
             labels,
             canonical_tpot_mean_seconds: i.canonical_tpot.as_ref().and_then(|h| h.mean()),
             token_weighted_itl_seconds: i.token_weighted_itl.and_then(|s| s.mean()),
@@ -520,7 +527,19 @@ impl GroupReport {
             raw_tpot_mean_seconds: i.raw_tpot.as_ref().and_then(|h| h.mean()),
             raw_itl_mean_seconds: i.raw_itl.as_ref().and_then(|h| h.mean()),
             note: String::new(),
+        };
+        let values = [
+            report.canonical_tpot_mean_seconds,
+            report.token_weighted_itl_seconds,
+            report.acceptance_corrected_itl_seconds,
+            report.local_compute_iteration_tokens_mean,
+            report.raw_tpot_mean_seconds,
+            report.raw_itl_mean_seconds,
+        ];
+        if values.iter().all(Option::is_none) {
+            report.note = "no new observation between the dumps (an idle engine, or the same scrape twice)".into();
         }
+        report
     }
 }
 

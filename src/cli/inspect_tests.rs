@@ -106,7 +106,10 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
     // Engine 0 restarted: `vllm:prefix_cache_queries_total` fell 14000 → 1000 on line 15 (the gauges
     // that fell on lines 3, 7 and 11 are not evidence). Engine 1 did nothing: every Δcount is 0.
     assert_eq!(engine(&reports, "0").note, "counter reset (AFTER line 15)");
-    assert_eq!(engine(&reports, "1").note, "");
+    assert_eq!(
+        engine(&reports, "1").note,
+        "no new observation between the dumps (an idle engine, or the same scrape twice)"
+    );
     for group in json.as_array().unwrap() {
         for (key, value) in group.as_object().unwrap() {
             if key != "labels" {
@@ -326,4 +329,16 @@ async fn dumps_are_fetched_over_http() {
         format!("AFTER http://{addr}/nope: answered 404 Not Found")
     );
     server.abort();
+}
+
+#[test]
+fn identical_dumps_say_there_is_no_new_observation() {
+    // The same scrape twice: every increase is 0, so no mean exists, and the note says why.
+    let reports = run_texts(&fixture("t1.prom"), &fixture("t1.prom")).unwrap();
+    assert!(!reports.is_empty());
+    for r in &reports {
+        assert_eq!(r.canonical_tpot_mean_seconds, None);
+        assert_eq!(r.raw_itl_mean_seconds, None);
+        assert!(r.note.starts_with("no new observation"), "{:?}", r.note);
+    }
 }

@@ -119,6 +119,19 @@ fn inspect_names_the_missing_file_and_exits_1() {
 }
 
 #[test]
+fn inspect_refuses_standard_input_for_both_dumps() {
+    // It used to read stdin as BEFORE, find it empty as AFTER, and print a table of dashes.
+    let out = Command::new(BIN)
+        .args(["inspect", "-", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("AFTER -: standard input is already BEFORE"), "{err}");
+}
+
+#[test]
 fn service_flags_and_a_subcommand_cannot_be_mixed() {
     let out = Command::new(BIN)
         .args(["--web.listen-address", "127.0.0.1:0", "demo"])
