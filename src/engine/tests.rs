@@ -215,6 +215,17 @@ fn idle_groups_leave_after_the_timeout() {
     assert_eq!(engine.stats().groups, 0);
 }
 
+/// The acceptance-corrected histogram of a first interval from 0 to the k = 1 scrape: ITL deltas
+/// cumulative 0, 10, 40 at 0.025, 0.05, 0.1; 40 accepted for 40 outputs, so w = 2 and bound B
+/// holds w × the raw cumulative count at w · B: 2 × 10, 2 × 40, 2 × 40; `+Inf` 40 + 40.
+fn first_interval_at_k1() -> DerivedValue {
+    DerivedValue::Histogram {
+        buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
+        sum: 2.4,
+        count: 80.0,
+    }
+}
+
 #[test]
 fn counter_reset_restarts_acceptance_buckets_from_the_new_values() {
     // After a vLLM restart the raw counters restart: the t3 scrape (k = 1 again) is below t2.
@@ -223,14 +234,7 @@ fn counter_reset_restarts_acceptance_buckets_from_the_new_values() {
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &all, &mut IngestReport::default());
-    assert_eq!(
-        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
-        DerivedValue::Histogram {
-            buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
-            sum: 2.4,
-            count: 80.0
-        }
-    );
+    assert_eq!(value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"), first_interval_at_k1());
     assert_eq!(engine.stats().counter_resets, 1);
 }
 
@@ -369,14 +373,7 @@ fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &all, &mut IngestReport::default());
-    assert_eq!(
-        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
-        DerivedValue::Histogram {
-            buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
-            sum: 2.4,
-            count: 80.0
-        }
-    );
+    assert_eq!(value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"), first_interval_at_k1());
     assert_eq!(engine.stats().counter_resets, 1);
 }
 
