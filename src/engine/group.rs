@@ -372,10 +372,11 @@ impl Group {
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
     fn acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> DerivedValue {
         let state = self.replay_acceptance(itl, accepted).expect("called on a complete frame");
-        let point = state.point.clone().expect("replay returns a point");
+        let point = state.point.as_ref().expect("replay returns a point");
+        let (sum, count) = (point.sum, point.count + point.accepted);
         let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
         self.latest_acceptance = Some(state);
-        DerivedValue::Histogram { buckets, sum: point.sum, count: point.count + point.accepted }
+        DerivedValue::Histogram { buckets, sum, count }
     }
 
     /// The acceptance-corrected buckets of the current output, with the raw point and timestamp

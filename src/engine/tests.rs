@@ -324,6 +324,18 @@ fn a_frame_missing_an_input_never_emits() {
     assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "1"), DerivedValue::SumCount { sum: 2600.0, count: 500.0 });
 }
 
+/// The k = 2 scrape of engine 0 with 50 accepted tokens instead of 80: 10 accepted for 40 drafts
+/// since k = 1, an interval acceptance length of 1.25 against 2 before.
+fn t2_with_low_acceptance() -> Vec<Raw> {
+    let mut t2 = scrape("0", 2.0, true);
+    for (labels, value) in &mut t2 {
+        if labels[0].1 == "vllm:spec_decode_num_accepted_tokens_total" {
+            *value = 50.0;
+        }
+    }
+    t2
+}
+
 #[test]
 fn acceptance_buckets_continue_across_a_stale_gap() {
     // A failed scrape makes Prometheus write staleness markers for every series of the target;
@@ -332,12 +344,7 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
     // 10 accepted tokens for 40 drafts in its interval (acceptance length 1.25, against 2 up to
     // t1), so a re-seed at t2 (cumulative acceptance length 1.625) gives other buckets.
     let t1 = scrape("0", 1.0, true);
-    let mut t2 = scrape("0", 2.0, true);
-    for (labels, value) in &mut t2 {
-        if labels[0].1 == "vllm:spec_decode_num_accepted_tokens_total" {
-            *value = 50.0;
-        }
-    }
+    let t2 = t2_with_low_acceptance();
     let at = |raw: &[Raw], ts| raw.iter().cloned().map(|r| (r, ts)).collect::<Vec<_>>();
     let stale = f64::from_bits(STALE_NAN_BITS);
     let markers: Vec<_> = t1.iter().map(|(l, _)| ((l.clone(), stale), 8_000)).collect();
@@ -380,12 +387,7 @@ fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
 #[test]
 fn retired_acceptance_state_expires_with_the_idle_timeout() {
     // Past idle_timeout the stale group's state is forgotten: the group comes back re-seeded.
-    let mut t2 = scrape("0", 2.0, true);
-    for (labels, value) in &mut t2 {
-        if labels[0].1 == "vllm:spec_decode_num_accepted_tokens_total" {
-            *value = 50.0;
-        }
-    }
+    let t2 = t2_with_low_acceptance();
     let stale = f64::from_bits(STALE_NAN_BITS);
     let feed_at = |engine: &mut Engine, raw: Vec<Raw>, ts: i64, now_ms: i64| {
         for (labels, value) in raw {

@@ -11,7 +11,7 @@ use crate::config::Limits;
 use crate::protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
 use crate::protocol::labels::LabelLimits;
 use crate::protocol::prompb::v2 as pb;
-use crate::protocol::{MetadataDropReason, MetadataRef, MetricType, STALE_NAN_BITS, Sample};
+use crate::protocol::{MetadataDropReason, MetadataRef, MetricType, STALE_NAN_BITS};
 
 fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
@@ -20,16 +20,7 @@ fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn series(pairs: &[(&str, &str)], samples: &[(f64, i64)]) -> SeriesSpec {
-    let samples = samples
-        .iter()
-        .map(|&(value, timestamp_ms)| Sample {
-            value,
-            timestamp_ms,
-        })
-        .collect();
-    (labels(pairs), samples)
-}
+use encode::series_spec as series;
 
 /// The generation-token counter of engine `e`: a series the rules read.
 fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {

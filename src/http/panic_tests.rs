@@ -14,7 +14,6 @@ use tower::ServiceExt;
 use super::{AppState, PanicAt, app};
 use crate::config::Limits;
 use crate::engine::{Engine, EngineConfig};
-use crate::protocol::Sample;
 use crate::protocol::encode::{self, SeriesSpec};
 
 const V1: &str = "application/x-protobuf";
@@ -24,23 +23,9 @@ const T: i64 = 1_700_000_000_000;
 
 /// The generation-token counter of engine `e` (a series the rules read), with `samples`.
 fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
-    let labels = [
-        ("__name__", "vllm:generation_tokens_total"),
-        ("engine", e),
-        ("model_name", "m"),
-    ];
-    (
-        labels
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect(),
-        samples
-            .iter()
-            .map(|&(value, timestamp_ms)| Sample {
-                value,
-                timestamp_ms,
-            })
-            .collect(),
+    encode::series_spec(
+        &[("__name__", "vllm:generation_tokens_total"), ("engine", e), ("model_name", "m")],
+        samples,
     )
 }
 

@@ -13,6 +13,14 @@ use super::{MetadataRef, MetricType, Sample};
 /// (values as given, timestamps in milliseconds).
 pub type SeriesSpec = (Vec<(String, String)>, Vec<Sample>);
 
+/// A [`SeriesSpec`] from borrowed label pairs and `(value, timestamp in ms)` samples, in order.
+pub fn series_spec(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> SeriesSpec {
+    (
+        labels.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
+        samples.iter().map(|&(value, timestamp_ms)| Sample { value, timestamp_ms }).collect(),
+    )
+}
+
 /// Builds an RW 1.0 `prometheus.WriteRequest` from `series` and `metadata` (pass `&[]` for none).
 ///
 /// Labels are sent in the given order, unsorted and unchecked, so tests can send invalid sets.
@@ -284,21 +292,7 @@ mod tests {
     use super::*;
     use crate::protocol::{MetricType, snappy, v1 as decoder};
 
-    fn spec(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> SeriesSpec {
-        (
-            labels
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_string()))
-                .collect(),
-            samples
-                .iter()
-                .map(|&(value, timestamp_ms)| Sample {
-                    value,
-                    timestamp_ms,
-                })
-                .collect(),
-        )
-    }
+    use super::series_spec as spec;
 
     #[test]
     fn v1_body_decodes_back_to_the_same_series_and_metadata() {

@@ -148,21 +148,7 @@ fn fuzz_seeds_mutated_never_panic() {
     }
 }
 
-fn spec(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> SeriesSpec {
-    (
-        labels
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect(),
-        samples
-            .iter()
-            .map(|&(value, timestamp_ms)| Sample {
-                value,
-                timestamp_ms,
-            })
-            .collect(),
-    )
-}
+use encode::series_spec as spec;
 
 /// The lines of a fixture that belong to a few families (a histogram with `le="1.0"`, a counter
 /// with `_created`, a counter by `source`): the formats' features in a few KB, since libFuzzer's
