@@ -24,8 +24,9 @@ pub(crate) enum Plan {
     CanonicalTpot { tpot: HistRoles, gen_le1: usize },
     /// Token-weighted ITL: ITL `_sum`, generation tokens, TTFT `_count`.
     TokenWeightedItl { itl_sum: usize, gen_total: usize, ttft_count: usize },
-    /// Acceptance-corrected ITL: the ITL histogram and, with spec decoding, accepted tokens.
-    AcceptanceCorrectedItl { itl: HistRoles, accepted: Option<usize> },
+    /// Acceptance-corrected ITL: the ITL histogram, generation tokens and TTFT `_count` (the tokens
+    /// emitted after each first output; no spec-decode series).
+    AcceptanceCorrectedItl { itl: HistRoles, gen_total: usize, ttft_count: usize },
     /// Local-compute iteration tokens.
     IterationTokensLocalCompute { local: usize, gen_total: usize, iter_count: usize },
 }
@@ -36,7 +37,7 @@ impl Plan {
         match self {
             Plan::CanonicalTpot { tpot, gen_le1 } => hist_roles(tpot).chain([*gen_le1]).collect(),
             Plan::TokenWeightedItl { itl_sum, gen_total, ttft_count } => vec![*itl_sum, *gen_total, *ttft_count],
-            Plan::AcceptanceCorrectedItl { itl, accepted } => hist_roles(itl).chain(*accepted).collect(),
+            Plan::AcceptanceCorrectedItl { itl, gen_total, ttft_count } => hist_roles(itl).chain([*gen_total, *ttft_count]).collect(),
             Plan::IterationTokensLocalCompute { local, gen_total, iter_count } => vec![*local, *gen_total, *iter_count],
         }
     }
@@ -92,7 +93,8 @@ pub(crate) fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan,
         }),
         Family::AcceptanceCorrectedItl => Ok(Plan::AcceptanceCorrectedItl {
             itl: hist(learned, itl_input(learned)).ok_or(MissingInput)?,
-            accepted: find(learned, Input::Accepted),
+            gen_total: find(learned, Input::GenTotal).ok_or(MissingInput)?,
+            ttft_count: find(learned, Input::TtftCount).ok_or(MissingInput)?,
         }),
         Family::IterationTokensLocalCompute => Ok(Plan::IterationTokensLocalCompute {
             local: find(learned, Input::LocalCompute).ok_or(MissingInput)?,
@@ -136,11 +138,15 @@ pub(crate) fn evaluate_stateless(plan: &Plan, values: &[f64]) -> Result<DerivedV
         Plan::IterationTokensLocalCompute { local, gen_total, iter_count } => {
             Ok(DerivedValue::SumCount { sum: v(*local) + v(*gen_total), count: v(*iter_count) })
         }
-        Plan::AcceptanceCorrectedItl { .. } => unreachable!("acceptance-corrected ITL is stateful"),
+        // Stateful (see `acceptance_interval`): the group never asks for it here. Withheld rather
+        // than a panic, should it ever do.
+        Plan::AcceptanceCorrectedItl { .. } => Err(WithheldReason::Incomplete),
     }
 }
 
 /// Cumulative raw inputs of the acceptance-corrected family at one frame.
+///
+/// Plain fields only (floats and vectors of floats), so that the committed state can be stored.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ItlPoint {
     /// Raw cumulative ITL bucket counts at the finite bounds, ascending (same order as the plan).
@@ -149,22 +155,46 @@ pub(crate) struct ItlPoint {
     pub count: f64,
     /// ITL `_sum`, seconds.
     pub sum: f64,
-    /// Accepted draft tokens (0 without spec decoding).
-    pub accepted: f64,
+    /// `vllm:generation_tokens_total` (every emitted token, first outputs included).
+    pub generated: f64,
+    /// `vllm:time_to_first_token_seconds_count` (first outputs).
+    pub first_outputs: f64,
 }
 
 impl ItlPoint {
     /// Reads the point from a complete frame.
-    pub fn read(itl: &HistRoles, accepted: Option<usize>, values: &[f64]) -> ItlPoint {
+    pub fn read(itl: &HistRoles, gen_total: usize, ttft_count: usize, values: &[f64]) -> ItlPoint {
         let finite = itl.buckets[..itl.buckets.len() - 1].iter().map(|(_, r)| values[*r]).collect();
-        ItlPoint { finite, count: values[itl.count], sum: values[itl.sum], accepted: accepted.map_or(0.0, |r| values[r]) }
+        ItlPoint {
+            finite,
+            count: values[itl.count],
+            sum: values[itl.sum],
+            generated: values[gen_total],
+            first_outputs: values[ttft_count],
+        }
+    }
+
+    /// Tokens emitted after each request's first output: `generation_tokens − TTFT count`, the
+    /// token-weighted family's count (`docs/ACCURACY.md`, "Which counter counts the tokens"); 0
+    /// when the TTFT count runs ahead.
+    pub fn tokens(&self) -> f64 {
+        (self.generated - self.first_outputs).max(0.0)
+    }
+
+    /// False when a value is negative, infinite or NaN: no counter vLLM exposes can hold it, and
+    /// the interval arithmetic would turn it into NaN buckets. Such a frame is not used.
+    pub fn is_valid(&self) -> bool {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        ok(self.count) && ok(self.sum) && ok(self.generated) && ok(self.first_outputs) && self.finite.iter().all(|c| ok(*c))
     }
 
     /// True when any cumulative input decreased from `prev`: a counter reset (vLLM restarted).
+    /// `generation_tokens − TTFT count` falling while neither input fell is not a reset.
     pub fn is_reset_from(&self, prev: &ItlPoint) -> bool {
         self.count < prev.count
             || self.sum < prev.sum
-            || self.accepted < prev.accepted
+            || self.generated < prev.generated
+            || self.first_outputs < prev.first_outputs
             || self.finite.len() != prev.finite.len()
             || self.finite.iter().zip(&prev.finite).any(|(c, p)| c < p)
     }
@@ -172,25 +202,44 @@ impl ItlPoint {
 
 /// Adds one interval's estimated per-token buckets to `acc` (finite bounds, then `+Inf` last).
 ///
-/// Between `prev` (or zero) and `cur`: ΔN non-first outputs carried ΔN + ΔA tokens, so each output holds
-/// w = (ΔN + ΔA)/ΔN tokens on average. An output of duration x becomes w tokens of x/w each: the
-/// per-token cumulative count at bound B is w·F(B·w), where F interpolates the raw cumulative bucket
-/// deltas linearly between bounds (from 0 below the first bound, flat past the last finite bound). The
-/// `+Inf` bucket gains ΔN + ΔA, so it always equals the exact `_count`. Without spec decoding w = 1 and
-/// the result is the raw ITL histogram exactly.
+/// `acc[+Inf]` is the family's exact `_count`: the highest `generation_tokens − TTFT count` seen
+/// since the last counter reset (a running maximum, so it never falls; integers in `f64` add
+/// exactly). The interval's token mass T is what that maximum gains (0 when the difference fell or
+/// held still), over ΔN = Δ ITL `_count` outputs. Each output holds r = T/ΔN tokens on average; an
+/// output of duration x stands for tokens of x/w each, with w = max(r, 1): the per-token cumulative
+/// count at bound B is r·F(B·w), where F interpolates the raw cumulative bucket deltas linearly
+/// between bounds (from 0 below the first bound, flat past the last finite bound). Without
+/// speculative decoding r = 1 and the result is the raw ITL histogram.
+///
+/// Every interval's finite parts are clamped into `[previous bound's part, T]`, so each part is
+/// monotone and at most T; rounding to nearest is monotone, so the sums stay monotone across bounds
+/// and never exceed `+Inf`, and a final clamp makes that hold even for non-integer inputs. No part
+/// is negative, so no bucket ever decreases between intervals. Bad intervals: ΔN ≤ 0 (tokens but
+/// no ITL output) adds T to `+Inf` only; a raw finite bucket above the count or below the previous
+/// bound is clamped. `cur` must be [`ItlPoint::is_valid`] and not a reset from `prev`.
 pub(crate) fn acceptance_interval(bounds: &[f64], prev: Option<&ItlPoint>, cur: &ItlPoint, acc: &mut [f64]) {
-    let zero = |i: usize| prev.map_or(0.0, |p| p.finite[i]);
-    let dn = cur.count - prev.map_or(0.0, |p| p.count);
-    let da = cur.accepted - prev.map_or(0.0, |p| p.accepted);
     let inf = acc.len() - 1;
-    acc[inf] += dn + da;
-    if dn <= 0.0 {
-        return;
+    let held = acc[inf];
+    let tokens = cur.tokens();
+    acc[inf] = held.max(tokens);
+    let mass = (tokens - held).max(0.0);
+    let dn = cur.count - prev.map_or(0.0, |p| p.count);
+    if dn > 0.0 && mass > 0.0 {
+        let r = mass / dn;
+        let w = r.max(1.0);
+        let zero = |i: usize| prev.map_or(0.0, |p| p.finite[i]);
+        let delta: Vec<f64> = (0..bounds.len()).map(|i| cur.finite[i] - zero(i)).collect();
+        let mut floor = 0.0_f64;
+        for (j, bound) in bounds.iter().enumerate() {
+            let part = (r * interpolate(bounds, &delta, bound * w)).min(mass).max(floor);
+            floor = part;
+            acc[j] += part;
+        }
     }
-    let w = (dn + da) / dn;
-    let delta: Vec<f64> = (0..bounds.len()).map(|i| cur.finite[i] - zero(i)).collect();
-    for (j, bound) in bounds.iter().enumerate() {
-        acc[j] += w * interpolate(bounds, &delta, bound * w);
+    let (mut below, top) = (0.0_f64, acc[inf]);
+    for a in &mut acc[..inf] {
+        *a = a.min(top).max(below);
+        below = *a;
     }
 }
 

@@ -61,34 +61,36 @@ fn local_compute_iteration_tokens_add_generated_to_local_prompt_tokens() {
 
 const BOUNDS: [f64; 5] = [0.01, 0.025, 0.05, 0.075, 0.1];
 
-fn point(finite: [f64; 5], count: f64, accepted: f64) -> ItlPoint {
-    ItlPoint { finite: finite.to_vec(), count, sum: 0.0, accepted }
+/// A point whose outputs after the first carried `tokens` tokens (10 first outputs, so
+/// `generation_tokens` = 10 + tokens).
+fn point(finite: [f64; 5], count: f64, tokens: f64) -> ItlPoint {
+    ItlPoint { finite: finite.to_vec(), count, sum: 0.0, generated: 10.0 + tokens, first_outputs: 10.0 }
 }
 
 #[test]
 fn acceptance_interval_with_two_tokens_per_output_halves_each_duration() {
-    // 40 outputs: 10 in (0.025, 0.05], 20 in (0.05, 0.075], 10 in (0.075, 0.1]; 40 accepted => w = 2.
+    // 40 outputs: 10 in (0.025, 0.05], 20 in (0.05, 0.075], 10 in (0.075, 0.1]; 80 tokens => w = 2.
     // Per-token bucket at B is 2·F(2B):
     //   B=0.01  -> F(0.02)  = 0 (0.01 and 0.025 both hold 0)           -> 0
     //   B=0.025 -> F(0.05)  = 10                                         -> 20
     //   B=0.05  -> F(0.1)   = 40                                         -> 80
     //   B=0.075 -> F(0.15)  = 40 (past the last finite bound)            -> 80
     //   B=0.1   -> F(0.2)   = 40                                         -> 80
-    //   +Inf    -> 40 outputs + 40 accepted                              -> 80
+    //   +Inf    -> the 80 tokens                                         -> 80
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 40.0), &mut acc);
+    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 80.0), &mut acc);
     assert_eq!(acc, [0.0, 20.0, 80.0, 80.0, 80.0, 80.0]);
 }
 
 #[test]
 fn acceptance_interval_interpolates_inside_a_bucket() {
-    // Same outputs, 20 accepted => w = 1.5.
+    // Same outputs, 60 tokens => w = 1.5.
     //   B=0.01  -> 1.5·F(0.015)  = 0
     //   B=0.025 -> 1.5·F(0.0375) = 1.5·(10·(0.0375−0.025)/0.025) = 1.5·5 = 7.5
     //   B=0.05  -> 1.5·F(0.075)  = 1.5·30 = 45
-    //   B=0.075 -> 1.5·F(0.1125) = 1.5·40 = 60, and so is B=0.1; +Inf = 40 + 20 = 60
+    //   B=0.075 -> 1.5·F(0.1125) = 1.5·40 = 60, and so is B=0.1; +Inf = 60 tokens
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 20.0), &mut acc);
+    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 60.0), &mut acc);
     let want = [0.0, 7.5, 45.0, 60.0, 60.0, 60.0];
     for (g, w) in acc.iter().zip(want) {
         assert!((g - w).abs() < 1e-12, "{acc:?} vs {want:?}");
@@ -98,7 +100,7 @@ fn acceptance_interval_interpolates_inside_a_bucket() {
 #[test]
 fn acceptance_interval_without_spec_decoding_is_the_raw_histogram() {
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([1.0, 4.0, 10.0, 30.0, 40.0], 45.0, 0.0), &mut acc);
+    acceptance_interval(&BOUNDS, None, &point([1.0, 4.0, 10.0, 30.0, 40.0], 45.0, 45.0), &mut acc);
     assert_eq!(acc, [1.0, 4.0, 10.0, 30.0, 40.0, 45.0]);
 }
 
@@ -106,10 +108,10 @@ fn acceptance_interval_without_spec_decoding_is_the_raw_histogram() {
 fn acceptance_intervals_accumulate_with_each_interval_own_acceptance_length() {
     // Interval 1 as in the w = 2 test: [0, 20, 80, 80, 80 | 80].
     // Interval 2: 40 more outputs, 20 in (0.05,0.075] and 20 in (0.075,0.1]... cumulative raw
-    // [0,0,10,50,80], count 80, accepted still 40 => w = 1, adds the raw deltas [0,0,0,20,40 | 40].
-    // Total [0, 20, 80, 100, 120 | 120]; exact count 80 + 40 = 120.
-    let p1 = point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 40.0);
-    let p2 = point([0.0, 0.0, 10.0, 50.0, 80.0], 80.0, 40.0);
+    // [0,0,10,50,80], count 80, tokens 80 + 40 = 120 (one each) => w = 1, adds the raw deltas
+    // [0,0,0,20,40 | 40]. Total [0, 20, 80, 100, 120 | 120]; exact count 120 tokens.
+    let p1 = point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 80.0);
+    let p2 = point([0.0, 0.0, 10.0, 50.0, 80.0], 80.0, 120.0);
     let mut acc = vec![0.0; 6];
     acceptance_interval(&BOUNDS, None, &p1, &mut acc);
     acceptance_interval(&BOUNDS, Some(&p1), &p2, &mut acc);
