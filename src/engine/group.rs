@@ -13,7 +13,7 @@ use hashbrown::HashMap;
 
 use super::classify::RoleKey;
 use super::completeness;
-use super::rules::{self, ItlPoint, Plan};
+use super::rules::{self, AcceptanceRoles, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
 /// One input series of the group.
@@ -366,7 +366,7 @@ impl Group {
         let plan = plan.clone();
         let ts = self.frames[frame].ts;
         let result = match &plan {
-            Plan::AcceptanceCorrectedItl { itl, gen_total, ttft_count } => self.acceptance(itl, *gen_total, *ttft_count, frame),
+            Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
         };
         let slot = &mut self.slots[family.index()];
@@ -381,15 +381,15 @@ impl Group {
     /// [`WithheldReason::InconsistentInputs`] when the complete frame `frame` holds a value no
     /// counter can hold (negative, infinite); [`WithheldReason::Incomplete`] when there is neither a
     /// usable frame nor a committed state to show.
-    fn acceptance(&mut self, itl: &rules::HistRoles, gen_total: usize, ttft_count: usize, frame: usize) -> Result<DerivedValue, WithheldReason> {
-        if !ItlPoint::read(itl, gen_total, ttft_count, &self.frames[frame].values).is_valid() {
+    fn acceptance(&mut self, roles: &AcceptanceRoles, frame: usize) -> Result<DerivedValue, WithheldReason> {
+        if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
             return Err(WithheldReason::InconsistentInputs);
         }
-        let state = self.replay_acceptance(itl, gen_total, ttft_count).ok_or(WithheldReason::Incomplete)?;
+        let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
         let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
         let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
         let sum = point.sum;
-        let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
+        let buckets = roles.itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
         self.latest_acceptance = Some(state);
         Ok(DerivedValue::Histogram { buckets, sum, count })
     }
@@ -415,15 +415,15 @@ impl Group {
     /// Replays the kept complete frames after the committed state: the accumulated buckets, the
     /// newest point and its timestamp. `None` when there is neither a usable complete frame nor a
     /// committed point.
-    fn replay_acceptance(&mut self, itl: &rules::HistRoles, gen_total: usize, ttft_count: usize) -> Option<Committed> {
-        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl { itl: itl.clone(), gen_total, ttft_count }.roles());
-        let bounds = finite_bounds(itl);
-        reseed_if_layout_changed(&mut self.committed, itl);
+    fn replay_acceptance(&mut self, acceptance: &AcceptanceRoles) -> Option<Committed> {
+        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl(acceptance.clone()).roles());
+        let bounds = finite_bounds(&acceptance.itl);
+        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
         let mut state = self.committed.clone();
         let committed_ts = self.committed.ts;
         let frames = self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles));
         for frame in frames {
-            let point = ItlPoint::read(itl, gen_total, ttft_count, &frame.values);
+            let point = ItlPoint::read(acceptance, &frame.values);
             if advance(&mut state, &bounds, point, frame.ts) && frame.ts > self.last_reset_ts {
                 self.last_reset_ts = frame.ts;
                 self.events.counter_resets += 1;
@@ -450,16 +450,15 @@ impl Group {
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);
         }
-        let Ok((Plan::AcceptanceCorrectedItl { itl, gen_total, ttft_count }, roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned()
-        else {
+        let Ok((Plan::AcceptanceCorrectedItl(acceptance), roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
             return;
         };
         if !oldest.holds_plan(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
             return;
         }
-        reseed_if_layout_changed(&mut self.committed, &itl);
-        let point = ItlPoint::read(&itl, gen_total, ttft_count, &oldest.values);
-        advance(&mut self.committed, &finite_bounds(&itl), point, oldest.ts);
+        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
+        let point = ItlPoint::read(&acceptance, &oldest.values);
+        advance(&mut self.committed, &finite_bounds(&acceptance.itl), point, oldest.ts);
     }
 }
 

@@ -64,7 +64,7 @@ const BOUNDS: [f64; 5] = [0.01, 0.025, 0.05, 0.075, 0.1];
 /// A point whose outputs after the first carried `tokens` tokens (10 first outputs, so
 /// `generation_tokens` = 10 + tokens).
 fn point(finite: [f64; 5], count: f64, tokens: f64) -> ItlPoint {
-    ItlPoint { finite: finite.to_vec(), count, sum: 0.0, generated: 10.0 + tokens, first_outputs: 10.0 }
+    ItlPoint { finite: finite.to_vec(), count, sum: 0.0, generated: 10.0 + tokens, first_outputs: 10.0, per_pos: Vec::new() }
 }
 
 #[test]
