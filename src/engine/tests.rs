@@ -57,7 +57,8 @@ fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
     if spec {
         out.push(series("vllm:spec_decode_num_accepted_tokens_total", e, &[], 40.0 * k));
         out.push(series("vllm:spec_decode_num_drafts_total", e, &[], 40.0 * k));
-        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 30.0 * k));
+        // One draft per output, always accepted: 40k drafts reached position 0 (k = 1 draft).
+        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 40.0 * k));
     }
     out
 }
@@ -131,12 +132,12 @@ fn hand_computed_values_after_two_scrapes() {
             count: 80.0
         }
     );
-    // Accounting: per engine and scrape, the tokens bucket le=2.0, _created, by-source cache hit,
-    // running and (spec only) per-pos series are unused; drafts are read by the completeness check.
-    // Engine 0 has 5, engine 1 has 4 (no spec) => (5 + 4) * 2 = 18 unused samples.
+    // Accounting: per engine and scrape, the tokens bucket le=2.0, _created, by-source cache hit and
+    // running series are unused; drafts are read by the completeness check, per-pos by the
+    // acceptance-corrected buckets. 4 per engine => 4 * 2 * 2 = 16 unused samples.
     let total = two_scrapes().len() as u64;
     assert_eq!(report.received, total);
-    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 18);
+    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 16);
     assert_eq!(report.applied + report.rejected_total(), report.received);
     assert_eq!(engine.stats().groups, 2);
 }
@@ -326,13 +327,16 @@ fn a_frame_missing_an_input_never_emits() {
 
 /// The k = 2 scrape of engine 0 with 50 accepted tokens instead of 80: 10 accepted for 40 drafts
 /// since k = 1, an interval acceptance length of 1.25 against 2 before. Generation tokens follow:
-/// 120 at t1 + 40 first outputs + 40 ITL outputs + 10 accepted = 210.
+/// 120 at t1 + 40 first outputs + 40 ITL outputs + 10 accepted = 210. The interval's 40 outputs
+/// all took more than 0.05 s (ITL le="0.05" stays at 10), so its shape differs from the first's.
 fn t2_with_low_acceptance() -> Vec<Raw> {
     let mut t2 = scrape("0", 2.0, true);
     for (labels, value) in &mut t2 {
-        match labels[0].1.as_str() {
-            "vllm:spec_decode_num_accepted_tokens_total" => *value = 50.0,
-            "vllm:generation_tokens_total" => *value = 210.0,
+        let le = labels.iter().find(|(n, _)| *n == "le").map(|(_, v)| v.as_str());
+        match (labels[0].1.as_str(), le) {
+            ("vllm:spec_decode_num_accepted_tokens_total" | "vllm:spec_decode_num_accepted_tokens_per_pos_total", _) => *value = 50.0,
+            ("vllm:generation_tokens_total", _) => *value = 210.0,
+            ("vllm:inter_token_latency_seconds_bucket", Some("0.05")) => *value = 10.0,
             _ => {}
         }
     }
