@@ -127,7 +127,7 @@ impl IngestReport {
     }
 }
 
-/// The four corrected families (reference §4).
+/// The four corrected families (docs/METRICS.md, "The corrected families").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
     /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.

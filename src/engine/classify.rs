@@ -6,7 +6,7 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (reference §4); the hot
+/// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The corrected families"); the hot
 /// path tests membership with [`is_rule_dimension`].
 #[cfg(test)]
 pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];

@@ -167,7 +167,7 @@ mod tests {
         vec![bucket(make, 0.1), bucket(make, f64::INFINITY), plain(make(Part::Sum)), plain(make(Part::Count))]
     }
 
-    /// The role set of a vLLM 0.33 engine with spec decoding, written from the reference §2 table.
+    /// The role set of a vLLM 0.33 engine with spec decoding, written from the table in docs/METRICS.md, "The input series".
     fn full() -> Vec<RoleKey> {
         let mut keys = histogram(Input::Itl);
         keys.extend(histogram(Input::Tpot));

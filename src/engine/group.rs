@@ -2,7 +2,7 @@
 //! the families derived from them.
 //!
 //! A frame holds the group's samples that carry one timestamp. Only values of one frame are ever
-//! combined (design invariant 1). Prometheus shards by series, so one scrape's series arrive in any
+//! combined (docs/ENGINE.md, invariant 1). Prometheus shards by series, so one scrape's series arrive in any
 //! order across requests, while each series stays in order: a family is evaluated on the newest frame
 //! that holds every role its [`Plan`] reads, and the acceptance-corrected buckets are recomputed over the
 //! kept frames in timestamp order, so arrival order across series never changes the output.

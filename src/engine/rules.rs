@@ -1,4 +1,4 @@
-//! The four correction rules (reference §4), as pure functions of frames.
+//! The four correction rules (docs/METRICS.md, "The corrected families"), as pure functions of frames.
 //!
 //! A [`Plan`] says which of a group's roles a family reads, decided from the roles the group has
 //! learned. A frame is usable by a family when it holds a value for every role of the plan.

@@ -9,7 +9,7 @@ use super::group::{Committed, Group, Offer};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
 
-/// A cached metadata entry (remote-write notes, checklist item 5).
+/// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]
 struct Metadata {
     metric_type: MetricType,

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use crate::protocol::ProtocolError;
 
 /// Why a request was refused. [`HttpError::status`] is the single place where an error of any
-/// layer becomes a status code (remote-write notes, "Headers, negotiation and status"):
+/// layer becomes a status code (docs/REMOTE-WRITE.md, "Status codes"):
 /// 4xx means the sender drops the batch, 5xx means it retries, so 5xx is kept for transient
 /// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
 /// `Display` text, one line of `text/plain`.
@@ -50,7 +50,7 @@ pub enum HttpError {
     },
     /// Some series (or some of their native histogram samples) were refused: invalid labels or
     /// label references, a label limit, an invalid custom-buckets histogram, or the active-series
-    /// limit. Their samples were rejected; the rest was applied. 400 (remote-write notes,
+    /// limit. Their samples were rejected; the rest was applied. 400 (docs/REMOTE-WRITE.md,
     /// checklist item 1).
     #[error(
         "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"

@@ -20,7 +20,7 @@ pub const FAMILIES: [&str; 4] = [
     LOCAL_COMPUTE,
 ];
 
-/// vLLM's ITL and request-TPOT bounds (reference §2), without `+Inf`.
+/// vLLM's ITL and request-TPOT bounds (docs/METRICS.md, "Default bucket bounds"), without `+Inf`.
 pub const ITL_BOUNDS: [f64; 19] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
