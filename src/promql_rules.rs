@@ -166,8 +166,8 @@ fn rules() -> Vec<(&'static str, String)> {
             format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
         ),
         // §4.3 acceptance-corrected ITL, the exact sum and count only: the tokens emitted after each
-        // request's first, as the token-weighted count (docs/ACCURACY.md, "Which counter counts the
-        // tokens": vLLM counts accepted drafts before a request's last output is cut).
+        // request's first, as the token-weighted count (docs/METRICS.md, "Accepted drafts are counted
+        // before truncation").
         (
             "acceptance_corrected_itl_seconds_sum",
             format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
