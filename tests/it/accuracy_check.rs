@@ -177,7 +177,10 @@ pub fn check_window(
                 let zero = f(it, "zero_token_first_outputs");
                 let want = itl_sum / (f(it, "tokens_after_first") - zero);
                 out.check(close(sum / count, want, REL), || {
-                    format!("{at}: mean {}, truth {want} ({zero} 0-token first outputs)", sum / count)
+                    format!(
+                        "{at}: mean {}, truth {want} ({zero} 0-token first outputs)",
+                        sum / count
+                    )
                 });
             }
             // A valid histogram at both ends: +Inf = _count exactly, buckets monotone in le.
@@ -185,14 +188,20 @@ pub fn check_window(
                 let inf = frame.corrected(&format!("{ACCEPTANCE}_bucket{{+Inf}}"));
                 let total = frame.corrected(&format!("{ACCEPTANCE}_count"));
                 out.check(inf == total, || {
-                    format!("{at}: +Inf bucket {inf} is not the count {total} at {} ms", frame.source_ms)
+                    format!(
+                        "{at}: +Inf bucket {inf} is not the count {total} at {} ms",
+                        frame.source_ms
+                    )
                 });
                 let buckets: Vec<f64> = bucket_keys(frame, ACCEPTANCE)
                     .iter()
                     .map(|(_, k)| frame.corrected(k))
                     .collect();
                 out.check(buckets.windows(2).all(|w| w[0] <= w[1]), || {
-                    format!("{at}: buckets not monotone at {} ms: {buckets:?}", frame.source_ms)
+                    format!(
+                        "{at}: buckets not monotone at {} ms: {buckets:?}",
+                        frame.source_ms
+                    )
                 });
             }
         }
