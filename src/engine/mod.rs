@@ -19,6 +19,8 @@ pub use api::*;
 pub use state::Engine;
 
 #[cfg(test)]
+mod accuracy_table_tests;
+#[cfg(test)]
 mod cache_tests;
 #[cfg(test)]
 mod distribution_tests;
