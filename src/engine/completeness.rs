@@ -111,6 +111,8 @@ pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incom
             Input::LocalCompute => {}
             Input::IterCount => iter_count = true,
             Input::Accepted => accepted = true,
+            // Registered with the other spec-decode counters; their pairing is checked on those.
+            Input::AcceptedPerPos => {}
             Input::Drafts => drafts = true,
         }
     }

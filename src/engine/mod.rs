@@ -21,4 +21,6 @@ pub use state::Engine;
 #[cfg(test)]
 mod cache_tests;
 #[cfg(test)]
+mod distribution_tests;
+#[cfg(test)]
 mod tests;

@@ -359,6 +359,17 @@ impl Engine {
         }
     }
 
+    /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
+    /// withholds `family`, for every group that has no value of `family`, in ascending label order.
+    pub fn for_each_withheld(&self, family: Family, mut f: impl FnMut(&[(String, String)], WithheldReason)) {
+        let mut rows: Vec<(&[(String, String)], WithheldReason)> =
+            self.live_groups().filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r))).collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (labels, reason) in rows {
+            f(labels, reason);
+        }
+    }
+
     /// Counts for self-metrics.
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
