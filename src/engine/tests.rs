@@ -511,3 +511,22 @@ fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
     assert_eq!((buckets[3].1, count), (40.0, 40.0));
     assert_eq!(engine.stats().counter_resets, 0);
 }
+
+#[test]
+fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_buckets() {
+    for bad in [f64::INFINITY, -5.0] {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000), &mut report);
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], bad, None, 16_000), &mut report);
+        assert!(outputs(&engine).iter().all(|(f, _, _)| *f != Family::AcceptanceCorrectedItl), "{bad}");
+        assert!(engine.stats().withheld.contains(&(Family::AcceptanceCorrectedItl, WithheldReason::InconsistentInputs, 1)));
+        // A good scrape after it continues from t1, as if the bad frame had not been there:
+        // t1 → t3 adds 10 outputs in (0.05, 0.1] with 30 tokens (w = 3): le 0.05 = 10 + 3·F(0.15) = 40.
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 31_000), &mut report);
+        let DerivedValue::Histogram { buckets, count, .. } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0") else {
+            panic!("a histogram")
+        };
+        assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");
+    }
+}
