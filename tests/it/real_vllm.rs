@@ -8,8 +8,9 @@
 //! used for the expectations):
 //!
 //! * exact counts: canonical TPOT Δ`_count` = requests with n > 1; token-weighted and
-//!   acceptance-corrected Δ`_count` = tokens after each request's first; raw ITL Δ`_count` = the
-//!   benchmark's ITL samples;
+//!   acceptance-corrected Δ`_count` = tokens after each request's first (bounded above on batches
+//!   with stop strings, see [`uses_stop_strings`]); raw ITL Δ`_count` ≥ the benchmark's ITL samples
+//!   (a streamed chunk can carry two outputs);
 //! * every family equal to its formula applied to the dumps (`docs/METRICS.md`, "The corrected
 //!   families"), through `inspect` (the library function) and through remote write into the
 //!   service (BEFORE then AFTER, read back from `/metrics`);
@@ -194,8 +195,12 @@ const CLIENT_SERVER_GAP: f64 = 0.02;
 /// detokenizer found the stop string (at most `num_speculative_tokens` per request that finished
 /// by `stop`), in `generation_tokens_total` and `request_generation_tokens` alike. The counts are
 /// then bounded, not equal, and the means are those of the tokens vLLM counted.
+/// A window of several batches (`parts` in its `batch.json`) uses them when one of its parts does.
 fn uses_stop_strings(dir: &Path) -> bool {
-    read(&dir.join("batch.json")).contains(r#"\"stop\""#)
+    let batch = read(&dir.join("batch.json"));
+    let parts = json(&dir.join("batch.json"))["parts"].as_array().cloned().unwrap_or_default();
+    batch.contains(r#"\"stop\""#)
+        || parts.iter().filter_map(Value::as_str).any(|p| uses_stop_strings(&dir.parent().expect("root").join(p)))
 }
 
 /// `"raw % / corrected %"` against `truth`, as `docs/ACCURACY.md` prints its cells.
@@ -224,7 +229,10 @@ fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect
         let gen_le1 = format!("vllm:request_generation_tokens_bucket{{{}}}", 1.0);
         let canonical_count = d(&format!("{TPOT}_count")) - d(&gen_le1);
         assert_eq!(canonical_count, n_gt_1, "{name}: canonical TPOT count");
-        assert_eq!(d(&format!("{ITL}_count")), itl_samples, "{name}: ITL samples");
+        // One ITL sample per engine output after the first; the client sees one per streamed chunk,
+        // and the API server may put two outputs in one chunk (greedy_d5: 318 outputs, 295 chunks).
+        let itl_count = d(&format!("{ITL}_count"));
+        assert!(itl_count >= itl_samples, "{name}: {itl_count} ITL samples, the client saw {itl_samples} chunks");
         let server_tokens = a.tokens() - b.tokens();
         let stop = uses_stop_strings(&dir);
         if stop {
@@ -284,9 +292,11 @@ fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect
         assert!(close(d(&format!("{ITL}_sum")), server_decode, 1e-9), "{name}: Σ ITL is Σ decode time");
         let gap = server_decode - client_decode;
         let truth = json(&dir.join("truth.json"));
+        let window = json(&dir.join("batch.json"))["parts"].is_array();
         if stop {
-            // vLLM divides by tokens the client never got: its TPOT and per-token ITL are lower.
-            if let (Some(got), Some(bench)) = (want_tpot, truth["bench_mean_tpot_s"].as_f64()) {
+            // vLLM divides by tokens the client never got: on a stop-string batch its TPOT is the
+            // lower. A window mixing it with other batches has no such direction: not compared.
+            if let (Some(got), Some(bench), false) = (want_tpot, truth["bench_mean_tpot_s"].as_f64(), window) {
                 assert!(got < bench, "{name}: canonical TPOT {got} vs bench {bench}");
             }
         } else if let Some(got) = want_tpot {
