@@ -13,6 +13,7 @@ use hashbrown::HashMap;
 
 use super::classify::RoleKey;
 use super::completeness;
+use super::hold::Hold;
 use super::rules::{self, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
@@ -94,6 +95,9 @@ struct Slot {
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
     inconsistent: bool,
+    /// What was last served and the inputs behind it, so `output` never falls without an input
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input.
+    hold: Hold,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
@@ -127,6 +131,11 @@ pub(crate) enum Offer {
 pub(crate) struct GroupEvents {
     pub frames_dropped: u64,
     pub counter_resets: u64,
+    /// Evaluations whose output was held above the computed value, by [`Family::index`].
+    pub holds: [u64; 4],
+    /// Evaluations that found an input of the family lower than at the previous one (so the
+    /// output may fall), by [`Family::index`].
+    pub output_resets: [u64; 4],
 }
 
 fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
@@ -356,9 +365,10 @@ impl Group {
     }
 
     fn evaluate(&mut self, family: Family, frame: usize) {
-        let Ok((plan, _)) = self.plan(family) else { return };
-        let plan = plan.clone();
+        let Ok((plan, roles)) = self.plan(family) else { return };
+        let (plan, roles) = (plan.clone(), roles.roles.clone());
         let ts = self.frames[frame].ts;
+        let inputs: Vec<(usize, f64)> = roles.iter().map(|r| (*r, self.frames[frame].values[*r])).collect();
         let result = match &plan {
             Plan::AcceptanceCorrectedItl { itl, accepted } => Ok(self.acceptance(itl, *accepted)),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
@@ -366,7 +376,16 @@ impl Group {
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.inconsistent = result.is_err();
-        slot.output = result.ok();
+        if slot.hold.observe_inputs(inputs) {
+            self.events.output_resets[family.index()] += 1;
+        }
+        slot.output = result.ok().map(|value| {
+            let (value, held) = slot.hold.apply(value);
+            if held {
+                self.events.holds[family.index()] += 1;
+            }
+            value
+        });
     }
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.

@@ -64,6 +64,10 @@ pub struct Engine {
     metadata: HashMap<String, Metadata>,
     frames_dropped: u64,
     counter_resets: u64,
+    /// Outputs held above their computed value, by [`Family::index`] ([`super::hold`]).
+    output_holds: [u64; 4],
+    /// Outputs that restarted below what was served because an input of the family fell.
+    output_resets: [u64; 4],
     removed_stale: u64,
     removed_idle: u64,
     newest_sample_ms: Option<i64>,
@@ -103,6 +107,8 @@ impl Engine {
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
+            output_holds: [0; 4],
+            output_resets: [0; 4],
             removed_stale: 0,
             removed_idle: 0,
             newest_sample_ms: None,
@@ -298,6 +304,12 @@ impl Engine {
         let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
+        for (total, n) in self.output_holds.iter_mut().zip(events.holds) {
+            *total += n;
+        }
+        for (total, n) in self.output_resets.iter_mut().zip(events.output_resets) {
+            *total += n;
+        }
         if all_stale {
             if let Some(state) = group.acceptance_state() {
                 self.retired.insert(group.labels.clone(), (state, now_ms));
@@ -379,6 +391,8 @@ impl Engine {
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
+            output_holds: self.output_holds,
+            output_resets: self.output_resets,
             newest_sample_ms: self.newest_sample_ms,
             groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }
