@@ -25,6 +25,9 @@ struct Role {
     newest_ts: i64,
     /// True after a staleness marker, until the next real sample.
     stale: bool,
+    /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
+    /// timestamp replaces ([`Group::offer`]).
+    newest_is_marker: bool,
 }
 
 /// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
@@ -257,7 +260,7 @@ impl Group {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {
-                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false });
+                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false, newest_is_marker: false });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
                 self.roles_changed(ts);
@@ -265,14 +268,20 @@ impl Group {
             }
         };
         let newest = self.roles[role].newest_ts;
-        if ts == newest {
+        let marker = crate::protocol::is_stale_marker(value);
+        // A real value and a staleness marker of one series at one timestamp: the real value wins
+        // whichever comes first (as VictoriaMetrics settled in its issue 10196), so the outcome
+        // does not depend on how the sender batched them. A marker after the real value is a
+        // duplicate; a real value after the marker replaces it.
+        if ts == newest && (marker || !self.roles[role].newest_is_marker) {
             return Offer::Duplicate;
         }
         if ts < newest {
             return Offer::OutOfOrder;
         }
-        if crate::protocol::is_stale_marker(value) {
+        if marker {
             self.roles[role].newest_ts = ts;
+            self.roles[role].newest_is_marker = true;
             if !self.roles[role].stale {
                 self.roles[role].stale = true;
                 self.on_role_set_shrunk();
@@ -284,6 +293,7 @@ impl Group {
             return Offer::FrameEvicted;
         };
         self.roles[role].newest_ts = ts;
+        self.roles[role].newest_is_marker = false;
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();

@@ -412,3 +412,6 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
 
 #[path = "hold_tests.rs"]
 mod hold_tests;
+
+#[path = "stale_value_tests.rs"]
+mod stale_value_tests;
