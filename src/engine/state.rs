@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{HashMap, HashTable};
 
-use super::classify::{RoleKey, classify, group_labels, may_be_read};
+use super::classify::{RoleKey, classify, group_labels, is_read_family, may_be_read};
 use super::group::{Committed, Group, Offer};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
@@ -323,19 +323,26 @@ impl Engine {
         self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
-    /// Caches one metadata entry by family name (last one wins). Never fails.
+    /// Caches one metadata entry by family name (last one wins) when the family's series are read
+    /// by a rule ([`is_read_family`]: at most 15 names); other families' metadata is ignored, so
+    /// the cache stays bounded and allocates only when a read family's entry is new or changed.
+    /// Never fails.
     pub fn record_metadata(&mut self, metadata: &MetadataRef<'_>) {
-        let entry = Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
+        if !is_read_family(metadata.family_name) {
+            return;
+        }
+        let same = |e: &Metadata| e.metric_type == metadata.metric_type && e.help == metadata.help && e.unit == metadata.unit;
+        let entry = || Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
         match self.metadata.get_mut(metadata.family_name) {
-            Some(existing) if *existing == entry => {}
-            Some(existing) => *existing = entry,
+            Some(existing) if same(existing) => {}
+            Some(existing) => *existing = entry(),
             None => {
-                self.metadata.insert(metadata.family_name.to_owned(), entry);
+                self.metadata.insert(metadata.family_name.to_owned(), entry());
             }
         }
     }
 
-    /// Number of metadata families cached.
+    /// Number of metadata families cached: families a rule reads whose metadata was received.
     pub fn metadata_families(&self) -> usize {
         self.metadata.len()
     }
