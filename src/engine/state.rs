@@ -366,9 +366,6 @@ impl Engine {
         idle.len()
     }
 
-    /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
-    /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
-    /// are skipped.
     /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
     /// `family` was computed from, and that output, in no particular order (for invariant checks).
     pub(crate) fn for_each_output_at(&self, family: Family, mut f: impl FnMut(&[(String, String)], i64, &DerivedValue)) {
@@ -379,6 +376,9 @@ impl Engine {
         }
     }
 
+    /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
+    /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
+    /// are skipped.
     pub fn for_each_derived(&self, family: Family, mut f: impl FnMut(&[(String, String)], &DerivedValue)) {
         let mut rows: Vec<(&[(String, String)], &DerivedValue)> =
             self.live_groups().filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v))).collect();
