@@ -161,6 +161,30 @@ pub(crate) fn may_be_read(name: &str) -> bool {
     )
 }
 
+/// True when `family` is the remote-write metadata family name of series some rule reads: one of
+/// the histograms and counters of [`may_be_read`], named as Prometheus sends it (the `# TYPE`
+/// name: a counter with or without `_total`, text 0.0.4 and OpenMetrics). At most 15 names, so
+/// the metadata cache that keeps only these is bounded whatever senders send.
+pub(crate) fn is_read_family(family: &str) -> bool {
+    let Some(rest) = family.strip_prefix("vllm:") else {
+        return false;
+    };
+    let base = rest.strip_suffix("_total").filter(|b| *b != "iteration_tokens").unwrap_or(rest);
+    matches!(
+        base,
+        "inter_token_latency_seconds"
+            | "time_per_output_token_seconds"
+            | "request_time_per_output_token_seconds"
+            | "request_generation_tokens"
+            | "generation_tokens"
+            | "time_to_first_token_seconds"
+            | "prompt_tokens_by_source"
+            | "iteration_tokens_total"
+            | "spec_decode_num_accepted_tokens"
+            | "spec_decode_num_drafts"
+    )
+}
+
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
 pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
     labels.iter().filter(|l| !is_rule_dimension(l.name))
@@ -230,6 +254,23 @@ mod tests {
             "up",
         ] {
             assert!(!may_be_read(name) && classify(name, &le1).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_families_a_rule_reads_are_read_families() {
+        for family in [
+            "vllm:inter_token_latency_seconds",
+            "vllm:generation_tokens",
+            "vllm:generation_tokens_total",
+            "vllm:iteration_tokens_total",
+            "vllm:prompt_tokens_by_source_total",
+            "vllm:spec_decode_num_drafts",
+        ] {
+            assert!(is_read_family(family), "{family}");
+        }
+        for family in ["vllm:num_requests_running", "vllm:iteration_tokens", "up", "node_cpu_seconds_total", "vllm:e2e_request_latency_seconds", ""] {
+            assert!(!is_read_family(family), "{family}");
         }
     }
 

@@ -165,9 +165,6 @@ fn quantile(q: f64, buckets: &[(f64, f64)]) -> f64 {
     lower.0
 }
 
-/// Cumulative `(le, count)` buckets, `+Inf` last.
-type Buckets = Vec<(f64, f64)>;
-
 /// One run: per-token truth and the two estimators' buckets at two scrape intervals.
 struct Run {
     /// Exact per-token latencies, sorted, one entry per token.
@@ -177,6 +174,9 @@ struct Run {
     /// `(scrape interval s, estimator, buckets)`.
     estimated: Vec<(u32, Estimator, Buckets)>,
 }
+
+/// Cumulative `(le, count)` pairs, `+Inf` last.
+type Buckets = Vec<(f64, f64)>;
 
 fn run(pattern: Pattern, seed: u64) -> Run {
     let cfg = SimConfig {

@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{HashMap, HashTable};
 
-use super::classify::{RoleKey, classify, group_labels, may_be_read};
+use super::classify::{RoleKey, classify, group_labels, is_read_family, may_be_read};
 use super::group::{Committed, Group, Offer};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
@@ -64,6 +64,10 @@ pub struct Engine {
     metadata: HashMap<String, Metadata>,
     frames_dropped: u64,
     counter_resets: u64,
+    /// Outputs held above their computed value, by [`Family::index`] ([`super::hold`]).
+    output_holds: [u64; 4],
+    /// Outputs that restarted below what was served because an input of the family fell.
+    output_resets: [u64; 4],
     removed_stale: u64,
     removed_idle: u64,
     newest_sample_ms: Option<i64>,
@@ -103,6 +107,8 @@ impl Engine {
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
+            output_holds: [0; 4],
+            output_resets: [0; 4],
             removed_stale: 0,
             removed_idle: 0,
             newest_sample_ms: None,
@@ -298,6 +304,12 @@ impl Engine {
         let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
+        for (total, n) in self.output_holds.iter_mut().zip(events.holds) {
+            *total += n;
+        }
+        for (total, n) in self.output_resets.iter_mut().zip(events.output_resets) {
+            *total += n;
+        }
         if all_stale {
             if let Some(state) = group.acceptance_state() {
                 self.retired.insert(group.labels.clone(), (state, now_ms));
@@ -311,19 +323,26 @@ impl Engine {
         self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
-    /// Caches one metadata entry by family name (last one wins). Never fails.
+    /// Caches one metadata entry by family name (last one wins) when the family's series are read
+    /// by a rule ([`is_read_family`]: at most 15 names); other families' metadata is ignored, so
+    /// the cache stays bounded and allocates only when a read family's entry is new or changed.
+    /// Never fails.
     pub fn record_metadata(&mut self, metadata: &MetadataRef<'_>) {
-        let entry = Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
+        if !is_read_family(metadata.family_name) {
+            return;
+        }
+        let same = |e: &Metadata| e.metric_type == metadata.metric_type && e.help == metadata.help && e.unit == metadata.unit;
+        let entry = || Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
         match self.metadata.get_mut(metadata.family_name) {
-            Some(existing) if *existing == entry => {}
-            Some(existing) => *existing = entry,
+            Some(existing) if same(existing) => {}
+            Some(existing) => *existing = entry(),
             None => {
-                self.metadata.insert(metadata.family_name.to_owned(), entry);
+                self.metadata.insert(metadata.family_name.to_owned(), entry());
             }
         }
     }
 
-    /// Number of metadata families cached.
+    /// Number of metadata families cached: families a rule reads whose metadata was received.
     pub fn metadata_families(&self) -> usize {
         self.metadata.len()
     }
@@ -345,6 +364,16 @@ impl Engine {
         self.series.retain(|c| slots.get(c.slot as usize).is_some_and(|s| s.generation == c.generation && s.entry.is_some()));
         self.removed_idle += idle.len() as u64;
         idle.len()
+    }
+
+    /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
+    /// `family` was computed from, and that output, in no particular order (for invariant checks).
+    pub(crate) fn for_each_output_at(&self, family: Family, mut f: impl FnMut(&[(String, String)], i64, &DerivedValue)) {
+        for group in self.live_groups() {
+            if let (Some(ts), Some(value)) = (group.output_ts(family), group.output(family)) {
+                f(&group.labels, ts, value);
+            }
+        }
     }
 
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
@@ -390,6 +419,8 @@ impl Engine {
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
+            output_holds: self.output_holds,
+            output_resets: self.output_resets,
             newest_sample_ms: self.newest_sample_ms,
             groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }

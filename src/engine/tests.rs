@@ -530,3 +530,9 @@ fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_
         assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");
     }
 }
+
+#[path = "hold_tests.rs"]
+mod hold_tests;
+
+#[path = "stale_value_tests.rs"]
+mod stale_value_tests;
