@@ -419,16 +419,9 @@ impl Group {
         if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
             return Err(WithheldReason::InconsistentInputs);
         }
-        let mut state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
-        // Never below what was served, unless an input reset since: a replay over another set of
-        // frames (the plan gained or lost a role) can estimate a bucket lower than before.
-        // Elementwise maxima of two valid histograms are a valid histogram with `+Inf` = `_count`.
-        if let Some(served) = &self.latest_acceptance {
-            let reset_since = served.ts.is_none_or(|t| self.last_reset_ts > t);
-            if !reset_since && served.bounds == state.bounds && served.acc.len() == state.acc.len() {
-                state.acc.iter_mut().zip(&served.acc).for_each(|(a, s)| *a = a.max(*s));
-            }
-        }
+        // A replay over another set of frames (the plan gained or lost a role) can estimate a
+        // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
+        let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
         let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
         let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
         let sum = point.sum;
