@@ -80,6 +80,8 @@ pub enum LogFormat {
 /// engine:
 ///   idle_timeout: 10m
 ///   max_pending_frames: 16
+///   missed_scrapes: 3
+///   missed_scrapes_min_wait: 30s
 /// limits:
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
@@ -116,6 +118,14 @@ pub struct EngineSection {
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
     pub max_pending_frames: usize,
+    /// A group that receives no new sample for this many of its own observed scrape intervals
+    /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
+    /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
+    pub missed_scrapes: u32,
+    /// The `missed_scrapes` removal never happens sooner than this after the group's last new
+    /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
+    /// default `queue_config.batch_send_deadline` of 5 s.
+    pub missed_scrapes_min_wait: String,
 }
 
 impl Default for EngineSection {
@@ -123,6 +133,8 @@ impl Default for EngineSection {
         EngineSection {
             idle_timeout: "10m".to_owned(),
             max_pending_frames: 16,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait: "30s".to_owned(),
         }
     }
 }
@@ -404,9 +416,19 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
             format!("{} is outside 1..=1024", section.max_pending_frames),
         ));
     }
+    if section.missed_scrapes > 1000 {
+        return Err(invalid(
+            "engine.missed_scrapes",
+            format!("{} is outside 0..=1000", section.missed_scrapes),
+        ));
+    }
+    let min_wait_ms =
+        duration_ms("engine.missed_scrapes_min_wait", &section.missed_scrapes_min_wait)?.1;
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
+        missed_scrapes: section.missed_scrapes,
+        missed_scrapes_min_wait_ms: min_wait_ms,
         ..EngineConfig::default()
     })
 }

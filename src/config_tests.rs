@@ -29,6 +29,8 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             idle_timeout_ms: 600_000,
             max_pending_frames: 16,
             max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
         }
     );
     // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.

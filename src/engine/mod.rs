@@ -12,10 +12,12 @@ mod api;
 mod classify;
 mod completeness;
 mod group;
+mod observe;
 mod rules;
 mod state;
 
 pub use api::*;
+pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::Engine;
 
 #[cfg(test)]
