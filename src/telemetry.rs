@@ -17,6 +17,7 @@ use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
+pub mod events;
 pub mod ops;
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 

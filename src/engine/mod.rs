@@ -17,6 +17,7 @@ mod rules;
 mod state;
 
 pub use api::*;
+pub use classify::{READ_NAMES, ReadName};
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::Engine;
 

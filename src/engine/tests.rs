@@ -409,3 +409,6 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
     assert_eq!(run(68_001), reseeded, "removed more than 60 s before the sweep: forgotten");
 }
+
+#[path = "observe_tests.rs"]
+mod observe_tests;
