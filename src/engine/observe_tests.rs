@@ -5,13 +5,13 @@
 use super::*;
 
 /// Feeds one scrape of engine `e` (scaled by `k`) stamped `ts`, received at `now`.
-fn scrape_at(engine: &mut Engine, e: &str, k: f64, spec: bool, ts: i64, now: i64) {
+fn scrape_at(engine: &mut Engine, e: &str, k: f64, spec: bool, ts: i64, now: i64) -> IngestReport {
     let mut report = IngestReport::default();
     for (labels, value) in scrape(e, k, spec) {
         let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
         engine.ingest(&labels, &[Sample { value, timestamp_ms: ts }], now, &mut report);
     }
-    assert_eq!(report.rejected_total(), report.rejected[RejectReason::UnusedSeries.index()], "only unused series rejected");
+    report
 }
 
 fn labels_of(e: &str) -> Vec<(String, String)> {
@@ -155,7 +155,8 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_000);
     // A resent batch (duplicates) is not a new sample.
-    scrape_at(&mut engine, "0", 2.0, true, 16_000, 40_000);
+    let resent = scrape_at(&mut engine, "0", 2.0, true, 16_000, 40_000);
+    assert_eq!((resent.applied, resent.rejected[RejectReason::DuplicateSample.index()]), (0, 19));
     engine.take_events();
     assert_eq!(engine.sweep_idle(16_000 + 45_000), 0, "exactly three intervals: still there");
     assert_eq!(engine.sweep_idle(16_000 + 45_001), 1);

@@ -84,7 +84,7 @@ fn roll(window: &mut Window, now_ms: i64) {
     }
     for (k, n) in window.suppressed.iter().enumerate() {
         if *n > 0 {
-            tracing::warn!(kind = KINDS[k], suppressed = *n, window_seconds = WINDOW_MS / 1000, "group event logs suppressed by the rate limit");
+            tracing::warn!(kind = %KINDS[k], suppressed = *n, window_seconds = WINDOW_MS / 1000, "group event logs suppressed by the rate limit");
         }
     }
     *window = Window { start_ms: now_ms, ..Window::default() };
@@ -100,15 +100,15 @@ fn emit(event: &EngineEvent) {
         ),
         EngineEvent::FamilyWithheld { labels, family, reason } => tracing::info!(
             group = %label_set(labels),
-            family = family.name(),
-            reason = reason.as_str(),
+            family = %family.name(),
+            reason = %reason.as_str(),
             "group: family withheld"
         ),
         EngineEvent::FamilyServed { labels, family } => {
-            tracing::info!(group = %label_set(labels), family = family.name(), "group: family served again")
+            tracing::info!(group = %label_set(labels), family = %family.name(), "group: family served again")
         }
         EngineEvent::GroupRemoved { labels, reason } => {
-            tracing::info!(group = %label_set(labels), reason = reason.as_str(), "group removed from /metrics")
+            tracing::info!(group = %label_set(labels), reason = %reason.as_str(), "group removed from /metrics")
         }
         EngineEvent::CounterReset { labels } => {
             tracing::info!(group = %label_set(labels), "group: input counter reset (vLLM restarted)")
