@@ -159,6 +159,8 @@ check_manifests() {
     render_and_validate examples/standalone-operator standalone-operator || ok=1
     render_and_validate examples/sidecar sidecar || ok=1
     render_and_validate examples/sidecar-operator sidecar-operator || ok=1
+    # kube-prometheus-stack values: prometheusSpec against the Prometheus CRD schema.
+    python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1
     return $ok
 }
