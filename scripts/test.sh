@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Test it"; .ci/run runs it): installs the Prometheus tools the
-# end-to-end tests need when any is missing (and Chromium for the /status browser test), then builds, lints and tests with the locked
-# dependencies. Tests that need `prometheus`/`promtool` fail rather than skip when CI is set.
+# end-to-end tests need when any is missing, and Chromium for the /status browser test, then
+# builds, lints and tests with the locked dependencies. Tests that need `prometheus`, `promtool`
+# or `chromium` fail rather than skip when CI is set.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
