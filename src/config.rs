@@ -311,9 +311,15 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
-            path: path.to_owned(),
-            message: e.to_string(),
+        serde_saphyr::from_str(text).map_err(|e| {
+            let field = e.location().and_then(|l| yaml_field_at(text, l.line() as usize));
+            ConfigError::Yaml {
+                path: path.to_owned(),
+                message: match field {
+                    Some(field) => format!("{field}: {e}"),
+                    None => e.to_string(),
+                },
+            }
         })
     }
 
@@ -364,6 +370,38 @@ impl Config {
             limits,
         })
     }
+}
+
+/// The dotted path (`limits.max_active_series`) of the mapping key on 1-based `line` of the YAML
+/// `text`, from the keys of the less indented lines above it: the parser's errors give a line
+/// and column, not the field. `None` when that line holds no `key:`.
+fn yaml_field_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_of = |l: &str| -> Option<(usize, String)> {
+        let indent = l.len() - l.trim_start().len();
+        let body = l.trim_start().trim_start_matches("- ");
+        if body.starts_with('#') {
+            return None;
+        }
+        let (key, _) = body.split_once(':')?;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!key.is_empty() && !key.contains(' ')).then(|| (indent, key.to_owned()))
+    };
+    let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
+    let mut path = vec![key];
+    for l in lines[..line - 1].iter().rev() {
+        if let Some((i, k)) = key_of(l) {
+            if i < indent {
+                path.push(k);
+                indent = i;
+            }
+        }
+        if indent == 0 {
+            break;
+        }
+    }
+    path.reverse();
+    Some(path.join("."))
 }
 
 /// `text` as a duration in ms, naming `field` when it is malformed or too long.
