@@ -111,11 +111,12 @@ mod tests {
                 1,
             ),
             ("deploy/kube-prometheus-stack/values.yaml", include_str!("../deploy/kube-prometheus-stack/values.yaml"), 1),
+            ("README.md", include_str!("../README.md"), 1),
         ];
         let quoted = format!("regex: '{}'", keep_regex());
         for (path, text, writes) in shipped {
             assert_eq!(text.matches(&quoted).count(), writes, "{path} lacks the generated keep rule");
-            assert!(!text.contains("\"vllm:.*\""), "{path} still keeps every vllm:* series");
+            assert!(!text.contains("regex: \"vllm:.*\""), "{path} still keeps every vllm:* series");
         }
     }
 }
