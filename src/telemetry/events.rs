@@ -121,6 +121,39 @@ fn emit(event: &EngineEvent) {
     }
 }
 
+/// A per-call-site limit for log lines that can repeat on every request (a sender whose every
+/// batch is refused, malformed metadata in every request): at most `per_window` lines per
+/// 10 s window; the lines beyond it are counted and the next allowed line reports how many.
+#[derive(Debug)]
+pub struct LogLimit {
+    per_window: u32,
+    state: Mutex<(Option<std::time::Instant>, u32, u64)>,
+}
+
+impl LogLimit {
+    /// A limit of `per_window` lines per 10 s.
+    pub const fn new(per_window: u32) -> LogLimit {
+        LogLimit { per_window, state: Mutex::new((None, 0, 0)) }
+    }
+
+    /// `Some(suppressed)` when a line may be logged now (`suppressed`: lines held back since the
+    /// previous allowed one), `None` when this one is over the limit (log it at debug instead).
+    pub fn allow(&self) -> Option<u64> {
+        let now = std::time::Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (start, logged, suppressed) = &mut *state;
+        if start.is_none_or(|s| now.duration_since(s) >= std::time::Duration::from_secs(10)) {
+            (*start, *logged) = (Some(now), 0);
+        }
+        if *logged >= self.per_window {
+            *suppressed += 1;
+            return None;
+        }
+        *logged += 1;
+        Some(std::mem::take(suppressed))
+    }
+}
+
 #[cfg(test)]
 #[path = "events_tests.rs"]
 mod tests;

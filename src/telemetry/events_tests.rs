@@ -140,3 +140,10 @@ fn a_flood_of_one_event_kind_is_rate_limited_and_the_rest_counted() {
     assert!(summary[0].contains("kind=\"counter_reset\"") || summary[0].contains("kind=counter_reset"), "{}", summary[0]);
     assert!(summary[0].contains("suppressed=150"), "{}", summary[0]);
 }
+
+#[test]
+fn a_log_limit_allows_its_lines_per_window_then_counts_the_rest() {
+    let limit = LogLimit::new(3);
+    assert_eq!((0..3).map(|_| limit.allow()).collect::<Vec<_>>(), [Some(0), Some(0), Some(0)]);
+    assert_eq!((0..5).filter_map(|_| limit.allow()).count(), 0, "over the limit within 10 s");
+}
