@@ -93,8 +93,8 @@ pub async fn groups(State(state): State<AppState>) -> Response {
 }
 
 /// One group as JSON: `labels` (object), `families` (by corrected metric name: `{"state":
-/// "served"}` or `{"state": "withheld", "reason": …}`), `lastSampleTimestampMs` (newest applied
-/// sample timestamp, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
+/// "served"}` or `{"state": "withheld", "reason": …}`), `lastScrapeTimestampMs` (the newest
+/// applied sample timestamp: the sender's scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
 /// `incomplete`.
 pub fn group_json(g: &GroupSnapshot) -> Value {
     let labels: Map<String, Value> = g.labels.iter().map(|(n, v)| (n.clone(), Value::String(v.clone()))).collect();
@@ -112,7 +112,7 @@ pub fn group_json(g: &GroupSnapshot) -> Value {
     json!({
         "labels": labels,
         "families": families,
-        "lastSampleTimestampMs": g.last_sample_ms,
+        "lastScrapeTimestampMs": g.last_sample_ms,
         "scrapeIntervalMs": g.scrape_interval_ms,
         "inputSeries": g.input_series,
         "counterResets": g.counter_resets,
