@@ -390,11 +390,11 @@ fn yaml_field_at(text: &str, line: usize) -> Option<String> {
     let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
     let mut path = vec![key];
     for l in lines[..line - 1].iter().rev() {
-        if let Some((i, k)) = key_of(l) {
-            if i < indent {
-                path.push(k);
-                indent = i;
-            }
+        if let Some((i, k)) = key_of(l)
+            && i < indent
+        {
+            path.push(k);
+            indent = i;
         }
         if indent == 0 {
             break;

@@ -196,10 +196,10 @@ fn fetch_error(error: &reqwest::Error, timeout: Duration) -> String {
     }
     let mut source: Option<&dyn std::error::Error> = Some(error);
     while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::ConnectionRefused {
-                return "connection refused: nothing listens at that address and port".to_owned();
-            }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return "connection refused: nothing listens at that address and port".to_owned();
         }
         source = e.source();
     }

@@ -187,7 +187,9 @@ impl GroupMeta {
     /// True when the group got no new sample for `missed` of its scrape intervals, and for at
     /// least `min_wait_ms`, at `now_ms`. Never before a second scrape (no interval is known).
     pub fn missed_scrapes(&self, now_ms: i64, missed: u32, min_wait_ms: i64) -> bool {
-        let Some(interval) = self.interval_ms.filter(|_| missed > 0) else { return false };
+        let Some(interval) = self.interval_ms.filter(|_| missed > 0) else {
+            return false;
+        };
         let wait = interval.saturating_mul(i64::from(missed)).max(min_wait_ms);
         now_ms.saturating_sub(self.last_new_ms) > wait
     }

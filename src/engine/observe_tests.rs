@@ -8,14 +8,28 @@ use super::*;
 fn scrape_at(engine: &mut Engine, e: &str, k: f64, spec: bool, ts: i64, now: i64) -> IngestReport {
     let mut report = IngestReport::default();
     for (labels, value) in scrape(e, k, spec) {
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        engine.ingest(&labels, &[Sample { value, timestamp_ms: ts }], now, &mut report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        engine.ingest(
+            &labels,
+            &[Sample {
+                value,
+                timestamp_ms: ts,
+            }],
+            now,
+            &mut report,
+        );
     }
     report
 }
 
 fn labels_of(e: &str) -> Vec<(String, String)> {
-    vec![("engine".into(), e.into()), ("model_name".into(), "m".into())]
+    vec![
+        ("engine".into(), e.into()),
+        ("model_name".into(), "m".into()),
+    ]
 }
 
 #[test]
@@ -27,22 +41,43 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
     assert_eq!(snap.len(), 1);
     let g = &snap[0];
     assert_eq!(g.labels, labels_of("0"));
-    assert!(g.families.iter().all(|f| f.withheld.is_none()), "{:?}", g.families);
+    assert!(
+        g.families.iter().all(|f| f.withheld.is_none()),
+        "{:?}",
+        g.families
+    );
     // Read series: ITL 4 buckets + _sum + _count, TPOT 3 + 2, tokens{le="1.0"}, tokens _count,
     // generation tokens, TTFT _count, local compute, iterations, accepted, drafts = 6+5+8 = 19.
     assert_eq!(g.input_series, 19);
-    assert_eq!((g.last_sample_ms, g.scrape_interval_ms, g.last_received_ms), (Some(16_000), Some(15_000), 16_500));
+    assert_eq!(
+        (g.last_sample_ms, g.scrape_interval_ms, g.last_received_ms),
+        (Some(16_000), Some(15_000), 16_500)
+    );
     assert_eq!((g.counter_resets, g.incomplete), (0, false));
 
     // Without spec decoding and without the by-source counter (vLLM < 0.16 has none).
     let mut old = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
     for (labels, value) in scrape("1", 1.0, false) {
-        if labels.iter().any(|(_, v)| v == "vllm:prompt_tokens_by_source_total") {
+        if labels
+            .iter()
+            .any(|(_, v)| v == "vllm:prompt_tokens_by_source_total")
+        {
             continue;
         }
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        old.ingest(&labels, &[Sample { value, timestamp_ms: 1_000 }], 1_000, &mut report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        old.ingest(
+            &labels,
+            &[Sample {
+                value,
+                timestamp_ms: 1_000,
+            }],
+            1_000,
+            &mut report,
+        );
     }
     let g = &old.snapshot()[0];
     let withheld: Vec<_> = g.families.iter().map(|f| (f.family, f.withheld)).collect();
@@ -52,7 +87,10 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
             (Family::CanonicalTpot, None),
             (Family::TokenWeightedItl, None),
             (Family::AcceptanceCorrectedItl, None),
-            (Family::IterationTokensLocalCompute, Some(WithheldReason::MissingInput)),
+            (
+                Family::IterationTokensLocalCompute,
+                Some(WithheldReason::MissingInput)
+            ),
         ]
     );
     assert_eq!(g.scrape_interval_ms, None, "one scrape: no interval yet");
@@ -65,7 +103,11 @@ fn first_complete_scrape_is_reported_once_over_many_scrapes() {
     let events = engine.take_events();
     assert_eq!(
         events,
-        [EngineEvent::FirstCompleteScrape { labels: labels_of("0"), served: Family::ALL.to_vec(), withheld: vec![] }]
+        [EngineEvent::FirstCompleteScrape {
+            labels: labels_of("0"),
+            served: Family::ALL.to_vec(),
+            withheld: vec![]
+        }]
     );
     for (i, k) in [2.0, 3.0, 4.0].into_iter().enumerate() {
         let ts = 1_000 + 15_000 * (i as i64 + 1);
@@ -81,11 +123,24 @@ fn family_withheld_and_served_again_are_reported_once_each() {
     assert_eq!(engine.take_events().len(), 1);
     // The local-compute counter gets a staleness marker: the iteration-tokens family is withheld.
     let stale = f64::from_bits(STALE_NAN_BITS);
-    let (local, _) =
-        scrape("0", 1.0, true).into_iter().find(|(l, _)| l.iter().any(|(_, v)| v == "local_compute")).unwrap();
-    let labels: Vec<Label<'_>> = local.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+    let (local, _) = scrape("0", 1.0, true)
+        .into_iter()
+        .find(|(l, _)| l.iter().any(|(_, v)| v == "local_compute"))
+        .unwrap();
+    let labels: Vec<Label<'_>> = local
+        .iter()
+        .map(|(n, v)| Label { name: n, value: v })
+        .collect();
     let mut report = IngestReport::default();
-    engine.ingest(&labels, &[Sample { value: stale, timestamp_ms: 16_000 }], 16_000, &mut report);
+    engine.ingest(
+        &labels,
+        &[Sample {
+            value: stale,
+            timestamp_ms: 16_000,
+        }],
+        16_000,
+        &mut report,
+    );
     let withheld = EngineEvent::FamilyWithheld {
         labels: labels_of("0"),
         family: Family::IterationTokensLocalCompute,
@@ -96,7 +151,10 @@ fn family_withheld_and_served_again_are_reported_once_each() {
     scrape_at(&mut engine, "0", 2.0, true, 31_000, 31_000);
     assert_eq!(
         engine.take_events(),
-        [EngineEvent::FamilyServed { labels: labels_of("0"), family: Family::IterationTokensLocalCompute }]
+        [EngineEvent::FamilyServed {
+            labels: labels_of("0"),
+            family: Family::IterationTokensLocalCompute
+        }]
     );
     scrape_at(&mut engine, "0", 3.0, true, 46_000, 46_000);
     assert_eq!(engine.take_events(), []);
@@ -108,8 +166,16 @@ fn counter_reset_and_stale_removal_are_reported_once() {
     scrape_at(&mut engine, "0", 2.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 1.0, true, 16_000, 16_000); // every counter halves: a restart
     let events = engine.take_events();
-    let resets: Vec<_> = events.iter().filter(|e| matches!(e, EngineEvent::CounterReset { .. })).collect();
-    assert_eq!(resets, [&EngineEvent::CounterReset { labels: labels_of("0") }]);
+    let resets: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, EngineEvent::CounterReset { .. }))
+        .collect();
+    assert_eq!(
+        resets,
+        [&EngineEvent::CounterReset {
+            labels: labels_of("0")
+        }]
+    );
     assert_eq!(engine.snapshot()[0].counter_resets, 1);
     scrape_at(&mut engine, "0", 1.5, true, 31_000, 31_000);
     assert_eq!(engine.take_events(), []);
@@ -117,12 +183,26 @@ fn counter_reset_and_stale_removal_are_reported_once() {
     let stale = f64::from_bits(STALE_NAN_BITS);
     let mut report = IngestReport::default();
     for (labels, _) in scrape("0", 1.0, true) {
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        engine.ingest(&labels, &[Sample { value: stale, timestamp_ms: 46_000 }], 46_000, &mut report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        engine.ingest(
+            &labels,
+            &[Sample {
+                value: stale,
+                timestamp_ms: 46_000,
+            }],
+            46_000,
+            &mut report,
+        );
     }
     assert_eq!(
         engine.take_events(),
-        [EngineEvent::GroupRemoved { labels: labels_of("0"), reason: RemovalReason::Stale }]
+        [EngineEvent::GroupRemoved {
+            labels: labels_of("0"),
+            reason: RemovalReason::Stale
+        }]
     );
     assert!(engine.snapshot().is_empty());
 }
@@ -136,13 +216,31 @@ fn incomplete_group_is_reported_once() {
         let ts = 1_000 + 15_000 * i;
         let mut report = IngestReport::default();
         for (labels, value) in scrape("0", 1.0 + i as f64, false) {
-            if !labels.iter().any(|(_, v)| v.starts_with("vllm:inter_token_latency_seconds")) {
+            if !labels
+                .iter()
+                .any(|(_, v)| v.starts_with("vllm:inter_token_latency_seconds"))
+            {
                 continue;
             }
-            let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-            engine.ingest(&labels, &[Sample { value, timestamp_ms: ts }], ts, &mut report);
+            let labels: Vec<Label<'_>> = labels
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value,
+                    timestamp_ms: ts,
+                }],
+                ts,
+                &mut report,
+            );
         }
-        warnings += engine.take_events().iter().filter(|e| matches!(e, EngineEvent::GroupIncomplete { .. })).count();
+        warnings += engine
+            .take_events()
+            .iter()
+            .filter(|e| matches!(e, EngineEvent::GroupIncomplete { .. }))
+            .count();
     }
     assert_eq!(warnings, 1);
     assert!(engine.snapshot()[0].incomplete);
@@ -156,13 +254,26 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
     scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_000);
     // A resent batch (duplicates) is not a new sample.
     let resent = scrape_at(&mut engine, "0", 2.0, true, 16_000, 40_000);
-    assert_eq!((resent.applied, resent.rejected[RejectReason::DuplicateSample.index()]), (0, 19));
+    assert_eq!(
+        (
+            resent.applied,
+            resent.rejected[RejectReason::DuplicateSample.index()]
+        ),
+        (0, 19)
+    );
     engine.take_events();
-    assert_eq!(engine.sweep_idle(16_000 + 45_000), 0, "exactly three intervals: still there");
+    assert_eq!(
+        engine.sweep_idle(16_000 + 45_000),
+        0,
+        "exactly three intervals: still there"
+    );
     assert_eq!(engine.sweep_idle(16_000 + 45_001), 1);
     assert_eq!(
         engine.take_events(),
-        [EngineEvent::GroupRemoved { labels: labels_of("0"), reason: RemovalReason::MissedScrapes }]
+        [EngineEvent::GroupRemoved {
+            labels: labels_of("0"),
+            reason: RemovalReason::MissedScrapes
+        }]
     );
     assert_eq!(engine.stats().groups_removed_idle, 1);
     assert_eq!(engine.stats().groups, 0);
@@ -177,11 +288,18 @@ fn missed_scrapes_wait_at_least_the_floor_and_can_be_turned_off() {
     assert_eq!(engine.sweep_idle(2_000 + 30_000), 0);
     assert_eq!(engine.sweep_idle(2_000 + 30_001), 1);
 
-    let off = EngineConfig { missed_scrapes: 0, ..EngineConfig::default() };
+    let off = EngineConfig {
+        missed_scrapes: 0,
+        ..EngineConfig::default()
+    };
     let mut engine = Engine::new(off);
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_000);
-    assert_eq!(engine.sweep_idle(16_000 + 9 * 60_000), 0, "off: only the 10 min idle timeout");
+    assert_eq!(
+        engine.sweep_idle(16_000 + 9 * 60_000),
+        0,
+        "off: only the 10 min idle timeout"
+    );
     assert_eq!(engine.sweep_idle(16_000 + 10 * 60_000 + 1), 1);
 
     // One scrape only: no interval is known, so only the idle timeout removes it.
@@ -208,10 +326,23 @@ fn group_leaving_for_missed_scrapes_continues_its_acceptance_buckets_when_it_ret
         }
         let mut report = IngestReport::default();
         for (labels, value) in scrape("0", 3.0, true) {
-            let accepted = labels.iter().any(|(_, v)| v == "vllm:spec_decode_num_accepted_tokens_total");
+            let accepted = labels
+                .iter()
+                .any(|(_, v)| v == "vllm:spec_decode_num_accepted_tokens_total");
             let value = if accepted { 200.0 } else { value };
-            let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-            engine.ingest(&labels, &[Sample { value, timestamp_ms: 76_000 }], 76_000, &mut report);
+            let labels: Vec<Label<'_>> = labels
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value,
+                    timestamp_ms: 76_000,
+                }],
+                76_000,
+                &mut report,
+            );
         }
     };
     let mut continued = Engine::new(EngineConfig::default());
@@ -232,11 +363,26 @@ fn group_leaving_for_missed_scrapes_continues_its_acceptance_buckets_when_it_ret
     let mut fresh = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
     for (labels, value) in scrape("0", 3.0, true) {
-        let accepted = labels.iter().any(|(_, v)| v == "vllm:spec_decode_num_accepted_tokens_total");
+        let accepted = labels
+            .iter()
+            .any(|(_, v)| v == "vllm:spec_decode_num_accepted_tokens_total");
         let value = if accepted { 200.0 } else { value };
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        fresh.ingest(&labels, &[Sample { value, timestamp_ms: 76_000 }], 76_000, &mut report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        fresh.ingest(
+            &labels,
+            &[Sample {
+                value,
+                timestamp_ms: 76_000,
+            }],
+            76_000,
+            &mut report,
+        );
     }
-    let DerivedValue::Histogram { buckets: f, .. } = acceptance(&fresh) else { panic!("a histogram") };
+    let DerivedValue::Histogram { buckets: f, .. } = acceptance(&fresh) else {
+        panic!("a histogram")
+    };
     assert!((f[0].1 - 160.0).abs() < 1e-9, "{f:?}");
 }

@@ -214,10 +214,10 @@ impl Engine {
     fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64) -> Route {
         let (hash, check) = self.series_hash(labels);
         let found = self.series.find(hash, |c| c.hash == hash && c.check == check).copied();
-        if let Some(c) = found {
-            if self.live(c.slot, c.generation) {
-                return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
-            }
+        if let Some(c) = found
+            && self.live(c.slot, c.generation)
+        {
+            return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
         }
         let Some(key) = classify(name, labels) else {
             // Cached only beside an existing group (and forgotten with it).
@@ -382,10 +382,10 @@ impl Engine {
         let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
         for (slot, reason) in &leaving {
             let entry = self.slots[*slot as usize].entry.as_mut().expect("a live slot");
-            if *reason == RemovalReason::MissedScrapes {
-                if let Some(state) = entry.group.acceptance_state() {
-                    self.retired.insert(entry.group.labels.clone(), (state, now_ms));
-                }
+            if *reason == RemovalReason::MissedScrapes
+                && let Some(state) = entry.group.acceptance_state()
+            {
+                self.retired.insert(entry.group.labels.clone(), (state, now_ms));
             }
             self.events.push(EngineEvent::GroupRemoved { labels: entry.group.labels.clone(), reason: *reason });
             self.remove_group(*slot);

@@ -20,7 +20,11 @@ const HTML: &str = "text/html; charset=utf-8";
 
 /// The version line shown on the pages: crate version and git commit (`build.rs`).
 pub fn version_text() -> String {
-    format!("{} (commit {})", env!("CARGO_PKG_VERSION"), env!("VLLM_CORRECTOR_GIT_COMMIT"))
+    format!(
+        "{} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("VLLM_CORRECTOR_GIT_COMMIT")
+    )
 }
 
 /// `text` with `&`, `<`, `>`, `"` and `'` replaced by character references: safe in HTML text and
@@ -78,7 +82,11 @@ pub async fn landing() -> Response {
 
 /// `GET /docs`: the README this binary was built with, as plain text.
 pub async fn docs() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], include_str!("../../README.md")).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        include_str!("../../README.md"),
+    )
+        .into_response()
 }
 
 fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
@@ -89,7 +97,11 @@ fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
 pub async fn groups(State(state): State<AppState>) -> Response {
     let data: Vec<Value> = snapshot(&state).iter().map(group_json).collect();
     let body = json!({"status": "success", "data": data});
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// One group as JSON: `labels` (object), `families` (by corrected metric name: `{"state":
@@ -97,7 +109,11 @@ pub async fn groups(State(state): State<AppState>) -> Response {
 /// applied sample timestamp: the sender's scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
 /// `incomplete`.
 pub fn group_json(g: &GroupSnapshot) -> Value {
-    let labels: Map<String, Value> = g.labels.iter().map(|(n, v)| (n.clone(), Value::String(v.clone()))).collect();
+    let labels: Map<String, Value> = g
+        .labels
+        .iter()
+        .map(|(n, v)| (n.clone(), Value::String(v.clone())))
+        .collect();
     let families: Map<String, Value> = g
         .families
         .iter()
@@ -157,13 +173,22 @@ pub fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
     for g in groups {
         out.push_str("<tr class=\"group\"><td class=\"labels\">");
         for (n, v) in &g.labels {
-            let _ = write!(out, "<span class=\"label\">{}=&quot;{}&quot;</span><br>", escape(n), escape(v));
+            let _ = write!(
+                out,
+                "<span class=\"label\">{}=&quot;{}&quot;</span><br>",
+                escape(n),
+                escape(v)
+            );
         }
         out.push_str("</td><td><ul>");
         for f in &g.families {
             match f.withheld {
                 None => {
-                    let _ = write!(out, "<li class=\"family served\"><code>{}</code>: served</li>", f.family.name());
+                    let _ = write!(
+                        out,
+                        "<li class=\"family served\"><code>{}</code>: served</li>",
+                        f.family.name()
+                    );
                 }
                 Some(r) => {
                     let _ = write!(
@@ -178,7 +203,11 @@ pub fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
         out.push_str("</ul></td>");
         match g.last_sample_ms {
             Some(ts) => {
-                let _ = write!(out, "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>", age(now_ms.saturating_sub(ts)));
+                let _ = write!(
+                    out,
+                    "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>",
+                    age(now_ms.saturating_sub(ts))
+                );
             }
             None => out.push_str("<td class=\"lag\">never</td>"),
         }
@@ -193,7 +222,11 @@ pub fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
         } else {
             "ok"
         };
-        let _ = write!(out, "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>\n", g.input_series, g.counter_resets);
+        let _ = writeln!(
+            out,
+            "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
+            g.input_series, g.counter_resets
+        );
     }
     out.push_str("</tbody></table>\n</body></html>\n");
     out

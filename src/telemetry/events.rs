@@ -16,8 +16,14 @@ pub const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
 pub const WINDOW_MS: i64 = 60_000;
 
-const KINDS: [&str; 6] =
-    ["first_complete_scrape", "family_withheld", "family_served", "group_removed", "counter_reset", "group_incomplete"];
+const KINDS: [&str; 6] = [
+    "first_complete_scrape",
+    "family_withheld",
+    "family_served",
+    "group_removed",
+    "counter_reset",
+    "group_incomplete",
+];
 
 fn kind(event: &EngineEvent) -> usize {
     match event {
@@ -48,7 +54,10 @@ fn families(list: &[Family]) -> String {
 }
 
 fn withheld(list: &[(Family, WithheldReason)]) -> String {
-    list.iter().map(|(f, r)| format!("{}:{}", f.name(), r.as_str())).collect::<Vec<_>>().join(",")
+    list.iter()
+        .map(|(f, r)| format!("{}:{}", f.name(), r.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl EventLog {
@@ -58,7 +67,10 @@ impl EventLog {
             self.flush(now_ms);
             return;
         }
-        let mut window = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         roll(&mut window, now_ms);
         for event in events {
             let k = kind(&event);
@@ -73,7 +85,10 @@ impl EventLog {
 
     /// Reports the suppressed counts of a window that has ended (called by the idle sweep).
     pub fn flush(&self, now_ms: i64) {
-        let mut window = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         roll(&mut window, now_ms);
     }
 }
@@ -87,18 +102,29 @@ fn roll(window: &mut Window, now_ms: i64) {
             tracing::warn!(kind = %KINDS[k], suppressed = *n, window_seconds = WINDOW_MS / 1000, "group event logs suppressed by the rate limit");
         }
     }
-    *window = Window { start_ms: now_ms, ..Window::default() };
+    *window = Window {
+        start_ms: now_ms,
+        ..Window::default()
+    };
 }
 
 fn emit(event: &EngineEvent) {
     match event {
-        EngineEvent::FirstCompleteScrape { labels, served, withheld: held } => tracing::info!(
+        EngineEvent::FirstCompleteScrape {
+            labels,
+            served,
+            withheld: held,
+        } => tracing::info!(
             group = %label_set(labels),
             served = %families(served),
             withheld = %withheld(held),
             "group: first complete scrape"
         ),
-        EngineEvent::FamilyWithheld { labels, family, reason } => tracing::info!(
+        EngineEvent::FamilyWithheld {
+            labels,
+            family,
+            reason,
+        } => tracing::info!(
             group = %label_set(labels),
             family = %family.name(),
             reason = %reason.as_str(),
@@ -133,14 +159,20 @@ pub struct LogLimit {
 impl LogLimit {
     /// A limit of `per_window` lines per 10 s.
     pub const fn new(per_window: u32) -> LogLimit {
-        LogLimit { per_window, state: Mutex::new((None, 0, 0)) }
+        LogLimit {
+            per_window,
+            state: Mutex::new((None, 0, 0)),
+        }
     }
 
     /// `Some(suppressed)` when a line may be logged now (`suppressed`: lines held back since the
     /// previous allowed one), `None` when this one is over the limit (log it at debug instead).
     pub fn allow(&self) -> Option<u64> {
         let now = std::time::Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (start, logged, suppressed) = &mut *state;
         if start.is_none_or(|s| now.duration_since(s) >= std::time::Duration::from_secs(10)) {
             (*start, *logged) = (Some(now), 0);

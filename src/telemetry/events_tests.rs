@@ -42,7 +42,10 @@ fn captured(f: impl FnOnce()) -> String {
 }
 
 fn labels(instance: &str) -> Vec<(String, String)> {
-    vec![("instance".into(), instance.into()), ("job".into(), "vllm".into())]
+    vec![
+        ("instance".into(), instance.into()),
+        ("job".into(), "vllm".into()),
+    ]
 }
 
 /// One engine's worth of series at `ts` for `instance`: just token-weighted ITL's inputs.
@@ -54,11 +57,28 @@ fn feed(engine: &mut Engine, instance: &str, k: f64, ts: i64) {
         ("vllm:time_to_first_token_seconds_count", 40.0 * k),
     ] {
         let l = [
-            Label { name: "__name__", value: name },
-            Label { name: "instance", value: instance },
-            Label { name: "job", value: "vllm" },
+            Label {
+                name: "__name__",
+                value: name,
+            },
+            Label {
+                name: "instance",
+                value: instance,
+            },
+            Label {
+                name: "job",
+                value: "vllm",
+            },
         ];
-        engine.ingest(&l, &[Sample { value: v, timestamp_ms: ts }], ts, &mut report);
+        engine.ingest(
+            &l,
+            &[Sample {
+                value: v,
+                timestamp_ms: ts,
+            }],
+            ts,
+            &mut report,
+        );
     }
 }
 
@@ -81,14 +101,28 @@ fn each_group_event_is_logged_once_with_the_group_labels() {
         log.log(engine.take_events(), 137_001);
     });
     let group = r#"group={instance="a:8000", job="vllm"}"#;
-    let count = |needle: &str| text.lines().filter(|l| l.contains(needle) && l.contains(group)).count();
+    let count = |needle: &str| {
+        text.lines()
+            .filter(|l| l.contains(needle) && l.contains(group))
+            .count()
+    };
     assert_eq!(count("group: first complete scrape"), 1, "{text}");
     assert_eq!(count("group removed from /metrics"), 1, "{text}");
     assert_eq!(count("reason=missed_scrapes"), 1, "{text}");
-    assert!(text.lines().any(|l| l.contains(" INFO ") && l.contains("first complete scrape")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("first complete scrape")),
+        "{text}"
+    );
     // The token-weighted family is the only one served; the three others name their reason.
-    assert!(text.contains("served=vllm_corrected_token_weighted_itl_seconds "), "{text}");
-    assert!(text.contains("vllm_corrected_iteration_tokens_local_compute:missing_input"), "{text}");
+    assert!(
+        text.contains("served=vllm_corrected_token_weighted_itl_seconds "),
+        "{text}"
+    );
+    assert!(
+        text.contains("vllm_corrected_iteration_tokens_local_compute:missing_input"),
+        "{text}"
+    );
     // No acceptance state here, so a counter reset is not seen by any rule: none logged.
     assert_eq!(count("counter reset"), 0, "{text}");
 }
@@ -99,24 +133,41 @@ fn engine_events_are_logged_at_their_level() {
     let text = captured(|| {
         log.log(
             vec![
-                EngineEvent::CounterReset { labels: labels("b") },
-                EngineEvent::GroupIncomplete { labels: labels("b") },
+                EngineEvent::CounterReset {
+                    labels: labels("b"),
+                },
+                EngineEvent::GroupIncomplete {
+                    labels: labels("b"),
+                },
                 EngineEvent::FamilyWithheld {
                     labels: labels("b"),
                     family: Family::CanonicalTpot,
                     reason: WithheldReason::InconsistentInputs,
                 },
-                EngineEvent::FamilyServed { labels: labels("b"), family: Family::CanonicalTpot },
-                EngineEvent::GroupRemoved { labels: labels("b"), reason: RemovalReason::Stale },
+                EngineEvent::FamilyServed {
+                    labels: labels("b"),
+                    family: Family::CanonicalTpot,
+                },
+                EngineEvent::GroupRemoved {
+                    labels: labels("b"),
+                    reason: RemovalReason::Stale,
+                },
             ],
             1_000,
         );
     });
-    let line = |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}\n{text}"));
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}\n{text}"))
+    };
     assert!(line("input counter reset").contains(" INFO "));
     assert!(line("group incomplete for more than one scrape").contains(" WARN "));
     assert!(line("family withheld").contains("reason=inconsistent_inputs"));
-    assert!(line("family served again").contains("family=vllm_corrected_request_time_per_output_token_seconds"));
+    assert!(
+        line("family served again")
+            .contains("family=vllm_corrected_request_time_per_output_token_seconds")
+    );
     assert!(line("group removed").contains("reason=stale"));
     assert_eq!(text.lines().count(), 5, "{text}");
 }
@@ -125,25 +176,58 @@ fn engine_events_are_logged_at_their_level() {
 fn a_flood_of_one_event_kind_is_rate_limited_and_the_rest_counted() {
     let log = EventLog::default();
     let text = captured(|| {
-        let flood: Vec<EngineEvent> = (0..250).map(|i| EngineEvent::CounterReset { labels: labels(&i.to_string()) }).collect();
+        let flood: Vec<EngineEvent> = (0..250)
+            .map(|i| EngineEvent::CounterReset {
+                labels: labels(&i.to_string()),
+            })
+            .collect();
         log.log(flood, 1_000);
         // Another kind still gets through in the same window.
-        log.log(vec![EngineEvent::GroupIncomplete { labels: labels("x") }], 2_000);
+        log.log(
+            vec![EngineEvent::GroupIncomplete {
+                labels: labels("x"),
+            }],
+            2_000,
+        );
         // The window ends: the suppressed count is reported once.
         log.flush(1_000 + WINDOW_MS);
         log.flush(2_000 + WINDOW_MS);
     });
-    assert_eq!(text.lines().filter(|l| l.contains("input counter reset")).count(), EVENTS_PER_WINDOW as usize);
-    assert_eq!(text.lines().filter(|l| l.contains("group incomplete")).count(), 1);
-    let summary: Vec<&str> = text.lines().filter(|l| l.contains("suppressed by the rate limit")).collect();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("input counter reset"))
+            .count(),
+        EVENTS_PER_WINDOW as usize
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("group incomplete"))
+            .count(),
+        1
+    );
+    let summary: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("suppressed by the rate limit"))
+        .collect();
     assert_eq!(summary.len(), 1, "{text}");
-    assert!(summary[0].contains("kind=\"counter_reset\"") || summary[0].contains("kind=counter_reset"), "{}", summary[0]);
+    assert!(
+        summary[0].contains("kind=\"counter_reset\"") || summary[0].contains("kind=counter_reset"),
+        "{}",
+        summary[0]
+    );
     assert!(summary[0].contains("suppressed=150"), "{}", summary[0]);
 }
 
 #[test]
 fn a_log_limit_allows_its_lines_per_window_then_counts_the_rest() {
     let limit = LogLimit::new(3);
-    assert_eq!((0..3).map(|_| limit.allow()).collect::<Vec<_>>(), [Some(0), Some(0), Some(0)]);
-    assert_eq!((0..5).filter_map(|_| limit.allow()).count(), 0, "over the limit within 10 s");
+    assert_eq!(
+        (0..3).map(|_| limit.allow()).collect::<Vec<_>>(),
+        [Some(0), Some(0), Some(0)]
+    );
+    assert_eq!(
+        (0..5).filter_map(|_| limit.allow()).count(),
+        0,
+        "over the limit within 10 s"
+    );
 }

@@ -40,12 +40,19 @@ fn examples(markdown: &str) -> Vec<(String, String)> {
 
 #[test]
 fn readme_blocks_split_into_queries() {
-    let found = examples("x\n```promql\n# a\n  rate(x[5m])\n/ rate(y[5m])\n# b\nz\n```\n```sh\nls\n```\n");
+    let found =
+        examples("x\n```promql\n# a\n  rate(x[5m])\n/ rate(y[5m])\n# b\nz\n```\n```sh\nls\n```\n");
     assert_eq!(
         found,
-        [("a".to_string(), "rate(x[5m])\n/ rate(y[5m])".to_string()), ("b".to_string(), "z".to_string())]
+        [
+            ("a".to_string(), "rate(x[5m])\n/ rate(y[5m])".to_string()),
+            ("b".to_string(), "z".to_string())
+        ]
     );
-    assert!(examples(README).len() >= 3, "the README has its PromQL examples");
+    assert!(
+        examples(README).len() >= 3,
+        "the README has its PromQL examples"
+    );
 }
 
 #[test]
@@ -59,7 +66,10 @@ fn every_readme_promql_example_returns_data_from_prometheus_with_corrected_serie
     for (comment, query) in &queries {
         match data.query_range(query, end - 600.0, end, 30.0) {
             Ok(rows) if rows.iter().any(|(_, v)| v.is_finite()) => {}
-            Ok(rows) => failures.push(format!("{comment}: {} series, no finite value\n  {query}", rows.len())),
+            Ok(rows) => failures.push(format!(
+                "{comment}: {} series, no finite value\n  {query}",
+                rows.len()
+            )),
             Err(e) => failures.push(format!("{comment}: {e}\n  {query}")),
         }
     }

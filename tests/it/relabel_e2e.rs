@@ -30,7 +30,11 @@ fn simulator() -> Simulator {
         output_len: (2, 64),
         max_tokens: 64,
         kv_transfer_prob: 0.2,
-        spec: Some(SpecConfig { num_speculative_tokens: 3, acceptance_prob: 0.7, no_draft_fraction: 0.2 }),
+        spec: Some(SpecConfig {
+            num_speculative_tokens: 3,
+            acceptance_prob: 0.7,
+            no_draft_fraction: 0.2,
+        }),
         seed: 12,
         ..SimConfig::default()
     };
@@ -50,7 +54,9 @@ fn vllm_samples(text: &str) -> usize {
 fn served(snapshot: &Snapshot, instance: &str, engine: &str, family: &str) -> bool {
     snapshot.samples.iter().any(|s| {
         s.name == family
-            && s.labels.iter().any(|(n, v)| n == "instance" && v == instance)
+            && s.labels
+                .iter()
+                .any(|(n, v)| n == "instance" && v == instance)
             && s.labels.iter().any(|(n, v)| n == "engine" && v == engine)
     })
 }
@@ -63,12 +69,21 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
     let mut sim = simulator();
     sim.advance_to(20.0);
     let text = sim.render_text();
-    assert!(text.contains("le=\"1.0\""), "the 0.33 profile prints Python floats");
-    assert!(go_style(&text).contains("vllm:request_generation_tokens_bucket{engine=\"0\",le=\"1\","), "go style");
+    assert!(
+        text.contains("le=\"1.0\""),
+        "the 0.33 profile prints Python floats"
+    );
+    assert!(
+        go_style(&text).contains("vllm:request_generation_tokens_bucket{engine=\"0\",le=\"1\","),
+        "go style"
+    );
     let python = ExpositionServer::start(text.clone());
     let go = ExpositionServer::start(go_style(&text));
     let corrector = Corrector::start();
-    let relabel: String = render(&RelabelOptions::default()).lines().map(|l| format!("      {l}\n")).collect();
+    let relabel: String = render(&RelabelOptions::default())
+        .lines()
+        .map(|l| format!("      {l}\n"))
+        .collect();
     let config = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [\"{}\", \"{}\"]\nremote_write:\n  - url: http://{}/api/v1/write\n    write_relabel_configs:\n{relabel}    queue_config:\n      batch_send_deadline: 1s\n",
         python.address, go.address, corrector.address
@@ -85,10 +100,16 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
         go.set(go_style(&text));
         std::thread::sleep(Duration::from_secs(1));
         let snapshot = corrector.snapshot();
-        let all = [&python.address, &go.address]
-            .iter()
-            .all(|instance| ["0", "1"].iter().all(|engine| FAMILIES.iter().all(|f| served(&snapshot, instance, engine, f))));
-        let received = snapshot.value("vllm_corrector_samples_received_total", &[]).unwrap_or(0.0);
+        let all = [&python.address, &go.address].iter().all(|instance| {
+            ["0", "1"].iter().all(|engine| {
+                FAMILIES
+                    .iter()
+                    .all(|f| served(&snapshot, instance, engine, f))
+            })
+        });
+        let received = snapshot
+            .value("vllm_corrector_samples_received_total", &[])
+            .unwrap_or(0.0);
         // At least ten scrapes of both targets, and every family served.
         if all && received >= 10.0 * 2.0 * 60.0 {
             break snapshot;
@@ -100,16 +121,31 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
             prometheus.log_text()
         );
     };
-    let received = snapshot.value("vllm_corrector_samples_received_total", &[]).unwrap();
-    let unused = snapshot.value("vllm_corrector_samples_rejected_total", &[("reason", "unused_series")]).unwrap();
-    let applied = snapshot.value("vllm_corrector_samples_applied_total", &[]).unwrap();
+    let received = snapshot
+        .value("vllm_corrector_samples_received_total", &[])
+        .unwrap();
+    let unused = snapshot
+        .value(
+            "vllm_corrector_samples_rejected_total",
+            &[("reason", "unused_series")],
+        )
+        .unwrap();
+    let applied = snapshot
+        .value("vllm_corrector_samples_applied_total", &[])
+        .unwrap();
     eprintln!(
         "relabel_e2e: received {received}, applied {applied}, unused_series {unused}; one exposition has {} vllm:* samples",
         vllm_samples(&text)
     );
-    assert!(unused / received < 0.05, "{unused} of {received} samples sent were unused");
+    assert!(
+        unused / received < 0.05,
+        "{unused} of {received} samples sent were unused"
+    );
     // What the narrow keep sends per target is a small part of what a `vllm:.*` keep sends.
     let held = snapshot.value("vllm_corrector_active_series", &[]).unwrap() / 2.0;
     let broad = vllm_samples(&text) as f64;
-    assert!(held < broad * 0.5, "the narrow keep sends {held} series per target, a vllm:.* keep {broad}");
+    assert!(
+        held < broad * 0.5,
+        "the narrow keep sends {held} series per target, a vllm:.* keep {broad}"
+    );
 }

@@ -26,10 +26,18 @@ fn simulator(profile: Profile, spec: bool, engines: u32, seed: u64) -> Simulator
         arrival_rate: 3.0,
         output_len: (2, 64),
         max_tokens: 64,
-        spec: spec.then_some(SpecConfig { num_speculative_tokens: 3, acceptance_prob: 0.7, no_draft_fraction: 0.2 }),
+        spec: spec.then_some(SpecConfig {
+            num_speculative_tokens: 3,
+            acceptance_prob: 0.7,
+            no_draft_fraction: 0.2,
+        }),
         seed,
         // The three scrapes end about 5 s ago, so the page shows a lag of seconds.
-        epoch_unix_ms: SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64 - 50_000,
+        epoch_unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 50_000,
         ..SimConfig::default()
     })
     .expect("simulator config")
@@ -37,7 +45,10 @@ fn simulator(profile: Profile, spec: bool, engines: u32, seed: u64) -> Simulator
 
 /// Writes three 15 s scrapes of `sim` with `labels` to the corrector.
 fn feed(corrector: &Corrector, sim: &mut Simulator, labels: &[(&str, &str)]) {
-    let labels: Vec<(String, String)> = labels.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
+    let labels: Vec<(String, String)> = labels
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
     let client = reqwest::blocking::Client::new();
     for i in 1..=3 {
         sim.advance_to(15.0 * f64::from(i));
@@ -72,7 +83,11 @@ fn chromium(binary: &std::path::Path, profile: &TempDir, args: &[String]) -> std
         .args(args)
         .output()
         .expect("run chromium");
-    assert!(output.status.success(), "chromium failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     output
 }
 
@@ -92,27 +107,63 @@ fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
     };
     let corrector = Corrector::start();
     let mut spec = simulator(Profile::V0_33, true, 2, 5);
-    feed(&corrector, &mut spec, &[("job", "vllm"), ("instance", "vllm-spec:8000"), ("pod", SCRIPT)]);
+    feed(
+        &corrector,
+        &mut spec,
+        &[
+            ("job", "vllm"),
+            ("instance", "vllm-spec:8000"),
+            ("pod", SCRIPT),
+        ],
+    );
     let mut old = simulator(Profile::V0_10, false, 1, 6);
-    feed(&corrector, &mut old, &[("job", "vllm"), ("instance", ELEMENT)]);
+    feed(
+        &corrector,
+        &mut old,
+        &[("job", "vllm"), ("instance", ELEMENT)],
+    );
 
     let profile = TempDir::new("chromium");
     let url = format!("{}/status", corrector.base);
-    let dom = String::from_utf8(chromium(&binary, &profile, &["--dump-dom".to_string(), url.clone()]).stdout).unwrap();
+    let dom = String::from_utf8(
+        chromium(&binary, &profile, &["--dump-dom".to_string(), url.clone()]).stdout,
+    )
+    .unwrap();
 
     // The scripts of the label values never ran, and never became elements.
-    assert!(dom.contains("<title>vllm-corrector status</title>"), "title changed or missing:\n{dom}");
+    assert!(
+        dom.contains("<title>vllm-corrector status</title>"),
+        "title changed or missing:\n{dom}"
+    );
     assert!(!dom.contains("pwned</title>"), "{dom}");
-    assert!(!dom.contains("<img") && !dom.contains("<script"), "an injected element is in the DOM:\n{dom}");
-    assert!(dom.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;"), "the script label shown as text:\n{dom}");
-    assert!(dom.contains("&lt;img src=x onerror=\"document.title='pwned'\"&gt;"), "the element label shown as text:\n{dom}");
+    assert!(
+        !dom.contains("<img") && !dom.contains("<script"),
+        "an injected element is in the DOM:\n{dom}"
+    );
+    assert!(
+        dom.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;"),
+        "the script label shown as text:\n{dom}"
+    );
+    assert!(
+        dom.contains("&lt;img src=x onerror=\"document.title='pwned'\"&gt;"),
+        "the element label shown as text:\n{dom}"
+    );
 
     // One row per group: engines 0 and 1 of the 0.33 server, engine 0 of the 0.10 server.
     assert_eq!(dom.matches("<tr class=\"group\">").count(), 3, "{dom}");
     // The 0.33 engines serve all four families; the 0.10 engine has no request TPOT histogram
     // and no by-source prompt counter.
-    assert_eq!(dom.matches("class=\"family served\"").count(), 4 + 4 + 2, "{dom}");
-    assert_eq!(dom.matches("<span class=\"reason\">missing_input</span>").count(), 2, "{dom}");
+    assert_eq!(
+        dom.matches("class=\"family served\"").count(),
+        4 + 4 + 2,
+        "{dom}"
+    );
+    assert_eq!(
+        dom.matches("<span class=\"reason\">missing_input</span>")
+            .count(),
+        2,
+        "{dom}"
+    );
     assert_eq!(dom.matches("<td class=\"lag\"").count(), 3, "{dom}");
 
     let shot = artefact_dir().join("status-page.png");
@@ -120,9 +171,17 @@ fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
     chromium(
         &binary,
         &profile,
-        &[format!("--screenshot={}", shot.display()), "--window-size=1600,1200".to_string(), url],
+        &[
+            format!("--screenshot={}", shot.display()),
+            "--window-size=1600,1200".to_string(),
+            url,
+        ],
     );
     let png = std::fs::read(&shot).expect("the screenshot was written");
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
     eprintln!("status page screenshot: {}", shot.display());
 }
