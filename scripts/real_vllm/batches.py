@@ -48,9 +48,11 @@ BATCHES = {
     ], "a 48-token prefix shared by every prompt: prefix-cache hits; greedy"),
     "eos": ((3,), [
         "--num-prompts", "24", "--random-input-len", "48", "--random-output-len", "64",
-        "--random-range-ratio", "0", "--temperature", "1.0", "--top-k", "4",
-    ], "top-k 4 sampling: the repeated token or </s> (given a logit excess in the model) is "
-       "drawn often, so requests end by EOS at random lengths, some with accepted drafts"),
+        "--random-range-ratio", "0", "--temperature", "0.2",
+    ], "temperature 0.2: the repeated token or </s> (given a logit excess in the model) is "
+       "drawn most often, so some requests end by EOS at random lengths, with some accepted "
+       "drafts (top-k is not used: with n-gram drafts it crashes vLLM 0.32's CPU rejection "
+       "sampler, `k.max()` on an empty tensor in apply_top_k_only)"),
     "stop": ((3, 5), [
         "--num-prompts", "24", "--random-input-len", "48", "--random-output-len", "48",
         "--random-range-ratio", "0", "--temperature", "0",

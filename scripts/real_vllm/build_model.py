@@ -16,8 +16,8 @@ temperature 0 and almost none when sampling at temperature 1.
 EOS: one embedding dimension is set to a constant for every token and higher (by EOS_EXCESS) for
 </s>, which raises the logit of </s> against every other token. EOS_EXCESS = 0.7 was tuned with
 transformers on this seed: </s> then stays below the repeated token for most prompts (greedy
-decoding repeats; a few prompts end by EOS at once), and under top-k 4 sampling about half the
-requests end by EOS at random lengths.
+decoding repeats; a few prompts end by EOS at once), and sampling at temperature 0.2 ends about a
+third of the requests by EOS at random lengths.
 """
 
 import argparse

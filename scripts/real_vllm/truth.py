@@ -104,7 +104,8 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
         "output_tokens": sum(r["output_len"] for r in ok),
         "tokens_after_first": after_first,
         "itl_samples_client": sum(r["itl_count"] for r in ok),
-        "bench_mean_tpot_s": bench["summary"].get("mean_tpot_ms", float("nan")) / 1000,
+        # vllm bench serve prints 0 when no request has n > 1; there is no TPOT then.
+        "bench_mean_tpot_s": bench["summary"]["mean_tpot_ms"] / 1000 if n_gt_1 else None,
         "recomputed_mean_tpot_s": sum(tpots) / len(tpots) if tpots else None,
         "client_token_weighted_itl_s": (sum(r["latency"] - r["ttft"] for r in ok) / after_first
                                         if after_first else None),
