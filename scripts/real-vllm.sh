@@ -111,6 +111,7 @@ stop_all() {
     PIDS=()
 }
 trap stop_all EXIT
+trap 'exit 143' TERM INT
 
 wait_http() { # URL SECONDS PID LOG
     local url=$1 secs=$2 pid=$3 logf=$4
@@ -160,6 +161,15 @@ capture() {
     done
     for d in "$raw"/*/; do
         "$VENV/bin/python" "$PY_DIR/truth.py" "$d" "$fx/$(basename "$d")"
+    done
+    # Each server's batches ran back to back with nothing between them: together they are one
+    # metric window too (all_dN), mixing n <= 1 requests with long ones, as a real window would.
+    for d in $DRAFTS; do
+        local parts
+        mapfile -t parts < <("$VENV/bin/python" -c 'import json,sys
+b=[json.load(open(p + "/batch.json")) | {"dir": p} for p in sys.argv[1:]]
+print("\n".join(x["dir"] for x in sorted(b, key=lambda x: x["start_unix"])))' "$raw"/*_d"$d")
+        "$VENV/bin/python" "$PY_DIR/truth.py" --window "$fx/all_d$d" "${parts[@]}"
     done
     "$VENV/bin/python" - "$VENV" "$MODEL" "$fx/capture.json" <<'PY'
 import json, platform, os, sys, importlib.metadata as md

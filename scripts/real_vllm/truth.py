@@ -1,6 +1,11 @@
 """Reduce a captured batch to fixture files and compute its truth from them.
 
 Usage: python truth.py RAW_BATCH_DIR FIXTURE_BATCH_DIR
+       python truth.py --window FIXTURE_DIR RAW_BATCH_DIR...
+
+The second form makes one window out of batches that ran back to back on one server (nothing
+else ran between them): BEFORE of the first, AFTER of the last, the requests of all of them.
+Its TPOT truth is the mean over n > 1 recomputed from the per-request results, as the bench does.
 
 Reads RAW/{before.prom, after.prom, bench.json, batch.json}; writes into FIXTURE:
   before.prom, after.prom  the dumps reduced to vllm:* families (HELP/TYPE kept, as served)
@@ -105,7 +110,8 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
         "tokens_after_first": after_first,
         "itl_samples_client": sum(r["itl_count"] for r in ok),
         # vllm bench serve prints 0 when no request has n > 1; there is no TPOT then.
-        "bench_mean_tpot_s": bench["summary"]["mean_tpot_ms"] / 1000 if n_gt_1 else None,
+        "bench_mean_tpot_s": (bench["summary"]["mean_tpot_ms"] / 1000 if "mean_tpot_ms" in bench["summary"]
+                              else sum(tpots) / len(tpots)) if n_gt_1 else None,
         "recomputed_mean_tpot_s": sum(tpots) / len(tpots) if tpots else None,
         "client_token_weighted_itl_s": (sum(r["latency"] - r["ttft"] for r in ok) / after_first
                                         if after_first else None),
@@ -118,7 +124,49 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
     }
 
 
+def window(fx: str, raw_dirs: list) -> None:
+    os.makedirs(fx, exist_ok=True)
+    for name, src in (("before.prom", raw_dirs[0]), ("after.prom", raw_dirs[-1])):
+        with open(os.path.join(src, name)) as f, open(os.path.join(fx, name), "w") as g:
+            g.write(reduce_to_vllm(f.read()))
+    reqs, parts = [], []
+    for d in raw_dirs:
+        with open(os.path.join(d, "bench.json")) as f:
+            reqs += reduce_bench(json.load(f))["requests"]
+        with open(os.path.join(d, "batch.json")) as f:
+            parts.append(json.load(f))
+    bench = {"requests": reqs, "summary": {}}
+    batch = {"name": "window", "label": os.path.basename(os.path.normpath(fx)),
+             "num_speculative_tokens": parts[0]["num_speculative_tokens"],
+             "covers": "every batch of one server, back to back, as one metric window: "
+                       + ", ".join(p["label"] for p in parts),
+             "parts": [p["label"] for p in parts],
+             "start_unix": parts[0]["start_unix"], "end_unix": parts[-1]["end_unix"]}
+    with open(os.path.join(fx, "bench.json"), "w") as f:
+        json.dump(bench, f, indent=1)
+    with open(os.path.join(fx, "batch.json"), "w") as f:
+        json.dump(batch, f, indent=1)
+    write_truth(fx, bench, batch)
+
+
+def write_truth(fx: str, bench: dict, batch: dict) -> None:
+    # Truth from the reduced files only, so the committed fixture reproduces it.
+    with open(os.path.join(fx, "before.prom")) as f:
+        before = Dump(f.read())
+    with open(os.path.join(fx, "after.prom")) as f:
+        after = Dump(f.read())
+    t = truth(bench, before, after, batch)
+    with open(os.path.join(fx, "truth.json"), "w") as f:
+        json.dump(t, f, indent=1)
+        f.write("\n")
+    print(json.dumps({k: t[k] for k in ("batch", "requests", "requests_n_le_1", "output_tokens",
+                                         "tokens_after_first", "itl_samples_client")}))
+
+
 def main() -> None:
+    if sys.argv[1] == "--window":
+        window(sys.argv[2], sys.argv[3:])
+        return
     raw_dir, fx = sys.argv[1:3]
     os.makedirs(fx, exist_ok=True)
     for name in ("before.prom", "after.prom"):
@@ -131,17 +179,7 @@ def main() -> None:
     shutil.copy(os.path.join(raw_dir, "batch.json"), os.path.join(fx, "batch.json"))
     with open(os.path.join(fx, "batch.json")) as f:
         batch = json.load(f)
-    # Truth from the reduced files only, so the committed fixture reproduces it.
-    with open(os.path.join(fx, "before.prom")) as f:
-        before = Dump(f.read())
-    with open(os.path.join(fx, "after.prom")) as f:
-        after = Dump(f.read())
-    t = truth(bench, before, after, batch)
-    with open(os.path.join(fx, "truth.json"), "w") as f:
-        json.dump(t, f, indent=1)
-        f.write("\n")
-    print(json.dumps({k: t[k] for k in ("batch", "requests", "requests_n_le_1", "output_tokens",
-                                         "tokens_after_first", "itl_samples_client")}))
+    write_truth(fx, bench, batch)
 
 
 if __name__ == "__main__":
