@@ -7,6 +7,8 @@
 #   model    a tiny random Llama and a locally trained tokenizer under $CACHE/model (no hub)
 #   capture  vLLM servers with n-gram speculative decoding; `vllm bench serve` batches with
 #            /metrics dumps right before and after each; truth.json per batch; `inspect` on each
+#   report   `vllm-corrector inspect` on every batch of --fixtures beside its truth.json (no venv:
+#            `scripts/real-vllm.sh report --fixtures tests/fixtures/real-vllm-0.32.0`)
 #   deploy   Prometheus scraping vLLM every 1 s and remote-writing to the corrector, which it
 #            scrapes back; query-API comparison with the benchmark's per-request truth
 #   all      all of the above (default)
@@ -193,7 +195,8 @@ PY
 report() {
     local bin
     bin=$(corrector_bin)
-    "$VENV/bin/python" "$PY_DIR/report.py" "$bin" "$FIXTURES" --show-inspect --json "$OUT/figures.json" \
+    # report.py needs only the standard library: this runs on the committed fixtures without the venv.
+    python3 "$PY_DIR/report.py" "$bin" "$FIXTURES" --show-inspect --json "$OUT/figures.json" \
         | tee "$OUT/figures.txt"
 }
 

@@ -44,9 +44,10 @@ BATCHES = {
         "--random-range-ratio", "0.5", "--temperature", "1.0",
     ], "temperature 1 over the whole vocabulary: drafts are almost never accepted"),
     "prefix": ((3,), [
-        "--num-prompts", "24", "--random-prefix-len", "48", "--random-input-len", "16",
+        "--num-prompts", "24", "--random-prefix-len", "160", "--random-input-len", "16",
         "--random-output-len", "32", "--random-range-ratio", "0.5", "--temperature", "0",
-    ], "a 48-token prefix shared by every prompt: prefix-cache hits; greedy"),
+    ], "a 160-token prefix shared by every prompt: prefix-cache hits (the CPU backend's KV "
+       "blocks are 128 tokens, so one full block of the prefix is cached); greedy"),
     "eos": ((3,), [
         "--num-prompts", "24", "--random-input-len", "48", "--random-output-len", "64",
         "--random-range-ratio", "0", "--temperature", "0.2",

@@ -93,7 +93,7 @@ def main() -> None:
             pct(r["acceptance_corrected_itl_s"], r["truth_itl_per_token_s"]),
             "—" if r["acceptance_corrected_count"] is None else f"{r['acceptance_corrected_count']:.0f}",
             "—" if r["acceptance_corrected_count"] is None
-            else f"{r['acceptance_corrected_count'] - r['tokens_after_first']:+.0f}",
+            else f"{round(r['acceptance_corrected_count'] - r['tokens_after_first']):+d}",
         ))
     widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(hdr)]
     print("times in ms; errors against the truth column to their left (TPOT: bench mean over n > 1; "
