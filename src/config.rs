@@ -80,6 +80,8 @@ pub enum LogFormat {
 /// engine:
 ///   idle_timeout: 10m
 ///   max_pending_frames: 16
+///   missed_scrapes: 3
+///   missed_scrapes_min_wait: 30s
 /// limits:
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
@@ -116,6 +118,14 @@ pub struct EngineSection {
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
     pub max_pending_frames: usize,
+    /// A group that receives no new sample for this many of its own observed scrape intervals
+    /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
+    /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
+    pub missed_scrapes: u32,
+    /// The `missed_scrapes` removal never happens sooner than this after the group's last new
+    /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
+    /// default `queue_config.batch_send_deadline` of 5 s.
+    pub missed_scrapes_min_wait: String,
 }
 
 impl Default for EngineSection {
@@ -123,6 +133,8 @@ impl Default for EngineSection {
         EngineSection {
             idle_timeout: "10m".to_owned(),
             max_pending_frames: 16,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait: "30s".to_owned(),
         }
     }
 }
@@ -299,9 +311,15 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
-            path: path.to_owned(),
-            message: e.to_string(),
+        serde_saphyr::from_str(text).map_err(|e| {
+            let field = e.location().and_then(|l| yaml_field_at(text, l.line() as usize));
+            ConfigError::Yaml {
+                path: path.to_owned(),
+                message: match field {
+                    Some(field) => format!("{field}: {e}"),
+                    None => e.to_string(),
+                },
+            }
         })
     }
 
@@ -354,6 +372,38 @@ impl Config {
     }
 }
 
+/// The dotted path (`limits.max_active_series`) of the mapping key on 1-based `line` of the YAML
+/// `text`, from the keys of the less indented lines above it: the parser's errors give a line
+/// and column, not the field. `None` when that line holds no `key:`.
+fn yaml_field_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_of = |l: &str| -> Option<(usize, String)> {
+        let indent = l.len() - l.trim_start().len();
+        let body = l.trim_start().trim_start_matches("- ");
+        if body.starts_with('#') {
+            return None;
+        }
+        let (key, _) = body.split_once(':')?;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!key.is_empty() && !key.contains(' ')).then(|| (indent, key.to_owned()))
+    };
+    let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
+    let mut path = vec![key];
+    for l in lines[..line - 1].iter().rev() {
+        if let Some((i, k)) = key_of(l)
+            && i < indent
+        {
+            path.push(k);
+            indent = i;
+        }
+        if indent == 0 {
+            break;
+        }
+    }
+    path.reverse();
+    Some(path.join("."))
+}
+
 /// `text` as a duration in ms, naming `field` when it is malformed or too long.
 /// Parses `--web.listen-address` as Prometheus components do: `HOST:PORT` with a numeric or named
 /// host (`localhost:9490`, resolved once at start), or `:PORT` for every interface.
@@ -404,9 +454,19 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
             format!("{} is outside 1..=1024", section.max_pending_frames),
         ));
     }
+    if section.missed_scrapes > 1000 {
+        return Err(invalid(
+            "engine.missed_scrapes",
+            format!("{} is outside 0..=1000", section.missed_scrapes),
+        ));
+    }
+    let min_wait_ms =
+        duration_ms("engine.missed_scrapes_min_wait", &section.missed_scrapes_min_wait)?.1;
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
+        missed_scrapes: section.missed_scrapes,
+        missed_scrapes_min_wait_ms: min_wait_ms,
         ..EngineConfig::default()
     })
 }

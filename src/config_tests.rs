@@ -29,6 +29,8 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             idle_timeout_ms: 600_000,
             max_pending_frames: 16,
             max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
         }
     );
     // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
@@ -121,6 +123,24 @@ fn unknown_yaml_field_is_an_error() {
     let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
     assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
     assert!(err.to_string().contains("idle_timeuot"), "{err}");
+}
+
+#[test]
+fn type_errors_name_the_field_in_the_message() {
+    // serde-saphyr reports a line and column only: the field comes from the YAML's structure.
+    let err = from_yaml("limits:\n  max_active_series: -5\n").unwrap_err();
+    assert!(
+        err.to_string().starts_with("--config.file test.yaml: limits.max_active_series: "),
+        "{err}"
+    );
+    assert!(err.to_string().contains("invalid u64"), "{err}");
+    let err = from_yaml("# engine settings\nengine:\n  idle_timeout: 5m\n\n  max_pending_frames: many\n").unwrap_err();
+    assert!(err.to_string().contains(": engine.max_pending_frames: "), "{err}");
+    let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
+    assert!(err.to_string().contains("engine.idle_timeuot: "), "{err}");
+    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 3).as_deref(), Some("a.b.c"));
+    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 4).as_deref(), Some("a.d"));
+    assert_eq!(yaml_field_at("- x\n", 1), None);
 }
 
 #[test]

@@ -17,6 +17,7 @@ use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
+pub mod events;
 pub mod ops;
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
@@ -444,10 +445,19 @@ pub struct MetadataEntriesDropped {
     pub protocol: &'static str,
 }
 
+/// Malformed metadata can come with every request: at most 10 warn lines per 10 s.
+static METADATA_DROPS_LOGGED: events::LogLimit = events::LogLimit::new(10);
+
 impl InternalEvent for MetadataEntriesDropped {
     fn emit(self, metrics: &SelfMetrics) {
         let d = &self.dropped;
+        let Some(suppressed) = METADATA_DROPS_LOGGED.allow() else {
+            tracing::debug!(protocol = self.protocol, "remote-write metadata dropped (log rate limit reached)");
+            metrics.record_metadata_dropped(d);
+            return;
+        };
         tracing::warn!(
+            suppressed,
             protocol = self.protocol,
             invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
             symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),

@@ -102,8 +102,13 @@ pub async fn serve(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let removed = sweeper.lock_engine().sweep_idle(now_ms());
+            let now = now_ms();
+            let (removed, events) = {
+                let mut engine = sweeper.lock_engine();
+                (engine.sweep_idle(now), engine.take_events())
+            };
             IdleSweep { removed }.emit(&sweeper.metrics);
+            sweeper.event_log.log(events, now);
         }
     });
     state.set_ready(true);

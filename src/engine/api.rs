@@ -320,6 +320,14 @@ pub struct EngineConfig {
     /// leaves. Samples of a further new series are rejected (`active_series_limit`), so a
     /// cardinality flood cannot grow memory without bound. Default 100 000.
     pub max_active_series: usize,
+    /// A group with no new sample for this many of its own observed scrape intervals leaves
+    /// before the idle timeout (its acceptance-corrected state is retired as for a stale group).
+    /// 0 disables it. Default 3.
+    pub missed_scrapes: u32,
+    /// The missed-scrapes removal never happens sooner than this after the group's last new
+    /// sample (ms): remote write batches a healthy group's samples for up to
+    /// `queue_config.batch_send_deadline` (5 s by default) and retries with backoff. Default 30 s.
+    pub missed_scrapes_min_wait_ms: i64,
 }
 
 impl Default for EngineConfig {
@@ -328,6 +336,8 @@ impl Default for EngineConfig {
             idle_timeout_ms: 10 * 60 * 1000,
             max_pending_frames: 16,
             max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
         }
     }
 }

@@ -13,10 +13,13 @@ mod classify;
 mod completeness;
 mod group;
 mod hold;
+mod observe;
 mod rules;
 mod state;
 
 pub use api::*;
+pub use classify::{READ_NAMES, ReadName};
+pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::Engine;
 
 #[cfg(test)]

@@ -536,3 +536,6 @@ mod hold_tests;
 
 #[path = "stale_value_tests.rs"]
 mod stale_value_tests;
+
+#[path = "observe_tests.rs"]
+mod observe_tests;

@@ -355,12 +355,15 @@ fn process(
 
     // Labels are checked and normalised outside the engine lock.
     let prepared = ingest::prepare(request, limits);
-    let outcome = {
+    let now = now_ms();
+    let (outcome, events) = {
         let mut engine = state.lock_engine();
         #[cfg(test)]
         state.injected_panic(super::PanicAt::UnderEngineLock);
-        prepared.apply(&mut engine, now_ms())
+        let outcome = prepared.apply(&mut engine, now);
+        (outcome, engine.take_events())
     };
+    state.event_log.log(events, now);
     SamplesIngested {
         report: &outcome.report,
     }
