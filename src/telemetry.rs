@@ -17,7 +17,9 @@ use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
+pub mod connections;
 pub mod ops;
+pub use connections::{CloseReason, ConnectionClosed};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
 /// One `name="value"` label.

@@ -35,6 +35,7 @@ mod promtool;
 mod reload;
 mod reset;
 mod rw2_equivalence;
+mod slow_clients;
 mod slow_senders;
 mod stale_idle;
 mod withheld;
