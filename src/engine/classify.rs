@@ -6,7 +6,7 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (reference §4); the hot
+/// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The corrected families"); the hot
 /// path tests membership with [`is_rule_dimension`].
 #[cfg(test)]
 pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
@@ -45,6 +45,9 @@ pub(crate) enum Input {
     IterCount,
     /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
     Accepted,
+    /// `vllm:spec_decode_num_accepted_tokens_per_pos_total{position}` (drafts whose token at that
+    /// position was accepted); the position is kept in [`RoleKey::le_bits`] as a float's bits.
+    AcceptedPerPos,
     /// `vllm:spec_decode_num_drafts_total` (drafts): read by no rule, only by the completeness check
     /// (vLLM registers it beside the accepted-tokens counter).
     Drafts,
@@ -55,7 +58,8 @@ pub(crate) enum Input {
 pub(crate) struct RoleKey {
     /// Which input.
     pub input: Input,
-    /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included); 0 otherwise.
+    /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included), of the position for
+    /// [`Input::AcceptedPerPos`]; 0 otherwise.
     pub le_bits: u64,
 }
 
@@ -120,6 +124,10 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
         "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
         "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
         "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total" => {
+            let pos = label(labels, "position")?.parse::<u16>().ok()?;
+            Some(RoleKey { input: Input::AcceptedPerPos, le_bits: f64::from(pos).to_bits() })
+        }
         _ => None,
     }
 }
@@ -147,6 +155,7 @@ pub(crate) fn may_be_read(name: &str) -> bool {
             | "iteration_tokens_total_count"
             | "spec_decode_num_accepted_tokens_total"
             | "spec_decode_num_drafts_total"
+            | "spec_decode_num_accepted_tokens_per_pos_total"
     )
 }
 
@@ -226,8 +235,12 @@ mod tests {
         }
         assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
         assert!(may_be_read("vllm:prompt_tokens_by_source_total"));
-        // 9 histogram names + 7 + 1: every input of classify.
-        assert_eq!(classified + 1, 17);
+        let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+        let key = classify(per_pos, &[l("position", "2")]).unwrap();
+        assert_eq!((key.input, key.bound()), (Input::AcceptedPerPos, 2.0));
+        assert!(may_be_read(per_pos) && classify(per_pos, &[l("position", "x")]).is_none());
+        // 9 histogram names + 7 + 2: every input of classify.
+        assert_eq!(classified + 2, 18);
         for name in [
             "vllm:inter_token_latency_seconds_created",
             "vllm:inter_token_latency_seconds",

@@ -65,10 +65,10 @@ fn real_value_wins_over_a_staleness_marker_of_the_same_timestamp_in_one_request(
         assert_eq!(report.received, 72);
         assert_eq!(report.applied + report.rejected_total(), report.received);
         // The real value is always applied, never a duplicate. Marker first, the marker is
-        // applied too (then replaced); marker second, it is the duplicate: one for each of the 19
-        // series a rule reads (24 minus le="2.0", `_created`, `local_cache_hit`,
-        // `num_requests_running` and the per-position counter).
-        let duplicates = if marker_first { 0 } else { 19 };
+        // applied too (then replaced); marker second, it is the duplicate: one for each of the 20
+        // series a rule reads (24 minus le="2.0", `_created`, `local_cache_hit` and
+        // `num_requests_running`).
+        let duplicates = if marker_first { 0 } else { 20 };
         assert_eq!(report.rejected[RejectReason::DuplicateSample.index()], duplicates, "marker first: {marker_first}");
     }
 }
