@@ -154,7 +154,7 @@ impl SelfMetrics {
         for family in Family::ALL {
             let _ = m.output_holds.get_or_create(&[("family", family.name())]);
         }
-        for reason in ["stale", "idle"] {
+        for reason in ["stale", "idle", "evicted"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
         let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
@@ -250,7 +250,7 @@ impl SelfMetrics {
         );
         r.register(
             "vllm_corrector_groups_removed",
-            "Groups removed, by reason: stale (every input got a staleness marker) or idle (no sample within the idle timeout)",
+            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
             m.groups_removed.clone(),
         );
         // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
@@ -341,6 +341,10 @@ impl SelfMetrics {
         store(
             &self.groups_removed.get_or_create(&[("reason", "idle")]),
             stats.groups_removed_idle,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "evicted")]),
+            stats.groups_removed_evicted,
         );
     }
 

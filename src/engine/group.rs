@@ -256,6 +256,16 @@ impl Group {
             && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
     }
 
+    /// True when the learned role set plans none of the four families (every plan is an error):
+    /// the group's series can feed nothing. Uses the cached plans where they are decided.
+    pub fn feeds_no_family(&self) -> bool {
+        let learned = std::cell::OnceCell::new();
+        Family::ALL.iter().all(|f| match &self.slots[f.index()].plan {
+            Some(plan) => plan.is_err(),
+            None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
+        })
+    }
+
     fn roles_changed(&mut self, ts: i64) {
         self.roles_changed_ts = ts;
         self.scrapes_since_roles_changed = 0;

@@ -477,3 +477,6 @@ mod hold_tests;
 
 #[path = "stale_value_tests.rs"]
 mod stale_value_tests;
+
+#[path = "evict_tests.rs"]
+mod evict_tests;
