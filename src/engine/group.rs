@@ -93,7 +93,9 @@ impl PlanRoles {
 /// Per-family state: its plan (cached while the role set is unchanged) and its current output.
 #[derive(Debug, Clone, Default)]
 struct Slot {
-    plan: Option<Result<(Plan, PlanRoles), WithheldReason>>,
+    /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
+    /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
+    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
     output: Option<DerivedValue>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
@@ -101,8 +103,9 @@ struct Slot {
     /// acceptance-corrected state had nothing to continue from).
     refused: Option<WithheldReason>,
     /// What was last served and the inputs behind it, so `output` never falls without an input
-    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input.
-    hold: Hold,
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
+    /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
+    hold: Option<Box<Hold>>,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
@@ -157,7 +160,7 @@ fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Resu
     let plan = slot.plan.get_or_insert_with(|| {
         rules::plan(family, &learned(roles)).map(|p| {
             let roles = PlanRoles::new(p.roles());
-            (p, roles)
+            Box::new((p, roles))
         })
     });
     match plan {
@@ -402,11 +405,12 @@ impl Group {
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
-        if slot.hold.observe_inputs(inputs) {
+        let hold = slot.hold.get_or_insert_with(Box::default);
+        if hold.observe_inputs(inputs) {
             self.events.output_resets[family.index()] += 1;
         }
         slot.output = result.ok().map(|value| {
-            let (value, held) = slot.hold.apply(value);
+            let (value, held) = hold.apply(value);
             if held {
                 self.events.holds[family.index()] += 1;
             }
