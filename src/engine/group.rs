@@ -111,7 +111,7 @@ struct Slot {
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
 /// Also what a group removed by staleness leaves behind ([`Group::acceptance_state`]), so that
 /// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Committed {
     /// Timestamp (ms) of the newest frame the state includes.
     ts: Option<i64>,
@@ -121,6 +121,22 @@ pub(crate) struct Committed {
     bounds: Vec<f64>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
     acc: Vec<f64>,
+}
+
+impl Committed {
+    /// True when every number is finite (JSON, the storage format, has no other numbers).
+    pub(crate) fn is_finite(&self) -> bool {
+        let point = self.point.as_ref().is_none_or(|p| {
+            [p.count, p.sum, p.generated, p.first_outputs].iter().chain(&p.finite).chain(&p.per_pos).all(|v| v.is_finite())
+        });
+        point && self.acc.iter().chain(&self.bounds).all(|v| v.is_finite())
+    }
+
+    /// True when the shapes agree (one bucket per finite bound plus `+Inf`, a point with one count
+    /// per bound), as a state this engine wrote does; a restored state is checked with it.
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.acc.len() == self.bounds.len() + 1 && self.point.as_ref().is_none_or(|p| p.finite.len() == self.bounds.len())
+    }
 }
 
 /// What happened to one sample offered to a group.
@@ -442,6 +458,13 @@ impl Group {
     /// group comes back after it is removed for staleness. `None` when it never had that output.
     pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
         self.latest_acceptance.take()
+    }
+
+    /// The acceptance-corrected state behind the current output, left in place (for
+    /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
+    /// group never had that output.
+    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
+        self.latest_acceptance.as_ref()
     }
 
     /// Continues the acceptance-corrected buckets from `state`, which the same group left when it

@@ -17,7 +17,7 @@ mod rules;
 mod state;
 
 pub use api::*;
-pub use state::Engine;
+pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
 
 #[cfg(test)]
 mod cache_tests;

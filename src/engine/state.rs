@@ -11,6 +11,9 @@ use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
 
 #[path = "evict.rs"]
 mod evict;
+#[path = "persist.rs"]
+mod persist;
+pub use persist::{STATE_FORMAT_VERSION, StateError};
 
 /// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]

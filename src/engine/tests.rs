@@ -480,3 +480,6 @@ mod stale_value_tests;
 
 #[path = "evict_tests.rs"]
 mod evict_tests;
+
+#[path = "persist_tests.rs"]
+mod persist_tests;
