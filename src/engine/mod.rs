@@ -12,10 +12,12 @@ mod api;
 mod classify;
 mod completeness;
 mod group;
+mod known;
 mod rules;
 mod state;
 
 pub use api::*;
+pub use known::KnownSeries;
 pub use state::Engine;
 
 #[cfg(test)]
