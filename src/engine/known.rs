@@ -143,7 +143,13 @@ impl KnownTable {
 
     /// Remembers `key` → `series` (replacing an entry of the same key), unless the table is full
     /// or `limits` are not the ones it holds entries for.
-    pub fn insert(&mut self, key: SeriesKey, series: KnownSeries, limits: LabelLimits, now_ms: i64) {
+    pub fn insert(
+        &mut self,
+        key: SeriesKey,
+        series: KnownSeries,
+        limits: LabelLimits,
+        now_ms: i64,
+    ) {
         if self.limits != Some(limits) {
             return;
         }

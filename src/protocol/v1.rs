@@ -457,3 +457,7 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
 #[cfg(test)]
 #[path = "v1_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "v1_deferred_tests.rs"]
+mod deferred_tests;
