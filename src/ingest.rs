@@ -504,3 +504,7 @@ pub fn quote_labels(labels: &[Label<'_>]) -> String {
 #[cfg(test)]
 #[path = "ingest_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "ingest_known_tests.rs"]
+mod known_tests;
