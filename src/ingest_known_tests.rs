@@ -213,7 +213,10 @@ fn fast_path_gives_the_full_paths_outcomes_and_outputs_over_random_scrapes() {
     }
 }
 
-fn body(series: &[(Vec<(&str, &str)>, f64, i64)]) -> Vec<u8> {
+/// One series of a test body: labels in send order, one sample's value and timestamp (ms).
+type OneSample<'a> = (Vec<(&'a str, &'a str)>, f64, i64);
+
+fn body(series: &[OneSample<'_>]) -> Vec<u8> {
     let specs: Vec<SeriesSpec> = series
         .iter()
         .map(|(labels, value, ts)| crate::protocol::encode::series_spec(labels, &[(*value, *ts)]))
