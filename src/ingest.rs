@@ -125,8 +125,8 @@ pub struct Prepared<'a> {
     request: WriteRequestRef<'a>,
     /// Position in the request of each kept series.
     positions: Vec<usize>,
-    /// Per kept series: what the engine decided for it before, when it is known (its labels are
-    /// then still pending); empty when no series is known.
+    /// By position in the request: what the engine decided for the series before, when it is
+    /// known (its labels are then still pending); may be empty.
     known: Vec<Option<KnownSeries>>,
     label_limits: LabelLimits,
     max_future_skew_ms: i64,
@@ -216,9 +216,7 @@ pub fn prepare_known<'a>(
         series: request.series.len(),
         ..Outcome::default()
     };
-    let any_known = known.iter().any(Option::is_some);
     let mut positions = Vec::with_capacity(request.series.len());
-    let mut kept_known = Vec::with_capacity(if any_known { known.len() } else { 0 });
     let mut index = 0;
     let mut memo = NameMemo::default();
     let mut scratch = LabelScratch::default();
@@ -232,7 +230,6 @@ pub fn prepare_known<'a>(
         let hit = known.get(position).copied().flatten();
         if hit.is_some() {
             positions.push(position);
-            kept_known.push(hit);
             return true;
         }
         if let Err(e) = series.decode_labels(&mut scratch) {
@@ -246,9 +243,6 @@ pub fn prepare_known<'a>(
         match checked {
             Ok(()) => {
                 positions.push(position);
-                if any_known {
-                    kept_known.push(None);
-                }
                 true
             }
             Err(error) => {
@@ -266,7 +260,7 @@ pub fn prepare_known<'a>(
     Ok(Prepared {
         request,
         positions,
-        known: kept_known,
+        known,
         label_limits: limits.labels,
         max_future_skew_ms: limits.max_future_skew_ms,
         outcome,
@@ -301,14 +295,8 @@ impl Prepared<'_> {
         engine.use_label_limits(limits);
         let mut in_time: Vec<Sample> = Vec::new();
         let mut scratch = LabelScratch::default();
-        for (i, (series, &position)) in self
-            .request
-            .series
-            .iter_mut()
-            .zip(&self.positions)
-            .enumerate()
-        {
-            let known = self.known.get(i).copied().flatten();
+        for (series, &position) in self.request.series.iter_mut().zip(&self.positions) {
+            let known = self.known.get(position).copied().flatten();
             if known.is_some() {
                 apply_known(
                     engine,
