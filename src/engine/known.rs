@@ -17,9 +17,9 @@
 //!   bits): two label sets are merged only if 96 bits of independent hashes collide.
 //! * At most [`KnownTable::cap`] entries; past it, new series take the full path (still correct).
 
-use hashbrown::HashTable;
+use hashbrown::{HashMap, HashTable};
 
-use super::classify::{Input, RoleKey};
+use super::classify::RoleKey;
 use crate::protocol::SeriesKey;
 use crate::protocol::labels::LabelLimits;
 
@@ -52,33 +52,21 @@ impl KnownSeries {
     }
 }
 
-/// One entry, 32 bytes.
+/// One entry, 24 bytes (a role is 24 bytes alone, so entries name it by its index in
+/// [`KnownTable::roles`]).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     hash: u64,
-    le_bits: u64,
     check: u32,
     slot: u32,
     /// The slot's generation; for a groupless entry, the receive time it was last seen (s).
     generation_or_seen: u32,
-    input: Option<Input>,
+    /// 1 + the role's index in [`KnownTable::roles`]; 0: no role.
+    role: u32,
 }
 
-impl Entry {
-    fn series(&self) -> KnownSeries {
-        if self.slot == NO_GROUP {
-            return KnownSeries::UNUSED;
-        }
-        KnownSeries {
-            slot: self.slot,
-            generation: self.generation_or_seen,
-            role: self.input.map(|input| RoleKey {
-                input,
-                le_bits: self.le_bits,
-            }),
-        }
-    }
-}
+/// Most distinct roles remembered (a vLLM engine's series have about 50).
+const MAX_ROLES: usize = 1 << 16;
 
 /// Receive time in whole seconds, for groupless entries (saturating into `u32`: until 2106).
 fn seconds(now_ms: i64) -> u32 {
@@ -89,6 +77,9 @@ fn seconds(now_ms: i64) -> u32 {
 #[derive(Debug, Default)]
 pub(super) struct KnownTable {
     table: HashTable<Entry>,
+    /// Every role an entry names, interned (they are few: inputs × bucket bounds).
+    roles: Vec<RoleKey>,
+    role_index: HashMap<RoleKey, u32>,
     /// The label limits every entry was checked under; `None` until the first use.
     limits: Option<LabelLimits>,
     /// Most entries.
@@ -126,8 +117,32 @@ impl KnownTable {
             .find_mut(key.hash, |e| e.hash == key.hash && e.check == check)?;
         if entry.slot == NO_GROUP {
             entry.generation_or_seen = seconds(now_ms);
+            return Some(KnownSeries::UNUSED);
         }
-        Some(entry.series())
+        let entry = *entry;
+        Some(KnownSeries {
+            slot: entry.slot,
+            generation: entry.generation_or_seen,
+            role: entry
+                .role
+                .checked_sub(1)
+                .and_then(|i| self.roles.get(i as usize).copied()),
+        })
+    }
+
+    /// 1 + the index of `role` in `roles`, interned; `None` when [`MAX_ROLES`] are held.
+    fn intern(&mut self, role: Option<RoleKey>) -> Option<u32> {
+        let Some(role) = role else { return Some(0) };
+        if let Some(&i) = self.role_index.get(&role) {
+            return Some(i + 1);
+        }
+        if self.roles.len() >= MAX_ROLES {
+            return None;
+        }
+        let i = self.roles.len() as u32;
+        self.roles.push(role);
+        self.role_index.insert(role, i);
+        Some(i + 1)
     }
 
     /// Forgets `key`.
@@ -154,9 +169,11 @@ impl KnownTable {
             return;
         }
         let check = key.check as u32;
+        let Some(role) = self.intern(series.role) else {
+            return;
+        };
         let entry = Entry {
             hash: key.hash,
-            le_bits: series.role.map_or(0, |r| r.le_bits),
             check,
             slot: series.slot,
             generation_or_seen: if series.groupless() {
@@ -164,7 +181,7 @@ impl KnownTable {
             } else {
                 series.generation
             },
-            input: series.role.map(|r| r.input),
+            role,
         };
         let room = self.table.len() < self.cap;
         match self
@@ -201,7 +218,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_takes_32_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 32);
+    fn an_entry_takes_24_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 }

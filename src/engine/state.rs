@@ -207,10 +207,11 @@ impl Engine {
 
     /// Where the series `labels` goes. Cached per series; the first sample classifies it and finds
     /// (or creates) its group. A series the engine does not hold is refused without creating
-    /// anything when `has_samples` and the engine holds `max_active_series` series.
-    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64) -> Route {
-        let (hash, check) = self.series_hash(labels);
-        let found = self.series.find(hash, |c| c.hash == hash && c.check == check).copied();
+    /// anything when `has_samples` and the engine holds `max_active_series` series. A `keyed` series
+    /// is remembered in the known-series table instead of this cache (one entry per series, not two).
+    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64, keyed: bool) -> Route {
+        let (hash, check) = if keyed { (0, 0) } else { self.series_hash(labels) };
+        let found = if keyed { None } else { self.series.find(hash, |c| c.hash == hash && c.check == check).copied() };
         if let Some(c) = found {
             if self.live(c.slot, c.generation) {
                 return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
@@ -218,7 +219,7 @@ impl Engine {
         }
         let Some(key) = classify(name, labels) else {
             // Cached only beside an existing group (and forgotten with it).
-            if let Some(slot) = self.group_slot(labels, now_ms, false) {
+            if !keyed && let Some(slot) = self.group_slot(labels, now_ms, false) {
                 self.cache_series(hash, check, slot, None);
             }
             return Route::Unused;
@@ -232,7 +233,9 @@ impl Engine {
             Some(slot) => slot,
             None => self.group_slot(labels, now_ms, true).expect("created"),
         };
-        self.cache_series(hash, check, slot, Some(key));
+        if !keyed {
+            self.cache_series(hash, check, slot, Some(key));
+        }
         Route::Group(slot, key)
     }
 
@@ -277,7 +280,7 @@ impl Engine {
         report: &mut IngestReport,
     ) {
         let name = labels.iter().find(|l| l.name == "__name__").map_or("", |l| l.value);
-        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms) } else { Route::Unused };
+        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms, key.is_some()) } else { Route::Unused };
         if let Some((key, limits)) = key {
             let known = match route {
                 Route::Unused => Some(KnownSeries::UNUSED),
