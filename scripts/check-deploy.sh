@@ -12,8 +12,9 @@
 #   3. Prometheus configurations in deploy/prometheus: promtool check config and
 #      the remote_write / honor_labels contract; vmagent -dryRun on deploy/vmagent.
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
-#      against the Kubernetes and Prometheus Operator schemas, plus the
-#      validator's own tests (each broken promise is reported).
+#      against the Kubernetes and Prometheus Operator schemas; the
+#      kube-prometheus-stack values' prometheusSpec against the Prometheus CRD
+#      schema; plus the validator's own tests (each broken promise is reported).
 #   5. The image build without Docker: the build context .dockerignore lets
 #      through, copied to an empty directory; the Dockerfile's build script run
 #      there; the binary checked against the runtime image (only glibc 2.36 and
@@ -159,6 +160,8 @@ check_manifests() {
     render_and_validate examples/standalone-operator standalone-operator || ok=1
     render_and_validate examples/sidecar sidecar || ok=1
     render_and_validate examples/sidecar-operator sidecar-operator || ok=1
+    # kube-prometheus-stack values: prometheusSpec against the Prometheus CRD schema.
+    python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1
     return $ok
 }

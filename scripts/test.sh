@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "Test it"; .ci/run runs it): installs the Prometheus tools the
-# end-to-end tests need when any is missing, then builds, lints and tests with the locked
-# dependencies. Tests that need `prometheus`/`promtool` fail rather than skip when CI is set.
+# end-to-end tests need when any is missing, and Chromium for the /status browser test, then
+# builds, lints and tests with the locked dependencies. Tests that need `prometheus`, `promtool`
+# or `chromium` fail rather than skip when CI is set.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,6 +15,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   $sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus victoria-metrics
+fi
+
+# Headless Chromium renders /status in tests/it/status_browser.rs (a DOM check and a screenshot
+# kept in target/test-artefacts/). Debian's package; the test fails rather than skips under CI.
+if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing chromium (missing)"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
 cargo build --locked --all-targets

@@ -80,6 +80,8 @@ pub enum LogFormat {
 /// engine:
 ///   idle_timeout: 10m
 ///   max_pending_frames: 16
+///   missed_scrapes: 3
+///   missed_scrapes_min_wait: 30s
 /// limits:
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
@@ -92,6 +94,9 @@ pub enum LogFormat {
 ///   max_future_skew: 10m
 ///   max_inflight_bytes: 268435456
 ///   request_body_timeout: 10s
+///   max_connections: 1024
+///   header_read_timeout: 10s
+///   idle_connection_timeout: 2m
 /// ```
 ///
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
@@ -116,6 +121,14 @@ pub struct EngineSection {
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
     pub max_pending_frames: usize,
+    /// A group that receives no new sample for this many of its own observed scrape intervals
+    /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
+    /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
+    pub missed_scrapes: u32,
+    /// The `missed_scrapes` removal never happens sooner than this after the group's last new
+    /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
+    /// default `queue_config.batch_send_deadline` of 5 s.
+    pub missed_scrapes_min_wait: String,
 }
 
 impl Default for EngineSection {
@@ -123,6 +136,8 @@ impl Default for EngineSection {
         EngineSection {
             idle_timeout: "10m".to_owned(),
             max_pending_frames: 16,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait: "30s".to_owned(),
         }
     }
 }
@@ -175,6 +190,24 @@ pub struct LimitsSection {
     /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
     /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
     pub request_body_timeout: String,
+    /// Most client connections open at once (TLS connections once their handshake is done). A
+    /// further connection is closed as soon as it is accepted and counted in
+    /// `vllm_corrector_connections_closed_total{reason="max_connections"}`, so clients that hold
+    /// connections open cannot exhaust the process' file descriptors. Keep it below `ulimit -n`.
+    /// At least 1. Default: `1024` (a Prometheus opens at most `queue_config.max_shards`
+    /// connections, 200 by default in 2.42).
+    pub max_connections: usize,
+    /// Longest time a client may take to send a complete request head (request line and headers),
+    /// from when the connection opens or its previous request's body was received and the next
+    /// head's first byte arrived. A slower connection is closed (`reason="header_read_timeout"`): a
+    /// client that sends half a head and stalls holds nothing for long. A duration (humantime
+    /// syntax), longer than 0s. Default: `10s`.
+    pub header_read_timeout: String,
+    /// Longest time a keep-alive connection may sit idle between requests (after a response,
+    /// before the next request's first byte). It is then closed (`reason="idle_timeout"`); the
+    /// sender opens a new one for its next request. A duration (humantime syntax), longer than 0s.
+    /// Default: `2m`.
+    pub idle_connection_timeout: String,
 }
 
 impl Default for LimitsSection {
@@ -192,6 +225,9 @@ impl Default for LimitsSection {
             max_future_skew: "10m".to_owned(),
             max_inflight_bytes: 256 * 1024 * 1024,
             request_body_timeout: "10s".to_owned(),
+            max_connections: 1024,
+            header_read_timeout: "10s".to_owned(),
+            idle_connection_timeout: "2m".to_owned(),
         }
     }
 }
@@ -216,6 +252,12 @@ pub struct Limits {
     pub max_inflight_bytes: usize,
     /// Longest time to receive a request body.
     pub request_body_timeout: std::time::Duration,
+    /// Most client connections open at once.
+    pub max_connections: usize,
+    /// Longest time to receive a request head.
+    pub header_read_timeout: std::time::Duration,
+    /// Longest idle time of a keep-alive connection between requests.
+    pub idle_connection_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -230,6 +272,9 @@ impl Default for Limits {
             max_future_skew_ms: 10 * 60 * 1000,
             max_inflight_bytes: d.max_inflight_bytes,
             request_body_timeout: std::time::Duration::from_secs(10),
+            max_connections: d.max_connections,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            idle_connection_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -299,9 +344,15 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
-            path: path.to_owned(),
-            message: e.to_string(),
+        serde_saphyr::from_str(text).map_err(|e| {
+            let field = e.location().and_then(|l| yaml_field_at(text, l.line() as usize));
+            ConfigError::Yaml {
+                path: path.to_owned(),
+                message: match field {
+                    Some(field) => format!("{field}: {e}"),
+                    None => e.to_string(),
+                },
+            }
         })
     }
 
@@ -354,6 +405,38 @@ impl Config {
     }
 }
 
+/// The dotted path (`limits.max_active_series`) of the mapping key on 1-based `line` of the YAML
+/// `text`, from the keys of the less indented lines above it: the parser's errors give a line
+/// and column, not the field. `None` when that line holds no `key:`.
+fn yaml_field_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_of = |l: &str| -> Option<(usize, String)> {
+        let indent = l.len() - l.trim_start().len();
+        let body = l.trim_start().trim_start_matches("- ");
+        if body.starts_with('#') {
+            return None;
+        }
+        let (key, _) = body.split_once(':')?;
+        let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
+        (!key.is_empty() && !key.contains(' ')).then(|| (indent, key.to_owned()))
+    };
+    let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
+    let mut path = vec![key];
+    for l in lines[..line - 1].iter().rev() {
+        if let Some((i, k)) = key_of(l)
+            && i < indent
+        {
+            path.push(k);
+            indent = i;
+        }
+        if indent == 0 {
+            break;
+        }
+    }
+    path.reverse();
+    Some(path.join("."))
+}
+
 /// `text` as a duration in ms, naming `field` when it is malformed or too long.
 /// Parses `--web.listen-address` as Prometheus components do: `HOST:PORT` with a numeric or named
 /// host (`localhost:9490`, resolved once at start), or `:PORT` for every interface.
@@ -404,9 +487,19 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
             format!("{} is outside 1..=1024", section.max_pending_frames),
         ));
     }
+    if section.missed_scrapes > 1000 {
+        return Err(invalid(
+            "engine.missed_scrapes",
+            format!("{} is outside 0..=1000", section.missed_scrapes),
+        ));
+    }
+    let min_wait_ms =
+        duration_ms("engine.missed_scrapes_min_wait", &section.missed_scrapes_min_wait)?.1;
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
+        missed_scrapes: section.missed_scrapes,
+        missed_scrapes_min_wait_ms: min_wait_ms,
         ..EngineConfig::default()
     })
 }
@@ -443,7 +536,17 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
     if body_timeout_ms <= 0 {
         return Err(invalid("limits.request_body_timeout", "must be longer than 0s"));
     }
+    let timeout = |field: &'static str, text: &str| -> Result<std::time::Duration, ConfigError> {
+        let (d, ms) = duration_ms(field, text)?;
+        if ms <= 0 {
+            return Err(invalid(field, "must be longer than 0s"));
+        }
+        Ok(d)
+    };
     Ok(Limits {
+        max_connections: positive("limits.max_connections", section.max_connections)?,
+        header_read_timeout: timeout("limits.header_read_timeout", &section.header_read_timeout)?,
+        idle_connection_timeout: timeout("limits.idle_connection_timeout", &section.idle_connection_timeout)?,
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
         max_concurrent_requests: positive(

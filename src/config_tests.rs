@@ -29,6 +29,8 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             idle_timeout_ms: 600_000,
             max_pending_frames: 16,
             max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
         }
     );
     // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
@@ -49,6 +51,10 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             // 256 MiB = 268 435 456 bytes.
             max_inflight_bytes: 268_435_456,
             request_body_timeout: std::time::Duration::from_secs(10),
+            max_connections: 1024,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            // 2 min = 120 s.
+            idle_connection_timeout: std::time::Duration::from_secs(120),
         }
     );
 }
@@ -124,6 +130,24 @@ fn unknown_yaml_field_is_an_error() {
 }
 
 #[test]
+fn type_errors_name_the_field_in_the_message() {
+    // serde-saphyr reports a line and column only: the field comes from the YAML's structure.
+    let err = from_yaml("limits:\n  max_active_series: -5\n").unwrap_err();
+    assert!(
+        err.to_string().starts_with("--config.file test.yaml: limits.max_active_series: "),
+        "{err}"
+    );
+    assert!(err.to_string().contains("invalid u64"), "{err}");
+    let err = from_yaml("# engine settings\nengine:\n  idle_timeout: 5m\n\n  max_pending_frames: many\n").unwrap_err();
+    assert!(err.to_string().contains(": engine.max_pending_frames: "), "{err}");
+    let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
+    assert!(err.to_string().contains("engine.idle_timeuot: "), "{err}");
+    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 3).as_deref(), Some("a.b.c"));
+    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 4).as_deref(), Some("a.d"));
+    assert_eq!(yaml_field_at("- x\n", 1), None);
+}
+
+#[test]
 fn malformed_duration_names_the_field() {
     let err = from_yaml("engine:\n  idle_timeout: soon\n").unwrap_err();
     assert!(err.to_string().starts_with("engine.idle_timeout:"), "{err}");
@@ -167,6 +191,7 @@ fn zero_limits_name_their_field() {
         "max_label_name_length",
         "max_label_value_length",
         "max_active_series",
+        "max_connections",
     ] {
         let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
         assert_eq!(
@@ -179,6 +204,18 @@ fn zero_limits_name_their_field() {
         err.to_string().starts_with("engine.max_pending_frames:"),
         "{err}"
     );
+}
+
+#[test]
+fn connection_timeouts_are_read_and_zero_is_refused() {
+    let c = from_yaml("limits:\n  header_read_timeout: 3s\n  idle_connection_timeout: 1m 30s\n  max_connections: 7\n").unwrap();
+    assert_eq!(c.limits.header_read_timeout, std::time::Duration::from_secs(3));
+    assert_eq!(c.limits.idle_connection_timeout, std::time::Duration::from_secs(90));
+    assert_eq!(c.limits.max_connections, 7);
+    for field in ["header_read_timeout", "idle_connection_timeout"] {
+        let err = from_yaml(&format!("limits:\n  {field}: 0s\n")).unwrap_err();
+        assert_eq!(err.to_string(), format!("limits.{field}: must be longer than 0s"));
+    }
 }
 
 #[test]

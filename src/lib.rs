@@ -31,6 +31,7 @@ pub mod http;
 pub mod ingest;
 pub mod promql_rules;
 pub mod protocol;
+pub mod relabel;
 pub mod reload;
 pub mod sim;
 pub mod telemetry;

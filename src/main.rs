@@ -32,6 +32,10 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => {
             block_on(async move { inspect::run(args).await.map_err(|e| e.to_string()) })
         }
+        Some(Command::Relabel(options)) => {
+            print!("{}", vllm_corrector::relabel::render(&options));
+            ExitCode::SUCCESS
+        }
         Some(Command::Rules(options)) => {
             print!("{}", vllm_corrector::promql_rules::render(&options));
             ExitCode::SUCCESS

@@ -17,7 +17,10 @@ use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
+pub mod events;
+pub mod connections;
 pub mod ops;
+pub use connections::{CloseReason, ConnectionClosed};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
 /// One `name="value"` label.
@@ -42,6 +45,7 @@ pub struct SelfMetrics {
     newest_sample_timestamp: Gauge<f64, AtomicU64>,
     frames_dropped: Counter,
     counter_resets: Counter,
+    output_holds: MetricFamily<Label1, Counter>,
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
     metadata_dropped: MetricFamily<Label1, Counter>,
@@ -121,6 +125,7 @@ impl SelfMetrics {
             newest_sample_timestamp: Gauge::default(),
             frames_dropped: Counter::default(),
             counter_resets: Counter::default(),
+            output_holds: MetricFamily::default(),
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
             metadata_dropped: MetricFamily::default(),
@@ -147,7 +152,10 @@ impl SelfMetrics {
                     .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
             }
         }
-        for reason in ["stale", "idle"] {
+        for family in Family::ALL {
+            let _ = m.output_holds.get_or_create(&[("family", family.name())]);
+        }
+        for reason in ["stale", "idle", "evicted"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
         let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
@@ -237,8 +245,13 @@ impl SelfMetrics {
             m.counter_resets.clone(),
         );
         r.register(
+            "vllm_corrector_output_holds",
+            "Corrected outputs held at the value last served because the rule computed a lower one while no input of the family reset (a torn update or aborts between two scrapes), by family",
+            m.output_holds.clone(),
+        );
+        r.register(
             "vllm_corrector_groups_removed",
-            "Groups removed, by reason: stale (every input got a staleness marker) or idle (no sample within the idle timeout)",
+            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
             m.groups_removed.clone(),
         );
         // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
@@ -316,6 +329,12 @@ impl SelfMetrics {
         self.newest_sample_timestamp.set(newest);
         store(&self.frames_dropped, stats.frames_dropped);
         store(&self.counter_resets, stats.counter_resets);
+        for family in Family::ALL {
+            store(
+                &self.output_holds.get_or_create(&[("family", family.name())]),
+                stats.output_holds[family.index()],
+            );
+        }
         store(
             &self.groups_removed.get_or_create(&[("reason", "stale")]),
             stats.groups_removed_stale,
@@ -323,6 +342,10 @@ impl SelfMetrics {
         store(
             &self.groups_removed.get_or_create(&[("reason", "idle")]),
             stats.groups_removed_idle,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "evicted")]),
+            stats.groups_removed_evicted,
         );
     }
 
@@ -428,10 +451,19 @@ pub struct MetadataEntriesDropped {
     pub protocol: &'static str,
 }
 
+/// Malformed metadata can come with every request: at most 10 warn lines per 10 s.
+static METADATA_DROPS_LOGGED: events::LogLimit = events::LogLimit::new(10);
+
 impl InternalEvent for MetadataEntriesDropped {
     fn emit(self, metrics: &SelfMetrics) {
         let d = &self.dropped;
+        let Some(suppressed) = METADATA_DROPS_LOGGED.allow() else {
+            tracing::debug!(protocol = self.protocol, "remote-write metadata dropped (log rate limit reached)");
+            metrics.record_metadata_dropped(d);
+            return;
+        };
         tracing::warn!(
+            suppressed,
             protocol = self.protocol,
             invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
             symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),

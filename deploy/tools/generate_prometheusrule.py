@@ -27,7 +27,11 @@ HEADER = """\
 #
 # Prometheus Operator selects PrometheusRule objects by the Prometheus resource's
 # ruleSelector and ruleNamespaceSelector: kube-prometheus selects all of them;
-# kube-prometheus-stack (Helm) wants the label release: <your release name>.
+# kube-prometheus-stack (Helm) selects release: <your Helm release name>, here the
+# chart's documented release name kube-prometheus-stack. Installed under another
+# release name? Change it in your kustomization, for example:
+#   labels:
+#     - pairs: {release: my-release}
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
@@ -35,6 +39,7 @@ metadata:
   labels:
     app.kubernetes.io/name: vllm-corrector
     prometheus: k8s
+    release: kube-prometheus-stack
     role: alert-rules
 spec:
 """

@@ -78,7 +78,12 @@ class StandaloneTest(unittest.TestCase):
 
     def test_remote_write_without_the_vllm_keep_rule_is_reported(self):
         del find(self.docs, "Prometheus")["spec"]["remoteWrite"][0]["writeRelabelConfigs"]
-        self.assertOneProblem("must keep only __name__")
+        self.assertOneProblem("must keep only the series the rules read")
+
+    def test_remote_write_keeping_every_vllm_series_is_reported(self):
+        rule = find(self.docs, "Prometheus")["spec"]["remoteWrite"][0]["writeRelabelConfigs"][0]
+        rule.update(sourceLabels=["__name__"], regex="vllm:.*")
+        self.assertOneProblem("must keep only the series the rules read")
 
     def test_remote_write_to_another_service_is_reported(self):
         find(self.docs, "Prometheus")["spec"]["remoteWrite"][0]["url"] = "http://elsewhere:9490/api/v1/write"
@@ -140,3 +145,35 @@ class SidecarTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HelmValuesTest(unittest.TestCase):
+    VALUES = vm.ROOT / "deploy" / "kube-prometheus-stack" / "values.yaml"
+
+    def problems(self, mutate=None):
+        values = yaml.safe_load(self.VALUES.read_text(encoding="utf-8"))
+        if mutate:
+            mutate(values["prometheus"]["prometheusSpec"])
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
+            yaml.safe_dump(values, handle)
+        try:
+            return list(vm.check_helm_values(handle.name, VERSIONS))
+        finally:
+            pathlib.Path(handle.name).unlink()
+
+    def test_shipped_values_pass(self):
+        self.assertEqual(self.problems(), [])
+
+    def test_misspelt_prometheus_spec_field_is_rejected_by_the_crd_schema(self):
+        def mutate(spec):
+            spec["remoteWrites"] = spec.pop("remoteWrite")
+        found = self.problems(mutate)
+        self.assertTrue(any("remoteWrites" in p for p in found), found)
+
+    def test_broad_keep_rule_is_reported(self):
+        def mutate(spec):
+            spec["remoteWrite"][0]["writeRelabelConfigs"][0]["regex"] = "vllm:.*"
+        found = self.problems(mutate)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must keep only the series the rules read", found[0])

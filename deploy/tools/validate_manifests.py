@@ -2,6 +2,7 @@
 """Validate rendered Kubernetes manifests offline, and check the deployment contract.
 
 Usage: validate_manifests.py --profile PROFILE [--kubernetes-version V ...] RENDERED.yaml
+       validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml
 
 RENDERED.yaml is the output of ``kubectl kustomize`` for one entry point of
 ``deploy/kubernetes``. Every object in it is validated, with unknown fields
@@ -18,7 +19,9 @@ system, no capabilities, no privilege escalation, RuntimeDefault seccomp), probe
 /-/healthy and /-/ready on the port it listens on, has resource requests and a
 memory limit, and runs the image tagged with Cargo.toml's version; a corrector
 Deployment has one replica replaced with Recreate; ServiceMonitors honour labels;
-every remote write to the corrector keeps only ``vllm:.*``; Prometheus
+every remote write to the corrector starts with the keep rule of
+``deploy/prometheus/relabel.yml`` (``vllm-corrector relabel``: exactly the series
+the rules read, all in vLLM's namespace); Prometheus
 configurations carried in ConfigMaps or Secrets pass ``promtool check config``;
 the PrometheusRule equals ``deploy/alerts/vllm-corrector.rules.yml``.
 
@@ -44,7 +47,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "deploy" / "schemas"
 RULES = ROOT / "deploy" / "alerts" / "vllm-corrector.rules.yml"
 CORRECTOR = "vllm-corrector"
-KEEP_REGEX = "vllm:.*"
+RELABEL = ROOT / "deploy" / "prometheus" / "relabel.yml"
+KEEP_REGEX = "the rule of deploy/prometheus/relabel.yml"
 PROFILES = ("standalone", "standalone-operator", "sidecar", "sidecar-operator")
 
 
@@ -206,12 +210,22 @@ def corrector_containers(docs):
                 yield "%s/%s container %s" % (kind, name, CORRECTOR), container, pod_security, doc
 
 
+def keep_rule():
+    """The keep rule ``vllm-corrector relabel`` prints (deploy/prometheus/relabel.yml)."""
+    rules = yaml.safe_load(RELABEL.read_text(encoding="utf-8"))
+    if not (isinstance(rules, list) and len(rules) == 1 and rules[0]["regex"].startswith("vllm:(")):
+        raise SystemExit("%s: expected one keep rule whose regex starts with vllm:(" % RELABEL)
+    return rules[0]
+
+
 def keeps_only_vllm(relabel_configs, source_key, action_key="action"):
-    """True when the first relabel rule keeps only names matching ``vllm:.*``."""
+    """True when the first relabel rule is the keep rule of deploy/prometheus/relabel.yml
+    (with ``source_key`` for its source labels: ``sourceLabels`` in Operator resources)."""
     if not relabel_configs:
         return False
-    first = relabel_configs[0]
-    return (first.get(source_key) == ["__name__"] and first.get("regex") == KEEP_REGEX
+    first, want = relabel_configs[0], keep_rule()
+    return (first.get(source_key) == want["source_labels"] and first.get("regex") == want["regex"]
+            and first.get("separator", ";") == want["separator"]
             and first.get(action_key, "replace") == "keep")
 
 
@@ -232,7 +246,7 @@ def check_prometheus_config(where, text, corrector_url, corrector_target):
     writes = [rw for rw in config.get("remote_write", []) if rw.get("url") == corrector_url]
     for rw in writes:
         if not keeps_only_vllm(rw.get("write_relabel_configs"), "source_labels"):
-            yield "%s: remote_write to %s must keep only __name__ =~ %s" % (where, corrector_url, KEEP_REGEX)
+            yield "%s: remote_write to %s must keep only the series the rules read (%s)" % (where, corrector_url, KEEP_REGEX)
     jobs = [job for job in config.get("scrape_configs", [])
             if any(corrector_target in sc.get("targets", []) for sc in job.get("static_configs", []))]
     if not jobs:
@@ -293,7 +307,7 @@ def check_contract(docs, profile, version):
                 yield "%s: needs exactly one remoteWrite to %s" % (name, url)
             for rw in writes:
                 if not keeps_only_vllm(rw.get("writeRelabelConfigs"), "sourceLabels"):
-                    yield "%s: remoteWrite to %s must keep only __name__ =~ %s" % (name, url, KEEP_REGEX)
+                    yield "%s: remoteWrite to %s must keep only the series the rules read (%s)" % (name, url, KEEP_REGEX)
             if profile == "sidecar-operator":
                 ref = prom["spec"].get("additionalScrapeConfigs")
                 secret = secrets.get(ref["name"]) if ref else None
@@ -311,13 +325,55 @@ def check_contract(docs, profile, version):
             yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port)
 
 
+def check_helm_values(path, versions):
+    """Yield problems of a kube-prometheus-stack values file for the sidecar form:
+    ``prometheus.prometheusSpec`` (without the chart's list-valued
+    ``additionalScrapeConfigs``, which the chart turns into a Secret) validated as the
+    spec of a Prometheus resource against the CRD schema, the corrector container,
+    the remote write's keep rule, and the scrape job with promtool."""
+    values = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
+    spec = copy.deepcopy(values["prometheus"]["prometheusSpec"])
+    scrape = spec.pop("additionalScrapeConfigs", None)
+    doc = {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
+           "metadata": {"name": "kube-prometheus-stack-prometheus"}, "spec": spec}
+    yield from validate_schemas([doc], versions)
+    containers = list(corrector_containers([doc]))
+    if len(containers) != 1:
+        yield "%s: prometheusSpec.containers needs one %s container" % (path, CORRECTOR)
+    for where, container, pod_security, _ in containers:
+        yield from check_container(where, container, pod_security, cargo_version())
+    port = listen_port(containers[0][1]) if containers else 9490
+    url = "http://127.0.0.1:%d/api/v1/write" % port
+    writes = [rw for rw in spec.get("remoteWrite", []) if rw.get("url") == url]
+    if len(writes) != 1:
+        yield "%s: needs exactly one remoteWrite to %s" % (path, url)
+    for rw in writes:
+        if not keeps_only_vllm(rw.get("writeRelabelConfigs"), "sourceLabels"):
+            yield "%s: remoteWrite to %s must keep only the series the rules read (%s)" % (path, url, KEEP_REGEX)
+    if not isinstance(scrape, list):
+        yield "%s: prometheusSpec.additionalScrapeConfigs must list the vllm-corrector job" % path
+    else:
+        yield from check_prometheus_config(path, yaml.safe_dump(scrape), url, "127.0.0.1:%d" % port)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", required=True, choices=PROFILES)
+    parser.add_argument("--profile", choices=PROFILES)
+    parser.add_argument("--helm-values", action="store_true",
+                        help="RENDERED is a kube-prometheus-stack values file (sidecar form)")
     parser.add_argument("--kubernetes-version", action="append", dest="versions")
     parser.add_argument("rendered")
     args = parser.parse_args(argv[1:])
     versions = args.versions or ["1.29", kubernetes_validate.latest_version()]
+    if args.helm_values:
+        problems = list(check_helm_values(args.rendered, versions))
+        for problem in problems:
+            print(problem)
+        if not problems:
+            print("%s: prometheusSpec valid against the Prometheus CRD schema; sidecar contract holds" % args.rendered)
+        return 1 if problems else 0
+    if not args.profile:
+        parser.error("--profile is required for rendered manifests")
     with open(args.rendered, encoding="utf-8") as handle:
         docs = [doc for doc in yaml.safe_load_all(handle) if doc]
     problems = list(validate_schemas(docs, versions))

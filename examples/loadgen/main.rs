@@ -320,10 +320,10 @@ fn run_phase(
                         break;
                     };
                     let due = rate.map(|r| start + Duration::from_secs_f64((i - first) as f64 / r));
-                    if let Some(due) = due {
-                        if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                            std::thread::sleep(wait);
-                        }
+                    if let Some(due) = due
+                        && let Some(wait) = due.checked_duration_since(Instant::now())
+                    {
+                        std::thread::sleep(wait);
                     }
                     let sent = Instant::now();
                     let status = conn.write(body);

@@ -44,7 +44,14 @@ pub struct Comparison {
     pub acceptance_length: Option<f64>,
     /// TPOT mean, TPOT p99, ITL token-weighted, ITL acceptance-corrected, iteration tokens.
     pub rows: Vec<Row>,
+    /// Why a row is held or shows no difference, printed under the table.
+    pub notes: Vec<String>,
 }
+
+/// Requests with more than one output token a window needs before its TPOT p99 row is shown:
+/// below 100, the 99th percentile is the window's largest observation, and its bucket estimate
+/// swings by a whole bucket from one refresh to the next.
+pub const MIN_P99_REQUESTS: u64 = 100;
 
 impl Comparison {
     /// The row with `key`.
@@ -118,6 +125,30 @@ pub fn comparison(
             truth: it.local_compute_tokens_per_iteration,
         },
     ];
+    let mut rows = rows;
+    let mut notes = Vec::new();
+    let with_tpot = req.finished.saturating_sub(req.n_le_1);
+    if with_tpot < MIN_P99_REQUESTS {
+        if let Some(p99) = rows.iter_mut().find(|r| r.key == "tpot_p99_seconds") {
+            (p99.raw, p99.corrected, p99.truth) = (None, None, None);
+        }
+        notes.push(format!(
+            "TPOT p99 held until the window has {MIN_P99_REQUESTS} requests with n > 1 (it has {with_tpot}): the p99 of fewer is their maximum."
+        ));
+    }
+    if let Some(iter) = rows.iter().find(|r| r.key == "iteration_tokens_mean") {
+        match (iter.raw, iter.corrected) {
+            (Some(raw), Some(corrected)) if (raw - corrected).abs() <= 1e-9 * raw.abs() => notes.push(
+                "iteration tokens: raw = corrected, as it should be: this vLLM version counts only the prompt tokens it computed. Up to vLLM 0.22 it also counted cached and transferred ones: --profile 0.22 shows the difference."
+                    .to_owned(),
+            ),
+            (Some(_), None) => notes.push(
+                "iteration tokens: no corrected value: before vLLM 0.16 there is no by-source prompt counter, so the family is withheld rather than guessed."
+                    .to_owned(),
+            ),
+            _ => {}
+        }
+    }
     Comparison {
         at_s,
         window_s,
@@ -126,6 +157,7 @@ pub fn comparison(
         zero_token_first_outputs: it.zero_token_first_outputs,
         acceptance_length: it.acceptance_length,
         rows,
+        notes,
     }
 }
 
@@ -225,5 +257,8 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
         "\nraw ITL is vLLM's per-output mean (one sample per output, whatever its tokens). Token-weighted ITL is\n\
          exact up to 0-token first outputs; p99 from buckets is exact only to within one bucket.\n",
     );
+    for note in &c.notes {
+        let _ = writeln!(s, "{note}");
+    }
     s
 }

@@ -21,7 +21,7 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use super::compare::{Comparison, Row, comparison, plain_lines, render_table};
+pub use super::compare::{Comparison, MIN_P99_REQUESTS, Row, comparison, plain_lines, render_table};
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
 use super::service;
 use crate::config::Limits;
@@ -243,11 +243,12 @@ pub async fn run_until(
         }
     };
     // A final table when the last points were not shown yet.
-    if result.is_ok() && points.back().map(|p| p.ts_ms) != printed_ts {
-        if let Some(c) = compare(&points, &live, epoch_ms) {
-            print(out, style, &intro, &c)?;
-            last = Some(c);
-        }
+    if result.is_ok()
+        && points.back().map(|p| p.ts_ms) != printed_ts
+        && let Some(c) = compare(&points, &live, epoch_ms)
+    {
+        print(out, style, &intro, &c)?;
+        last = Some(c);
     }
     let _ = stop_server.send(());
     let served = server.await;

@@ -81,6 +81,14 @@ async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
     // Local-compute iteration tokens are exact.
     let iter = last.row("iteration_tokens_mean").unwrap();
     within(iter.corrected, iter.truth, 1e-9);
+    // Profile 0.33 counts only computed prompt tokens: raw = corrected, and a note says why.
+    within(iter.raw, iter.corrected, 1e-9);
+    assert!(last.notes.iter().any(|n| n.starts_with("iteration tokens: raw = corrected")), "{:?}", last.notes);
+    // Six seconds at 6 req/s finish far fewer than 100 requests with n > 1: p99 is held.
+    assert!(last.finished - last.n_le_1 < MIN_P99_REQUESTS, "{}", last.finished);
+    let p99 = last.row("tpot_p99_seconds").unwrap();
+    assert_eq!((p99.raw, p99.corrected, p99.truth), (None, None, None));
+    assert!(last.notes.iter().any(|n| n.starts_with("TPOT p99 held")), "{:?}", last.notes);
     // Spec decoding is on: one output carries more than one token, so the raw per-output ITL
     // overstates the time per token.
     assert!(acc.raw.unwrap() > acc.truth.unwrap() * 1.2, "{text}");
@@ -108,6 +116,7 @@ fn table_shows_milliseconds_and_signed_errors_with_colours() {
             corrected: Some(0.025),
             truth: Some(0.025),
         }],
+        notes: vec!["TPOT p99 held".to_owned()],
     };
     let plain = render_table(&c, false);
     // Raw error (0.020 − 0.025) / 0.025 = −20 %; corrected 0 %.
@@ -127,6 +136,7 @@ fn table_shows_milliseconds_and_signed_errors_with_colours() {
     assert!(
         plain.contains("40 requests finished (5 with n ≤ 1, 1 with n = 0); acceptance length 2.50")
     );
+    assert!(plain.ends_with("TPOT p99 held\n"), "{plain}");
     let coloured = render_table(&c, true);
     assert!(coloured.contains("\x1b[31m-20.00 %\x1b[0m"), "{coloured}");
     assert!(coloured.contains("\x1b[32m+0.00 %\x1b[0m"), "{coloured}");

@@ -208,6 +208,44 @@ impl Loaded {
 /// # Errors
 /// [`InspectError::Dump`] naming the location when it cannot be read or fetched.
 pub async fn load(which: &'static str, location: &str) -> Result<Loaded, InspectError> {
+    load_within(which, location, FETCH_TIMEOUT).await
+}
+
+/// How long `inspect` waits for an `http://` dump, connection and body included.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a fetch failed, in the terms a user can act on: a timeout (the server accepted and never
+/// answered in time), a refused connection (nothing listens there), or reqwest's own message.
+fn fetch_error(error: &reqwest::Error, timeout: Duration) -> String {
+    if error.is_timeout() {
+        return format!("timed out after {timeout:?}: the server did not answer in time");
+    }
+    let mut source: Option<&dyn std::error::Error> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return "connection refused: nothing listens at that address and port".to_owned();
+        }
+        source = e.source();
+    }
+    if error.is_connect() {
+        let mut text = error.to_string();
+        let mut inner = std::error::Error::source(error);
+        while let Some(e) = inner {
+            text = format!("{text}: {e}");
+            inner = e.source();
+        }
+        return format!("cannot connect: {text}");
+    }
+    format!("cannot fetch: {error}")
+}
+
+/// [`load`] with an explicit fetch timeout.
+///
+/// # Errors
+/// As [`load`].
+pub async fn load_within(which: &'static str, location: &str, timeout: Duration) -> Result<Loaded, InspectError> {
     let fail = |message: String| InspectError::Dump {
         which,
         location: location.to_owned(),
@@ -220,7 +258,7 @@ pub async fn load(which: &'static str, location: &str) -> Result<Loaded, Inspect
     }
     if location.starts_with("http://") {
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
+            .timeout(timeout)
             .build()
             .map_err(|e| fail(format!("cannot create an HTTP client: {e}")))?;
         let response = client
@@ -228,7 +266,7 @@ pub async fn load(which: &'static str, location: &str) -> Result<Loaded, Inspect
             .header("Accept", "text/plain;version=0.0.4")
             .send()
             .await
-            .map_err(|e| fail(format!("cannot fetch: {e}")))?;
+            .map_err(|e| fail(fetch_error(&e, timeout)))?;
         let status = response.status();
         let content_type = response
             .headers()
@@ -239,7 +277,7 @@ pub async fn load(which: &'static str, location: &str) -> Result<Loaded, Inspect
         let text = response
             .text()
             .await
-            .map_err(|e| fail(format!("cannot read the response: {e}")))?;
+            .map_err(|e| fail(format!("cannot read the response: {}", fetch_error(&e, timeout))))?;
         if !status.is_success() {
             return Err(fail(format!("answered {status}")));
         }
@@ -323,6 +361,14 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
         for s in list {
             dump.insert(s.clone())
                 .map_err(|e| loaded.error(e.to_string()))?;
+        }
+    }
+    for (loaded, list) in [(before, &before_samples), (after, &after_samples)] {
+        if !list.iter().any(|s| s.name.starts_with("vllm:") || s.name.starts_with("vllm_corrected_")) {
+            return Err(loaded.error(format!(
+                "no vllm:* series in {} (an empty dump, or not a vLLM /metrics)",
+                loaded.which
+            )));
         }
     }
     let withheld = add_engine_families(&mut dumps, &before_samples, &after_samples);

@@ -140,7 +140,7 @@ fn json_says_why_a_family_is_null_when_its_input_is_missing() {
         t.lines()
             .filter(|l| {
                 !l.starts_with("vllm:prompt_tokens_by_source_total{")
-                    && !(l.starts_with("vllm:request_generation_tokens_bucket{") && l.contains("le=\"1.0\""))
+                    && (!l.starts_with("vllm:request_generation_tokens_bucket{") || !l.contains("le=\"1.0\""))
             })
             .map(|l| format!("{l}\n"))
             .collect()
@@ -386,4 +386,38 @@ fn identical_dumps_say_there_is_no_new_observation() {
         assert_eq!(r.raw_itl_mean_seconds, None);
         assert!(r.note.starts_with("no new observation"), "{:?}", r.note);
     }
+}
+
+#[tokio::test]
+async fn a_refused_connection_and_a_silent_server_are_told_apart() {
+    // Nothing listens: the port of a listener just closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let refused = load("BEFORE", &format!("http://127.0.0.1:{port}/metrics")).await.unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!("BEFORE http://127.0.0.1:{port}/metrics: connection refused: nothing listens at that address and port")
+    );
+    // A listener that never accepts: the kernel completes the handshake, no answer ever comes.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let timed_out = load_within("AFTER", &format!("http://{addr}/metrics"), Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!(
+        timed_out.to_string(),
+        format!("AFTER http://{addr}/metrics: timed out after 300ms: the server did not answer in time")
+    );
+    assert_eq!(FETCH_TIMEOUT, Duration::from_secs(30));
+    drop(silent);
+}
+
+#[test]
+fn an_empty_dump_says_it_has_no_vllm_series() {
+    let err = run_texts("", &fixture("t2.prom")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "BEFORE before.prom: no vllm:* series in BEFORE (an empty dump, or not a vLLM /metrics)"
+    );
+    let err = run_texts(&fixture("t1.prom"), "# HELP up x\n# TYPE up gauge\nup 1\n").unwrap_err();
+    assert!(err.to_string().starts_with("AFTER after.prom: no vllm:* series in AFTER"), "{err}");
 }

@@ -7,6 +7,7 @@
 //! vllm-corrector demo …                service + simulator in one process, live comparison table
 //! vllm-corrector inspect BEFORE AFTER  corrected vs raw values between two /metrics dumps
 //! vllm-corrector rules …               recording rules for the corrections PromQL can express
+//! vllm-corrector relabel [--operator]  the narrowest write_relabel_configs for the remote write
 //! ```
 //!
 //! With no subcommand the binary is the service, exactly as before subcommands existed: the Docker
@@ -28,12 +29,17 @@ use clap::{Parser, Subcommand};
 use crate::config::Args;
 use crate::sim::SimulateArgs;
 
+/// `--version`'s text: the crate version and the git commit it was built from (`build.rs`:
+/// `git rev-parse --short HEAD`, or `unknown` outside a git checkout).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VLLM_CORRECTOR_GIT_COMMIT"), ")");
+
 /// Everything `vllm-corrector` accepts: an optional subcommand, else the service's flags.
 #[derive(Debug, Parser)]
 #[command(
     name = "vllm-corrector",
-    version,
+    version = VERSION,
     about,
+    propagate_version = true,
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -75,4 +81,7 @@ pub enum Command {
     /// Print Prometheus recording rules for the corrections PromQL can express, for users who cannot
     /// run the sidecar; the comment block says which families PromQL cannot express, and why.
     Rules(crate::promql_rules::RulesOptions),
+    /// Print the narrowest `write_relabel_configs` for the remote write that feeds the corrector:
+    /// exactly the series its rules read (derived from the engine's vocabulary).
+    Relabel(crate::relabel::RelabelOptions),
 }

@@ -320,6 +320,14 @@ pub struct EngineConfig {
     /// leaves. Samples of a further new series are rejected (`active_series_limit`), so a
     /// cardinality flood cannot grow memory without bound. Default 100 000.
     pub max_active_series: usize,
+    /// A group with no new sample for this many of its own observed scrape intervals leaves
+    /// before the idle timeout (its acceptance-corrected state is retired as for a stale group).
+    /// 0 disables it. Default 3.
+    pub missed_scrapes: u32,
+    /// The missed-scrapes removal never happens sooner than this after the group's last new
+    /// sample (ms): remote write batches a healthy group's samples for up to
+    /// `queue_config.batch_send_deadline` (5 s by default) and retries with backoff. Default 30 s.
+    pub missed_scrapes_min_wait_ms: i64,
 }
 
 impl Default for EngineConfig {
@@ -328,6 +336,8 @@ impl Default for EngineConfig {
             idle_timeout_ms: 10 * 60 * 1000,
             max_pending_frames: 16,
             max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
         }
     }
 }
@@ -347,8 +357,18 @@ pub struct EngineStats {
     pub groups_removed_stale: u64,
     /// Groups removed by the idle timeout, since start.
     pub groups_removed_idle: u64,
+    /// Groups evicted at `max_active_series` because they can feed no family, since start.
+    pub groups_removed_evicted: u64,
     /// Counter resets seen in any input, since start.
     pub counter_resets: u64,
+    /// Evaluations whose output was held at the value last served because the computed value
+    /// came out lower with no input reset (`vllm_corrector_output_holds_total{family}`), since
+    /// start, by [`Family::index`].
+    pub output_holds: [u64; 4],
+    /// Evaluations at which an input of the family was lower than at the family's previous
+    /// evaluation (a counter reset), so the output restarted instead of being held, since start,
+    /// by [`Family::index`]. Not exported; the engine fuzz target checks outputs against it.
+    pub output_resets: [u64; 4],
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
     /// Groups whose set of input series cannot come from any vLLM version (for example a

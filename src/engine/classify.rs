@@ -43,7 +43,9 @@ pub(crate) enum Input {
     LocalCompute,
     /// `vllm:iteration_tokens_total_count` (engine iterations).
     IterCount,
-    /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
+    /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens): read by no rule (it
+    /// counts drafts accepted beyond a request's last token, `docs/METRICS.md`), only by the
+    /// completeness check, which pairs it with the drafts counter.
     Accepted,
     /// `vllm:spec_decode_num_accepted_tokens_per_pos_total{position}` (drafts whose token at that
     /// position was accepted); the position is kept in [`RoleKey::le_bits`] as a float's bits.
@@ -132,6 +134,46 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
     }
 }
 
+/// One series name a rule reads, with the single label value it is restricted to, if any: the
+/// engine's vocabulary, from which `vllm-corrector relabel` derives the narrowest
+/// `write_relabel_configs` ([`crate::relabel`]). Agrees with [`classify`] and [`may_be_read`]
+/// (tested below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadName {
+    /// The full `__name__`, e.g. `vllm:inter_token_latency_seconds_bucket`.
+    pub name: &'static str,
+    /// `(label, regex)`: only series whose `label` matches the fully anchored regex are read
+    /// (`le` of the token histogram is 1, printed `1` by Go senders and `1.0` by Python's
+    /// `prometheus_client`; `source` of the prompt-token counter is `local_compute`).
+    pub only: Option<(&'static str, &'static str)>,
+}
+
+const fn any(name: &'static str) -> ReadName {
+    ReadName { name, only: None }
+}
+
+/// Every series name a rule (or the completeness check) reads, in [`Input`] order.
+pub const READ_NAMES: [ReadName; 18] = [
+    any("vllm:inter_token_latency_seconds_bucket"),
+    any("vllm:inter_token_latency_seconds_sum"),
+    any("vllm:inter_token_latency_seconds_count"),
+    any("vllm:time_per_output_token_seconds_bucket"),
+    any("vllm:time_per_output_token_seconds_sum"),
+    any("vllm:time_per_output_token_seconds_count"),
+    any("vllm:request_time_per_output_token_seconds_bucket"),
+    any("vllm:request_time_per_output_token_seconds_sum"),
+    any("vllm:request_time_per_output_token_seconds_count"),
+    ReadName { name: "vllm:request_generation_tokens_bucket", only: Some(("le", r"1(\.0+)?")) },
+    any("vllm:request_generation_tokens_count"),
+    any("vllm:generation_tokens_total"),
+    any("vllm:time_to_first_token_seconds_count"),
+    ReadName { name: "vllm:prompt_tokens_by_source_total", only: Some(("source", "local_compute")) },
+    any("vllm:iteration_tokens_total_count"),
+    any("vllm:spec_decode_num_accepted_tokens_total"),
+    any("vllm:spec_decode_num_drafts_total"),
+    any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
+];
+
 /// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
 /// test of the discard path. A name that passes may still classify as unused (a token bucket whose
 /// `le` is not 1, a prompt-token source other than `local_compute`). Agrees with [`classify`]:
@@ -157,6 +199,18 @@ pub(crate) fn may_be_read(name: &str) -> bool {
             | "spec_decode_num_drafts_total"
             | "spec_decode_num_accepted_tokens_per_pos_total"
     )
+}
+
+/// True when `family` is the remote-write metadata family name of series some rule reads: one of
+/// [`READ_NAMES`] less its `_total`, `_bucket`, `_sum` or `_count` suffix, or whole, named as
+/// Prometheus sends it (the `# TYPE` name: a counter with or without `_total`, text 0.0.4 and
+/// OpenMetrics). At most a few dozen names, so the metadata cache that keeps only these is
+/// bounded whatever senders send.
+pub(crate) fn is_read_family(family: &str) -> bool {
+    family.starts_with("vllm:")
+        && READ_NAMES.iter().any(|read| {
+            read.name.strip_prefix(family).is_some_and(|suffix| matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count"))
+        })
 }
 
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
@@ -228,6 +282,57 @@ mod tests {
             "up",
         ] {
             assert!(!may_be_read(name) && classify(name, &le1).is_none(), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_families_a_rule_reads_are_read_families() {
+        for family in [
+            "vllm:inter_token_latency_seconds",
+            "vllm:generation_tokens",
+            "vllm:generation_tokens_total",
+            "vllm:iteration_tokens_total",
+            "vllm:prompt_tokens_by_source_total",
+            "vllm:spec_decode_num_drafts",
+        ] {
+            assert!(is_read_family(family), "{family}");
+        }
+        for family in ["vllm:num_requests_running", "vllm:iteration_tokens", "up", "node_cpu_seconds_total", "vllm:e2e_request_latency_seconds", ""] {
+            assert!(!is_read_family(family), "{family}");
+        }
+    }
+
+    #[test]
+    fn the_read_vocabulary_is_exactly_what_classify_reads() {
+        // Every listed name is read (with its restriction satisfied) and passes may_be_read.
+        for read in READ_NAMES {
+            let labels: Vec<Label<'_>> = match read.only {
+                Some(("le", _)) => vec![l("le", "1.0")],
+                Some(("source", value)) => vec![l("source", value)],
+                Some(other) => panic!("unexpected restriction {other:?}"),
+                None => vec![l("le", "0.5"), l("position", "0")],
+            };
+            assert!(classify(read.name, &labels).is_some() && may_be_read(read.name), "{}", read.name);
+        }
+        // Every name may_be_read admits is listed: try each listed base with every suffix a
+        // histogram or counter can carry, and a few neighbours.
+        let listed: Vec<&str> = READ_NAMES.iter().map(|r| r.name).collect();
+        for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds",
+            "request_generation_tokens", "generation_tokens", "time_to_first_token_seconds", "prompt_tokens_by_source",
+            "iteration_tokens_total", "spec_decode_num_accepted_tokens", "spec_decode_num_drafts", "prompt_tokens",
+            "spec_decode_num_accepted_tokens_per_pos"]
+        {
+            for suffix in ["", "_total", "_bucket", "_sum", "_count", "_created", "_total_count"] {
+                let name = format!("vllm:{base}{suffix}");
+                let read = may_be_read(&name) && (classify(&name, &[l("le", "1")]).is_some()
+                    || classify(&name, &[l("source", "local_compute")]).is_some()
+                    || classify(&name, &[l("position", "0")]).is_some());
+                assert_eq!(read, listed.contains(&name.as_str()), "{name}");
+            }
+        }
+        // The le regex admits the spellings senders use, each parsing to 1.
+        for text in ["1", "1.0", "1.00"] {
+            assert_eq!(parse_le(text), Some(1.0));
         }
     }
 

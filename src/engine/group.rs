@@ -13,6 +13,7 @@ use hashbrown::HashMap;
 
 use super::classify::RoleKey;
 use super::completeness;
+use super::hold::Hold;
 use super::rules::{self, AcceptanceRoles, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
@@ -24,6 +25,9 @@ struct Role {
     newest_ts: i64,
     /// True after a staleness marker, until the next real sample.
     stale: bool,
+    /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
+    /// timestamp replaces ([`Group::offer`]).
+    newest_is_marker: bool,
 }
 
 /// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
@@ -89,19 +93,25 @@ impl PlanRoles {
 /// Per-family state: its plan (cached while the role set is unchanged) and its current output.
 #[derive(Debug, Clone, Default)]
 struct Slot {
-    plan: Option<Result<(Plan, PlanRoles), WithheldReason>>,
+    /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
+    /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
+    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
     output: Option<DerivedValue>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
     /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
     /// acceptance-corrected state had nothing to continue from).
     refused: Option<WithheldReason>,
+    /// What was last served and the inputs behind it, so `output` never falls without an input
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
+    /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
+    hold: Option<Box<Hold>>,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
 /// Also what a group removed by staleness leaves behind ([`Group::acceptance_state`]), so that
 /// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Committed {
     /// Timestamp (ms) of the newest frame the state includes.
     ts: Option<i64>,
@@ -111,6 +121,22 @@ pub(crate) struct Committed {
     bounds: Vec<f64>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
     acc: Vec<f64>,
+}
+
+impl Committed {
+    /// True when every number is finite (JSON, the storage format, has no other numbers).
+    pub(crate) fn is_finite(&self) -> bool {
+        let point = self.point.as_ref().is_none_or(|p| {
+            [p.count, p.sum, p.generated, p.first_outputs].iter().chain(&p.finite).chain(&p.per_pos).all(|v| v.is_finite())
+        });
+        point && self.acc.iter().chain(&self.bounds).all(|v| v.is_finite())
+    }
+
+    /// True when the shapes agree (one bucket per finite bound plus `+Inf`, a point with one count
+    /// per bound), as a state this engine wrote does; a restored state is checked with it.
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.acc.len() == self.bounds.len() + 1 && self.point.as_ref().is_none_or(|p| p.finite.len() == self.bounds.len())
+    }
 }
 
 /// What happened to one sample offered to a group.
@@ -133,6 +159,11 @@ pub(crate) enum Offer {
 pub(crate) struct GroupEvents {
     pub frames_dropped: u64,
     pub counter_resets: u64,
+    /// Evaluations whose output was held above the computed value, by [`Family::index`].
+    pub holds: [u64; 4],
+    /// Evaluations that found an input of the family lower than at the previous one (so the
+    /// output may fall), by [`Family::index`].
+    pub output_resets: [u64; 4],
 }
 
 fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
@@ -145,7 +176,7 @@ fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Resu
     let plan = slot.plan.get_or_insert_with(|| {
         rules::plan(family, &learned(roles)).map(|p| {
             let roles = PlanRoles::new(p.roles());
-            (p, roles)
+            Box::new((p, roles))
         })
     });
     match plan {
@@ -221,6 +252,11 @@ impl Group {
         self.slots[family.index()].output.as_ref()
     }
 
+    /// Timestamp (ms) of the frame `family`'s output was computed from.
+    pub(crate) fn output_ts(&self, family: Family) -> Option<i64> {
+        self.slots[family.index()].output_ts
+    }
+
     /// Why `family` has no output, or `None` when it has one.
     pub fn withheld(&self, family: Family) -> Option<WithheldReason> {
         let slot = &self.slots[family.index()];
@@ -244,6 +280,16 @@ impl Group {
             && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
     }
 
+    /// True when the learned role set plans none of the four families (every plan is an error):
+    /// the group's series can feed nothing. Uses the cached plans where they are decided.
+    pub fn feeds_no_family(&self) -> bool {
+        let learned = std::cell::OnceCell::new();
+        Family::ALL.iter().all(|f| match &self.slots[f.index()].plan {
+            Some(plan) => plan.is_err(),
+            None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
+        })
+    }
+
     fn roles_changed(&mut self, ts: i64) {
         self.roles_changed_ts = ts;
         self.scrapes_since_roles_changed = 0;
@@ -254,7 +300,7 @@ impl Group {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {
-                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false });
+                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false, newest_is_marker: false });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
                 self.roles_changed(ts);
@@ -262,14 +308,20 @@ impl Group {
             }
         };
         let newest = self.roles[role].newest_ts;
-        if ts == newest {
+        let marker = crate::protocol::is_stale_marker(value);
+        // A real value and a staleness marker of one series at one timestamp: the real value wins
+        // whichever comes first (as VictoriaMetrics settled in its issue 10196), so the outcome
+        // does not depend on how the sender batched them. A marker after the real value is a
+        // duplicate; a real value after the marker replaces it.
+        if ts == newest && (marker || !self.roles[role].newest_is_marker) {
             return Offer::Duplicate;
         }
         if ts < newest {
             return Offer::OutOfOrder;
         }
-        if crate::protocol::is_stale_marker(value) {
+        if marker {
             self.roles[role].newest_ts = ts;
+            self.roles[role].newest_is_marker = true;
             if !self.roles[role].stale {
                 self.roles[role].stale = true;
                 self.on_role_set_shrunk();
@@ -281,6 +333,7 @@ impl Group {
             return Offer::FrameEvicted;
         };
         self.roles[role].newest_ts = ts;
+        self.roles[role].newest_is_marker = false;
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();
@@ -362,9 +415,10 @@ impl Group {
     }
 
     fn evaluate(&mut self, family: Family, frame: usize) {
-        let Ok((plan, _)) = self.plan(family) else { return };
-        let plan = plan.clone();
+        let Ok((plan, roles)) = self.plan(family) else { return };
+        let (plan, roles) = (plan.clone(), roles.roles.clone());
         let ts = self.frames[frame].ts;
+        let inputs: Vec<(usize, f64)> = roles.iter().map(|r| (*r, self.frames[frame].values[*r])).collect();
         let result = match &plan {
             Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
@@ -372,7 +426,17 @@ impl Group {
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
-        slot.output = result.ok();
+        let hold = slot.hold.get_or_insert_with(Box::default);
+        if hold.observe_inputs(inputs) {
+            self.events.output_resets[family.index()] += 1;
+        }
+        slot.output = result.ok().map(|value| {
+            let (value, held) = hold.apply(ts, value);
+            if held {
+                self.events.holds[family.index()] += 1;
+            }
+            value
+        });
     }
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
@@ -385,6 +449,8 @@ impl Group {
         if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
             return Err(WithheldReason::InconsistentInputs);
         }
+        // A replay over another set of frames (the plan gained or lost a role) can estimate a
+        // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
         let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
         let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
         let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
@@ -399,6 +465,13 @@ impl Group {
     /// group comes back after it is removed for staleness. `None` when it never had that output.
     pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
         self.latest_acceptance.take()
+    }
+
+    /// The acceptance-corrected state behind the current output, left in place (for
+    /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
+    /// group never had that output.
+    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
+        self.latest_acceptance.as_ref()
     }
 
     /// Continues the acceptance-corrected buckets from `state`, which the same group left when it

@@ -13,13 +13,19 @@ mod classify;
 mod completeness;
 mod group;
 mod known;
+mod hold;
+mod observe;
 mod rules;
 mod state;
 
 pub use api::*;
 pub use known::KnownSeries;
-pub use state::Engine;
+pub use classify::{READ_NAMES, ReadName};
+pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
+pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
 
+#[cfg(test)]
+mod accuracy_table_tests;
 #[cfg(test)]
 mod cache_tests;
 #[cfg(test)]

@@ -4,12 +4,19 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{HashMap, HashTable};
 
-use super::classify::{RoleKey, classify, group_labels, may_be_read};
+use super::classify::{RoleKey, classify, group_labels, is_read_family, may_be_read};
 use super::group::{Committed, Group, Offer};
 use super::known::{KnownSeries, KnownTable};
+use super::observe::{EngineEvent, EventQueue, GroupMeta, RemovalReason};
 use super::*;
 use crate::protocol::labels::LabelLimits;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, SeriesKey, is_stale_marker};
+
+#[path = "evict.rs"]
+mod evict;
+#[path = "persist.rs"]
+mod persist;
+pub use persist::{STATE_FORMAT_VERSION, StateError};
 
 /// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]
@@ -23,6 +30,8 @@ struct Metadata {
 struct Entry {
     hash: u64,
     group: Group,
+    /// Snapshot, event and missed-scrapes bookkeeping (`observe.rs`).
+    meta: GroupMeta,
 }
 
 /// A place for one group. `generation` changes whenever the slot's group is removed, so cached
@@ -66,8 +75,18 @@ pub struct Engine {
     metadata: HashMap<String, Metadata>,
     frames_dropped: u64,
     counter_resets: u64,
+    /// Outputs held above their computed value, by [`Family::index`] ([`super::hold`]).
+    output_holds: [u64; 4],
+    /// Outputs that restarted below what was served because an input of the family fell.
+    output_resets: [u64; 4],
     removed_stale: u64,
     removed_idle: u64,
+    /// Groups evicted to make room at `max_active_series` ([`evict`]).
+    removed_evicted: u64,
+    /// Eviction candidates `(slot, generation)` from the last scan, checked again when popped.
+    evictable: Vec<(u32, u32)>,
+    /// Receive time (ms) of the last scan for eviction candidates.
+    evictable_scanned_ms: Option<i64>,
     newest_sample_ms: Option<i64>,
     /// Input series held across all groups (the quantity `max_active_series` caps).
     tracked_series: usize,
@@ -78,6 +97,10 @@ pub struct Engine {
     /// Acceptance-corrected bucket state of groups removed for staleness, by group labels, with
     /// the receive time of removal (ms): resumed if the group returns within `idle_timeout_ms`.
     retired: HashMap<Vec<(String, String)>, (Committed, i64)>,
+    /// Groups (slot, generation) that took samples since the last [`Engine::take_events`].
+    touched: Vec<(u32, u32)>,
+    /// Events not yet taken.
+    events: EventQueue,
 }
 
 /// Where [`Engine::route`] sends a series.
@@ -107,13 +130,20 @@ impl Engine {
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
+            output_holds: [0; 4],
+            output_resets: [0; 4],
             removed_stale: 0,
             removed_idle: 0,
+            removed_evicted: 0,
+            evictable: Vec::new(),
+            evictable_scanned_ms: None,
             newest_sample_ms: None,
             tracked_series: 0,
             scratch: Vec::with_capacity(512),
             known: KnownTable::new(known_cap(&config)),
             retired: HashMap::new(),
+            touched: Vec::new(),
+            events: EventQueue::default(),
         }
     }
 
@@ -178,7 +208,7 @@ impl Engine {
         if let Some((state, _)) = resumed {
             group.resume_acceptance(state);
         }
-        let entry = Entry { hash, group };
+        let entry = Entry { hash, group, meta: GroupMeta::new(now_ms) };
         let slot = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize].entry = Some(entry);
@@ -212,10 +242,10 @@ impl Engine {
     fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64, keyed: bool) -> Route {
         let (hash, check) = if keyed { (0, 0) } else { self.series_hash(labels) };
         let found = if keyed { None } else { self.series.find(hash, |c| c.hash == hash && c.check == check).copied() };
-        if let Some(c) = found {
-            if self.live(c.slot, c.generation) {
-                return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
-            }
+        if let Some(c) = found
+            && self.live(c.slot, c.generation)
+        {
+            return c.key.map_or(Route::Unused, |key| Route::Group(c.slot, key));
         }
         let Some(key) = classify(name, labels) else {
             // Cached only beside an existing group (and forgotten with it).
@@ -226,7 +256,7 @@ impl Engine {
         };
         let existing = self.group_slot(labels, now_ms, false);
         let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
-        if !known && has_samples && self.tracked_series >= self.config.max_active_series {
+        if !known && has_samples && !self.make_room(existing, now_ms) {
             return Route::Limited;
         }
         let slot = match existing {
@@ -353,15 +383,18 @@ impl Engine {
     /// The samples of a series routed to the group in `slot` as role `key`.
     fn apply_routed(&mut self, slot: u32, key: RoleKey, samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
         let max_frames = self.config.max_pending_frames.max(1);
-        let at_limit = self.tracked_series >= self.config.max_active_series;
-        let group = &mut self.slots[slot as usize].entry.as_mut().expect("routed to a live group").group;
-        if at_limit && !samples.is_empty() && !group.has_role(key) {
+        let new_role = !self.group(slot).has_role(key);
+        let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
+        let generation = self.slots[slot as usize].generation;
+        let Entry { group, meta, .. } = self.slots[slot as usize].entry.as_mut().expect("routed to a live group");
+        if no_room {
             report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
             return;
         }
         group.last_seen_ms = now_ms;
         let series_before = group.series();
         let mut newest = self.newest_sample_ms;
+        let mut newest_here = None;
         for sample in samples {
             if sample.value.is_nan() && !is_stale_marker(sample.value) {
                 report.reject(RejectReason::NanValue, 1);
@@ -371,6 +404,9 @@ impl Engine {
                 Offer::Applied | Offer::Stale => {
                     report.apply(1);
                     newest = newest.max(Some(sample.timestamp_ms));
+                    if !is_stale_marker(sample.value) {
+                        newest_here = newest_here.max(Some(sample.timestamp_ms));
+                    }
                 }
                 Offer::Duplicate => report.reject(RejectReason::DuplicateSample, 1),
                 Offer::OutOfOrder => report.reject(RejectReason::OutOfOrder, 1),
@@ -383,12 +419,34 @@ impl Engine {
         let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
+        for (total, n) in self.output_holds.iter_mut().zip(events.holds) {
+            *total += n;
+        }
+        for (total, n) in self.output_resets.iter_mut().zip(events.output_resets) {
+            *total += n;
+        }
+        if let Some(ts) = newest_here {
+            meta.applied(ts, now_ms);
+        }
+        if events.counter_resets > 0 {
+            meta.counter_resets += events.counter_resets;
+            self.events.push(EngineEvent::CounterReset { labels: group.labels.clone() });
+        }
+        if !meta.touched {
+            meta.touched = true;
+            self.touched.push((slot, generation));
+        }
         if all_stale {
             if let Some(state) = group.acceptance_state() {
                 self.retired.insert(group.labels.clone(), (state, now_ms));
             }
+            self.events.push(EngineEvent::GroupRemoved { labels: group.labels.clone(), reason: RemovalReason::Stale });
             self.remove_group(slot);
             self.removed_stale += 1;
+        }
+        if self.touched.len() > self.slots.len() + super::observe::MAX_QUEUED_EVENTS {
+            let slots = &self.slots;
+            self.touched.retain(|(s, g)| slots[*s as usize].generation == *g && slots[*s as usize].entry.is_some());
         }
     }
 
@@ -396,33 +454,60 @@ impl Engine {
         self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
-    /// Caches one metadata entry by family name (last one wins). Never fails.
+    /// Caches one metadata entry by family name (last one wins) when the family's series are read
+    /// by a rule ([`is_read_family`]: at most 15 names); other families' metadata is ignored, so
+    /// the cache stays bounded and allocates only when a read family's entry is new or changed.
+    /// Never fails.
     pub fn record_metadata(&mut self, metadata: &MetadataRef<'_>) {
-        let entry = Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
+        if !is_read_family(metadata.family_name) {
+            return;
+        }
+        let same = |e: &Metadata| e.metric_type == metadata.metric_type && e.help == metadata.help && e.unit == metadata.unit;
+        let entry = || Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
         match self.metadata.get_mut(metadata.family_name) {
-            Some(existing) if *existing == entry => {}
-            Some(existing) => *existing = entry,
+            Some(existing) if same(existing) => {}
+            Some(existing) => *existing = entry(),
             None => {
-                self.metadata.insert(metadata.family_name.to_owned(), entry);
+                self.metadata.insert(metadata.family_name.to_owned(), entry());
             }
         }
     }
 
-    /// Number of metadata families cached.
+    /// Number of metadata families cached: families a rule reads whose metadata was received.
     pub fn metadata_families(&self) -> usize {
         self.metadata.len()
     }
 
-    /// Drops groups that received no sample for longer than the idle timeout. Returns how many.
+    /// Drops groups that received no sample for longer than the idle timeout, and groups that
+    /// received no new sample for [`EngineConfig::missed_scrapes`] of their own scrape intervals
+    /// (but at least [`EngineConfig::missed_scrapes_min_wait_ms`]). Returns how many. A group
+    /// removed for missed scrapes leaves its acceptance-corrected state behind exactly as a stale
+    /// group does, kept for the idle timeout, so it continues its buckets if it comes back.
     ///
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
         self.retired.retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
-        let idle: Vec<u32> = (0..self.slots.len() as u32)
-            .filter(|i| self.slots[*i as usize].entry.as_ref().is_some_and(|e| e.group.last_seen_ms < cutoff))
+        let (missed, min_wait) = (self.config.missed_scrapes, self.config.missed_scrapes_min_wait_ms);
+        let leaving: Vec<(u32, RemovalReason)> = (0..self.slots.len() as u32)
+            .filter_map(|i| {
+                let e = self.slots[i as usize].entry.as_ref()?;
+                if e.group.last_seen_ms < cutoff {
+                    Some((i, RemovalReason::Idle))
+                } else {
+                    e.meta.missed_scrapes(now_ms, missed, min_wait).then_some((i, RemovalReason::MissedScrapes))
+                }
+            })
             .collect();
-        for slot in &idle {
+        let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
+        for (slot, reason) in &leaving {
+            let entry = self.slots[*slot as usize].entry.as_mut().expect("a live slot");
+            if *reason == RemovalReason::MissedScrapes
+                && let Some(state) = entry.group.acceptance_state()
+            {
+                self.retired.insert(entry.group.labels.clone(), (state, now_ms));
+            }
+            self.events.push(EngineEvent::GroupRemoved { labels: entry.group.labels.clone(), reason: *reason });
             self.remove_group(*slot);
         }
         let slots = &self.slots;
@@ -434,6 +519,16 @@ impl Engine {
         self.series.retain(|c| slots.get(c.slot as usize).is_some_and(|s| s.generation == c.generation && s.entry.is_some()));
         self.removed_idle += idle.len() as u64;
         idle.len()
+    }
+
+    /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
+    /// `family` was computed from, and that output, in no particular order (for invariant checks).
+    pub(crate) fn for_each_output_at(&self, family: Family, mut f: impl FnMut(&[(String, String)], i64, &DerivedValue)) {
+        for group in self.live_groups() {
+            if let (Some(ts), Some(value)) = (group.output_ts(family), group.output(family)) {
+                f(&group.labels, ts, value);
+            }
+        }
     }
 
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
@@ -459,6 +554,78 @@ impl Engine {
         }
     }
 
+    /// A read-only copy of every group's state (families served or withheld and why, newest
+    /// sample, scrape interval, input series, counter resets, incompleteness), in ascending label
+    /// order: what `/status` and `/api/v1/groups` render. O(groups × roles); not for the hot path.
+    pub fn snapshot(&self) -> Vec<GroupSnapshot> {
+        let mut out: Vec<GroupSnapshot> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+            .map(|Entry { group, meta, .. }| GroupSnapshot {
+                labels: group.labels.clone(),
+                families: Family::ALL.map(|family| FamilyStatus { family, withheld: group.withheld(family) }),
+                last_sample_ms: meta.newest_ts,
+                last_received_ms: meta.last_new_ms,
+                scrape_interval_ms: meta.interval_ms,
+                input_series: group.active_series(),
+                counter_resets: meta.counter_resets,
+                incomplete: group.incomplete(),
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+        out
+    }
+
+    /// The events since the last call, each reported once: counter resets and removals as they
+    /// happened, then, for every group that took samples, its first complete scrape (the first
+    /// time it serves a family), families withheld or served again since, and the group becoming
+    /// incomplete. At most [`super::observe::MAX_QUEUED_EVENTS`] are held; older ones are dropped.
+    pub fn take_events(&mut self) -> Vec<EngineEvent> {
+        for (slot, generation) in std::mem::take(&mut self.touched) {
+            if !self.live(slot, generation) {
+                continue;
+            }
+            let Entry { group, meta, .. } = self.slots[slot as usize].entry.as_mut().expect("a live slot");
+            meta.touched = false;
+            let served = Family::ALL.map(|f| group.output(f).is_some());
+            if !meta.first_complete {
+                if served.iter().any(|s| *s) {
+                    meta.first_complete = true;
+                    self.events.push(EngineEvent::FirstCompleteScrape {
+                        labels: group.labels.clone(),
+                        served: Family::ALL.into_iter().filter(|f| served[f.index()]).collect(),
+                        withheld: Family::ALL.into_iter().filter_map(|f| group.withheld(f).map(|r| (f, r))).collect(),
+                    });
+                }
+            } else {
+                for family in Family::ALL {
+                    match (meta.served[family.index()], served[family.index()]) {
+                        (true, false) => {
+                            let reason = group.withheld(family).unwrap_or(WithheldReason::Incomplete);
+                            self.events.push(EngineEvent::FamilyWithheld { labels: group.labels.clone(), family, reason });
+                        }
+                        (false, true) => self.events.push(EngineEvent::FamilyServed { labels: group.labels.clone(), family }),
+                        _ => {}
+                    }
+                }
+            }
+            meta.served = served;
+            let incomplete = group.incomplete();
+            if incomplete && !meta.incomplete_reported {
+                self.events.push(EngineEvent::GroupIncomplete { labels: group.labels.clone() });
+            }
+            meta.incomplete_reported = incomplete;
+        }
+        self.events.take()
+    }
+
+    /// Events dropped because nobody took them in time (more than
+    /// [`super::observe::MAX_QUEUED_EVENTS`] pending), since start.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped
+    }
+
     /// Counts for self-metrics.
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
@@ -478,7 +645,10 @@ impl Engine {
             frames_dropped: self.frames_dropped,
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
+            groups_removed_evicted: self.removed_evicted,
             counter_resets: self.counter_resets,
+            output_holds: self.output_holds,
+            output_resets: self.output_resets,
             newest_sample_ms: self.newest_sample_ms,
             groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }

@@ -316,10 +316,10 @@ fn parse_sample(line: &str, format: Format) -> Result<ParsedSample, ParseErrorKi
         }
         timestamp_ms = Some(parse_timestamp(token, format)?);
     }
-    if let Some(token) = tokens.next() {
-        if format != Format::OpenMetrics || token != "#" {
-            return Err(ParseErrorKind::TrailingText(token.to_string()));
-        }
+    if let Some(token) = tokens.next()
+        && (format != Format::OpenMetrics || token != "#")
+    {
+        return Err(ParseErrorKind::TrailingText(token.to_string()));
     }
     Ok(ParsedSample {
         name: name.to_string(),

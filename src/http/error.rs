@@ -146,15 +146,23 @@ impl HttpError {
     }
 }
 
+/// Refused remote writes repeat on every request of a misconfigured sender: at most 10 lines at
+/// warn or error per 10 s (`suppressed` says how many were logged at debug meanwhile).
+static REFUSALS_LOGGED: crate::telemetry::events::LogLimit = crate::telemetry::events::LogLimit::new(10);
+
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
         if matches!(self, HttpError::Panicked(_)) {
             // Already logged at error level, with the panic message, by `WritePanicked`.
-        } else if status.is_server_error() {
-            tracing::error!(code = status.as_u16(), error = %self, "remote write failed");
+        } else if let Some(suppressed) = REFUSALS_LOGGED.allow() {
+            if status.is_server_error() {
+                tracing::error!(code = status.as_u16(), error = %self, suppressed, "remote write failed");
+            } else {
+                tracing::warn!(code = status.as_u16(), error = %self, suppressed, "remote write rejected");
+            }
         } else {
-            tracing::warn!(code = status.as_u16(), error = %self, "remote write rejected");
+            tracing::debug!(code = status.as_u16(), error = %self, "remote write refused (log rate limit reached)");
         }
         (
             status,

@@ -7,6 +7,8 @@
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
 //! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]).
+//! * `GET /`, `GET /status`, `GET /api/v1/groups`, `GET /docs`: landing page, per-group status
+//!   (HTML and JSON) and the README ([`status`]).
 //!
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
@@ -17,12 +19,15 @@ mod error;
 pub mod live;
 pub mod metrics;
 pub mod negotiate;
+pub mod status;
 pub mod write;
 
 #[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
 mod panic_tests;
+#[cfg(test)]
+mod status_tests;
 #[cfg(test)]
 mod tests;
 
@@ -63,6 +68,8 @@ pub struct AppState {
     pub engine: Arc<Mutex<Engine>>,
     /// Self-metrics.
     pub metrics: Arc<SelfMetrics>,
+    /// The rate-limited log of the engine's group events.
+    pub event_log: Arc<crate::telemetry::events::EventLog>,
     /// Reloadable settings: limits, request slots, web settings.
     live: Arc<LiveCell>,
     /// How long a request waits for a slot before 503.
@@ -94,6 +101,7 @@ impl AppState {
         AppState {
             engine: Arc::new(Mutex::new(engine)),
             metrics: Arc::new(SelfMetrics::new()),
+            event_log: Arc::default(),
             live: Arc::new(LiveCell::new(Live::new(
                 limits,
                 Arc::new(WebSettings::default()),
@@ -205,6 +213,10 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/write", post(write::handle))
         .route("/metrics", get(metrics::handle))
+        .route("/", get(status::landing))
+        .route("/status", get(status::status))
+        .route("/api/v1/groups", get(status::groups))
+        .route("/docs", get(status::docs))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route(
@@ -234,6 +246,10 @@ fn handler_label(path: &str) -> &'static str {
         "/-/healthy" => "/-/healthy",
         "/-/ready" => "/-/ready",
         "/-/reload" => "/-/reload",
+        "/" => "/",
+        "/status" => "/status",
+        "/api/v1/groups" => "/api/v1/groups",
+        "/docs" => "/docs",
         _ => "other",
     }
 }

@@ -357,8 +357,9 @@ fn process(
     // The known-series fast path (docs/PERFORMANCE.md): one short hold of the engine lock finds
     // the series known by their label bytes; the labels of the others are decoded, checked and
     // normalised outside the lock.
+    let now = now_ms();
     let known = match protocol {
-        WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now_ms()),
+        WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now),
         WriteProtocol::V2 => Vec::new(),
     };
     let prepared = match ingest::prepare_known(request, known, limits) {
@@ -368,12 +369,14 @@ fn process(
             return (none, Err(e.into()));
         }
     };
-    let outcome = {
+    let (outcome, events) = {
         let mut engine = state.lock_engine();
         #[cfg(test)]
         state.injected_panic(super::PanicAt::UnderEngineLock);
-        prepared.apply(&mut engine, now_ms())
+        let outcome = prepared.apply(&mut engine, now);
+        (outcome, engine.take_events())
     };
+    state.event_log.log(events, now);
     SamplesIngested {
         report: &outcome.report,
     }

@@ -151,7 +151,7 @@ fn decode_series<'a>(
 
 /// Resolves `labels_refs` (name, value, name, value, …) against `symbols`, in order.
 fn resolve_labels<'a>(refs: &[u64], symbols: &[&'a str]) -> Result<LabelSet<'a>, LabelError> {
-    if refs.len() % 2 != 0 {
+    if !refs.len().is_multiple_of(2) {
         return Err(LabelError::OddLabelRefs);
     }
     // A reference is a uint32; a larger varint is out of range too (never truncated into range).

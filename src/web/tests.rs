@@ -474,6 +474,10 @@ async fn probes_stay_open_and_every_other_route_is_protected() {
     }
     for (method, path) in [
         ("GET", "/metrics"),
+        ("GET", "/"),
+        ("GET", "/status"),
+        ("GET", "/api/v1/groups"),
+        ("GET", "/docs"),
         ("POST", "/api/v1/write"),
         ("POST", "/-/reload"),
         ("GET", "/no-such-route"),

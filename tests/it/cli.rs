@@ -301,3 +301,31 @@ fn simulate_usage_errors_come_from_the_argument_parser() {
         "{err}"
     );
 }
+
+#[test]
+fn version_works_on_every_subcommand_and_names_the_git_commit() {
+    // build.rs: `git rev-parse --short HEAD`, or "unknown" outside a git checkout.
+    let (_, top, _) = run(&["--version"]);
+    let commit = top
+        .trim()
+        .strip_prefix("vllm-corrector 0.1.0 (commit ")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{top:?}"))
+        .to_owned();
+    assert!(commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())), "{commit:?}");
+    for sub in ["demo", "inspect", "rules", "simulate", "relabel"] {
+        let (code, out, err) = run(&[sub, "--version"]);
+        assert_eq!(code, Some(0), "{sub} --version: {err}");
+        assert_eq!(out.trim(), format!("vllm-corrector-{sub} 0.1.0 (commit {commit})"), "{sub}");
+    }
+}
+
+#[test]
+fn relabel_prints_the_shipped_keep_rule() {
+    let (code, out, err) = run(&["relabel"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out, std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/relabel.yml")).unwrap());
+    let (code, operator, _) = run(&["relabel", "--operator"]);
+    assert_eq!(code, Some(0));
+    assert!(operator.contains("- sourceLabels: [__name__, le, source]"), "{operator}");
+}

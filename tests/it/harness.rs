@@ -216,10 +216,10 @@ pub fn wait_ready(
         if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
             return Err(format!("exited early with {status}"));
         }
-        if let Ok(r) = client.get(ready_url).send() {
-            if r.status().is_success() {
-                return Ok(());
-            }
+        if let Ok(r) = client.get(ready_url).send()
+            && r.status().is_success()
+        {
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err(format!("timed out waiting for {ready_url}"));

@@ -56,7 +56,8 @@ impl ExpositionServer {
         }
     }
 
-    fn set(&self, text: String) {
+    /// Replaces the exposition text served from now on.
+    pub fn set(&self, text: String) {
         *self.body.lock().unwrap() = text;
     }
 }

@@ -69,7 +69,7 @@ fn series_sharding_across_two_instances_is_reported_by_both_and_whole_targets_by
         let (even, odd): (Vec<Point>, Vec<Point>) = points
             .iter()
             .cloned()
-            .partition(|p| series_hash(p) % 2 == 0);
+            .partition(|p| series_hash(p).is_multiple_of(2));
         assert!(
             !even.is_empty() && !odd.is_empty(),
             "the hash splits the target"

@@ -276,7 +276,7 @@ fn inf_equals_count_exactly_and_buckets_stay_monotone_over_random_intervals() {
     for estimator in [Estimator::MeanWeight, Estimator::AcceptanceMix] {
         for _ in 0..200 {
             let mut acc = vec![0.0; 6];
-            let mut old = vec![0.0; 6];
+            let mut old = [0.0; 6];
             let mut prev: Option<ItlPoint> = None;
             let mut cur = point([0.0; 5], 0.0, 0.0);
             cur.per_pos = vec![0.0; 3];
