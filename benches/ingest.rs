@@ -1,4 +1,5 @@
-//! Micro-benchmarks of the receive path (Performance issue): snappy decode, RW1 and RW2 decode, engine apply
+//! Micro-benchmarks of the receive path (Performance issue): the whole path without HTTP, full and
+//! with the known-series fast path; snappy decode, RW1 and RW2 decode, engine apply
 //! (known series, new series, unused series, a whole scrape), `/metrics` rendering at 1 k and 10 k
 //! derived series. Allocation counts are in `benches/alloc.rs`.
 //!
@@ -15,6 +16,7 @@ use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
 use vllm_corrector::exposition::Format;
 use vllm_corrector::http::AppState;
 use vllm_corrector::http::metrics::render_all;
+use vllm_corrector::ingest;
 use vllm_corrector::protocol::encode::SeriesSpec;
 use vllm_corrector::protocol::{NameMemo, snappy, v1, v2};
 
@@ -189,8 +191,70 @@ fn bench_exposition(c: &mut Criterion) {
     group.finish();
 }
 
+/// The whole receive path without HTTP, per 500-sample request in steady state (16 pods × 2
+/// engines, every series known): snappy, decode, label checks, engine. `full_path`: `v1::decode`,
+/// `ingest::prepare`, apply. `known_series_path`: what the HTTP handler runs, `v1::decode_deferred`,
+/// `ingest::known_series`, `ingest::prepare_known`, apply (docs/PERFORMANCE.md, "The known-series
+/// fast path"). Each iteration takes the next request; after 60 scrapes a fresh engine is warmed
+/// up again (untimed).
+fn bench_receive(c: &mut Criterion) {
+    let (t0_ms, step_ms, scrapes) = (1_700_000_000_000_i64, 15_000, 60);
+    let payloads = vllm_shape::Payloads::new(16, 2, 4, t0_ms, step_ms);
+    let now_ms = t0_ms + (scrapes as i64 + 1) * step_ms;
+    let mut bodies = Vec::new();
+    payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
+    let per_scrape = bodies.len() / scrapes as usize;
+    let limits = Limits::default();
+    let mut group = c.benchmark_group("receive");
+    group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
+    for known_path in [false, true] {
+        let run = |engine: &mut Engine, buffer: &mut Vec<u8>, body: &[u8]| {
+            snappy::decompress_into(body, 128 << 20, buffer).unwrap();
+            let outcome = if known_path {
+                let request = v1::decode_deferred(buffer).unwrap();
+                let known = ingest::known_series(engine, &request, &limits, now_ms);
+                ingest::prepare_known(request, known, &limits)
+                    .unwrap()
+                    .apply(engine, now_ms)
+            } else {
+                ingest::prepare(v1::decode(buffer).unwrap(), &limits).apply(engine, now_ms)
+            };
+            outcome.report.received
+        };
+        let name = if known_path {
+            "known_series_path_500_sample_request"
+        } else {
+            "full_path_500_sample_request"
+        };
+        group.bench_function(name, |b| {
+            let mut buffer = Vec::new();
+            let (mut engine, mut next) = (Engine::new(EngineConfig::default()), bodies.len());
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    if next == bodies.len() {
+                        // Two scrapes fill the caches and the frame window, untimed.
+                        engine = Engine::new(EngineConfig::default());
+                        for body in &bodies[..2 * per_scrape] {
+                            run(&mut engine, &mut buffer, body);
+                        }
+                        next = 2 * per_scrape;
+                    }
+                    let start = Instant::now();
+                    black_box(run(&mut engine, &mut buffer, &bodies[next]));
+                    spent += start.elapsed();
+                    next += 1;
+                }
+                spent
+            });
+        });
+    }
+    group.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
+    bench_receive(&mut c);
     bench_decode(&mut c);
     bench_engine(&mut c);
     bench_exposition(&mut c);

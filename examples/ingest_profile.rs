@@ -3,8 +3,10 @@
 //!
 //! Pre-encodes `scrapes` scrapes of `pods` pods × `engines` engines (vLLM-shaped, 500-sample
 //! requests, `benches/support/vllm_shape.rs`), then runs each request as the HTTP handler does:
-//! snappy decode, RW1 decode, then `ingest::prepare` (limits, label normalisation) and
-//! `Prepared::apply` (engine ingest). Prints samples and wall time.
+//! snappy decode, RW1 decode with labels deferred (`v1::decode_deferred`), the known-series lookup
+//! (`ingest::known_series`), `ingest::prepare_known` (limits and label normalisation of the series
+//! not known) and `Prepared::apply` (engine ingest). A 4th argument `full` takes the full path
+//! instead (`v1::decode`, `ingest::prepare`), for comparison. Prints samples and wall time.
 //!
 //! Run: `cargo build --release --example ingest_profile && valgrind --tool=callgrind
 //! target/release/examples/ingest_profile 16 2 40` (arguments: pods, engines, scrapes). The first
@@ -52,10 +54,20 @@ fn run(
     now_ms: i64,
 ) {
     let limits = Limits::default();
+    let full_path = std::env::args().nth(4).is_some_and(|a| a == "full");
     for body in bodies {
         snappy::decompress_into(body, 128 << 20, buffer).unwrap();
-        let request = v1::decode(buffer).unwrap();
-        let outcome = ingest::prepare(request, &limits).apply(engine, now_ms);
+        let outcome = if full_path {
+            let request = v1::decode(buffer).unwrap();
+            ingest::prepare(request, &limits).apply(engine, now_ms)
+        } else {
+            // As the HTTP handler does: the known-series fast path.
+            let request = v1::decode_deferred(buffer).unwrap();
+            let known = ingest::known_series(engine, &request, &limits, now_ms);
+            ingest::prepare_known(request, known, &limits)
+                .unwrap()
+                .apply(engine, now_ms)
+        };
         report.merge(&outcome.report);
     }
 }

@@ -17,9 +17,12 @@
 use std::fmt::Write as _;
 
 use crate::config::Limits;
-use crate::engine::{Engine, IngestReport, RejectReason};
+use crate::engine::{Engine, IngestReport, KnownSeries, RejectReason};
 use crate::protocol::histogram::{self, HistogramError, NativeHistogram};
-use crate::protocol::{Label, LabelError, NameMemo, Sample, SeriesRef, WriteRequestRef};
+use crate::protocol::labels::LabelLimits;
+use crate::protocol::{
+    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesRef, WriteRequestRef,
+};
 
 /// The longest label text quoted in a 400 answer.
 const MAX_QUOTED_LABELS: usize = 512;
@@ -97,6 +100,23 @@ impl Outcome {
             reason,
         });
     }
+
+    /// [`Outcome::reject_series`] for a series whose labels may still be pending (a known series):
+    /// they are decoded and normalised only when this is the first rejected series, so the quote
+    /// is the one the full path gives.
+    fn reject_known_series(
+        &mut self,
+        index: usize,
+        series: &mut SeriesRef<'_>,
+        limits: &LabelLimits,
+        reason: SeriesRejection,
+    ) {
+        if self.first_rejected.is_none() {
+            // Known labels passed these steps before, from the same bytes: they cannot fail here.
+            let _ = resolve_labels(series, &mut LabelScratch::default(), limits);
+        }
+        self.reject_series(index, &series.labels, reason);
+    }
 }
 
 /// A request whose series passed [`prepare`], ready for [`Prepared::apply`].
@@ -105,15 +125,93 @@ pub struct Prepared<'a> {
     request: WriteRequestRef<'a>,
     /// Position in the request of each kept series.
     positions: Vec<usize>,
+    /// By position in the request: what the engine decided for the series before, when it is
+    /// known (its labels are then still pending); may be empty.
+    known: Vec<Option<KnownSeries>>,
+    label_limits: LabelLimits,
     max_future_skew_ms: i64,
     outcome: Outcome,
+}
+
+/// The known-series fast path, step 0 (under the engine lock, briefly): for each series of
+/// `request` (from [`crate::protocol::v1::decode_deferred`]) that has a key and only float samples,
+/// what the engine decided for the same label bytes before, if it remembers
+/// ([`Engine::known_series`]). Forgets every known series first when `limits.labels` changed.
+/// `now_ms`: receive time (ms). The result goes to [`prepare_known`].
+pub fn known_series(
+    engine: &mut Engine,
+    request: &WriteRequestRef<'_>,
+    limits: &Limits,
+    now_ms: i64,
+) -> Vec<Option<KnownSeries>> {
+    engine.use_label_limits(limits.labels);
+    request
+        .series
+        .iter()
+        .map(|s| match s.key {
+            Some(key) if s.histograms.is_empty() && s.pending_labels.is_some() => {
+                engine.known_series(key, now_ms)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Decodes (if pending), checks and normalises one series' labels: what [`prepare`] does to a
+/// series.
+fn resolve_labels<'a>(
+    series: &mut SeriesRef<'a>,
+    scratch: &mut LabelScratch,
+    limits: &LabelLimits,
+) -> Result<Result<(), LabelError>, ProtocolError> {
+    series.decode_labels(scratch)?;
+    Ok(limits
+        .check(&series.labels)
+        .and_then(|()| series.normalize()))
 }
 
 /// Step 1, outside the engine lock: checks each series against the label limits of `limits`,
 /// normalises its labels, and counts and drops the series that fail (every sample of a dropped
 /// series is rejected with the [`LabelError`]'s reason; its histograms count as in
 /// [`crate::protocol::SeriesRef::sample_count`]).
-pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a> {
+///
+/// For a request from [`crate::protocol::v1::decode`] or [`crate::protocol::v2::decode`]; one from
+/// [`crate::protocol::v1::decode_deferred`] goes to [`prepare_known`] (here, labels that fail to
+/// decode would be left empty and rejected as `empty_label_set`).
+pub fn prepare<'a>(request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a> {
+    let mut scratch = LabelScratch::default();
+    let mut request = request;
+    for series in &mut request.series {
+        if series.decode_labels(&mut scratch).is_err() {
+            series.pending_labels = None;
+        }
+    }
+    let label_limits = limits.labels;
+    let max_future_skew_ms = limits.max_future_skew_ms;
+    // No label is pending any more, so this cannot fail; an empty request if it did.
+    prepare_known(request, Vec::new(), limits).unwrap_or_else(|_| Prepared {
+        request: WriteRequestRef::default(),
+        positions: Vec::new(),
+        known: Vec::new(),
+        label_limits,
+        max_future_skew_ms,
+        outcome: Outcome::default(),
+    })
+}
+
+/// [`prepare`] for a request from [`crate::protocol::v1::decode_deferred`], with what
+/// [`known_series`] found: a known series keeps its labels pending and skips every label step
+/// (its bytes passed them before); every other series has its labels decoded, checked and
+/// normalised as [`prepare`] does.
+///
+/// # Errors
+/// The [`ProtocolError`] of the first series, in wire order, whose labels do not decode (not UTF-8,
+/// a malformed `Label`): the request is refused whole, as [`crate::protocol::v1::decode`] refuses it.
+pub fn prepare_known<'a>(
+    mut request: WriteRequestRef<'a>,
+    known: Vec<Option<KnownSeries>>,
+    limits: &Limits,
+) -> Result<Prepared<'a>, ProtocolError> {
     let mut outcome = Outcome {
         series: request.series.len(),
         ..Outcome::default()
@@ -121,9 +219,23 @@ pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepare
     let mut positions = Vec::with_capacity(request.series.len());
     let mut index = 0;
     let mut memo = NameMemo::default();
+    let mut scratch = LabelScratch::default();
+    let mut failed = None;
     request.series.retain_mut(|series| {
         let position = index;
         index += 1;
+        if failed.is_some() {
+            return false;
+        }
+        let hit = known.get(position).copied().flatten();
+        if hit.is_some() {
+            positions.push(position);
+            return true;
+        }
+        if let Err(e) = series.decode_labels(&mut scratch) {
+            failed = Some(e);
+            return false;
+        }
         let checked = limits
             .labels
             .check(&series.labels)
@@ -142,12 +254,17 @@ pub fn prepare<'a>(mut request: WriteRequestRef<'a>, limits: &Limits) -> Prepare
             }
         }
     });
-    Prepared {
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok(Prepared {
         request,
         positions,
+        known,
+        label_limits: limits.labels,
         max_future_skew_ms: limits.max_future_skew_ms,
         outcome,
-    }
+    })
 }
 
 /// Every sample of `request` rejected for `reason` (a request refused whole after decoding, such
@@ -174,8 +291,27 @@ impl Prepared<'_> {
     pub fn apply(mut self, engine: &mut Engine, now_ms: i64) -> Outcome {
         let outcome = &mut self.outcome;
         let latest = now_ms.saturating_add(self.max_future_skew_ms);
+        let limits = self.label_limits;
+        engine.use_label_limits(limits);
         let mut in_time: Vec<Sample> = Vec::new();
-        for (series, &position) in self.request.series.iter().zip(&self.positions) {
+        let mut scratch = LabelScratch::default();
+        for (series, &position) in self.request.series.iter_mut().zip(&self.positions) {
+            let known = self.known.get(position).copied().flatten();
+            if known.is_some() {
+                apply_known(
+                    engine,
+                    series,
+                    position,
+                    known,
+                    (latest, now_ms),
+                    &limits,
+                    &mut scratch,
+                    &mut in_time,
+                    outcome,
+                );
+                continue;
+            }
+            let series = &*series;
             let mut report = IngestReport::default();
             let mut refused = None;
             let mut samples = series.samples.as_slice();
@@ -189,7 +325,8 @@ impl Prepared<'_> {
             }
             if !samples.is_empty() {
                 let mut floats = IngestReport::default();
-                engine.ingest(&series.labels, samples, now_ms, &mut floats);
+                let key = series.key.map(|k| (k, limits));
+                engine.ingest_keyed(key, &series.labels, samples, now_ms, &mut floats);
                 outcome.written.samples += accepted(&floats);
                 report.merge(&floats);
             }
@@ -223,6 +360,72 @@ impl Prepared<'_> {
         }
         self.outcome
     }
+}
+
+/// [`Prepared::apply`] for one known series (float samples only, labels pending): its samples go
+/// to [`Engine::ingest_known`]; if its group left since the lookup, its labels are decoded, checked
+/// and normalised, and it takes the full path ([`Engine::ingest_keyed`]). The accounting is the
+/// full path's.
+#[allow(clippy::too_many_arguments)]
+fn apply_known<'a>(
+    engine: &mut Engine,
+    series: &mut SeriesRef<'a>,
+    position: usize,
+    known: Option<KnownSeries>,
+    (latest, now_ms): (i64, i64),
+    limits: &LabelLimits,
+    scratch: &mut LabelScratch,
+    in_time: &mut Vec<Sample>,
+    outcome: &mut Outcome,
+) {
+    let mut report = IngestReport::default();
+    let mut refused = None;
+    // Taken out for the call (put back below), so that the labels can be resolved meanwhile.
+    let all = std::mem::take(&mut series.samples);
+    let mut samples = all.as_slice();
+    if samples.iter().any(|s| s.timestamp_ms > latest) {
+        in_time.clear();
+        in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
+        let future = (samples.len() - in_time.len()) as u64;
+        report.reject(RejectReason::FutureTimestamp, future);
+        refused = Some(SeriesRejection::FutureTimestamp);
+        samples = in_time;
+    }
+    let count = all.len() as u64;
+    if !samples.is_empty() {
+        let mut floats = IngestReport::default();
+        let done = known.is_some_and(|k| engine.ingest_known(k, samples, now_ms, &mut floats));
+        if !done {
+            match resolve_labels(series, scratch, limits) {
+                Ok(Ok(())) => {
+                    let key = series.key.map(|k| (k, *limits));
+                    engine.ingest_keyed(key, &series.labels, samples, now_ms, &mut floats);
+                }
+                // Unreachable for bytes that passed before; counted as the full path would.
+                Ok(Err(error)) => {
+                    outcome.report.reject(RejectReason::Label(error), count);
+                    outcome.reject_series(position, &series.labels, error.into());
+                    return;
+                }
+                Err(_) => {
+                    let error = LabelError::EmptyLabelSet;
+                    outcome.report.reject(RejectReason::Label(error), count);
+                    outcome.reject_series(position, &[], error.into());
+                    return;
+                }
+            }
+        }
+        outcome.written.samples += accepted(&floats);
+        report.merge(&floats);
+    }
+    series.samples = all;
+    if report.rejected[RejectReason::ActiveSeriesLimit.index()] > 0 {
+        refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
+    }
+    if let Some(reason) = refused {
+        outcome.reject_known_series(position, series, limits, reason);
+    }
+    outcome.report.merge(&report);
 }
 
 /// Applies one native histogram sample; `Ok(true)` when it was written in full.
@@ -289,3 +492,7 @@ pub fn quote_labels(labels: &[Label<'_>]) -> String {
 #[cfg(test)]
 #[path = "ingest_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "ingest_known_tests.rs"]
+mod known_tests;

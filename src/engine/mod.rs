@@ -12,12 +12,14 @@ mod api;
 mod classify;
 mod completeness;
 mod group;
+mod known;
 mod hold;
 mod observe;
 mod rules;
 mod state;
 
 pub use api::*;
+pub use known::KnownSeries;
 pub use classify::{READ_NAMES, ReadName};
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::{Engine, STATE_FORMAT_VERSION, StateError};

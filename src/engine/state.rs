@@ -6,9 +6,11 @@ use hashbrown::{HashMap, HashTable};
 
 use super::classify::{RoleKey, classify, group_labels, is_read_family, may_be_read};
 use super::group::{Committed, Group, Offer};
+use super::known::{KnownSeries, KnownTable};
 use super::observe::{EngineEvent, EventQueue, GroupMeta, RemovalReason};
 use super::*;
-use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
+use crate::protocol::labels::LabelLimits;
+use crate::protocol::{Label, MetadataRef, MetricType, Sample, SeriesKey, is_stale_marker};
 
 #[path = "evict.rs"]
 mod evict;
@@ -90,6 +92,8 @@ pub struct Engine {
     tracked_series: usize,
     /// Reused buffer: a label set's bytes, hashed in one call per hasher.
     scratch: Vec<u8>,
+    /// What was decided per encoded label set, for the known-series fast path ([`Engine::ingest_known`]).
+    known: KnownTable,
     /// Acceptance-corrected bucket state of groups removed for staleness, by group labels, with
     /// the receive time of removal (ms): resumed if the group returns within `idle_timeout_ms`.
     retired: HashMap<Vec<(String, String)>, (Committed, i64)>,
@@ -113,7 +117,7 @@ impl Engine {
     /// Creates an empty engine.
     pub fn new(config: EngineConfig) -> Self {
         Engine {
-            config,
+            config: config.clone(),
             hasher: foldhash::fast::FixedState::with_seed(0x5eed_cafe),
             series_hashers: [
                 foldhash::fast::FixedState::with_seed(0x0123_4567_89ab_cdef),
@@ -136,6 +140,7 @@ impl Engine {
             newest_sample_ms: None,
             tracked_series: 0,
             scratch: Vec::with_capacity(512),
+            known: KnownTable::new(known_cap(&config)),
             retired: HashMap::new(),
             touched: Vec::new(),
             events: EventQueue::default(),
@@ -144,6 +149,7 @@ impl Engine {
 
     /// Replaces the settings (idle timeout, pending frames); existing state is kept.
     pub fn set_config(&mut self, config: EngineConfig) {
+        self.known.cap = known_cap(&config);
         self.config = config;
     }
 
@@ -231,10 +237,11 @@ impl Engine {
 
     /// Where the series `labels` goes. Cached per series; the first sample classifies it and finds
     /// (or creates) its group. A series the engine does not hold is refused without creating
-    /// anything when `has_samples` and the engine holds `max_active_series` series.
-    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64) -> Route {
-        let (hash, check) = self.series_hash(labels);
-        let found = self.series.find(hash, |c| c.hash == hash && c.check == check).copied();
+    /// anything when `has_samples` and the engine holds `max_active_series` series. A `keyed` series
+    /// is remembered in the known-series table instead of this cache (one entry per series, not two).
+    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64, keyed: bool) -> Route {
+        let (hash, check) = if keyed { (0, 0) } else { self.series_hash(labels) };
+        let found = if keyed { None } else { self.series.find(hash, |c| c.hash == hash && c.check == check).copied() };
         if let Some(c) = found
             && self.live(c.slot, c.generation)
         {
@@ -242,7 +249,7 @@ impl Engine {
         }
         let Some(key) = classify(name, labels) else {
             // Cached only beside an existing group (and forgotten with it).
-            if let Some(slot) = self.group_slot(labels, now_ms, false) {
+            if !keyed && let Some(slot) = self.group_slot(labels, now_ms, false) {
                 self.cache_series(hash, check, slot, None);
             }
             return Route::Unused;
@@ -256,7 +263,9 @@ impl Engine {
             Some(slot) => slot,
             None => self.group_slot(labels, now_ms, true).expect("created"),
         };
-        self.cache_series(hash, check, slot, Some(key));
+        if !keyed {
+            self.cache_series(hash, check, slot, Some(key));
+        }
         Route::Group(slot, key)
     }
 
@@ -284,8 +293,36 @@ impl Engine {
     /// not the staleness marker), `frame_evicted`, or `active_series_limit` (a series the engine does
     /// not hold yet while it holds `max_active_series`). Staleness markers (by bits) are applied.
     pub fn ingest(&mut self, labels: &[Label<'_>], samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
+        self.ingest_keyed(None, labels, samples, now_ms, report);
+    }
+
+    /// [`Engine::ingest`], remembering what was decided for the series under `key` (the identity of
+    /// its encoded labels, [`SeriesKey`]) when `key` is given: its labels passed the checks of
+    /// `crate::ingest::prepare` under these `LabelLimits`. Next time, [`Engine::known_series`] gives
+    /// the decision back without the labels. Nothing is remembered for a series refused at
+    /// `max_active_series`, or when the limits are not the ones [`Engine::use_label_limits`] set.
+    pub fn ingest_keyed(
+        &mut self,
+        key: Option<(SeriesKey, LabelLimits)>,
+        labels: &[Label<'_>],
+        samples: &[Sample],
+        now_ms: i64,
+        report: &mut IngestReport,
+    ) {
         let name = labels.iter().find(|l| l.name == "__name__").map_or("", |l| l.value);
-        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms) } else { Route::Unused };
+        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms, key.is_some()) } else { Route::Unused };
+        if let Some((key, limits)) = key {
+            let known = match route {
+                Route::Unused => Some(KnownSeries::UNUSED),
+                Route::Limited => None,
+                Route::Group(slot, role) => {
+                    Some(KnownSeries { slot, generation: self.slots[slot as usize].generation, role: Some(role) })
+                }
+            };
+            if let Some(known) = known {
+                self.known.insert(key, known, limits, now_ms);
+            }
+        }
         let (slot, key) = match route {
             Route::Unused => {
                 report.reject(RejectReason::UnusedSeries, samples.len() as u64);
@@ -297,6 +334,54 @@ impl Engine {
             }
             Route::Group(slot, key) => (slot, key),
         };
+        self.apply_routed(slot, key, samples, now_ms, report);
+    }
+
+    /// Makes the known series valid for series checked under `limits` (call once per request,
+    /// before [`Engine::known_series`]): when they differ from the limits the known series were
+    /// checked under (a reload changed them), every known series is forgotten, so that each label
+    /// set is checked again under the new limits.
+    pub fn use_label_limits(&mut self, limits: LabelLimits) {
+        self.known.use_limits(limits);
+    }
+
+    /// What was decided for the series whose encoded labels have `key`, if it is known and its
+    /// group still lives (an entry of a removed group is forgotten here). `now_ms`: receive time
+    /// (ms), which keeps a series no rule reads known for `idle_timeout_ms`.
+    pub fn known_series(&mut self, key: SeriesKey, now_ms: i64) -> Option<KnownSeries> {
+        let known = self.known.get(key, now_ms)?;
+        if known.groupless() || self.live(known.slot, known.generation) {
+            return Some(known);
+        }
+        self.known.remove(key);
+        None
+    }
+
+    /// Applies one known series' samples, exactly as [`Engine::ingest`] would with its labels.
+    /// Returns false, doing nothing, when its group was removed since [`Engine::known_series`]
+    /// gave `known` (then call [`Engine::ingest_keyed`] with the labels).
+    pub fn ingest_known(&mut self, known: KnownSeries, samples: &[Sample], now_ms: i64, report: &mut IngestReport) -> bool {
+        if known.groupless() {
+            report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+            return true;
+        }
+        if !self.live(known.slot, known.generation) {
+            return false;
+        }
+        match known.role {
+            Some(role) => self.apply_routed(known.slot, role, samples, now_ms, report),
+            None => report.reject(RejectReason::UnusedSeries, samples.len() as u64),
+        }
+        true
+    }
+
+    /// Number of known series held (for tests and memory accounting).
+    pub fn known_series_count(&self) -> usize {
+        self.known.len()
+    }
+
+    /// The samples of a series routed to the group in `slot` as role `key`.
+    fn apply_routed(&mut self, slot: u32, key: RoleKey, samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
         let max_frames = self.config.max_pending_frames.max(1);
         let new_role = !self.group(slot).has_role(key);
         let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
@@ -425,6 +510,10 @@ impl Engine {
             self.events.push(EngineEvent::GroupRemoved { labels: entry.group.labels.clone(), reason: *reason });
             self.remove_group(*slot);
         }
+        let slots = &self.slots;
+        self.known.sweep(cutoff, |slot, generation| {
+            slots.get(slot as usize).is_some_and(|s| s.generation == generation && s.entry.is_some())
+        });
         // Forget cached series of every removed group (idle here, stale since the last sweep).
         let slots = &self.slots;
         self.series.retain(|c| slots.get(c.slot as usize).is_some_and(|s| s.generation == c.generation && s.entry.is_some()));
@@ -564,4 +653,10 @@ impl Engine {
             groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }
     }
+}
+
+/// Most known series ([`Engine::known_series`]): 8 per series the engine may hold
+/// (`max_active_series`; a vLLM engine sends about 6 series per one a rule reads), at least 65 536.
+fn known_cap(config: &EngineConfig) -> usize {
+    config.max_active_series.saturating_mul(8).max(1 << 16)
 }

@@ -324,7 +324,8 @@ fn process(
         return (none, Err(e.into()));
     }
     let decoded = match protocol {
-        WriteProtocol::V1 => protocol::v1::decode(buffer),
+        // Labels are decoded later, and only for series the engine does not know.
+        WriteProtocol::V1 => protocol::v1::decode_deferred(buffer),
         WriteProtocol::V2 => protocol::v2::decode(buffer),
     };
     let request = match decoded {
@@ -353,9 +354,21 @@ fn process(
         return (none, Err(error));
     }
 
-    // Labels are checked and normalised outside the engine lock.
-    let prepared = ingest::prepare(request, limits);
+    // The known-series fast path (docs/PERFORMANCE.md): one short hold of the engine lock finds
+    // the series known by their label bytes; the labels of the others are decoded, checked and
+    // normalised outside the lock.
     let now = now_ms();
+    let known = match protocol {
+        WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now),
+        WriteProtocol::V2 => Vec::new(),
+    };
+    let prepared = match ingest::prepare_known(request, known, limits) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            *uncounted = None;
+            return (none, Err(e.into()));
+        }
+    };
     let (outcome, events) = {
         let mut engine = state.lock_engine();
         #[cfg(test)]

@@ -16,8 +16,17 @@ pub type SeriesSpec = (Vec<(String, String)>, Vec<Sample>);
 /// A [`SeriesSpec`] from borrowed label pairs and `(value, timestamp in ms)` samples, in order.
 pub fn series_spec(labels: &[(&str, &str)], samples: &[(f64, i64)]) -> SeriesSpec {
     (
-        labels.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect(),
-        samples.iter().map(|&(value, timestamp_ms)| Sample { value, timestamp_ms }).collect(),
+        labels
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        samples
+            .iter()
+            .map(|&(value, timestamp_ms)| Sample {
+                value,
+                timestamp_ms,
+            })
+            .collect(),
     )
 }
 

@@ -333,7 +333,9 @@ mod tests {
     fn name_memo_never_changes_a_result() {
         // Series drawn from a few names (valid and not) in a few orders, normalised in sequence
         // with one memo and each with none: every outcome and every kept label set is the same.
-        let names = ["__name__", "engine", "en-gine", "le", "1le", "pod", "_x", "é"];
+        let names = [
+            "__name__", "engine", "en-gine", "le", "1le", "pod", "_x", "é",
+        ];
         let values = ["vllm:a_bucket", "vllm:a_bucket", "1bad", "up", "", "x"];
         let mut state = 0x9e37_79b9_7f4a_7c15_u64;
         let mut next = |n: usize| {
@@ -371,14 +373,24 @@ mod tests {
                 for b in 0..=255u8 {
                     let mut bytes = vec![b'x'; len];
                     bytes[pos] = b;
-                    let Ok(name) = std::str::from_utf8(&bytes) else { continue };
+                    let Ok(name) = std::str::from_utf8(&bytes) else {
+                        continue;
+                    };
                     for colon in [false, true] {
-                        assert_eq!(valid_name(name, colon), naive_valid_name(name, colon), "{name:?} {colon}");
+                        assert_eq!(
+                            valid_name(name, colon),
+                            naive_valid_name(name, colon),
+                            "{name:?} {colon}"
+                        );
                     }
                 }
             }
         }
-        assert!(!valid_name("aé", false) && !valid_name("éa", true) && !valid_name("abcdefgh\u{80}", true));
+        assert!(
+            !valid_name("aé", false)
+                && !valid_name("éa", true)
+                && !valid_name("abcdefgh\u{80}", true)
+        );
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         for _ in 0..20_000 {
             state ^= state << 13;
@@ -387,10 +399,16 @@ mod tests {
             let len = (state % 24) as usize;
             let alphabet = b"aZ_:09/-.@[`{";
             let name: String = (0..len)
-                .map(|i| char::from(alphabet[((state >> (i % 60)) % alphabet.len() as u64) as usize]))
+                .map(|i| {
+                    char::from(alphabet[((state >> (i % 60)) % alphabet.len() as u64) as usize])
+                })
                 .collect();
             for colon in [false, true] {
-                assert_eq!(valid_name(&name, colon), naive_valid_name(&name, colon), "{name:?}");
+                assert_eq!(
+                    valid_name(&name, colon),
+                    naive_valid_name(&name, colon),
+                    "{name:?}"
+                );
             }
         }
     }

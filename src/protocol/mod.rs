@@ -16,6 +16,8 @@ pub mod v1;
 pub mod v2;
 mod wire;
 
+pub use v1::LabelScratch;
+
 pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
 pub use labels::{Label, LabelError, NameMemo, normalize_labels};
 
@@ -77,6 +79,39 @@ pub struct SeriesRef<'a> {
     /// RW 2.0 only: the series' `labels_refs` were invalid (odd length, or a reference outside
     /// `symbols`), so `labels` is empty; the whole series is rejected with this reason.
     pub labels_error: Option<LabelError>,
+    /// RW 1.0 via [`v1::decode_deferred`] only: the identity of the series' encoded label bytes
+    /// ([`SeriesKey`]), when every label field of the `TimeSeries` comes before its other fields
+    /// (as every sender encodes it). `None` otherwise, and always for RW 2.0.
+    pub key: Option<SeriesKey>,
+    /// RW 1.0 via [`v1::decode_deferred`] only: the whole `TimeSeries` message while its labels are
+    /// not decoded yet (`labels` is then empty); [`SeriesRef::decode_labels`] decodes them.
+    pub pending_labels: Option<&'a [u8]>,
+}
+
+/// The identity of one series' encoded labels: two independent 64-bit hashes (`hash`, `check`) of
+/// the bytes of its label fields as they came on the wire (RW 1.0: the `TimeSeries`' leading run
+/// of field-1 `Label` messages, keys and lengths included). The same bytes always decode to the
+/// same labels, so a receiver can remember what it decided for a key and skip decoding and
+/// checking those labels the next time (docs/PERFORMANCE.md, "The known-series fast path").
+/// Two label sets with one key would need both 64-bit hashes to collide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SeriesKey {
+    /// First hash (foldhash, fixed seed): the hash-table hash.
+    pub hash: u64,
+    /// Second, independent hash (foldhash, another fixed seed), compared on every hit.
+    pub check: u64,
+}
+
+impl SeriesKey {
+    /// The key of `label_bytes` (the raw encoded label fields).
+    pub fn of(label_bytes: &[u8]) -> SeriesKey {
+        use std::hash::BuildHasher;
+        const SEEDS: [u64; 2] = [0x6c61_6265_6c5f_6b31, 0x9e37_79b9_7f4a_7c15];
+        SeriesKey {
+            hash: foldhash::fast::FixedState::with_seed(SEEDS[0]).hash_one(label_bytes),
+            check: foldhash::fast::FixedState::with_seed(SEEDS[1]).hash_one(label_bytes),
+        }
+    }
 }
 
 impl<'a> SeriesRef<'a> {
@@ -102,6 +137,24 @@ impl<'a> SeriesRef<'a> {
                 self.labels.truncate(len);
                 result
             }
+        }
+    }
+
+    /// Decodes labels left pending by [`v1::decode_deferred`] into `labels`, exactly as
+    /// [`v1::decode`] would have (same labels, same order, same errors); nothing when none are
+    /// pending. `scratch` is reused between calls.
+    ///
+    /// # Errors
+    /// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
+    /// `labels` stays empty and the labels stay pending).
+    pub fn decode_labels(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
+        match self.pending_labels {
+            Some(bytes) => {
+                v1::decode_labels_of(bytes, scratch, &mut self.labels)?;
+                self.pending_labels = None;
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 

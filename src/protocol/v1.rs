@@ -24,7 +24,7 @@
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
 use super::{
     Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError,
-    Sample, SeriesRef, WriteRequestRef, histogram,
+    Sample, SeriesKey, SeriesRef, WriteRequestRef, histogram,
 };
 
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
@@ -70,6 +70,150 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
         }
     }
     Ok(request)
+}
+
+/// [`decode`] with the labels left undecoded: each series gets its [`SeriesRef::key`] (when its
+/// label fields lead the message) and [`SeriesRef::pending_labels`], and `labels` stays empty until
+/// [`SeriesRef::decode_labels`]. Samples, histograms, exemplars and metadata are decoded as by
+/// [`decode`]. The receiver's hot path: a series whose key it knows needs no label decoding, UTF-8
+/// check or normalisation (docs/PERFORMANCE.md, "The known-series fast path").
+///
+/// # Errors
+/// As [`decode`], except that a malformed `Label` or a label that is not UTF-8 is reported by
+/// [`SeriesRef::decode_labels`] instead (with the same error); so when a body holds several
+/// errors, the one reported may differ.
+pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+    let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
+    let mut request = WriteRequestRef {
+        series: Vec::with_capacity(n_series),
+        metadata: Vec::with_capacity(n_metadata),
+        metadata_dropped: MetadataDropped::default(),
+    };
+    let mut r = Reader::new(buf, "WriteRequest");
+    while !r.at_end() {
+        match r.key()? {
+            (1, Wire::Len) => {
+                request.series.push(SeriesRef::default());
+                let series = request.series.last_mut().expect("just pushed");
+                decode_series_deferred(r.bytes()?, series)?;
+            }
+            (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
+                Some(metadata) => request.metadata.push(metadata),
+                None => request
+                    .metadata_dropped
+                    .add(MetadataDropReason::InvalidUtf8),
+            },
+            (field @ (1 | 3), wire) => return Err(r.wrong_wire(field, wire)),
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Ok(request)
+}
+
+/// Scratch space of label decoding ([`SeriesRef::decode_labels`]), reused across series.
+#[derive(Debug, Default)]
+pub struct LabelScratch(Vec<LabelSpan>);
+
+/// Decodes one `TimeSeries` like [`decode_series`] but its labels: only their framing is walked,
+/// and the leading run of label fields is hashed into the series' key.
+fn decode_series_deferred<'a>(
+    buf: &'a [u8],
+    series: &mut SeriesRef<'a>,
+) -> Result<(), ProtocolError> {
+    // Tight loop over the framing of the leading labels (key 0x0a, a one-byte length).
+    let mut pos = 0;
+    while let [0x0a, len, ..] = buf[pos..] {
+        let end = pos + 2 + usize::from(len);
+        if len >= 0x80 || end > buf.len() {
+            break;
+        }
+        pos = end;
+    }
+    // `run_end`: the end of the leading run of label fields; `contiguous`: no label field after it.
+    let (mut run_end, mut leading, mut contiguous) = (pos, true, true);
+    let mut r = Reader::at(buf, pos, "TimeSeries");
+    while !r.at_end() {
+        match r.key()? {
+            (1, Wire::Len) => {
+                r.bytes()?;
+                if leading {
+                    run_end = r.position();
+                } else {
+                    contiguous = false;
+                }
+            }
+            (2, Wire::Len) => {
+                leading = false;
+                let bytes = r.bytes()?;
+                let sample = match canonical_sample(bytes) {
+                    Some(sample) => sample,
+                    None => decode_sample(bytes)?,
+                };
+                series.samples.push(sample);
+            }
+            (3, Wire::Len) => {
+                leading = false;
+                r.bytes()?;
+                series.exemplars = series.exemplars.saturating_add(1);
+            }
+            (4, Wire::Len) => {
+                leading = false;
+                series.histograms.push(histogram::decode(r.bytes()?)?);
+            }
+            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
+            (_, wire) => {
+                leading = false;
+                r.skip(wire)?;
+            }
+        }
+    }
+    series.key = (contiguous && run_end > 0).then(|| SeriesKey::of(&buf[..run_end]));
+    series.pending_labels = Some(buf);
+    Ok(())
+}
+
+/// The labels of the `TimeSeries` message `buf` (already walked by [`decode_series_deferred`]),
+/// decoded exactly as [`decode_series`] decodes them. `labels` is empty on error.
+pub(crate) fn decode_labels_of<'a>(
+    buf: &'a [u8],
+    scratch: &mut LabelScratch,
+    labels: &mut LabelSet<'a>,
+) -> Result<(), ProtocolError> {
+    let spans = &mut scratch.0;
+    spans.clear();
+    labels.clear();
+    let mut pos = 0;
+    while let [0x0a, len, ..] = buf[pos..] {
+        let (start, len) = (pos + 2, usize::from(len));
+        match canonical_label(buf, start, len) {
+            Some(span) if len < 0x80 => {
+                spans.push(span);
+                pos = start + len;
+            }
+            _ => break,
+        }
+    }
+    let mut r = Reader::at(buf, pos, "TimeSeries");
+    while !r.at_end() {
+        match r.key()? {
+            (1, Wire::Len) => {
+                let len = r.len()?;
+                let start = r.position();
+                let span = match canonical_label(buf, start, len) {
+                    Some(span) => span,
+                    None => decode_label(buf, start, len)?,
+                };
+                spans.push(span);
+                r.advance(len);
+            }
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    let result = labels_of(buf, spans, labels);
+    if result.is_err() {
+        labels.clear();
+    }
+    result
 }
 
 impl MetricType {
@@ -313,3 +457,7 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
 #[cfg(test)]
 #[path = "v1_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "v1_deferred_tests.rs"]
+mod deferred_tests;

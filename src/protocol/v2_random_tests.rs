@@ -39,7 +39,8 @@ fn random_request(rng: &mut StdRng) -> pb::Request {
         .map(|_| pb::TimeSeries {
             // An odd length one time in ten.
             // Sometimes more than `INLINE_LABELS` (12) pairs, so the spilled label set is covered.
-            labels_refs: (0..2 * (rng.random_range(0..5) + if rng.random_bool(0.2) { 10 } else { 0 })
+            labels_refs: (0..2
+                * (rng.random_range(0..5) + if rng.random_bool(0.2) { 10 } else { 0 })
                 + usize::from(rng.random_bool(0.1)))
                 .map(|_| random_ref(rng, n))
                 .collect(),
