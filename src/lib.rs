@@ -33,5 +33,6 @@ pub mod promql_rules;
 pub mod protocol;
 pub mod reload;
 pub mod sim;
+pub mod storage;
 pub mod telemetry;
 pub mod web;

@@ -19,6 +19,7 @@ use crate::protocol::{MetadataDropReason, MetadataDropped};
 
 pub mod connections;
 pub mod ops;
+pub mod storage;
 pub use connections::{CloseReason, ConnectionClosed};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
