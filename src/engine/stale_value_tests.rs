@@ -4,8 +4,11 @@
 
 use super::*;
 
+/// One series of a request: its labels and samples.
+type Row = (Vec<(&'static str, String)>, Vec<Sample>);
+
 /// Ingests each `(series, samples)` as one call, as one series of a request.
-fn feed_series(engine: &mut Engine, rows: &[(Vec<(&'static str, String)>, Vec<Sample>)], report: &mut IngestReport) {
+fn feed_series(engine: &mut Engine, rows: &[Row], report: &mut IngestReport) {
     for (labels, samples) in rows {
         let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
         engine.ingest(&labels, samples, 0, report);
