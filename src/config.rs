@@ -40,6 +40,12 @@ pub struct Args {
     #[arg(long = "web.config.file", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
 
+    /// Directory where the acceptance-corrected bucket state is kept across restarts (written
+    /// atomically on shutdown and every `storage.write_interval`, read at start). Overrides
+    /// `storage.path` of the configuration file. Without either, the state is not kept.
+    #[arg(long = "storage.path", value_name = "DIR")]
+    pub storage_path: Option<PathBuf>,
+
     /// Only log messages at or above this level.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,
@@ -97,6 +103,9 @@ pub enum LogFormat {
 ///   max_connections: 1024
 ///   header_read_timeout: 10s
 ///   idle_connection_timeout: 2m
+/// storage:
+///   path: /var/lib/vllm-corrector   # or --storage.path; default none
+///   write_interval: 30s
 /// ```
 ///
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
@@ -107,6 +116,35 @@ pub struct FileConfig {
     pub engine: EngineSection,
     /// Resource limits of the remote-write receiver.
     pub limits: LimitsSection,
+    /// Where the stateful rule's state is kept across restarts.
+    pub storage: StorageSection,
+}
+
+/// `storage:` section of the YAML file. Read at start only (a reload keeps the running values).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageSection {
+    /// Directory of the state file (`acceptance-state.json`); `--storage.path` overrides it.
+    /// Default: none (the state is not kept).
+    pub path: Option<PathBuf>,
+    /// How often the state is written while running (it is also written on shutdown). A
+    /// duration (humantime syntax), at least `1s`. Default: `30s`.
+    pub write_interval: String,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        StorageSection { path: None, write_interval: "30s".to_owned() }
+    }
+}
+
+/// Validated storage settings: where and how often the state is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Storage {
+    /// The directory holding the state file.
+    pub path: PathBuf,
+    /// Period of the background writes.
+    pub write_interval: Duration,
 }
 
 /// `engine:` section of the YAML file.
@@ -296,6 +334,8 @@ pub struct Config {
     pub engine: EngineConfig,
     /// Receiver limits.
     pub limits: Limits,
+    /// Where the state is kept across restarts (`--storage.path`, `storage:`), if anywhere.
+    pub storage: Option<Storage>,
 }
 
 /// Why the configuration was refused. Each message names the flag, file or field at fault.
@@ -393,7 +433,13 @@ impl Config {
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
             positive("limits.max_active_series", file.limits.max_active_series)?;
+        let (write_interval, _) = duration_ms("storage.write_interval", &file.storage.write_interval)?;
+        if write_interval < Duration::from_secs(1) {
+            return Err(invalid("storage.write_interval", format!("{:?} is below the minimum of 1s", file.storage.write_interval)));
+        }
+        let storage = args.storage_path.clone().or(file.storage.path.clone()).map(|path| Storage { path, write_interval });
         Ok(Config {
+            storage,
             listen_address,
             config_file: args.config_file,
             web_config_file: args.web_config_file,

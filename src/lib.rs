@@ -34,5 +34,6 @@ pub mod protocol;
 pub mod relabel;
 pub mod reload;
 pub mod sim;
+pub mod storage;
 pub mod telemetry;
 pub mod web;

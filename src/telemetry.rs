@@ -20,6 +20,7 @@ use crate::protocol::{MetadataDropReason, MetadataDropped};
 pub mod events;
 pub mod connections;
 pub mod ops;
+pub mod storage;
 pub use connections::{CloseReason, ConnectionClosed};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 

@@ -41,6 +41,9 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         "configuration loaded"
     );
     let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
+    if let Some(storage) = &config.storage {
+        crate::storage::load(&storage.path, &mut state.lock_engine(), now_ms(), &state.metrics);
+    }
     let reloader = Arc::new(Reloader::new(args, &state));
     let state = state.with_reloader(reloader.clone());
     state.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
@@ -53,12 +56,32 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         "listening"
     );
     let hangups = reload::spawn_sighup_reloads(reloader);
+    let writer = config.storage.clone().map(|storage| {
+        let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + storage.write_interval, storage.write_interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                crate::storage::save(storage.path.clone(), engine.clone(), metrics.clone()).await;
+            }
+        })
+    });
+    let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
     let served = serve(listener, state, config.engine.idle_timeout_ms, async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");
     })
     .await;
     hangups.abort();
+    if let Some(writer) = writer {
+        writer.abort();
+    }
+    // After the last request: the state written now is the one the next start continues from.
+    if let Some(storage) = &config.storage {
+        crate::storage::save(storage.path.clone(), engine, metrics).await;
+        tracing::info!(path = %crate::storage::state_file(&storage.path).display(), "state written");
+    }
     served
 }
 

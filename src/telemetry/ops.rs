@@ -52,6 +52,8 @@ pub struct OpsMetrics {
     reload_success_timestamp: Gauge<f64, AtomicU64>,
     /// Open connections and connections the server closed ([`super::connections`]).
     pub connections: super::connections::ConnectionMetrics,
+    /// State files ignored and failed writes ([`super::storage`]).
+    pub storage: super::storage::StorageMetrics,
 }
 
 impl OpsMetrics {
@@ -66,7 +68,7 @@ impl OpsMetrics {
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         m.reload_successful.set(1);
-        OpsMetrics { connections: super::connections::ConnectionMetrics::new(), ..m }
+        OpsMetrics { connections: super::connections::ConnectionMetrics::new(), storage: super::storage::StorageMetrics::new(), ..m }
     }
 
     /// Registers every metric in `registry`.
@@ -92,6 +94,7 @@ impl OpsMetrics {
             self.reload_success_timestamp.clone(),
         );
         self.connections.register(registry);
+        self.storage.register(registry);
     }
 
     /// Records a successful (re)load at `unix_seconds`.

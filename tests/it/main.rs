@@ -42,4 +42,5 @@ mod rw2_equivalence;
 mod slow_clients;
 mod slow_senders;
 mod stale_idle;
+mod storage_restart;
 mod withheld;

@@ -1,0 +1,52 @@
+//! Self-metrics of `--storage.path` ([`crate::storage`]): state files ignored at start and
+//! failed writes. Registered by [`super::OpsMetrics::register`].
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family as MetricFamily;
+use prometheus_client::registry::Registry;
+
+/// Why a state file found at start was not used: the `reason` label of
+/// `vllm_corrector_state_loads_ignored_total`.
+pub const IGNORED_REASONS: [&str; 3] = ["corrupt", "version", "unreadable"];
+
+/// Storage self-metrics.
+#[derive(Debug, Default)]
+pub struct StorageMetrics {
+    ignored: MetricFamily<[(&'static str, &'static str); 1], Counter>,
+    write_failures: Counter,
+}
+
+impl StorageMetrics {
+    /// Creates the metrics with every reason at 0.
+    pub fn new() -> Self {
+        let m = StorageMetrics::default();
+        for reason in IGNORED_REASONS {
+            let _ = m.ignored.get_or_create(&[("reason", reason)]);
+        }
+        m
+    }
+
+    /// Registers both metrics in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "vllm_corrector_state_loads_ignored",
+            "State files (--storage.path) found at start and not used, by reason: corrupt (not a state document), version (another format version), unreadable (an I/O error). The acceptance-corrected buckets then start afresh",
+            self.ignored.clone(),
+        );
+        registry.register(
+            "vllm_corrector_state_write_failures",
+            "Writes of the state file (--storage.path) that failed; the previous file stays in place",
+            self.write_failures.clone(),
+        );
+    }
+
+    /// Counts a state file ignored at start for `reason` (one of [`IGNORED_REASONS`]).
+    pub fn load_ignored(&self, reason: &'static str) {
+        self.ignored.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// Counts a failed write.
+    pub fn write_failed(&self) {
+        self.write_failures.inc();
+    }
+}
