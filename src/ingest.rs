@@ -1,5 +1,5 @@
 //! Ingest: one decoded remote-write request (RW 1.0 or 2.0) into the engine, with every sample
-//! accounted (design invariant 3: received = applied + Σ rejected by reason).
+//! accounted (docs/ENGINE.md, invariant 3: received = applied + Σ rejected by reason).
 //!
 //! Two steps, so the engine lock is held only for the second:
 //! 1. [`prepare`] (no lock): per-series label limits (`limits.*`), then label normalisation
@@ -42,7 +42,7 @@ pub struct Written {
 }
 
 /// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
-/// applied, as the remote-write notes' checklist item 1 asks).
+/// applied, as the docs/REMOTE-WRITE.md' checklist item 1 asks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SeriesRejection {
     /// Invalid labels, label references or a label limit: the whole series is rejected.

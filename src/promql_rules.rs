@@ -11,7 +11,7 @@
 //! | `vllm_corrected_request_time_per_output_token_seconds_bucket` | TPOT `_bucket` − `request_generation_tokens_bucket{le="1"}` (`ignoring(le) group_left`) |
 //! | `…_count` / `…_sum` | TPOT `_count` − the same bucket / TPOT `_sum` (where that bucket exists) |
 //! | `vllm_corrected_token_weighted_itl_seconds_sum` / `_count` | ITL `_sum` / `generation_tokens_total − time_to_first_token_seconds_count` |
-//! | `vllm_corrected_acceptance_corrected_itl_seconds_sum` / `_count` | ITL `_sum` / ITL `_count` + `spec_decode_num_accepted_tokens_total` (no buckets) |
+//! | `vllm_corrected_acceptance_corrected_itl_seconds_sum` / `_count` | the token-weighted `_sum` / `_count` (no buckets) |
 //! | `vllm_corrected_iteration_tokens_local_compute_sum` / `_count` | `prompt_tokens_by_source_total{source="local_compute"}` + generation tokens / `iteration_tokens_total_count` |
 //!
 //! **Names.** By default the rules record the very names the corrector exports (`vllm_corrected_*`), so
@@ -147,9 +147,6 @@ const GEN_LE1: &str = r#"vllm:request_generation_tokens_bucket{le=~"1|1[.]0"}"#;
 /// The ITL histogram's `_sum`: the name from vLLM 0.10.2 on, else the old name (vLLM ≤ 0.14).
 const ITL_SUM: &str =
     "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)";
-/// The ITL histogram's `_count`, chosen the same way.
-const ITL_COUNT: &str =
-    "(vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)";
 
 /// `(name suffix, PromQL)` of every rule, in output order.
 fn rules() -> Vec<(&'static str, String)> {
@@ -168,12 +165,16 @@ fn rules() -> Vec<(&'static str, String)> {
             "token_weighted_itl_seconds_count",
             format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
         ),
-        // §4.3 acceptance-corrected ITL, the exact sum and count only (one sampled token plus the
-        // accepted drafts per non-first output; without spec decoding the count is the ITL count).
-        ("acceptance_corrected_itl_seconds_sum", ITL_SUM.to_string()),
+        // §4.3 acceptance-corrected ITL, the exact sum and count only: the tokens emitted after each
+        // request's first, as the token-weighted count (docs/METRICS.md, "Accepted drafts are counted
+        // before truncation").
+        (
+            "acceptance_corrected_itl_seconds_sum",
+            format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
+        ),
         (
             "acceptance_corrected_itl_seconds_count",
-            format!("({ITL_COUNT} + vllm:spec_decode_num_accepted_tokens_total)\n  or {ITL_COUNT}"),
+            format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
         ),
         // §4.4 local-compute iteration tokens (vLLM >= 0.16, which has the by-source counter).
         (
@@ -207,7 +208,7 @@ const HEADER: &str = "\
 #
 # What PromQL cannot express, and why:
 # - Acceptance-corrected ITL buckets. Each scrape interval's ITL bucket increases are rescaled
-#   by that interval's tokens per output (1 + d(accepted)/d(ITL count)) and accumulated. That needs
+#   by that interval's tokens per output (d(generation - TTFT count)/d(ITL count)) and accumulated. That needs
 #   the previous scrape of the same series and a running total that survives counter resets;
 #   a recording rule sees one evaluation instant and keeps no state between evaluations.
 #   Only the exact _sum and _count of that family are recorded here.

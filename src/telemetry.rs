@@ -51,17 +51,49 @@ pub struct SelfMetrics {
     pub ops: OpsMetrics,
 }
 
-/// The request-level limits, as the `limit` label of `vllm_corrector_requests_limited_total`: each
-/// is the name of its configuration field (`limits.*`). Series-level limits reject samples and are
-/// counted in `vllm_corrector_samples_rejected_total{reason}` instead.
-pub const REQUEST_LIMITS: [&str; 6] = [
-    "max_body_bytes",
-    "max_decoded_bytes",
-    "max_series_per_request",
-    "max_concurrent_requests",
-    "max_inflight_bytes",
-    "request_body_timeout",
-];
+/// A request-level limit that refuses a remote-write request whole, as the `limit` label of
+/// `vllm_corrector_requests_limited_total`. Series-level limits reject samples instead and are
+/// counted in `vllm_corrector_samples_rejected_total{reason}`. What a sender sees at each one is in
+/// `docs/RELIABILITY.md`, "Limits".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLimit {
+    /// `limits.max_body_bytes`: the body as sent (413).
+    MaxBodyBytes,
+    /// `limits.max_decoded_bytes`: the decoded size snappy declares (413).
+    MaxDecodedBytes,
+    /// `limits.max_series_per_request` (413).
+    MaxSeriesPerRequest,
+    /// `limits.max_concurrent_requests`: no request slot in time (503).
+    MaxConcurrentRequests,
+    /// `limits.max_inflight_bytes`: no memory budget in time (503).
+    MaxInflightBytes,
+    /// `limits.request_body_timeout`: the body did not arrive in time (503).
+    RequestBodyTimeout,
+}
+
+impl RequestLimit {
+    /// Every limit, for pre-registering the label values.
+    pub const ALL: [RequestLimit; 6] = [
+        RequestLimit::MaxBodyBytes,
+        RequestLimit::MaxDecodedBytes,
+        RequestLimit::MaxSeriesPerRequest,
+        RequestLimit::MaxConcurrentRequests,
+        RequestLimit::MaxInflightBytes,
+        RequestLimit::RequestBodyTimeout,
+    ];
+
+    /// The `limit` label value: the configuration field's name under `limits:`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestLimit::MaxBodyBytes => "max_body_bytes",
+            RequestLimit::MaxDecodedBytes => "max_decoded_bytes",
+            RequestLimit::MaxSeriesPerRequest => "max_series_per_request",
+            RequestLimit::MaxConcurrentRequests => "max_concurrent_requests",
+            RequestLimit::MaxInflightBytes => "max_inflight_bytes",
+            RequestLimit::RequestBodyTimeout => "request_body_timeout",
+        }
+    }
+}
 
 impl Default for SelfMetrics {
     fn default() -> Self {
@@ -96,8 +128,8 @@ impl SelfMetrics {
             write_panics: Counter::default(),
             ops: OpsMetrics::new(),
         };
-        for limit in REQUEST_LIMITS {
-            let _ = m.requests_limited.get_or_create(&[("limit", limit)]);
+        for limit in RequestLimit::ALL {
+            let _ = m.requests_limited.get_or_create(&[("limit", limit.as_str())]);
         }
         for reason in RejectReason::ALL {
             let _ = m
@@ -234,10 +266,10 @@ impl SelfMetrics {
         }
     }
 
-    /// Counts one request refused by the request-level limit `limit` (one of [`REQUEST_LIMITS`]).
-    pub fn record_limited(&self, limit: &'static str) {
+    /// Counts one request refused by the request-level limit `limit`.
+    pub fn record_limited(&self, limit: RequestLimit) {
         self.requests_limited
-            .get_or_create(&[("limit", limit)])
+            .get_or_create(&[("limit", limit.as_str())])
             .inc();
     }
 
@@ -373,14 +405,14 @@ impl InternalEvent for SamplesIngested<'_> {
 /// A remote-write request was refused whole by a request-level limit.
 #[derive(Debug)]
 pub struct RequestLimited {
-    /// The limit, as its `limits.*` field name (one of [`REQUEST_LIMITS`]).
-    pub limit: &'static str,
+    /// The limit.
+    pub limit: RequestLimit,
 }
 
 impl InternalEvent for RequestLimited {
     fn emit(self, metrics: &SelfMetrics) {
         tracing::debug!(
-            limit = self.limit,
+            limit = self.limit.as_str(),
             "remote-write request refused by a limit"
         );
         metrics.record_limited(self.limit);

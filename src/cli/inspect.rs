@@ -28,7 +28,7 @@ use super::readings::{
 };
 use super::order;
 use super::table::{Cell, Table, Tone};
-use crate::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
+use crate::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport, WithheldReason};
 use crate::exposition::parse::{self, Exposition, Format, MetricKind};
 use crate::protocol::{Label, Sample, normalize_labels};
 
@@ -99,10 +99,36 @@ pub struct GroupReport {
     pub raw_tpot_mean_seconds: Option<f64>,
     /// Δ raw ITL `_sum` / Δ `_count`: seconds per output, whatever its tokens.
     pub raw_itl_mean_seconds: Option<f64>,
-    /// Why the values are all `null`, if they are (not in the JSON).
-    #[serde(skip)]
+    /// The table's note: why the values are all `null` (`counter reset (AFTER line N)`, `counter
+    /// reset, or dumps swapped …`, `no new observation …`, `only in BEFORE`), or which family
+    /// is withheld and why; `null` in the JSON when there is nothing to say.
+    #[serde(serialize_with = "empty_as_null")]
     pub note: String,
+    /// For each value above that is `null`, keyed by its field name, why: `counter_reset`,
+    /// `counter_reset_or_swapped`, `only_in_before`, `only_in_after`, `no_new_observation` (its
+    /// count did not grow), `missing_input` (a dump lacks the series), or the engine's
+    /// [`crate::engine::WithheldReason`] (`no_le_1_bound`, `incomplete`, `inconsistent_inputs`).
+    pub null_reasons: BTreeMap<&'static str, &'static str>,
 }
+
+fn empty_as_null<S: serde::Serializer>(note: &str, s: S) -> Result<S::Ok, S::Error> {
+    if note.is_empty() { s.serialize_none() } else { s.serialize_some(note) }
+}
+
+/// The JSON field names of [`GroupReport`]'s values, in order, with the family each is read from
+/// (`None` for the raw readings) and the words the table's note uses for it.
+const VALUE_FIELDS: [(&str, Option<Family>, &str); 6] = [
+    ("canonical_tpot_mean_seconds", Some(Family::CanonicalTpot), "canonical TPOT"),
+    ("token_weighted_itl_seconds", Some(Family::TokenWeightedItl), "token-weighted ITL"),
+    ("acceptance_corrected_itl_seconds", Some(Family::AcceptanceCorrectedItl), "acceptance-corrected ITL"),
+    ("local_compute_iteration_tokens_mean", Some(Family::IterationTokensLocalCompute), "local-compute tokens"),
+    ("raw_tpot_mean_seconds", None, "raw TPOT"),
+    ("raw_itl_mean_seconds", None, "raw ITL"),
+];
+
+/// Why the engine withheld each family for a group: at AFTER, else at BEFORE (indexed by
+/// [`Family::index`]).
+type Withheld = BTreeMap<GroupKey, [Option<WithheldReason>; 4]>;
 
 /// Runs `inspect`: loads both dumps, prints the table or the JSON array to stdout.
 ///
@@ -345,7 +371,7 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
             )));
         }
     }
-    add_engine_families(&mut dumps, &before_samples, &after_samples);
+    let withheld = add_engine_families(&mut dumps, &before_samples, &after_samples);
     let [b, a] = &dumps;
     let keys: BTreeSet<&GroupKey> = b
         .groups
@@ -373,7 +399,8 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
             } else {
                 "AFTER"
             };
-            reports.push(GroupReport::empty(labels, format!("only in {only}")));
+            let reason = if only == "BEFORE" { "only_in_before" } else { "only_in_after" };
+            reports.push(GroupReport::empty(labels, format!("only in {only}"), reason));
             continue;
         };
         if let Some(evidence) = order::swap_evidence(key, gb, ga) {
@@ -386,16 +413,17 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
         let interval = Interval::between(gb, ga);
         if let Some(line) = interval.reset_line {
             // Without `_created` evidence of a restart, swapped dumps look the same.
-            let note = if order::restart_proven(gb, ga) {
-                format!("counter reset (AFTER line {line})")
+            let (note, reason) = if order::restart_proven(gb, ga) {
+                (format!("counter reset (AFTER line {line})"), "counter_reset")
             } else {
-                format!("counter reset, or dumps swapped (AFTER line {line})")
+                (format!("counter reset, or dumps swapped (AFTER line {line})"), "counter_reset_or_swapped")
             };
-            reports.push(GroupReport::empty(labels, note));
+            reports.push(GroupReport::empty(labels, note, reason));
             continue;
         }
         check_pair(before, after, key, gb, ga)?;
-        reports.push(GroupReport::from_interval(labels, &interval));
+        let reasons = withheld.get(key).copied().unwrap_or_default();
+        reports.push(GroupReport::from_interval(labels, &interval, &reasons));
     }
     Ok(reports)
 }
@@ -449,12 +477,16 @@ fn check_pair(
 
 /// Feeds the raw samples into one engine (BEFORE at t = 1 s, AFTER at t = 2 s) and adds its
 /// derived families, cumulative at each instant, to the dumps: for each group, only the
-/// families neither dump already holds.
-fn add_engine_families(dumps: &mut [Dump; 2], before: &[DumpSample], after: &[DumpSample]) {
+/// families neither dump already holds. Returns why the engine withheld the others.
+fn add_engine_families(dumps: &mut [Dump; 2], before: &[DumpSample], after: &[DumpSample]) -> Withheld {
     let mut engine = Engine::new(EngineConfig::default());
+    let mut withheld = Withheld::new();
     for (i, (samples, ts)) in [(before, 1_000), (after, 2_000)].into_iter().enumerate() {
         feed(&mut engine, samples, ts);
         for family in Family::ALL {
+            engine.for_each_withheld(family, |labels, reason| {
+                withheld.entry(labels.to_vec()).or_default()[family.index()] = Some(reason);
+            });
             engine.for_each_derived(family, |labels, value| {
                 let key: GroupKey = labels.to_vec();
                 let native = dumps.iter().any(|d| {
@@ -474,6 +506,7 @@ fn add_engine_families(dumps: &mut [Dump; 2], before: &[DumpSample], after: &[Du
             });
         }
     }
+    withheld
 }
 
 fn feed(engine: &mut Engine, samples: &[DumpSample], ts: i64) {
@@ -545,8 +578,9 @@ fn derived_samples(
 }
 
 impl GroupReport {
-    fn empty(labels: BTreeMap<String, String>, note: String) -> GroupReport {
+    fn empty(labels: BTreeMap<String, String>, note: String, reason: &'static str) -> GroupReport {
         GroupReport {
+            null_reasons: VALUE_FIELDS.iter().map(|(field, _, _)| (*field, reason)).collect(),
             labels,
             canonical_tpot_mean_seconds: None,
             token_weighted_itl_seconds: None,
@@ -558,8 +592,18 @@ impl GroupReport {
         }
     }
 
-    fn from_interval(labels: BTreeMap<String, String>, i: &Interval) -> GroupReport {
+    fn from_interval(labels: BTreeMap<String, String>, i: &Interval, withheld: &[Option<WithheldReason>; 4]) -> GroupReport {
+        // Whether each value's family is in both dumps (its increase exists), in VALUE_FIELDS order.
+        let present = [
+            i.canonical_tpot.is_some(),
+            i.token_weighted_itl.is_some(),
+            i.acceptance_corrected_itl.is_some(),
+            i.local_compute_iteration_tokens.is_some(),
+            i.raw_tpot.is_some(),
+            i.raw_itl.is_some(),
+        ];
         let mut report = GroupReport {
+            null_reasons: BTreeMap::new(),
             labels,
             canonical_tpot_mean_seconds: i.canonical_tpot.as_ref().and_then(|h| h.mean()),
             token_weighted_itl_seconds: i.token_weighted_itl.and_then(|s| s.mean()),
@@ -582,8 +626,26 @@ impl GroupReport {
             report.raw_tpot_mean_seconds,
             report.raw_itl_mean_seconds,
         ];
-        if values.iter().all(Option::is_none) {
+        let mut withheld_words = Vec::new();
+        for (((field, family, words), value), present) in VALUE_FIELDS.iter().zip(values).zip(present) {
+            if value.is_some() {
+                continue;
+            }
+            let reason = match family.and_then(|f| withheld[f.index()]) {
+                _ if present => "no_new_observation",
+                Some(r) => r.as_str(),
+                None => "missing_input",
+            };
+            if reason != "no_new_observation" && family.is_some() {
+                withheld_words.push(format!("{words} {}", reason.replace('_', " ")));
+            }
+            report.null_reasons.insert(field, reason);
+        }
+        let idle = report.null_reasons.len() == values.len() && report.null_reasons.values().all(|r| *r == "no_new_observation");
+        if idle {
             report.note = "no new observation between the dumps (an idle engine, or the same scrape twice)".into();
+        } else if !withheld_words.is_empty() {
+            report.note = format!("withheld: {}", withheld_words.join(", "));
         }
         report
     }

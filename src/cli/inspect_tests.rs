@@ -91,6 +91,8 @@ fn json_objects_have_exactly_the_documented_keys() {
         "local_compute_iteration_tokens_mean",
         "raw_tpot_mean_seconds",
         "raw_itl_mean_seconds",
+        "note",
+        "null_reasons",
     ];
     want.sort_unstable();
     let mut keys = keys;
@@ -112,11 +114,54 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
     );
     for group in json.as_array().unwrap() {
         for (key, value) in group.as_object().unwrap() {
-            if key != "labels" {
+            if !matches!(key.as_str(), "labels" | "note" | "null_reasons") {
                 assert!(value.is_null(), "{key} = {value} for {}", group["labels"]);
             }
         }
     }
+    // The JSON tells the two nulls apart: the note, and a reason for each of the 6 values.
+    let (e0, e1) = (&json[0], &json[1]);
+    assert_eq!(e0["note"], "counter reset (AFTER line 15)");
+    assert_eq!(e1["note"], "no new observation between the dumps (an idle engine, or the same scrape twice)");
+    for (group, reason) in [(e0, "counter_reset"), (e1, "no_new_observation")] {
+        let reasons = group["null_reasons"].as_object().unwrap();
+        assert_eq!(reasons.len(), 6, "{reasons:?}");
+        assert!(reasons.values().all(|r| r == reason), "{reasons:?}");
+        assert!(reasons.contains_key("acceptance_corrected_itl_seconds"));
+    }
+}
+
+#[test]
+fn json_says_why_a_family_is_null_when_its_input_is_missing() {
+    // Without `prompt_tokens_by_source_total` (vLLM < 0.16) the engine withholds local-compute
+    // tokens for missing input; without the token histogram's le="1" bucket (custom buckets)
+    // canonical TPOT is withheld for no_le_1_bound. The other values are there, with no reason.
+    let strip = |t: String| -> String {
+        t.lines()
+            .filter(|l| {
+                !(l.starts_with("vllm:prompt_tokens_by_source_total{")
+                    || l.starts_with("vllm:request_generation_tokens_bucket{") && l.contains("le=\"1.0\""))
+            })
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let reports = run_texts(&strip(fixture("t1.prom")), &strip(fixture("t2.prom"))).unwrap();
+    let json = serde_json::to_value(&reports).unwrap();
+    let e0 = &json[0];
+    assert_eq!(e0["labels"]["engine"], "0");
+    assert_eq!(
+        e0["null_reasons"],
+        serde_json::json!({
+            "canonical_tpot_mean_seconds": "no_le_1_bound",
+            "local_compute_iteration_tokens_mean": "missing_input",
+        })
+    );
+    assert_eq!(e0["note"], "withheld: canonical TPOT no le 1 bound, local-compute tokens missing input");
+    assert!(e0["acceptance_corrected_itl_seconds"].is_f64());
+    // A full pair of dumps: no note, no reason.
+    let full = serde_json::to_value(run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap()).unwrap();
+    assert!(full[0]["note"].is_null());
+    assert_eq!(full[0]["null_reasons"], serde_json::json!({}));
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! between them: raw vLLM histograms, the corrected families, their means and quantiles.
 //!
 //! A **group** is a series' label set minus `__name__`, `le`, `source`, `position` and
-//! `finished_reason` (reference §4), exactly as the engine groups series, so a raw `vllm:*` series
+//! `finished_reason` (docs/METRICS.md, "The corrected families"), exactly as the engine groups series, so a raw `vllm:*` series
 //! and the `vllm_corrected_*` series derived from it fall in the same group. Only `vllm:*` and
 //! `vllm_corrected_*` samples are kept; self-metrics and anything else are ignored.
 //!
@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-/// Labels that identify a series inside its group rather than the group (reference §4).
+/// Labels that identify a series inside its group rather than the group (docs/METRICS.md, "The corrected families").
 pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// The raw vLLM request TPOT histogram (seconds, one observation per finished request).

@@ -82,11 +82,63 @@ impl RejectReason {
         }
     }
 
-    /// Index into [`IngestReport::rejected`].
-    pub fn index(self) -> usize {
-        Self::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    /// Index into [`IngestReport::rejected`]: the reason's position in [`RejectReason::ALL`].
+    ///
+    /// Checked at compile time: the match is exhaustive, so a new variant does not compile until
+    /// it has an index; [`at`] refuses an index past `ALL`'s end; and the check below refuses an
+    /// `ALL` whose entries disagree with their indexes. A new variant therefore needs the next
+    /// index, a longer `ALL` and its entry there, or the crate does not build.
+    pub const fn index(self) -> usize {
+        match self {
+            RejectReason::UnusedSeries => at::<0>(),
+            RejectReason::DuplicateSample => at::<1>(),
+            RejectReason::OutOfOrder => at::<2>(),
+            RejectReason::NanValue => at::<3>(),
+            RejectReason::FrameEvicted => at::<4>(),
+            RejectReason::ActiveSeriesLimit => at::<5>(),
+            RejectReason::NativeHistogram => at::<6>(),
+            RejectReason::InvalidNativeHistogram => at::<7>(),
+            RejectReason::Label(e) => match e {
+                LabelError::EmptyLabelSet => at::<8>(),
+                LabelError::MissingMetricName => at::<9>(),
+                LabelError::DuplicateLabelName => at::<10>(),
+                LabelError::InvalidMetricName => at::<11>(),
+                LabelError::InvalidLabelName => at::<12>(),
+                LabelError::OddLabelRefs => at::<13>(),
+                LabelError::SymbolRefOutOfRange => at::<14>(),
+                LabelError::TooManyLabels => at::<15>(),
+                LabelError::LabelNameTooLong => at::<16>(),
+                LabelError::LabelValueTooLong => at::<17>(),
+            },
+            RejectReason::TooManySeries => at::<18>(),
+            RejectReason::FutureTimestamp => at::<19>(),
+            RejectReason::InternalError => at::<20>(),
+        }
     }
 }
+
+/// `I`, refused at compile time unless it is an index into [`RejectReason::ALL`].
+const fn at<const I: usize>() -> usize {
+    const {
+        assert!(
+            I < RejectReason::ALL.len(),
+            "a RejectReason index past the end of ALL"
+        )
+    };
+    I
+}
+
+// Every entry of `RejectReason::ALL` sits at its own index, so `ALL` holds each index once.
+const _: () = {
+    let mut i = 0;
+    while i < RejectReason::ALL.len() {
+        assert!(
+            RejectReason::ALL[i].index() == i,
+            "RejectReason::ALL disagrees with index()"
+        );
+        i += 1;
+    }
+};
 
 /// Per-request sample accounting. `received == applied + rejected.iter().sum()` always holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,7 +179,7 @@ impl IngestReport {
     }
 }
 
-/// The four corrected families (reference §4).
+/// The four corrected families (docs/METRICS.md, "The corrected families").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
     /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.

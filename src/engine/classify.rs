@@ -6,7 +6,7 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (reference §4); the hot
+/// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The corrected families"); the hot
 /// path tests membership with [`is_rule_dimension`].
 #[cfg(test)]
 pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
@@ -45,6 +45,9 @@ pub(crate) enum Input {
     IterCount,
     /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
     Accepted,
+    /// `vllm:spec_decode_num_accepted_tokens_per_pos_total{position}` (drafts whose token at that
+    /// position was accepted); the position is kept in [`RoleKey::le_bits`] as a float's bits.
+    AcceptedPerPos,
     /// `vllm:spec_decode_num_drafts_total` (drafts): read by no rule, only by the completeness check
     /// (vLLM registers it beside the accepted-tokens counter).
     Drafts,
@@ -55,7 +58,8 @@ pub(crate) enum Input {
 pub(crate) struct RoleKey {
     /// Which input.
     pub input: Input,
-    /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included); 0 otherwise.
+    /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included), of the position for
+    /// [`Input::AcceptedPerPos`]; 0 otherwise.
     pub le_bits: u64,
 }
 
@@ -120,6 +124,10 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
         "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
         "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
         "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total" => {
+            let pos = label(labels, "position")?.parse::<u16>().ok()?;
+            Some(RoleKey { input: Input::AcceptedPerPos, le_bits: f64::from(pos).to_bits() })
+        }
         _ => None,
     }
 }
@@ -143,7 +151,7 @@ const fn any(name: &'static str) -> ReadName {
 }
 
 /// Every series name a rule (or the completeness check) reads, in [`Input`] order.
-pub const READ_NAMES: [ReadName; 17] = [
+pub const READ_NAMES: [ReadName; 18] = [
     any("vllm:inter_token_latency_seconds_bucket"),
     any("vllm:inter_token_latency_seconds_sum"),
     any("vllm:inter_token_latency_seconds_count"),
@@ -160,6 +168,7 @@ pub const READ_NAMES: [ReadName; 17] = [
     ReadName { name: "vllm:prompt_tokens_by_source_total", only: Some(("source", "local_compute")) },
     any("vllm:iteration_tokens_total_count"),
     any("vllm:spec_decode_num_accepted_tokens_total"),
+    any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
     any("vllm:spec_decode_num_drafts_total"),
 ];
 
@@ -186,6 +195,7 @@ pub(crate) fn may_be_read(name: &str) -> bool {
             | "iteration_tokens_total_count"
             | "spec_decode_num_accepted_tokens_total"
             | "spec_decode_num_drafts_total"
+            | "spec_decode_num_accepted_tokens_per_pos_total"
     )
 }
 
@@ -241,8 +251,12 @@ mod tests {
         }
         assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
         assert!(may_be_read("vllm:prompt_tokens_by_source_total"));
-        // 9 histogram names + 7 + 1: every input of classify.
-        assert_eq!(classified + 1, 17);
+        let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+        let key = classify(per_pos, &[l("position", "2")]).unwrap();
+        assert_eq!((key.input, key.bound()), (Input::AcceptedPerPos, 2.0));
+        assert!(may_be_read(per_pos) && classify(per_pos, &[l("position", "x")]).is_none());
+        // 9 histogram names + 7 + 2: every input of classify.
+        assert_eq!(classified + 2, 18);
         for name in [
             "vllm:inter_token_latency_seconds_created",
             "vllm:inter_token_latency_seconds",
@@ -265,7 +279,7 @@ mod tests {
                 Some(("le", _)) => vec![l("le", "1.0")],
                 Some(("source", value)) => vec![l("source", value)],
                 Some(other) => panic!("unexpected restriction {other:?}"),
-                None => vec![l("le", "0.5")],
+                None => vec![l("le", "0.5"), l("position", "0")],
             };
             assert!(classify(read.name, &labels).is_some() && may_be_read(read.name), "{}", read.name);
         }
@@ -287,6 +301,42 @@ mod tests {
         for text in ["1", "1.0", "1.00"] {
             assert_eq!(parse_le(text), Some(1.0));
         }
+    }
+
+    #[test]
+    fn every_series_the_simulator_exposes_is_read_exactly_when_the_vocabulary_lists_it() {
+        use crate::sim::{Profile, SimConfig, Simulator, SpecConfig};
+        let admits = |name: &str, labels: &[(String, String)]| {
+            READ_NAMES.iter().any(|r| {
+                r.name == name
+                    && match r.only {
+                        None => true,
+                        Some(("le", _)) => labels.iter().any(|(n, v)| n == "le" && parse_le(v) == Some(1.0)),
+                        Some((label, value)) => labels.iter().any(|(n, v)| n == label && v == value),
+                    }
+            })
+        };
+        let mut read = std::collections::BTreeSet::new();
+        for profile in Profile::ALL {
+            let cfg = SimConfig {
+                profile,
+                spec: Some(SpecConfig { num_speculative_tokens: 3, acceptance_prob: 0.7, no_draft_fraction: 0.2 }),
+                ..SimConfig::default()
+            };
+            let mut sim = Simulator::new(cfg).expect("simulator config");
+            sim.advance_to(20.0);
+            for s in sim.snapshot().samples() {
+                let labels: Vec<Label<'_>> = s.labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+                let classified = classify(&s.name, &labels).is_some();
+                assert_eq!(classified, admits(&s.name, &s.labels), "{profile:?}: {} {:?}", s.name, s.labels);
+                if classified {
+                    read.insert(s.name.clone());
+                }
+            }
+        }
+        // Every listed name occurs in some profile's exposition.
+        let listed: std::collections::BTreeSet<String> = READ_NAMES.iter().map(|r| r.name.to_owned()).collect();
+        assert_eq!(read, listed);
     }
 
     #[test]

@@ -111,6 +111,8 @@ pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incom
             Input::LocalCompute => {}
             Input::IterCount => iter_count = true,
             Input::Accepted => accepted = true,
+            // Registered with the other spec-decode counters; their pairing is checked on those.
+            Input::AcceptedPerPos => {}
             Input::Drafts => drafts = true,
         }
     }
@@ -165,7 +167,7 @@ mod tests {
         vec![bucket(make, 0.1), bucket(make, f64::INFINITY), plain(make(Part::Sum)), plain(make(Part::Count))]
     }
 
-    /// The role set of a vLLM 0.33 engine with spec decoding, written from the reference §2 table.
+    /// The role set of a vLLM 0.33 engine with spec decoding, written from the table in docs/METRICS.md, "The input series".
     fn full() -> Vec<RoleKey> {
         let mut keys = histogram(Input::Itl);
         keys.extend(histogram(Input::Tpot));

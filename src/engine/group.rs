@@ -2,7 +2,7 @@
 //! the families derived from them.
 //!
 //! A frame holds the group's samples that carry one timestamp. Only values of one frame are ever
-//! combined (design invariant 1). Prometheus shards by series, so one scrape's series arrive in any
+//! combined (docs/ENGINE.md, invariant 1). Prometheus shards by series, so one scrape's series arrive in any
 //! order across requests, while each series stays in order: a family is evaluated on the newest frame
 //! that holds every role its [`Plan`] reads, and the acceptance-corrected buckets are recomputed over the
 //! kept frames in timestamp order, so arrival order across series never changes the output.
@@ -13,7 +13,7 @@ use hashbrown::HashMap;
 
 use super::classify::RoleKey;
 use super::completeness;
-use super::rules::{self, ItlPoint, Plan};
+use super::rules::{self, AcceptanceRoles, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
 /// One input series of the group.
@@ -93,7 +93,9 @@ struct Slot {
     output: Option<DerivedValue>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
-    inconsistent: bool,
+    /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
+    /// acceptance-corrected state had nothing to continue from).
+    refused: Option<WithheldReason>,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
@@ -101,8 +103,12 @@ struct Slot {
 /// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Committed {
+    /// Timestamp (ms) of the newest frame the state includes.
     ts: Option<i64>,
+    /// The raw cumulative inputs at that frame.
     point: Option<ItlPoint>,
+    /// The finite ITL `le` bounds `acc` belongs to, ascending.
+    bounds: Vec<f64>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
     acc: Vec<f64>,
 }
@@ -221,8 +227,8 @@ impl Group {
         if slot.output.is_some() {
             return None;
         }
-        if slot.inconsistent {
-            return Some(WithheldReason::InconsistentInputs);
+        if let Some(reason) = slot.refused {
+            return Some(reason);
         }
         match rules::plan(family, &self.learned()) {
             Err(reason) => Some(reason),
@@ -360,23 +366,32 @@ impl Group {
         let plan = plan.clone();
         let ts = self.frames[frame].ts;
         let result = match &plan {
-            Plan::AcceptanceCorrectedItl { itl, accepted } => Ok(self.acceptance(itl, *accepted)),
+            Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
         };
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
-        slot.inconsistent = result.is_err();
+        slot.refused = result.as_ref().err().copied();
         slot.output = result.ok();
     }
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
-    fn acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> DerivedValue {
-        let state = self.replay_acceptance(itl, accepted).expect("called on a complete frame");
-        let point = state.point.as_ref().expect("replay returns a point");
-        let (sum, count) = (point.sum, point.count + point.accepted);
-        let buckets = itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
+    ///
+    /// # Errors
+    /// [`WithheldReason::InconsistentInputs`] when the complete frame `frame` holds a value no
+    /// counter can hold (negative, infinite); [`WithheldReason::Incomplete`] when there is neither a
+    /// usable frame nor a committed state to show.
+    fn acceptance(&mut self, roles: &AcceptanceRoles, frame: usize) -> Result<DerivedValue, WithheldReason> {
+        if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
+            return Err(WithheldReason::InconsistentInputs);
+        }
+        let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
+        let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
+        let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
+        let sum = point.sum;
+        let buckets = roles.itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
         self.latest_acceptance = Some(state);
-        DerivedValue::Histogram { buckets, sum, count }
+        Ok(DerivedValue::Histogram { buckets, sum, count })
     }
 
     /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
@@ -398,37 +413,23 @@ impl Group {
     }
 
     /// Replays the kept complete frames after the committed state: the accumulated buckets, the
-    /// newest point and its timestamp. `None` when there is neither a complete frame nor a
+    /// newest point and its timestamp. `None` when there is neither a usable complete frame nor a
     /// committed point.
-    fn replay_acceptance(&mut self, itl: &rules::HistRoles, accepted: Option<usize>) -> Option<Committed> {
-        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl { itl: itl.clone(), accepted }.roles());
-        let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
-        let fresh = |c: &Committed| c.acc.len() != itl.buckets.len() || c.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len());
-        if fresh(&self.committed) {
-            self.committed = Committed { ts: self.committed.ts, point: None, acc: vec![0.0; itl.buckets.len()] };
-        }
-        let mut acc = self.committed.acc.clone();
-        let mut prev = self.committed.point.clone();
-        let mut last = None;
-        let mut last_ts = None;
+    fn replay_acceptance(&mut self, acceptance: &AcceptanceRoles) -> Option<Committed> {
+        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl(acceptance.clone()).roles());
+        let bounds = finite_bounds(&acceptance.itl);
+        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
+        let mut state = self.committed.clone();
         let committed_ts = self.committed.ts;
-        for frame in self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles)) {
-            let point = ItlPoint::read(itl, accepted, &frame.values);
-            if prev.as_ref().is_some_and(|p| point.is_reset_from(p)) {
-                if frame.ts > self.last_reset_ts {
-                    self.last_reset_ts = frame.ts;
-                    self.events.counter_resets += 1;
-                }
-                acc.iter_mut().for_each(|a| *a = 0.0);
-                prev = None;
+        let frames = self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles));
+        for frame in frames {
+            let point = ItlPoint::read(acceptance, &frame.values);
+            if advance(&mut state, &bounds, point, frame.ts) && frame.ts > self.last_reset_ts {
+                self.last_reset_ts = frame.ts;
+                self.events.counter_resets += 1;
             }
-            rules::acceptance_interval(&bounds, prev.as_ref(), &point, &mut acc);
-            prev = Some(point);
-            last = prev.clone();
-            last_ts = Some(frame.ts);
         }
-        let point = last.or_else(|| self.committed.point.clone())?;
-        Some(Committed { ts: last_ts.or(committed_ts), point: Some(point), acc })
+        state.point.is_some().then_some(state)
     }
 
     /// Drops the oldest frame; the acceptance-corrected buckets commit its interval first.
@@ -449,22 +450,51 @@ impl Group {
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);
         }
-        let Ok((Plan::AcceptanceCorrectedItl { itl, accepted }, roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
+        let Ok((Plan::AcceptanceCorrectedItl(acceptance), roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
             return;
         };
         if !oldest.holds_plan(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
             return;
         }
-        let point = ItlPoint::read(&itl, accepted, &oldest.values);
-        let bounds: Vec<f64> = itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect();
-        let mut committed = std::mem::take(&mut self.committed);
-        if committed.acc.len() != itl.buckets.len()
-            || committed.point.as_ref().is_some_and(|p| p.finite.len() != bounds.len() || point.is_reset_from(p))
-        {
-            committed.acc = vec![0.0; itl.buckets.len()];
-            committed.point = None;
-        }
-        rules::acceptance_interval(&bounds, committed.point.as_ref(), &point, &mut committed.acc);
-        self.committed = Committed { ts: Some(oldest.ts), point: Some(point), acc: committed.acc };
+        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
+        let point = ItlPoint::read(&acceptance, &oldest.values);
+        advance(&mut self.committed, &finite_bounds(&acceptance.itl), point, oldest.ts);
     }
+}
+
+/// The finite `le` bounds of a histogram plan, ascending.
+fn finite_bounds(itl: &rules::HistRoles) -> Vec<f64> {
+    itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect()
+}
+
+/// Starts the acceptance-corrected state over when its bucket layout is not `itl`'s (the group came
+/// back with other ITL bounds, or a bound appeared or went stale). The committed timestamp goes
+/// with it: it belonged to the old layout, and kept it would hide every frame at or before it
+/// (issue 13, the panic of a retired group returning with new bounds and an older frame).
+fn reseed_if_layout_changed(committed: &mut Committed, itl: &rules::HistRoles) {
+    let bounds = finite_bounds(itl);
+    let same = committed.acc.len() == itl.buckets.len()
+        && committed.bounds == bounds
+        && committed.point.as_ref().is_none_or(|p| p.finite.len() == bounds.len());
+    if !same {
+        *committed = Committed { ts: None, point: None, acc: vec![0.0; itl.buckets.len()], bounds };
+    }
+}
+
+/// Adds the interval from `state`'s point to `point` (at `ts`) to `state`. A point that decreased
+/// from the previous one restarts the buckets from 0 (a counter reset: returns true); an invalid
+/// point ([`ItlPoint::is_valid`]) is skipped and leaves `state` as it was.
+fn advance(state: &mut Committed, bounds: &[f64], point: ItlPoint, ts: i64) -> bool {
+    if !point.is_valid() {
+        return false;
+    }
+    let reset = state.point.as_ref().is_some_and(|p| point.is_reset_from(p));
+    if reset {
+        state.acc.iter_mut().for_each(|a| *a = 0.0);
+        state.point = None;
+    }
+    rules::acceptance_interval(bounds, state.point.as_ref(), &point, &mut state.acc);
+    state.point = Some(point);
+    state.ts = Some(ts);
+    reset
 }

@@ -1,6 +1,6 @@
 //! Engine: series state, the per-scrape frame join, and the four correction rules. No HTTP here.
 //!
-//! Semantics follow `../shared/docs/vllm-metrics-reference.md` §4 and vLLM's
+//! Semantics follow `docs/METRICS.md`, "The corrected families", and vLLM's
 //! `vllm/v1/metrics/loggers.py` (which series are observed where).
 //!
 //! * [`classify`](self) decides once per series which rule input it is, from `__name__`, `le` and `source`.
@@ -23,5 +23,7 @@ pub use state::Engine;
 
 #[cfg(test)]
 mod cache_tests;
+#[cfg(test)]
+mod distribution_tests;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use super::observe::{EngineEvent, EventQueue, GroupMeta, RemovalReason};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
 
-/// A cached metadata entry (remote-write notes, checklist item 5).
+/// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]
 struct Metadata {
     metric_type: MetricType,
@@ -479,6 +479,17 @@ impl Engine {
     /// [`super::observe::MAX_QUEUED_EVENTS`] pending), since start.
     pub fn events_dropped(&self) -> u64 {
         self.events.dropped
+    }
+
+    /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
+    /// withholds `family`, for every group that has no value of `family`, in ascending label order.
+    pub fn for_each_withheld(&self, family: Family, mut f: impl FnMut(&[(String, String)], WithheldReason)) {
+        let mut rows: Vec<(&[(String, String)], WithheldReason)> =
+            self.live_groups().filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r))).collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (labels, reason) in rows {
+            f(labels, reason);
+        }
     }
 
     /// Counts for self-metrics.

@@ -38,7 +38,8 @@ fn hist(out: &mut Vec<Raw>, base: &'static str, engine: &str, bounds: &[&str], c
 ///
 /// ITL (bounds 0.025, 0.05, 0.1, +Inf): cumulative 0, 10k, 40k, 40k; Σ 2.4k s.
 /// TPOT (bounds 0.01, 0.05, +Inf): cumulative 3k, 9k, 10k; Σ 0.42k. gen_tokens{le="1.0"} = 3k.
-/// generation tokens 1000k, TTFT count 40k, local prompt tokens 300k, iterations 250k, accepted 40k.
+/// TTFT count 40k, local prompt tokens 300k, iterations 250k. With spec decoding 40k accepted, so
+/// generation tokens = 40k first outputs + 40k ITL outputs + 40k accepted = 120k; without, 80k.
 fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
     let mut out = Vec::new();
     hist(&mut out, "itl", e, &["0.025", "0.05", "0.1", "+Inf"], &[0.0, 10.0 * k, 40.0 * k, 40.0 * k], 2.4 * k);
@@ -46,7 +47,7 @@ fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
     out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "1.0")], 3.0 * k));
     out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "2.0")], 5.0 * k));
     out.push(series("vllm:request_generation_tokens_count", e, &[], 10.0 * k));
-    out.push(series("vllm:generation_tokens_total", e, &[], 1000.0 * k));
+    out.push(series("vllm:generation_tokens_total", e, &[], if spec { 120.0 * k } else { 80.0 * k }));
     out.push(series("vllm:generation_tokens_created", e, &[], 1.7e9));
     out.push(series("vllm:time_to_first_token_seconds_count", e, &[], 40.0 * k));
     out.push(series("vllm:prompt_tokens_by_source_total", e, &[("source", "local_compute")], 300.0 * k));
@@ -56,7 +57,8 @@ fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
     if spec {
         out.push(series("vllm:spec_decode_num_accepted_tokens_total", e, &[], 40.0 * k));
         out.push(series("vllm:spec_decode_num_drafts_total", e, &[], 40.0 * k));
-        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 30.0 * k));
+        // One draft per output, always accepted: 40k drafts reached position 0 (k = 1 draft).
+        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 40.0 * k));
     }
     out
 }
@@ -104,17 +106,15 @@ fn hand_computed_values_after_two_scrapes() {
         value_of(&out, Family::CanonicalTpot, "0"),
         DerivedValue::Histogram { buckets: vec![(0.01, 0.0), (0.05, 12.0), (f64::INFINITY, 14.0)], sum: 0.84, count: 14.0 }
     );
-    // Σ ITL 4.8 s over 2000 - 80 = 1920 tokens.
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 4.8, count: 1920.0 });
-    // 600 local + 2000 generated over 500 iterations.
-    assert_eq!(
-        value_of(&out, Family::IterationTokensLocalCompute, "0"),
-        DerivedValue::SumCount { sum: 2600.0, count: 500.0 }
-    );
-    // Engine 0 has spec decoding: both intervals have ΔN = Δaccepted = 40, so w = 2 each time.
+    // Σ ITL 4.8 s over 160 - 80 = 80 tokens.
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 4.8, count: 80.0 });
+    // 600 local + 240 generated over 500 iterations.
+    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "0"), DerivedValue::SumCount { sum: 840.0, count: 500.0 });
+    // Engine 0 has spec decoding: both intervals have ΔN = 40 outputs carrying Δ(generation − TTFT)
+    // = 120 − 40 = 80 tokens, so w = 2 each time.
     // Raw ITL deltas per interval at 0.025, 0.05, 0.1: 0, 10, 40. Per-token bucket at B = 2·F(2B):
     //   0.025 -> 2·F(0.05) = 20;  0.05 -> 2·F(0.1) = 80;  0.1 -> 2·F(0.2) = 80;  +Inf -> 80.
-    // Two intervals: 40, 160, 160, 160. Exact: Σ 4.8 s, count 80 outputs + 80 accepted = 160.
+    // Two intervals: 40, 160, 160, 160. Exact: Σ 4.8 s, count 240 − 80 = 160 tokens.
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "0"),
         DerivedValue::Histogram {
@@ -123,7 +123,7 @@ fn hand_computed_values_after_two_scrapes() {
             count: 160.0
         }
     );
-    // Engine 1 has none: equal to its raw ITL histogram at t2.
+    // Engine 1 has none (160 − 80 = 80 tokens for 80 outputs, w = 1): its raw ITL histogram at t2.
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "1"),
         DerivedValue::Histogram {
@@ -132,12 +132,12 @@ fn hand_computed_values_after_two_scrapes() {
             count: 80.0
         }
     );
-    // Accounting: per engine and scrape, the tokens bucket le=2.0, _created, by-source cache hit,
-    // running and (spec only) per-pos series are unused; drafts are read by the completeness check.
-    // Engine 0 has 5, engine 1 has 4 (no spec) => (5 + 4) * 2 = 18 unused samples.
+    // Accounting: per engine and scrape, the tokens bucket le=2.0, _created, by-source cache hit and
+    // running series are unused; drafts are read by the completeness check, per-pos by the
+    // acceptance-corrected buckets. 4 per engine => 4 * 2 * 2 = 16 unused samples.
     let total = two_scrapes().len() as u64;
     assert_eq!(report.received, total);
-    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 18);
+    assert_eq!(report.rejected[RejectReason::UnusedSeries.index()], 16);
     assert_eq!(report.applied + report.rejected_total(), report.received);
     assert_eq!(engine.stats().groups, 2);
 }
@@ -216,8 +216,8 @@ fn idle_groups_leave_after_the_timeout() {
 }
 
 /// The acceptance-corrected histogram of a first interval from 0 to the k = 1 scrape: ITL deltas
-/// cumulative 0, 10, 40 at 0.025, 0.05, 0.1; 40 accepted for 40 outputs, so w = 2 and bound B
-/// holds w × the raw cumulative count at w · B: 2 × 10, 2 × 40, 2 × 40; `+Inf` 40 + 40.
+/// cumulative 0, 10, 40 at 0.025, 0.05, 0.1; 120 − 40 = 80 tokens for 40 outputs, so w = 2 and
+/// bound B holds w × the raw cumulative count at w · B: 2 × 10, 2 × 40, 2 × 40; `+Inf` 80.
 fn first_interval_at_k1() -> DerivedValue {
     DerivedValue::Histogram {
         buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
@@ -263,12 +263,12 @@ fn old_itl_name_alone_feeds_itl_families_and_tpot_is_absent() {
     // vLLM 0.10: time_per_output_token_seconds only, no request TPOT histogram.
     let mut raw = Vec::new();
     hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
-    raw.push(series("vllm:generation_tokens_total", "0", &[], 100.0));
+    raw.push(series("vllm:generation_tokens_total", "0", &[], 18.0));
     raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 90.0 });
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 8.0 });
     assert!(out.iter().all(|(f, _, _)| *f != Family::CanonicalTpot));
     let stats = engine.stats();
     assert!(stats.withheld.contains(&(Family::CanonicalTpot, WithheldReason::MissingInput, 1)));
@@ -277,16 +277,17 @@ fn old_itl_name_alone_feeds_itl_families_and_tpot_is_absent() {
 
 #[test]
 fn both_itl_names_are_never_counted_twice() {
-    // vLLM 0.10.2-0.14 emit both names with identical values: Σ must be 0.3, not 0.6.
+    // vLLM 0.10.2-0.14 emit both names with identical values: Σ must be 0.3, not 0.6. 18 tokens
+    // − 10 first outputs = 8 tokens for 8 outputs: the acceptance-corrected family is raw ITL.
     let mut raw = Vec::new();
     hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
     hist(&mut raw, "itl", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
-    raw.push(series("vllm:generation_tokens_total", "0", &[], 100.0));
+    raw.push(series("vllm:generation_tokens_total", "0", &[], 18.0));
     raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 90.0 });
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 8.0 });
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "0"),
         DerivedValue::Histogram { buckets: vec![(0.05, 5.0), (f64::INFINITY, 8.0)], sum: 0.3, count: 8.0 }
@@ -308,7 +309,7 @@ fn token_histogram_without_a_one_bound_withholds_canonical_tpot() {
 
 #[test]
 fn a_frame_missing_an_input_never_emits() {
-    // t1 complete; t2 lacks TTFT count: token-weighted ITL stays at t1 (Σ 2.4 s over 1000 - 40 tokens).
+    // t1 complete; t2 lacks TTFT count: token-weighted ITL stays at t1 (Σ 2.4 s over 80 - 40 tokens).
     let mut raw: Vec<(Raw, i64)> = scrape("1", 1.0, false).into_iter().map(|r| (r, 1_000)).collect();
     raw.extend(
         scrape("1", 2.0, false)
@@ -319,18 +320,24 @@ fn a_frame_missing_an_input_never_emits() {
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &raw, &mut IngestReport::default());
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 2.4, count: 960.0 });
-    // Families that do not read the TTFT count moved on to t2.
-    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "1"), DerivedValue::SumCount { sum: 2600.0, count: 500.0 });
+    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 2.4, count: 40.0 });
+    // Families that do not read the TTFT count moved on to t2: 600 local + 160 generated.
+    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "1"), DerivedValue::SumCount { sum: 760.0, count: 500.0 });
 }
 
 /// The k = 2 scrape of engine 0 with 50 accepted tokens instead of 80: 10 accepted for 40 drafts
-/// since k = 1, an interval acceptance length of 1.25 against 2 before.
+/// since k = 1, an interval acceptance length of 1.25 against 2 before. Generation tokens follow:
+/// 120 at t1 + 40 first outputs + 40 ITL outputs + 10 accepted = 210. The interval's 40 outputs
+/// all took more than 0.05 s (ITL le="0.05" stays at 10), so its shape differs from the first's.
 fn t2_with_low_acceptance() -> Vec<Raw> {
     let mut t2 = scrape("0", 2.0, true);
     for (labels, value) in &mut t2 {
-        if labels[0].1 == "vllm:spec_decode_num_accepted_tokens_total" {
-            *value = 50.0;
+        let le = labels.iter().find(|(n, _)| *n == "le").map(|(_, v)| v.as_str());
+        match (labels[0].1.as_str(), le) {
+            ("vllm:spec_decode_num_accepted_tokens_total" | "vllm:spec_decode_num_accepted_tokens_per_pos_total", _) => *value = 50.0,
+            ("vllm:generation_tokens_total", _) => *value = 210.0,
+            ("vllm:inter_token_latency_seconds_bucket", Some("0.05")) => *value = 10.0,
+            _ => {}
         }
     }
     t2
@@ -363,7 +370,7 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
     assert_eq!(stats.groups_removed_stale, 1, "the markers removed the group");
     assert_eq!(gap, uninterrupted);
     assert_ne!(reseeded, uninterrupted, "the test needs a run where re-seeding differs");
-    // Count and sum are stateless: ITL count 80 + accepted 50; the raw ITL sum.
+    // Count and sum: generation 210 − TTFT 80 = 130 tokens; the raw ITL sum.
     let DerivedValue::Histogram { sum, count, .. } = gap else { panic!("a histogram") };
     assert_eq!((sum, count), (4.8, 130.0));
 }
@@ -408,6 +415,61 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     let reseeded = value_of(&outputs(&fresh), Family::AcceptanceCorrectedItl, "0");
     assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
     assert_eq!(run(68_001), reseeded, "removed more than 60 s before the sweep: forgotten");
+}
+
+/// Engine 0's k = 2 scrape with its ITL histogram replaced by one on `bounds` (cumulative
+/// `cumulative`, the last one `+Inf` = the count), Σ 4.8 s.
+fn scrape_with_itl_bounds(bounds: &[&str], cumulative: &[f64]) -> Vec<Raw> {
+    let mut raw: Vec<Raw> =
+        scrape("0", 2.0, true).into_iter().filter(|(l, _)| !l[0].1.starts_with("vllm:inter_token_latency_seconds")).collect();
+    hist(&mut raw, "itl", "0", bounds, cumulative, 4.8);
+    raw
+}
+
+/// Issue 13, item 1: scrapes at t and t + 15 s, staleness markers for every series at t + 30 s,
+/// then the same series with other ITL `le` bounds at t + 15 s again. The retired state's
+/// committed timestamp (t + 15 s) used to survive the re-seed, hide the frame and panic.
+#[test]
+fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
+    let at = |raw: Vec<Raw>, ts| raw.into_iter().map(|r| (r, ts)).collect::<Vec<_>>();
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let markers: Vec<_> = scrape("0", 2.0, true).into_iter().map(|(l, _)| ((l, stale), 31_000)).collect();
+    // The returning frame: 80 outputs, cumulative 0, 20, 50, 80 at 0.025, 0.05, 0.075, 0.1; tokens
+    // 240 − 80 = 160, so w = 2 from 0 (a re-seed): 0.025 → 2·F(0.05) = 40, 0.05 → 2·F(0.1) = 160,
+    // then 160 (flat past the last bound), `+Inf` = 160.
+    let five = scrape_with_itl_bounds(&["0.025", "0.05", "0.075", "0.1", "+Inf"], &[0.0, 20.0, 50.0, 80.0, 80.0]);
+    let want5 = DerivedValue::Histogram {
+        buckets: vec![(0.025, 40.0), (0.05, 160.0), (0.075, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+        sum: 4.8,
+        count: 160.0,
+    };
+    // Same number of bounds, other values: 0.02 → 2·F(0.04) = 2·(20·0.02/0.03) = 80/3, then 160.
+    let moved = scrape_with_itl_bounds(&["0.02", "0.05", "0.1", "+Inf"], &[0.0, 20.0, 80.0, 80.0]);
+    let want_moved = DerivedValue::Histogram {
+        buckets: vec![(0.02, 80.0 / 3.0), (0.05, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+        sum: 4.8,
+        count: 160.0,
+    };
+    for (returning, want) in [(five, want5), (moved, want_moved)] {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        feed(&mut engine, &at(scrape("0", 1.0, true), 1_000), &mut report);
+        feed(&mut engine, &at(scrape("0", 2.0, true), 16_000), &mut report);
+        feed(&mut engine, &markers, &mut report);
+        assert_eq!(engine.stats().groups_removed_stale, 1);
+        feed(&mut engine, &at(returning, 16_000), &mut report);
+        assert_eq!(report.applied + report.rejected_total(), report.received);
+        let DerivedValue::Histogram { buckets, sum, count } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+        else {
+            panic!("a histogram")
+        };
+        let DerivedValue::Histogram { buckets: wb, sum: ws, count: wc } = &want else { unreachable!() };
+        assert_eq!((sum, count), (*ws, *wc));
+        assert_eq!(buckets.len(), wb.len());
+        for ((le, c), (wle, w)) in buckets.iter().zip(wb) {
+            assert!(le == wle && (c - w).abs() < 1e-9, "{buckets:?} vs {wb:?}");
+        }
+    }
 }
 
 #[path = "observe_tests.rs"]

@@ -192,7 +192,7 @@ async fn run(row: Row) {
             .map_or(0, |(_, n)| *n);
         assert_eq!(*n, want as f64, "{name}: rejected {reason}");
     }
-    for limit in crate::telemetry::REQUEST_LIMITS {
+    for limit in crate::telemetry::RequestLimit::ALL.map(crate::telemetry::RequestLimit::as_str) {
         let n = get(&format!(
             "vllm_corrector_requests_limited_total{{limit=\"{limit}\"}}"
         ));

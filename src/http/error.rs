@@ -4,9 +4,10 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::protocol::ProtocolError;
+use crate::telemetry::RequestLimit;
 
 /// Why a request was refused. [`HttpError::status`] is the single place where an error of any
-/// layer becomes a status code (remote-write notes, "Headers, negotiation and status"):
+/// layer becomes a status code (docs/REMOTE-WRITE.md, "Status codes"):
 /// 4xx means the sender drops the batch, 5xx means it retries, so 5xx is kept for transient
 /// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
 /// `Display` text, one line of `text/plain`.
@@ -50,7 +51,7 @@ pub enum HttpError {
     },
     /// Some series (or some of their native histogram samples) were refused: invalid labels or
     /// label references, a label limit, an invalid custom-buckets histogram, or the active-series
-    /// limit. Their samples were rejected; the rest was applied. 400 (remote-write notes,
+    /// limit. Their samples were rejected; the rest was applied. 400 (docs/REMOTE-WRITE.md,
     /// checklist item 1).
     #[error(
         "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
@@ -96,6 +97,28 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// The request-level limit that refused the request, if this error is one: counted once, where
+    /// the answer is made, in `vllm_corrector_requests_limited_total{limit}`.
+    pub fn limit(&self) -> Option<RequestLimit> {
+        match self {
+            HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
+            HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+                Some(RequestLimit::MaxDecodedBytes)
+            }
+            HttpError::TooManySeries { .. } => Some(RequestLimit::MaxSeriesPerRequest),
+            HttpError::Overloaded => Some(RequestLimit::MaxConcurrentRequests),
+            HttpError::OverBudget => Some(RequestLimit::MaxInflightBytes),
+            HttpError::BodyTimeout => Some(RequestLimit::RequestBodyTimeout),
+            HttpError::UnsupportedEncoding(_)
+            | HttpError::UnsupportedContentType(_)
+            | HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(_)
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Panicked(_) => None,
+        }
+    }
+
     /// The status code of this error.
     pub fn status(&self) -> StatusCode {
         match self {

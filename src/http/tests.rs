@@ -1,7 +1,7 @@
 //! One test per status-code rule of `POST /api/v1/write`, the `/metrics` negotiation, and the
 //! health endpoints, all through the real router with `tower::ServiceExt::oneshot`.
 //!
-//! Request bodies are encoded here by hand from the RW 1.0 field numbers (remote-write notes,
+//! Request bodies are encoded here by hand from the RW 1.0 field numbers (docs/REMOTE-WRITE.md,
 //! "RW 1.0 messages"), independently of the decoder under test.
 
 use std::time::Duration;

@@ -18,18 +18,22 @@
 use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::live::Live;
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
 use crate::engine::RejectReason;
 use crate::ingest::{self, Written};
-use crate::protocol::{self, ProtocolError};
+use crate::protocol;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested, WritePanicked,
 };
@@ -85,115 +89,187 @@ pub async fn handle(State(state): State<AppState>, request: Request) -> Response
 }
 
 /// Everything up to the answer: what was written (zero until the body is applied) and the error.
+/// Three steps: [`admit`] (protocol, a request slot, a memory budget for the body), [`read_body`]
+/// (the body within its size and time limits, then a budget for its decoded size) and
+/// [`decode_and_apply`] (in [`without_panics`]). A refusal by a request-level limit is counted
+/// here, once, from [`HttpError::limit`].
 async fn receive(state: &AppState, request: Request) -> (Written, Result<(), HttpError>) {
-    let none = Written::default();
-    let protocol = match negotiate::write_protocol(request.headers()) {
-        Ok(p) => p,
-        Err(e) => return (none, Err(e)),
-    };
-    // One read of the reloadable settings per request: a reload applies from the next one.
+    let result = async {
+        let admitted = admit(state, request.headers()).await?;
+        let body = read_body(state, &admitted, request).await?;
+        Ok(decode_and_apply(state, admitted, body).await)
+    }
+    .await;
+    let (written, result) = result.unwrap_or_else(|error| (Written::default(), Err(error)));
+    if let Some(limit) = result.as_ref().err().and_then(HttpError::limit) {
+        RequestLimited { limit }.emit(&state.metrics);
+    }
+    (written, result)
+}
+
+/// A request admitted for reading: its protocol, the settings in force for it (a reload applies
+/// from the next request), its concurrency slot and the memory reserved for its body. The slot
+/// and the budget are released when this is dropped.
+struct Admitted {
+    protocol: WriteProtocol,
+    live: Arc<Live>,
+    _permit: OwnedSemaphorePermit,
+    _body_budget: OwnedSemaphorePermit,
+}
+
+/// Step 1: the protocol from the headers (415), a free slot within the permit wait (503,
+/// `limits.max_concurrent_requests`), and memory for the body as announced or the largest
+/// accepted one (503, `limits.max_inflight_bytes`).
+async fn admit(state: &AppState, headers: &HeaderMap) -> Result<Admitted, HttpError> {
+    let protocol = negotiate::write_protocol(headers)?;
     let live = state.live();
-    let limits = live.limits;
-    let permit =
-        match tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => permit,
-            _ => {
-                RequestLimited {
-                    limit: "max_concurrent_requests",
-                }
-                .emit(&state.metrics);
-                return (none, Err(HttpError::Overloaded));
-            }
-        };
-    // Memory budget, first for the body as announced (or the largest accepted body).
-    let announced = request
-        .headers()
+    let permit = tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned())
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .ok_or(HttpError::Overloaded)?;
+    let max_body = live.limits.max_body_bytes;
+    let announced = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .unwrap_or(limits.max_body_bytes)
-        .min(limits.max_body_bytes);
-    let Some(body_budget) = state.reserve_inflight(&live, announced).await else {
-        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
-        return (none, Err(HttpError::OverBudget));
-    };
+        .unwrap_or(max_body)
+        .min(max_body);
+    let body_budget = state
+        .reserve_inflight(&live, announced)
+        .await
+        .ok_or(HttpError::OverBudget)?;
+    Ok(Admitted {
+        protocol,
+        live,
+        _permit: permit,
+        _body_budget: body_budget,
+    })
+}
+
+/// A body read whole, with the memory reserved for its decoded size.
+struct Body {
+    bytes: Bytes,
+    declared: usize,
+    _decode_budget: OwnedSemaphorePermit,
+}
+
+/// Step 2: the body within `limits.request_body_timeout` (503) and `limits.max_body_bytes`
+/// (413), then memory for the decoded size its snappy header declares, capped at
+/// `limits.max_decoded_bytes` (a larger declaration is answered 413 by the decoder before it
+/// allocates). An empty body is 400.
+async fn read_body(
+    state: &AppState,
+    admitted: &Admitted,
+    request: Request,
+) -> Result<Body, HttpError> {
+    let limits = admitted.live.limits;
     let read = tokio::time::timeout(
         limits.request_body_timeout,
         Limited::new(request.into_body(), limits.max_body_bytes).collect(),
     );
-    let body = match read.await {
-        Err(_elapsed) => {
-            RequestLimited { limit: "request_body_timeout" }.emit(&state.metrics);
-            return (none, Err(HttpError::BodyTimeout));
-        }
+    let bytes = match read.await {
+        Err(_elapsed) => return Err(HttpError::BodyTimeout),
         Ok(Ok(body)) => body.to_bytes(),
         Ok(Err(error)) if error.is::<LengthLimitError>() => {
-            RequestLimited {
-                limit: "max_body_bytes",
-            }
-            .emit(&state.metrics);
-            let limit = limits.max_body_bytes;
-            return (none, Err(HttpError::BodyTooLarge { limit }));
+            return Err(HttpError::BodyTooLarge {
+                limit: limits.max_body_bytes,
+            });
         }
-        Ok(Err(error)) => return (none, Err(HttpError::BodyRead(error.to_string()))),
+        Ok(Err(error)) => return Err(HttpError::BodyRead(error.to_string())),
     };
-    // Then for the decoded size the snappy header declares (capped: a larger declaration is
-    // answered 413 by the decoder, before it allocates).
-    let declared = snap::raw::decompress_len(&body).unwrap_or(0).min(limits.max_decoded_bytes);
-    let Some(decode_budget) = state.reserve_inflight(&live, declared).await else {
-        RequestLimited { limit: "max_inflight_bytes" }.emit(&state.metrics);
-        return (none, Err(HttpError::OverBudget));
-    };
-    if body.is_empty() {
-        return (none, Err(HttpError::EmptyBody));
+    let declared = snap::raw::decompress_len(&bytes)
+        .unwrap_or(0)
+        .min(limits.max_decoded_bytes);
+    let decode_budget = state
+        .reserve_inflight(&admitted.live, declared)
+        .await
+        .ok_or(HttpError::OverBudget)?;
+    if bytes.is_empty() {
+        return Err(HttpError::EmptyBody);
     }
+    Ok(Body {
+        bytes,
+        declared,
+        _decode_budget: decode_budget,
+    })
+}
+
+/// Step 3: decompress, decode and apply the body, on the async worker for a request as senders
+/// cut them and on the blocking pool for a large one, inside [`without_panics`]. The slot and the
+/// memory budgets are released when it returns.
+async fn decode_and_apply(
+    state: &AppState,
+    admitted: Admitted,
+    body: Body,
+) -> (Written, Result<(), HttpError>) {
     let worker_state = state.clone();
+    let (protocol, limits) = (admitted.protocol, admitted.live.limits);
+    let declared = body.declared;
     let work = move || {
-        // Samples decoded and not yet counted, so that a panic can still account for them.
-        let mut uncounted = None;
-        let processed = panic::catch_unwind(AssertUnwindSafe(|| {
+        let processed = without_panics(&worker_state, |uncounted| {
             DECODE_BUFFER.with_borrow_mut(|buffer| {
                 process(
                     &worker_state,
                     &limits,
                     protocol,
-                    &body,
+                    &body.bytes,
                     buffer,
-                    &mut uncounted,
+                    uncounted,
                 )
             })
-        }));
+        });
         // Also after a panic (the borrow ended while unwinding).
         DECODE_BUFFER.with_borrow_mut(|buffer| {
             if buffer.capacity() > KEEP_BUFFER_BYTES {
                 *buffer = Vec::new();
             }
         });
-        processed.map_err(|payload| (panic_message(payload.as_ref()), uncounted))
+        drop(body);
+        processed
     };
     // Decompression, decoding and the engine are CPU work. A request as senders cut them (500 to
     // 2 000 samples, up to ~0.5 ms here) runs on the async worker: handing it to the blocking pool
     // costs a thread wake-up per request, ~25 % of the CPU per sample at half capacity
     // (docs/PERFORMANCE.md). Larger bodies go to the pool, so no worker is held for long.
     let outcome = if declared <= INLINE_DECODED_BYTES {
-        Ok(work())
+        work()
     } else {
-        tokio::task::spawn_blocking(work).await
+        match tokio::task::spawn_blocking(work).await {
+            Ok(outcome) => outcome,
+            // `without_panics` caught any panic, and a blocking task is never cancelled.
+            Err(join_error) => panicked(state, &join_error.to_string(), None),
+        }
     };
-    drop((permit, body_budget, decode_budget));
-    // A panic is a bug. It is answered 400, not 500: a sender retries a 5xx forever, so a panic
-    // that this batch triggers every time would stall its shard; see `HttpError::Panicked`.
-    let (message, samples) = match outcome {
-        Ok(Ok(outcome)) => return outcome,
-        Ok(Err(panicked)) => panicked,
-        // `catch_unwind` caught any panic, and a blocking task is never cancelled.
-        Err(join_error) => (join_error.to_string(), None),
-    };
-    WritePanicked {
-        message: &message,
-        samples,
+    drop(admitted);
+    outcome
+}
+
+/// Runs `work`, answering a panic in it with 400 ([`HttpError::Panicked`]), not 500: a sender
+/// retries a 5xx forever, so a panic that this batch triggers every time would stall its shard.
+/// `work` is given a slot that holds the number of decoded samples from decoding until they are
+/// counted, so that a panic in between still counts them ([`WritePanicked`]).
+fn without_panics(
+    state: &AppState,
+    work: impl FnOnce(&mut Option<u64>) -> (Written, Result<(), HttpError>),
+) -> (Written, Result<(), HttpError>) {
+    let mut uncounted = None;
+    match panic::catch_unwind(AssertUnwindSafe(|| work(&mut uncounted))) {
+        Ok(outcome) => outcome,
+        Err(payload) => panicked(state, &panic_message(payload.as_ref()), uncounted),
     }
-    .emit(&state.metrics);
-    (none, Err(HttpError::Panicked(one_line(&message))))
+}
+
+/// Logs and counts a panic, with the decoded samples it left uncounted, and makes its answer.
+fn panicked(
+    state: &AppState,
+    message: &str,
+    samples: Option<u64>,
+) -> (Written, Result<(), HttpError>) {
+    WritePanicked { message, samples }.emit(&state.metrics);
+    (
+        Written::default(),
+        Err(HttpError::Panicked(one_line(message))),
+    )
 }
 
 /// `message` for the one-line answer: line breaks (an `assert_eq!` message has several) become
@@ -219,7 +295,10 @@ fn one_line(message: &str) -> String {
 /// The message of a panic payload: the `&str` or `String` that `panic!` was given, else a
 /// placeholder (a payload of another type).
 fn panic_message(payload: &(dyn Any + Send)) -> String {
-    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+    match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
         (Some(s), _) => (*s).to_owned(),
         (_, Some(s)) => s.clone(),
         _ => "a panic payload that is not a string".to_owned(),
@@ -242,12 +321,6 @@ fn process(
     #[cfg(test)]
     state.injected_panic(super::PanicAt::BeforeDecode);
     if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
-        if matches!(e, ProtocolError::DecodedTooLarge { .. }) {
-            RequestLimited {
-                limit: "max_decoded_bytes",
-            }
-            .emit(&state.metrics);
-        }
         return (none, Err(e.into()));
     }
     let decoded = match protocol {
@@ -273,10 +346,6 @@ fn process(
         let report = ingest::reject_request(&request, RejectReason::TooManySeries);
         SamplesIngested { report: &report }.emit(&state.metrics);
         *uncounted = None;
-        RequestLimited {
-            limit: "max_series_per_request",
-        }
-        .emit(&state.metrics);
         let error = HttpError::TooManySeries {
             series: request.series.len(),
             limit: limits.max_series_per_request,

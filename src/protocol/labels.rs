@@ -1,4 +1,4 @@
-//! Label validation and normalisation (remote-write notes, checklist items 1 and 2).
+//! Label validation and normalisation (docs/REMOTE-WRITE.md, checklist items 1 and 2).
 
 /// One label pair borrowing from the decompressed request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -113,7 +113,7 @@ impl LabelLimits {
 /// `labels` is one series' label set as decoded (borrowing from the request body). On success it is
 /// sorted by name, free of empty values, and holds a valid `__name__`. The rules are those of the
 /// Prometheus data model (`prometheus.io/docs/concepts/data_model`, classic character set) and of
-/// remote-write notes checklist items 1 and 2: an empty value means "label absent".
+/// docs/REMOTE-WRITE.md, checklist items 1 and 2: an empty value means "label absent".
 ///
 /// # Errors
 /// Returns the first [`LabelError`] in this order; the caller rejects the whole series with it:

@@ -1,6 +1,6 @@
 //! Snappy block decompression with the decoded-length cap checked before allocating.
 //!
-//! Source: remote-write notes, checklist item 4; the snappy block format description
+//! Source: docs/REMOTE-WRITE.md, checklist item 4; the snappy block format description
 //! (`google/snappy`, `format_description.txt`): a varint of the decoded length, then literal and copy
 //! elements.
 
@@ -17,7 +17,7 @@ const MAX_EXPANSION: u64 = 22;
 ///
 /// `body` is the HTTP request body; on success `out` holds exactly the decoded bytes. The declared
 /// decoded length is read from the block header first (`snap::raw::decompress_len`); a declaration
-/// over `max_decoded_bytes` is rejected before any allocation (remote-write notes, checklist item 4),
+/// over `max_decoded_bytes` is rejected before any allocation (docs/REMOTE-WRITE.md, checklist item 4),
 /// and so is one that the body is too short to produce (over [`MAX_EXPANSION`] bytes per byte).
 ///
 /// # Errors

@@ -34,7 +34,7 @@ use super::{
 /// staleness marker survives), timestamps in milliseconds.
 ///
 /// A metadata entry whose family name, help or unit is not UTF-8 is dropped rather than failing
-/// the request: metadata never fails a request (remote-write notes, checklist item 5). Each one is
+/// the request: metadata never fails a request (docs/REMOTE-WRITE.md, checklist item 5). Each one is
 /// counted in [`WriteRequestRef::metadata_dropped`] as [`MetadataDropReason::InvalidUtf8`].
 ///
 /// # Errors

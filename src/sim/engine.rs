@@ -6,7 +6,10 @@
 //! `step_base + step_per_token × (locally computed prompt tokens + decode tokens)`, so ITL grows
 //! with the batch. When the step ends, every scheduled request emits one output in one batch:
 //! the first output (from prefill) holds 1 token (0 for an engine-side failure), a decode output
-//! holds 1 + accepted drafts. Source of the shape: `vllm/v1/core/sched/scheduler.py`.
+//! holds 1 + accepted drafts, cut at the request's last token. The accepted drafts are counted
+//! before that cut, as vLLM's scheduler does (`update_from_output` adds them to the spec-decode
+//! stats before the request is checked for `max_tokens` or a stop): so the spec-decode counters can
+//! exceed the tokens emitted. Source of the shape: `vllm/v1/core/sched/scheduler.py`.
 
 use std::collections::VecDeque;
 
@@ -21,11 +24,12 @@ use super::model::{FinishReason, PromptTokens, SimConfig, SpecConfig, secs_to_ns
 pub struct OutputRecord {
     /// Engine timestamp of the output, seconds of simulated time.
     pub time_s: f64,
-    /// Tokens the output carries (1 + accepted drafts for a decode output).
+    /// Tokens the output carries: 1 + accepted drafts for a decode output, cut at the request's
+    /// last token.
     pub tokens: u32,
     /// Draft tokens verified in the step that produced it.
     pub drafts: u32,
-    /// Drafts accepted.
+    /// Drafts accepted, counted before the cut (what `spec_decode_num_accepted_tokens` adds).
     pub accepted: u32,
 }
 
@@ -232,19 +236,19 @@ impl EngineSim {
         }
     }
 
-    /// Draws `(drafts, accepted)` for one decode of a request with `remaining` tokens to go.
+    /// Draws `(drafts, accepted)` for one decode of a request. Drafts are not clamped to the
+    /// tokens the request still needs (vLLM proposes `k` whatever is left); the output is cut
+    /// instead, in [`EngineSim::complete_step`].
     fn draw_decode(&mut self, req: &mut Request) -> (u32, u32) {
-        let cap = req.target_n.saturating_sub(req.tokens + 1);
         if let Some(script) = req.script.as_mut() {
             let (d, a) = script.pop_front().unwrap_or((0, 0));
-            let d = d.min(cap);
             return (d, a.min(d));
         }
         let Some(spec) = self.spec else { return (0, 0) };
-        if cap == 0 || self.rng.random::<f64>() < spec.no_draft_fraction {
+        if self.rng.random::<f64>() < spec.no_draft_fraction {
             return (0, 0);
         }
-        let d = spec.num_speculative_tokens.min(cap);
+        let d = spec.num_speculative_tokens;
         let mut a = 0;
         while a < d && self.rng.random::<f64>() < spec.acceptance_prob {
             a += 1;
@@ -320,7 +324,8 @@ impl EngineSim {
             };
             let (tokens, drafts, accepted, is_first) = match pending {
                 None => (u32::from(r.target_n > 0), 0, 0, true),
-                Some((d, a)) => (1 + a, d, a, false),
+                // Cut at the request's last token (max_tokens or a stop); `a` stays as counted.
+                Some((d, a)) => ((1 + a).min(r.target_n.saturating_sub(r.tokens).max(1)), d, a, false),
             };
             if drafts > 0 {
                 rep.drafts += 1;

@@ -246,7 +246,8 @@ pub struct ScriptedRequest {
     /// Finish reason; `None` picks stop / length / the profile's zero-token reason.
     pub finish_reason: Option<FinishReason>,
     /// Per decode step `(drafts, accepted)`, in order; when exhausted, steps carry no drafts.
-    /// Drafts are clamped so an output never exceeds n, accepted to the drafts.
+    /// Accepted are clamped to the drafts; an output that would exceed n is cut at n after its
+    /// accepted drafts are counted, as vLLM does.
     pub decode_steps: Vec<(u32, u32)>,
 }
 

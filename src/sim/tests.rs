@@ -35,7 +35,8 @@ fn prompt(total: u32, local_cache_hit: u32, external_kv_transfer: u32) -> Prompt
 }
 
 /// R0: arrives at 0, prompt 100 = 60 computed + 32 local hit + 8 transferred, n = 7, decode
-/// steps (drafts, accepted) = (2,2), (2,0), (2,1).
+/// steps (drafts, accepted) = (2,2), (2,0), (1,1): its last output is not cut (see
+/// [`r_cut`] for one that is).
 pub(super) fn r0() -> ScriptedRequest {
     ScriptedRequest {
         arrival_s: 0.0,
@@ -44,7 +45,21 @@ pub(super) fn r0() -> ScriptedRequest {
         prompt: prompt(100, 32, 8),
         n: 7,
         finish_reason: None,
-        decode_steps: vec![(2, 2), (2, 0), (2, 1)],
+        decode_steps: vec![(2, 2), (2, 0), (1, 1)],
+    }
+}
+
+/// R_cut: arrives at 0, prompt 10 (all computed), n = 3, decode steps (2, 2), (2, 2): its second
+/// output would hold 3 tokens but only 2 are left.
+pub(super) fn r_cut() -> ScriptedRequest {
+    ScriptedRequest {
+        arrival_s: 0.0,
+        model: 0,
+        engine: 0,
+        prompt: prompt(10, 0, 0),
+        n: 3,
+        finish_reason: None,
+        decode_steps: vec![(2, 2), (2, 2)],
     }
 }
 
@@ -71,7 +86,7 @@ fn four_outputs_of_1_3_1_2_tokens_give_exact_itl_tpot_and_counters() {
     // Step 1: prefill of 60 computed tokens: 10 + 2·60 = 130 ms → first output (1 token) at 0.130.
     // Step 2: decode 1 + 2 drafts = 3 tokens: 10 + 6 = 16 ms → 0.146, accepts 2 → 3 tokens.
     // Step 3: 3 tokens computed again: 16 ms → 0.162, accepts 0 → 1 token.
-    // Step 4: 5 of 7 tokens done, so only 7 − 6 = 1 draft fits: 10 + 2·2 = 14 ms → 0.176,
+    // Step 4: 1 + 1 draft = 2 tokens: 10 + 2·2 = 14 ms → 0.176,
     //         accepts 1 → 2 tokens; n = 1 + 3 + 1 + 2 = 7 → finished (stop: 7 < max_tokens 256).
     let mut sim = Simulator::with_script(hand_config(Profile::V0_33), vec![r0()]).unwrap();
     sim.advance_to(1.0);
@@ -113,6 +128,34 @@ fn four_outputs_of_1_3_1_2_tokens_give_exact_itl_tpot_and_counters() {
     // 0.33 iteration tokens: 60 + 1, 3, 1, 2 → sum 67 over 4 iterations.
     let it = m.hist(0, Fam::IterationTokens).unwrap();
     assert_eq!((it.count(), it.sum), (4, 67.0));
+}
+
+#[test]
+fn accepted_drafts_are_counted_before_the_cut_at_the_last_token() {
+    // Step 1: prefill of 10 tokens: 10 + 2·10 = 30 ms → first output (1 token) at 0.030.
+    // Step 2: decode 1 + 2 drafts = 3 tokens: 10 + 2·3 = 16 ms → 0.046; both drafts accepted, but
+    //         n = 3 leaves 2 tokens: the output holds 2 and the request finishes (stop). vLLM's
+    //         scheduler has already counted the 2 accepted drafts: 1 ITL output + 2 accepted = 3,
+    //         against 2 tokens emitted after the first.
+    let mut sim = Simulator::with_script(hand_config(Profile::V0_33), vec![r_cut()]).unwrap();
+    sim.advance_to(1.0);
+    let rec = &sim.truth().requests()[0];
+    let tokens: Vec<u32> = rec.outputs.iter().map(|o| o.tokens).collect();
+    assert_eq!(tokens, vec![1, 2]);
+    assert_eq!((rec.outputs[1].drafts, rec.outputs[1].accepted), (2, 2));
+    assert_eq!((rec.n, rec.finished_reason), (3, "stop"));
+    let m = sim.metrics();
+    assert_eq!(m.scalar(0, Fam::GenerationTokens, 0), Some(3.0));
+    assert_eq!(m.scalar(0, Fam::SpecAccepted, 0), Some(2.0));
+    assert_eq!(m.scalar(0, Fam::SpecDrafts, 0), Some(1.0));
+    assert_eq!(m.scalar(0, Fam::SpecAcceptedPerPos, 0), Some(1.0));
+    assert_eq!(m.scalar(0, Fam::SpecAcceptedPerPos, 1), Some(1.0));
+    assert_eq!(m.hist(0, Fam::Itl).unwrap().count(), 1);
+    let it = sim.truth_window(0, sim.now_ns()).total.iterations;
+    assert_eq!((it.itl_count, it.accepted_tokens, it.tokens_after_first), (1, 2, 2));
+    // The truth per token is 0.016 s over the 2 emitted tokens, not over 1 + 2 = 3.
+    assert!(close(it.acceptance_corrected_itl_seconds.unwrap(), 0.016 / 2.0));
+    assert!(close(it.token_weighted_itl_seconds.unwrap(), 0.016 / 2.0));
 }
 
 #[test]
@@ -195,7 +238,7 @@ fn truth_window_splits_at_step_end_times() {
         (1, 1, 0)
     );
     // [0.146, 0.177): steps at 0.146, 0.162, 0.176 → ITL sum 0.046 over 3 outputs holding
-    // 3 + 1 + 2 = 6 tokens; accepted 3 → exact per-token 0.046 / (3 + 3) = 0.046 / 6.
+    // 3 + 1 + 2 = 6 tokens (accepted 3, none cut) → exact per-token 0.046 / 6.
     let b = w(0.146, 0.177);
     assert_eq!(
         (

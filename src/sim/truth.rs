@@ -153,7 +153,8 @@ pub struct IterationTruth {
     pub drafts: u64,
     /// Draft tokens verified.
     pub draft_tokens: u64,
-    /// Drafts accepted.
+    /// Drafts accepted (`spec_decode_num_accepted_tokens` increase), counted before the cut of a
+    /// request's last output: `tokens_after_first ≤ itl_count + accepted_tokens`.
     pub accepted_tokens: u64,
     /// Prompt tokens credited, by source.
     pub prompt_tokens: PromptTotals,
@@ -165,7 +166,10 @@ pub struct IterationTruth {
     pub raw_itl_mean_seconds: Option<f64>,
     /// Σ ITL / tokens after the first: true time per token, s.
     pub token_weighted_itl_seconds: Option<f64>,
-    /// Σ ITL / (ITL count + accepted): exact per-token time under spec decoding, s.
+    /// Σ ITL / tokens after the first: the per-token time the acceptance-corrected family's mean
+    /// must give, s. Not Σ ITL / (ITL count + accepted): accepted drafts are counted before a
+    /// request's last output is cut at its last token, so that denominator counts tokens never
+    /// emitted.
     pub acceptance_corrected_itl_seconds: Option<f64>,
     /// 1 + accepted / drafts.
     pub acceptance_length: Option<f64>,
@@ -363,8 +367,7 @@ impl TruthLog {
         }
         it.raw_itl_mean_seconds = ratio(it.itl_sum_seconds, it.itl_count);
         it.token_weighted_itl_seconds = ratio(it.itl_sum_seconds, it.tokens_after_first);
-        it.acceptance_corrected_itl_seconds =
-            ratio(it.itl_sum_seconds, it.itl_count + it.accepted_tokens);
+        it.acceptance_corrected_itl_seconds = it.token_weighted_itl_seconds;
         it.acceptance_length = ratio(it.accepted_tokens as f64, it.drafts).map(|x| 1.0 + x);
         it.local_compute_tokens_per_iteration =
             ratio(it.iteration_tokens_local_sum as f64, it.iterations);

@@ -1,7 +1,7 @@
 //! Accuracy suite: the assertions. Every expected value comes from the simulator's per-request
 //! ground truth (`GET /truth`, computed from request and batch records, never from counters), or
 //! from plain PromQL evaluated by the same Prometheus; the corrected values come from Prometheus's
-//! query API. The reference formulas are `/work/shared/docs/vllm-metrics-reference.md` §4.
+//! query API. The reference formulas are `docs/METRICS.md`, "The corrected families".
 //!
 //! Window increases are the difference of cumulative values at two frames (exact, unlike
 //! `increase()`, which extrapolates to the window's edges).

@@ -1,5 +1,5 @@
 //! (a) The fixtures' two scrapes, split into small requests and shuffled: exact hand values, and
-//! the same output as in-order arrival (design invariant 2).
+//! the same output as in-order arrival (docs/ENGINE.md, invariant 2).
 
 use std::collections::VecDeque;
 

@@ -20,7 +20,7 @@ pub const FAMILIES: [&str; 4] = [
     LOCAL_COMPUTE,
 ];
 
-/// vLLM's ITL and request-TPOT bounds (reference §2), without `+Inf`.
+/// vLLM's ITL and request-TPOT bounds (docs/METRICS.md, "Default bucket bounds"), without `+Inf`.
 pub const ITL_BOUNDS: [f64; 19] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
@@ -59,25 +59,44 @@ pub fn itl_histogram(head: &[f64], tail: f64, sum: f64, count: f64) -> Histogram
 pub fn fixture(scrape: Scrape, engine: &str) -> Expected {
     let h = itl_histogram;
     match (scrape, engine) {
-        // §1: TPOT buckets − G(4); §2: 1240 − 40; §3: intervals 0→t1 with w = 2; §4: 5000 + 1240.
+        // §1: TPOT buckets − G(4); §2: 1240 − 40; §3: interval 0→t1, classes 300/100/100/100 of
+        // 1/2/3/4 tokens; §4: 5000 + 1240.
         (Scrape::T1, "0") => Expected {
             canonical: Some(h(&[2.0, 16.0, 26.0, 27.0], 28.0, 0.8, 28.0)),
             token_weighted: (27.0, 1200.0),
             acceptance: h(
-                &[80.0, 600.0, 1080.0, 1140.0, 1170.0, 1188.0, 1194.0],
+                &[
+                    610.0 / 3.0,
+                    730.0,
+                    1005.0,
+                    1119.625,
+                    1160.0,
+                    1182.25,
+                    1191.5,
+                    1197.0,
+                    1198.5,
+                ],
                 1200.0,
                 27.0,
                 1200.0,
             ),
             local_compute: Some((6240.0, 700.0)),
         },
-        // §1: − G(7); §2: 1870 − 70; §3: t1 + interval 2 (w = 1.5); §4: 8000 + 1870.
+        // §1: − G(7); §2: 1870 − 70; §3: t1 + interval 2 (classes 280/60/40/20); §4: 8000 + 1870.
         (Scrape::T2, "0") => Expected {
             canonical: Some(h(&[3.0, 31.0, 48.0, 51.0, 52.0], 53.0, 1.5, 53.0)),
             token_weighted: (43.0, 1800.0),
             acceptance: h(
                 &[
-                    100.0, 780.0, 1560.0, 1687.5, 1740.0, 1775.25, 1788.0, 1798.5,
+                    3902.0 / 15.0,
+                    986.0,
+                    1445.0,
+                    1654.275,
+                    1727.4,
+                    1766.75,
+                    1783.9,
+                    1794.2,
+                    1797.1,
                 ],
                 1800.0,
                 43.0,
@@ -85,11 +104,17 @@ pub fn fixture(scrape: Scrape, engine: &str) -> Expected {
             ),
             local_compute: Some((9870.0, 1100.0)),
         },
-        // Restart: every family from the t3 values alone; §3 buckets restart from 0 with w = 2.
+        // Restart: every family from the t3 values alone; §3 buckets restart from 0 (classes
+        // 50/20/10/20).
         (Scrape::T3Restart, "0") => Expected {
             canonical: Some(h(&[0.0, 2.0], 5.0, 0.15, 5.0)),
             token_weighted: (4.5, 200.0),
-            acceptance: h(&[40.0 / 3.0, 100.0, 180.0, 190.0], 200.0, 4.5, 200.0),
+            acceptance: h(
+                &[529.0 / 15.0, 121.0, 169.5, 188.0, 195.0, 197.5],
+                200.0,
+                4.5,
+                200.0,
+            ),
             local_compute: Some((1108.0, 120.0)),
         },
         // No spec decode: acceptance-corrected ITL = raw ITL.

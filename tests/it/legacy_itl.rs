@@ -7,10 +7,11 @@
 //!   t2 0/60/200/200…, `_sum` 7, `_count` 200. TTFT `_count` t1 10, t2 20. Generation tokens t1
 //!   210 (= 10 + 100 + 100), t2 320 (= 20 + 200 + 100). Accepted tokens t1 100, t2 100.
 //! - Token-weighted ITL at t2: `_sum` = 7, `_count` = 320 − 20 = 300.
-//! - Acceptance-corrected ITL. Interval 0→t1: ΔN = 100, ΔA = 100, w = 2; ΔC = 0, 0, 100, 100…;
-//!   B = 0.01: 2·F(0.02) = 2·0 = 0; B = 0.025: 2·F(0.05) = 200; B ≥ 0.05: 2·100 = 200; +Inf 200.
-//!   Interval t1→t2: ΔN = 100, ΔA = 0, w = 1; ΔC = 0, 60, 100, 100…; adds 0, 60, 100, 100…, +Inf 100.
-//!   At t2: 0, 260, 300, 300…, +Inf 300; `_sum` 7; `_count` = 200 + 100 = 300.
+//! - Acceptance-corrected ITL (no per-position series: one mean weight per interval). Interval
+//!   0→t1: ΔN = 100, T = 210 − 10 = 200 tokens, w = 2; ΔC = 0, 0, 100, 100…; B = 0.01: 2·F(0.02) =
+//!   2·0 = 0; B = 0.025: 2·F(0.05) = 200; B ≥ 0.05: 2·100 = 200; +Inf 200. Interval t1→t2: ΔN = 100,
+//!   T = 300 − 200 = 100, w = 1; ΔC = 0, 60, 100, 100…; adds 0, 60, 100, 100…, +Inf 100.
+//!   At t2: 0, 260, 300, 300…, +Inf 300; `_sum` 7; `_count` = 320 − 20 = 300.
 //!   Counting both names would give `_sum` 14 and `_count` 500.
 //! - No request TPOT histogram and no by-source prompt tokens: canonical TPOT and local-compute
 //!   iteration tokens are absent.

@@ -12,7 +12,7 @@ fn counter_reset_restarts_every_family_from_the_new_values() {
     corrector.write(&Scrape::T2.points(t2));
     corrector.write(&Scrape::T3Restart.points(t3));
     let snapshot = corrector.snapshot();
-    // Engine "0": EXPECTED.md "t3 (restart)": acceptance-corrected buckets restart from 0, w = 2.
+    // Engine "0": EXPECTED.md "t3 (restart)": acceptance-corrected buckets restart from 0.
     assert_group(
         &snapshot,
         &group("0"),
