@@ -9,6 +9,8 @@
 //!
 //! Not part of the service's API.
 
+mod engine;
+
 use crate::config::Limits;
 use crate::engine::{DerivedValue, Engine, EngineConfig, Family};
 use crate::protocol::{ProtocolError, WriteRequestRef, snappy, v1, v2};
@@ -16,6 +18,13 @@ use crate::{exposition, ingest};
 
 /// Decoded-size cap for fuzz inputs: large enough for every seed, small enough to stay fast.
 pub const MAX_DECODED_BYTES: usize = 1 << 20;
+
+/// The `engine` target: `data` as a program of series, timestamps, staleness markers, bucket
+/// layouts, counter resets and idle sweeps on one engine, with the engine's invariants checked
+/// after every step (`src/fuzz/engine.rs`). Returns how many derived values were checked.
+pub fn engine(data: &[u8]) -> usize {
+    engine::run(data)
+}
 
 /// A snappy-compressed RW 1.0 body: decompress (with the length cap), decode, ingest.
 pub fn rw1(body: &[u8]) {

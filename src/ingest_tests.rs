@@ -228,22 +228,22 @@ fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
 }
 
 #[test]
-fn rw2_series_metadata_is_cached_by_family() {
+fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
     let mut b = RequestV2Builder::new();
-    let labels_refs = b.label_refs(&owned(&[(
-        "__name__",
-        "vllm:e2e_request_latency_seconds_sum",
-    )]));
-    let metadata = Some(b.metadata(MetricType::Histogram, "End-to-end latency.", "seconds"));
-    b.push(pb::TimeSeries {
-        labels_refs,
-        samples: vec![sample(1.0, 1)],
-        metadata,
-        ..Default::default()
-    });
+    for name in ["vllm:inter_token_latency_seconds_sum", "vllm:e2e_request_latency_seconds_sum", "node_cpu_seconds_total"] {
+        let labels_refs = b.label_refs(&owned(&[("__name__", name)]));
+        let metadata = Some(b.metadata(MetricType::Histogram, "Latency.", "seconds"));
+        b.push(pb::TimeSeries {
+            labels_refs,
+            samples: vec![sample(1.0, 1)],
+            metadata,
+            ..Default::default()
+        });
+    }
     let bytes = b.build().encode_to_vec();
     let mut engine = Engine::new(EngineConfig::default());
     prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
+    // Only `vllm:inter_token_latency_seconds` is read by a rule: the other two are not kept.
     assert_eq!(engine.metadata_families(), 1);
 }
 

@@ -43,6 +43,7 @@ pub struct SelfMetrics {
     newest_sample_timestamp: Gauge<f64, AtomicU64>,
     frames_dropped: Counter,
     counter_resets: Counter,
+    output_holds: MetricFamily<Label1, Counter>,
     groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
     metadata_dropped: MetricFamily<Label1, Counter>,
@@ -122,6 +123,7 @@ impl SelfMetrics {
             newest_sample_timestamp: Gauge::default(),
             frames_dropped: Counter::default(),
             counter_resets: Counter::default(),
+            output_holds: MetricFamily::default(),
             groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
             metadata_dropped: MetricFamily::default(),
@@ -147,6 +149,9 @@ impl SelfMetrics {
                     .groups_withheld
                     .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
             }
+        }
+        for family in Family::ALL {
+            let _ = m.output_holds.get_or_create(&[("family", family.name())]);
         }
         for reason in ["stale", "idle"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
@@ -238,6 +243,11 @@ impl SelfMetrics {
             m.counter_resets.clone(),
         );
         r.register(
+            "vllm_corrector_output_holds",
+            "Corrected outputs held at the value last served because the rule computed a lower one while no input of the family reset (a torn update or aborts between two scrapes), by family",
+            m.output_holds.clone(),
+        );
+        r.register(
             "vllm_corrector_groups_removed",
             "Groups removed, by reason: stale (every input got a staleness marker) or idle (no sample within the idle timeout)",
             m.groups_removed.clone(),
@@ -317,6 +327,12 @@ impl SelfMetrics {
         self.newest_sample_timestamp.set(newest);
         store(&self.frames_dropped, stats.frames_dropped);
         store(&self.counter_resets, stats.counter_resets);
+        for family in Family::ALL {
+            store(
+                &self.output_holds.get_or_create(&[("family", family.name())]),
+                stats.output_holds[family.index()],
+            );
+        }
         store(
             &self.groups_removed.get_or_create(&[("reason", "stale")]),
             stats.groups_removed_stale,

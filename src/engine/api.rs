@@ -359,6 +359,14 @@ pub struct EngineStats {
     pub groups_removed_idle: u64,
     /// Counter resets seen in any input, since start.
     pub counter_resets: u64,
+    /// Evaluations whose output was held at the value last served because the computed value
+    /// came out lower with no input reset (`vllm_corrector_output_holds_total{family}`), since
+    /// start, by [`Family::index`].
+    pub output_holds: [u64; 4],
+    /// Evaluations at which an input of the family was lower than at the family's previous
+    /// evaluation (a counter reset), so the output restarted instead of being held, since start,
+    /// by [`Family::index`]. Not exported; the engine fuzz target checks outputs against it.
+    pub output_resets: [u64; 4],
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
     /// Groups whose set of input series cannot come from any vLLM version (for example a

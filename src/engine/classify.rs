@@ -170,6 +170,7 @@ pub const READ_NAMES: [ReadName; 18] = [
     any("vllm:spec_decode_num_accepted_tokens_total"),
     any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
     any("vllm:spec_decode_num_drafts_total"),
+    any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
 ];
 
 /// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
@@ -197,6 +198,18 @@ pub(crate) fn may_be_read(name: &str) -> bool {
             | "spec_decode_num_drafts_total"
             | "spec_decode_num_accepted_tokens_per_pos_total"
     )
+}
+
+/// True when `family` is the remote-write metadata family name of series some rule reads: one of
+/// [`READ_NAMES`] less its `_total`, `_bucket`, `_sum` or `_count` suffix, or whole, named as
+/// Prometheus sends it (the `# TYPE` name: a counter with or without `_total`, text 0.0.4 and
+/// OpenMetrics). At most a few dozen names, so the metadata cache that keeps only these is
+/// bounded whatever senders send.
+pub(crate) fn is_read_family(family: &str) -> bool {
+    family.starts_with("vllm:")
+        && READ_NAMES.iter().any(|read| {
+            read.name.strip_prefix(family).is_some_and(|suffix| matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count"))
+        })
 }
 
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
@@ -272,6 +285,23 @@ mod tests {
     }
 
     #[test]
+    fn only_families_a_rule_reads_are_read_families() {
+        for family in [
+            "vllm:inter_token_latency_seconds",
+            "vllm:generation_tokens",
+            "vllm:generation_tokens_total",
+            "vllm:iteration_tokens_total",
+            "vllm:prompt_tokens_by_source_total",
+            "vllm:spec_decode_num_drafts",
+        ] {
+            assert!(is_read_family(family), "{family}");
+        }
+        for family in ["vllm:num_requests_running", "vllm:iteration_tokens", "up", "node_cpu_seconds_total", "vllm:e2e_request_latency_seconds", ""] {
+            assert!(!is_read_family(family), "{family}");
+        }
+    }
+
+    #[test]
     fn the_read_vocabulary_is_exactly_what_classify_reads() {
         // Every listed name is read (with its restriction satisfied) and passes may_be_read.
         for read in READ_NAMES {
@@ -288,12 +318,14 @@ mod tests {
         let listed: Vec<&str> = READ_NAMES.iter().map(|r| r.name).collect();
         for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds",
             "request_generation_tokens", "generation_tokens", "time_to_first_token_seconds", "prompt_tokens_by_source",
-            "iteration_tokens_total", "spec_decode_num_accepted_tokens", "spec_decode_num_drafts", "prompt_tokens"]
+            "iteration_tokens_total", "spec_decode_num_accepted_tokens", "spec_decode_num_drafts", "prompt_tokens",
+            "spec_decode_num_accepted_tokens_per_pos"]
         {
             for suffix in ["", "_total", "_bucket", "_sum", "_count", "_created", "_total_count"] {
                 let name = format!("vllm:{base}{suffix}");
                 let read = may_be_read(&name) && (classify(&name, &[l("le", "1")]).is_some()
-                    || classify(&name, &[l("source", "local_compute")]).is_some());
+                    || classify(&name, &[l("source", "local_compute")]).is_some()
+                    || classify(&name, &[l("position", "0")]).is_some());
                 assert_eq!(read, listed.contains(&name.as_str()), "{name}");
             }
         }

@@ -150,11 +150,11 @@ struct Run {
     /// True per-token cumulative counts on the ITL bounds, `+Inf` last.
     truth: Vec<(f64, f64)>,
     /// `(scrape interval s, estimator, buckets)`.
-    estimated: Vec<Estimated>,
+    estimated: Vec<(u32, Estimator, Buckets)>,
 }
 
-/// One estimate: `(scrape interval s, estimator, buckets)`.
-type Estimated = (u32, Estimator, Vec<(f64, f64)>);
+/// Cumulative `(le, count)` pairs, `+Inf` last.
+type Buckets = Vec<(f64, f64)>;
 
 fn run(pattern: Pattern, seed: u64) -> Run {
     let cfg = SimConfig {

@@ -13,6 +13,7 @@ use hashbrown::HashMap;
 
 use super::classify::RoleKey;
 use super::completeness;
+use super::hold::Hold;
 use super::rules::{self, AcceptanceRoles, ItlPoint, Plan};
 use super::{DerivedValue, Family, WithheldReason};
 
@@ -24,6 +25,9 @@ struct Role {
     newest_ts: i64,
     /// True after a staleness marker, until the next real sample.
     stale: bool,
+    /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
+    /// timestamp replaces ([`Group::offer`]).
+    newest_is_marker: bool,
 }
 
 /// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
@@ -96,6 +100,9 @@ struct Slot {
     /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
     /// acceptance-corrected state had nothing to continue from).
     refused: Option<WithheldReason>,
+    /// What was last served and the inputs behind it, so `output` never falls without an input
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input.
+    hold: Hold,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
@@ -133,6 +140,11 @@ pub(crate) enum Offer {
 pub(crate) struct GroupEvents {
     pub frames_dropped: u64,
     pub counter_resets: u64,
+    /// Evaluations whose output was held above the computed value, by [`Family::index`].
+    pub holds: [u64; 4],
+    /// Evaluations that found an input of the family lower than at the previous one (so the
+    /// output may fall), by [`Family::index`].
+    pub output_resets: [u64; 4],
 }
 
 fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
@@ -221,6 +233,11 @@ impl Group {
         self.slots[family.index()].output.as_ref()
     }
 
+    /// Timestamp (ms) of the frame `family`'s output was computed from.
+    pub(crate) fn output_ts(&self, family: Family) -> Option<i64> {
+        self.slots[family.index()].output_ts
+    }
+
     /// Why `family` has no output, or `None` when it has one.
     pub fn withheld(&self, family: Family) -> Option<WithheldReason> {
         let slot = &self.slots[family.index()];
@@ -254,7 +271,7 @@ impl Group {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {
-                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false });
+                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false, newest_is_marker: false });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
                 self.roles_changed(ts);
@@ -262,14 +279,20 @@ impl Group {
             }
         };
         let newest = self.roles[role].newest_ts;
-        if ts == newest {
+        let marker = crate::protocol::is_stale_marker(value);
+        // A real value and a staleness marker of one series at one timestamp: the real value wins
+        // whichever comes first (as VictoriaMetrics settled in its issue 10196), so the outcome
+        // does not depend on how the sender batched them. A marker after the real value is a
+        // duplicate; a real value after the marker replaces it.
+        if ts == newest && (marker || !self.roles[role].newest_is_marker) {
             return Offer::Duplicate;
         }
         if ts < newest {
             return Offer::OutOfOrder;
         }
-        if crate::protocol::is_stale_marker(value) {
+        if marker {
             self.roles[role].newest_ts = ts;
+            self.roles[role].newest_is_marker = true;
             if !self.roles[role].stale {
                 self.roles[role].stale = true;
                 self.on_role_set_shrunk();
@@ -281,6 +304,7 @@ impl Group {
             return Offer::FrameEvicted;
         };
         self.roles[role].newest_ts = ts;
+        self.roles[role].newest_is_marker = false;
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();
@@ -362,9 +386,10 @@ impl Group {
     }
 
     fn evaluate(&mut self, family: Family, frame: usize) {
-        let Ok((plan, _)) = self.plan(family) else { return };
-        let plan = plan.clone();
+        let Ok((plan, roles)) = self.plan(family) else { return };
+        let (plan, roles) = (plan.clone(), roles.roles.clone());
         let ts = self.frames[frame].ts;
+        let inputs: Vec<(usize, f64)> = roles.iter().map(|r| (*r, self.frames[frame].values[*r])).collect();
         let result = match &plan {
             Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
@@ -372,7 +397,16 @@ impl Group {
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
-        slot.output = result.ok();
+        if slot.hold.observe_inputs(inputs) {
+            self.events.output_resets[family.index()] += 1;
+        }
+        slot.output = result.ok().map(|value| {
+            let (value, held) = slot.hold.apply(ts, value);
+            if held {
+                self.events.holds[family.index()] += 1;
+            }
+            value
+        });
     }
 
     /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.

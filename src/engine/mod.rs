@@ -12,6 +12,7 @@ mod api;
 mod classify;
 mod completeness;
 mod group;
+mod hold;
 mod observe;
 mod rules;
 mod state;

@@ -4,7 +4,7 @@ use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::{HashMap, HashTable};
 
-use super::classify::{RoleKey, classify, group_labels, may_be_read};
+use super::classify::{RoleKey, classify, group_labels, is_read_family, may_be_read};
 use super::group::{Committed, Group, Offer};
 use super::observe::{EngineEvent, EventQueue, GroupMeta, RemovalReason};
 use super::*;
@@ -67,6 +67,10 @@ pub struct Engine {
     metadata: HashMap<String, Metadata>,
     frames_dropped: u64,
     counter_resets: u64,
+    /// Outputs held above their computed value, by [`Family::index`] ([`super::hold`]).
+    output_holds: [u64; 4],
+    /// Outputs that restarted below what was served because an input of the family fell.
+    output_resets: [u64; 4],
     removed_stale: u64,
     removed_idle: u64,
     newest_sample_ms: Option<i64>,
@@ -110,6 +114,8 @@ impl Engine {
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
+            output_holds: [0; 4],
+            output_resets: [0; 4],
             removed_stale: 0,
             removed_idle: 0,
             newest_sample_ms: None,
@@ -312,6 +318,12 @@ impl Engine {
         let all_stale = group.all_stale();
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
+        for (total, n) in self.output_holds.iter_mut().zip(events.holds) {
+            *total += n;
+        }
+        for (total, n) in self.output_resets.iter_mut().zip(events.output_resets) {
+            *total += n;
+        }
         if let Some(ts) = newest_here {
             meta.applied(ts, now_ms);
         }
@@ -341,19 +353,26 @@ impl Engine {
         self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
-    /// Caches one metadata entry by family name (last one wins). Never fails.
+    /// Caches one metadata entry by family name (last one wins) when the family's series are read
+    /// by a rule ([`is_read_family`]: at most 15 names); other families' metadata is ignored, so
+    /// the cache stays bounded and allocates only when a read family's entry is new or changed.
+    /// Never fails.
     pub fn record_metadata(&mut self, metadata: &MetadataRef<'_>) {
-        let entry = Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
+        if !is_read_family(metadata.family_name) {
+            return;
+        }
+        let same = |e: &Metadata| e.metric_type == metadata.metric_type && e.help == metadata.help && e.unit == metadata.unit;
+        let entry = || Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
         match self.metadata.get_mut(metadata.family_name) {
-            Some(existing) if *existing == entry => {}
-            Some(existing) => *existing = entry,
+            Some(existing) if same(existing) => {}
+            Some(existing) => *existing = entry(),
             None => {
-                self.metadata.insert(metadata.family_name.to_owned(), entry);
+                self.metadata.insert(metadata.family_name.to_owned(), entry());
             }
         }
     }
 
-    /// Number of metadata families cached.
+    /// Number of metadata families cached: families a rule reads whose metadata was received.
     pub fn metadata_families(&self) -> usize {
         self.metadata.len()
     }
@@ -397,6 +416,16 @@ impl Engine {
         idle.len()
     }
 
+    /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
+    /// `family` was computed from, and that output, in no particular order (for invariant checks).
+    pub(crate) fn for_each_output_at(&self, family: Family, mut f: impl FnMut(&[(String, String)], i64, &DerivedValue)) {
+        for group in self.live_groups() {
+            if let (Some(ts), Some(value)) = (group.output_ts(family), group.output(family)) {
+                f(&group.labels, ts, value);
+            }
+        }
+    }
+
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
     /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
     /// are skipped.
@@ -406,6 +435,17 @@ impl Engine {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (labels, value) in rows {
             f(labels, value);
+        }
+    }
+
+    /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
+    /// withholds `family`, for every group that has no value of `family`, in ascending label order.
+    pub fn for_each_withheld(&self, family: Family, mut f: impl FnMut(&[(String, String)], WithheldReason)) {
+        let mut rows: Vec<(&[(String, String)], WithheldReason)> =
+            self.live_groups().filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r))).collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (labels, reason) in rows {
+            f(labels, reason);
         }
     }
 
@@ -481,17 +521,6 @@ impl Engine {
         self.events.dropped
     }
 
-    /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
-    /// withholds `family`, for every group that has no value of `family`, in ascending label order.
-    pub fn for_each_withheld(&self, family: Family, mut f: impl FnMut(&[(String, String)], WithheldReason)) {
-        let mut rows: Vec<(&[(String, String)], WithheldReason)> =
-            self.live_groups().filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r))).collect();
-        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (labels, reason) in rows {
-            f(labels, reason);
-        }
-    }
-
     /// Counts for self-metrics.
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
@@ -512,6 +541,8 @@ impl Engine {
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
             counter_resets: self.counter_resets,
+            output_holds: self.output_holds,
+            output_resets: self.output_resets,
             newest_sample_ms: self.newest_sample_ms,
             groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
         }

@@ -472,5 +472,11 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
     }
 }
 
+#[path = "hold_tests.rs"]
+mod hold_tests;
+
+#[path = "stale_value_tests.rs"]
+mod stale_value_tests;
+
 #[path = "observe_tests.rs"]
 mod observe_tests;

@@ -88,6 +88,8 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         groups_removed_stale: 4,
         groups_removed_idle: 5,
         counter_resets: 6,
+        output_holds: [0, 9, 0, 0],
+        output_resets: [0; 4],
         newest_sample_ms: Some(1_700_000_000_500),
         groups_incomplete: 8,
     };
@@ -104,6 +106,8 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         "vllm_corrector_metadata_families 7",
         "vllm_corrector_frames_dropped_total 3",
         "vllm_corrector_input_resets_total 6",
+        "vllm_corrector_output_holds_total{family=\"vllm_corrected_token_weighted_itl_seconds\"} 9",
+        "vllm_corrector_output_holds_total{family=\"vllm_corrected_request_time_per_output_token_seconds\"} 0",
         "vllm_corrector_groups_removed_total{reason=\"stale\"} 4",
         "vllm_corrector_groups_removed_total{reason=\"idle\"} 5",
         // 1 700 000 000 500 ms = 1 700 000 000.5 s.

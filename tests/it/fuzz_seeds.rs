@@ -148,6 +148,27 @@ fn fuzz_seeds_mutated_never_panic() {
     }
 }
 
+/// The `engine` target's seeds (`fuzz/seeds/engine/`): programs of scrapes, layout changes,
+/// counter resets, staleness markers and idle sweeps. Each must check real outputs (a seed that
+/// produced none would test nothing), and 200 mutations of each must keep every invariant.
+#[test]
+fn engine_fuzz_seeds_replay_and_mutated_keep_the_engine_invariants() {
+    let seeds = seeds("engine");
+    assert!(seeds.len() >= 4, "{} engine seeds", seeds.len());
+    let mut rng = StdRng::seed_from_u64(0xe9e);
+    for (name, seed) in &seeds {
+        let checked = fuzz::engine(seed);
+        assert!(checked > 20, "engine/{name}: only {checked} derived values checked");
+        for _ in 0..200 {
+            let mut data = seed.clone();
+            for _ in 0..rng.random_range(1..5) {
+                mutate(&mut rng, &mut data);
+            }
+            fuzz::engine(&data);
+        }
+    }
+}
+
 use encode::series_spec as spec;
 
 /// The lines of a fixture that belong to a few families (a histogram with `le="1.0"`, a counter

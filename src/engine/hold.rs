@@ -1,0 +1,198 @@
+//! The output hold: a corrected counter never goes below what was last served unless an input of
+//! its family reset (`docs/RELIABILITY.md`, "Corrected counters never go backwards").
+//!
+//! Every corrected family is cumulative: each bucket, `_sum` and `_count` is a counter to
+//! Prometheus, which reads any decrease as a counter reset and adds the whole value again in
+//! `rate()`. The rules can compute a lower value than the previous scrape's while no input fell,
+//! when vLLM's series advance inconsistently between two scrapes:
+//!
+//! * a torn update: request TPOT observations of n ≤ 1 requests (exactly 0 s) are recorded in one
+//!   scrape, and the `vllm:request_generation_tokens_bucket{le="1"}` that cancels them only in the
+//!   next, so canonical TPOT's buckets and `_count` first rise, then fall back;
+//! * aborts: `vllm:time_to_first_token_seconds_count` rising faster than
+//!   `vllm:generation_tokens_total`, so `generation_tokens − TTFT count` falls.
+//!
+//! **Hold.** Each component (every bucket by its `le`, `_sum`, `_count`) of a new output is
+//! raised to the value last served for it, when it came out lower.
+//!
+//! **Carry.** The amount a served component exceeds its freshly computed value (served − computed,
+//! ≥ 0) is its carry. It is not stored or added anywhere: the served value stays put while the
+//! computed one grows, the carry shrinks by each increase, and once the computed value reaches the
+//! served one the output is the computed value again, exactly. So a hold delays increases by at
+//! most the carry, and never adds or loses any: the held output converges to the rule's value as
+//! soon as the inputs catch up.
+//!
+//! **Input reset.** When any input series of the family decreased since the frame the last output
+//! was computed from (a vLLM restart: a counter reset), nothing is held: the output falls, as
+//! Prometheus expects of a counter reset. The floor is what was served for older scrapes: evaluations of
+//! one scrape while its series arrive replace each other (see [`Hold::apply`]).
+//!
+//! After the hold, buckets are made non-decreasing in `le` and no bucket exceeds `_count`, and the
+//! `+Inf` bucket is set to `_count`.
+
+use super::DerivedValue;
+
+/// A family's hold state in one group: the value last served and the input values it came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Hold {
+    /// The last output of the family (after the hold), `None` before the first or after a reset.
+    served: Option<DerivedValue>,
+    /// Timestamp (ms) of the frame `served` was computed from.
+    served_ts: Option<i64>,
+    /// What was served for the newest frame older than `served_ts`: the floor of `served_ts`'s
+    /// evaluations. `None` before a second frame or after a reset.
+    floor: Option<DerivedValue>,
+    /// `(role index, value)` of every input of the frame last evaluated, in the plan's order.
+    inputs: Vec<(usize, f64)>,
+}
+
+impl Hold {
+    /// True when an input shared with the last evaluated frame decreased (a counter reset). Role
+    /// indices are stable within a group, so a plan that gained or lost roles compares the rest.
+    fn input_reset(&self, inputs: &[(usize, f64)]) -> bool {
+        inputs.iter().any(|(role, v)| self.inputs.iter().any(|(r, prev)| r == role && v < prev))
+    }
+
+    /// Records that a frame with `inputs` was evaluated; on an input reset the floor is dropped
+    /// and `true` returned. Called for every evaluation, including one whose family is withheld.
+    pub fn observe_inputs(&mut self, inputs: Vec<(usize, f64)>) -> bool {
+        let reset = self.input_reset(&inputs);
+        if reset {
+            self.served = None;
+            self.served_ts = None;
+            self.floor = None;
+        }
+        self.inputs = inputs;
+        reset
+    }
+
+    /// Holds `value`, computed from the frame at `ts` (ms), at what was served for older frames,
+    /// and records the result as served. Returns the output and whether any component was raised
+    /// (a hold, counted by the caller).
+    ///
+    /// The floor is what was served for the newest *older* frame, not an earlier evaluation of
+    /// the same frame: while one scrape's series arrive (split over requests), the frame is
+    /// evaluated again as the group learns each new input, and each evaluation replaces the one
+    /// before, so the output at `ts` does not depend on the order its series arrived in
+    /// (`docs/ENGINE.md`, invariants 2 and 7).
+    pub fn apply(&mut self, ts: i64, value: DerivedValue) -> (DerivedValue, bool) {
+        if self.served_ts != Some(ts) {
+            self.floor = self.served.take();
+        }
+        let (mut out, held) = match &self.floor {
+            Some(floor) => hold(floor, value),
+            None => (value, false),
+        };
+        if let DerivedValue::Histogram { buckets, count, .. } = &mut out {
+            monotone(buckets, *count);
+        }
+        self.served = Some(out.clone());
+        self.served_ts = Some(ts);
+        (out, held)
+    }
+}
+
+/// `value` with every component raised to `served`'s where lower (buckets matched by `le`; a
+/// bound `served` lacks is not held). [`Hold::apply`] then makes the buckets monotone.
+pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue, bool) {
+    let mut held = false;
+    let mut up = |v: &mut f64, floor: f64| {
+        if *v < floor {
+            *v = floor;
+            held = true;
+        }
+    };
+    match (served, value) {
+        (DerivedValue::SumCount { sum: s0, count: c0 }, DerivedValue::SumCount { mut sum, mut count }) => {
+            up(&mut sum, *s0);
+            up(&mut count, *c0);
+            (DerivedValue::SumCount { sum, count }, held)
+        }
+        (
+            DerivedValue::Histogram { buckets: b0, sum: s0, count: c0 },
+            DerivedValue::Histogram { mut buckets, mut sum, mut count },
+        ) => {
+            up(&mut sum, *s0);
+            up(&mut count, *c0);
+            for (le, c) in &mut buckets {
+                if let Some((_, floor)) = b0.iter().find(|(l, _)| l == le) {
+                    up(c, *floor);
+                }
+            }
+            (DerivedValue::Histogram { buckets, sum, count }, held)
+        }
+        (_, value) => (value, false),
+    }
+}
+
+/// Makes cumulative `buckets` non-decreasing in `le`, none above `count`, and the last (`+Inf`)
+/// equal to `count`.
+fn monotone(buckets: &mut [(f64, f64)], count: f64) {
+    let mut floor = 0.0f64;
+    for (_, c) in buckets.iter_mut() {
+        *c = c.max(floor).min(count);
+        floor = *c;
+    }
+    if let Some(last) = buckets.last_mut() {
+        last.1 = count;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INF: f64 = f64::INFINITY;
+
+    fn h(buckets: &[(f64, f64)], sum: f64, count: f64) -> DerivedValue {
+        DerivedValue::Histogram { buckets: buckets.to_vec(), sum, count }
+    }
+
+    #[test]
+    fn lower_components_are_held_and_higher_ones_pass() {
+        let served = h(&[(0.01, 4.0), (0.05, 10.0), (INF, 12.0)], 1.0, 12.0);
+        // 0.01 fell 4 -> 3 (held at 4), 0.05 rose 10 -> 11, count fell 12 -> 11 (held at 12).
+        let (out, held) = hold(&served, h(&[(0.01, 3.0), (0.05, 11.0), (INF, 11.0)], 1.5, 11.0));
+        assert!(held);
+        // +Inf is held at 12 with the count.
+        assert_eq!(out, h(&[(0.01, 4.0), (0.05, 11.0), (INF, 12.0)], 1.5, 12.0));
+        let (out, held) = hold(&served, h(&[(0.01, 5.0), (0.05, 10.0), (INF, 13.0)], 1.0, 13.0));
+        assert!(!held, "nothing fell");
+        assert_eq!(out, h(&[(0.01, 5.0), (0.05, 10.0), (INF, 13.0)], 1.0, 13.0));
+    }
+
+    #[test]
+    fn buckets_are_made_monotone_with_inf_equal_to_the_count() {
+        let mut hold = Hold::default();
+        let (out, held) = hold.apply(1_000, h(&[(0.01, 5.0), (0.05, 4.0), (0.1, 9.0), (INF, 8.0)], 1.0, 8.0));
+        assert!(!held);
+        assert_eq!(out, h(&[(0.01, 5.0), (0.05, 5.0), (0.1, 8.0), (INF, 8.0)], 1.0, 8.0));
+    }
+
+    #[test]
+    fn an_input_reset_drops_the_floor() {
+        let sc = |sum, count| DerivedValue::SumCount { sum, count };
+        let mut hold = Hold::default();
+        assert!(!hold.observe_inputs(vec![(0, 10.0), (1, 5.0)]));
+        let _ = hold.apply(1_000, sc(10.0, 5.0));
+        assert!(!hold.observe_inputs(vec![(0, 12.0), (1, 6.0)]));
+        assert_eq!(hold.apply(16_000, sc(9.0, 6.0)), (sc(10.0, 6.0), true));
+        assert!(hold.observe_inputs(vec![(0, 1.0), (1, 6.0)]), "role 0 fell");
+        assert_eq!(hold.apply(31_000, sc(1.0, 0.5)), (sc(1.0, 0.5), false));
+    }
+
+    #[test]
+    fn a_scrape_evaluated_again_as_its_series_arrive_is_held_only_at_older_scrapes() {
+        let sc = |sum, count| DerivedValue::SumCount { sum, count };
+        let mut hold = Hold::default();
+        // First scrape, evaluated before and after its last input arrived: the second, lower
+        // value replaces the first, so the output does not depend on arrival order.
+        assert_eq!(hold.apply(1_000, sc(10.0, 5.0)), (sc(10.0, 5.0), false));
+        assert_eq!(hold.apply(1_000, sc(7.0, 5.0)), (sc(7.0, 5.0), false));
+        // The next scrape is held at what the first one served last (7), not at 10.
+        assert_eq!(hold.apply(16_000, sc(6.0, 6.0)), (sc(7.0, 6.0), true));
+        // Evaluated again within that scrape: still floored by the first scrape, not by itself.
+        assert_eq!(hold.apply(16_000, sc(8.0, 5.5)), (sc(8.0, 5.5), false));
+        assert_eq!(hold.apply(16_000, sc(6.5, 4.0)), (sc(7.0, 5.0), true));
+    }
+}
