@@ -168,7 +168,6 @@ pub const READ_NAMES: [ReadName; 18] = [
     ReadName { name: "vllm:prompt_tokens_by_source_total", only: Some(("source", "local_compute")) },
     any("vllm:iteration_tokens_total_count"),
     any("vllm:spec_decode_num_accepted_tokens_total"),
-    any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
     any("vllm:spec_decode_num_drafts_total"),
     any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
 ];
