@@ -43,7 +43,9 @@ pub(crate) enum Input {
     LocalCompute,
     /// `vllm:iteration_tokens_total_count` (engine iterations).
     IterCount,
-    /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens).
+    /// `vllm:spec_decode_num_accepted_tokens_total` (accepted draft tokens): read by no rule (it
+    /// counts drafts accepted beyond a request's last token, `docs/METRICS.md`), only by the
+    /// completeness check, which pairs it with the drafts counter.
     Accepted,
     /// `vllm:spec_decode_num_accepted_tokens_per_pos_total{position}` (drafts whose token at that
     /// position was accepted); the position is kept in [`RoleKey::le_bits`] as a float's bits.

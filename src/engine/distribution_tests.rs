@@ -19,7 +19,9 @@ use rand::{Rng, SeedableRng};
 use super::rules::{Estimator, ItlPoint, acceptance_interval_with};
 use crate::sim::exposition::float_to_go_string;
 use crate::sim::families::ITL_BOUNDS;
-use crate::sim::{Profile, PromptTokens, ScriptedRequest, SimConfig, SpecConfig, Simulator, Snapshot};
+use crate::sim::{
+    Profile, PromptTokens, ScriptedRequest, SimConfig, Simulator, Snapshot, SpecConfig,
+};
 
 /// Draft tokens per decode step.
 const K: u32 = 3;
@@ -42,7 +44,12 @@ enum Pattern {
 }
 
 impl Pattern {
-    const ALL: [Pattern; 4] = [Pattern::None, Pattern::Steady, Pattern::Bursty, Pattern::Mixed];
+    const ALL: [Pattern; 4] = [
+        Pattern::None,
+        Pattern::Steady,
+        Pattern::Bursty,
+        Pattern::Mixed,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -79,7 +86,10 @@ fn script(pattern: Pattern, seed: u64) -> Vec<ScriptedRequest> {
             .map(|i| match pattern {
                 Pattern::None => (0, 0),
                 Pattern::Steady => (K, accepted(&mut rng, 0.7)),
-                Pattern::Bursty => (K, accepted(&mut rng, if (i / 8) % 2 == 0 { 0.95 } else { 0.05 })),
+                Pattern::Bursty => (
+                    K,
+                    accepted(&mut rng, if (i / 8) % 2 == 0 { 0.95 } else { 0.05 }),
+                ),
                 Pattern::Mixed => (K, accepted(&mut rng, own)),
             })
             .collect();
@@ -88,7 +98,12 @@ fn script(pattern: Pattern, seed: u64) -> Vec<ScriptedRequest> {
             arrival_s: t,
             model: 0,
             engine: 0,
-            prompt: PromptTokens { total, local_compute: total, local_cache_hit: 0, external_kv_transfer: 0 },
+            prompt: PromptTokens {
+                total,
+                local_compute: total,
+                local_cache_hit: 0,
+                external_kv_transfer: 0,
+            },
             n,
             finish_reason: None,
             decode_steps: steps,
@@ -104,13 +119,20 @@ fn point(snap: &Snapshot) -> ItlPoint {
         .iter()
         .map(|b| {
             let le = float_to_go_string(*b);
-            snap.value("vllm:inter_token_latency_seconds_bucket", &[l[0], l[1], ("le", &le)]).expect("bucket")
+            snap.value(
+                "vllm:inter_token_latency_seconds_bucket",
+                &[l[0], l[1], ("le", &le)],
+            )
+            .expect("bucket")
         })
         .collect();
     let per_pos = (0..K)
         .map_while(|p| {
             let pos = p.to_string();
-            snap.value("vllm:spec_decode_num_accepted_tokens_per_pos_total", &[l[0], l[1], ("position", &pos)])
+            snap.value(
+                "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                &[l[0], l[1], ("position", &pos)],
+            )
         })
         .collect();
     ItlPoint {
@@ -176,7 +198,11 @@ fn run(pattern: Pattern, seed: u64) -> Run {
     }
     let mut exact = Vec::new();
     for r in sim.truth().requests() {
-        assert!(r.finish_s < f64::from(RUN_S), "request {} still running at the end", r.id);
+        assert!(
+            r.finish_s < f64::from(RUN_S),
+            "request {} still running at the end",
+            r.id
+        );
         for pair in r.outputs.windows(2) {
             let ns = ((pair[1].time_s - pair[0].time_s) * 1e9).round();
             let j = f64::from(pair[1].tokens);
@@ -184,23 +210,38 @@ fn run(pattern: Pattern, seed: u64) -> Run {
         }
     }
     exact.sort_by(f64::total_cmp);
-    let mut truth: Vec<(f64, f64)> =
-        ITL_BOUNDS.iter().map(|b| (*b, exact.iter().filter(|x| **x <= *b).count() as f64)).collect();
+    let mut truth: Vec<(f64, f64)> = ITL_BOUNDS
+        .iter()
+        .map(|b| (*b, exact.iter().filter(|x| **x <= *b).count() as f64))
+        .collect();
     truth.push((f64::INFINITY, exact.len() as f64));
     let mut estimated = Vec::new();
     for every in [1u32, 15] {
         for estimator in [Estimator::MeanWeight, Estimator::AcceptanceMix] {
             let mut acc = vec![0.0; ITL_BOUNDS.len() + 1];
             let mut prev: Option<&ItlPoint> = None;
-            for p in points.iter().skip(every as usize - 1).step_by(every as usize) {
+            for p in points
+                .iter()
+                .skip(every as usize - 1)
+                .step_by(every as usize)
+            {
                 acceptance_interval_with(estimator, &ITL_BOUNDS, prev, p, &mut acc);
                 prev = Some(p);
             }
-            let buckets = ITL_BOUNDS.iter().copied().chain([f64::INFINITY]).zip(acc).collect();
+            let buckets = ITL_BOUNDS
+                .iter()
+                .copied()
+                .chain([f64::INFINITY])
+                .zip(acc)
+                .collect();
             estimated.push((every, estimator, buckets));
         }
     }
-    Run { exact, truth, estimated }
+    Run {
+        exact,
+        truth,
+        estimated,
+    }
 }
 
 const QUANTILES: [f64; 3] = [0.5, 0.9, 0.99];
@@ -213,7 +254,11 @@ fn err(est: f64, truth: f64) -> f64 {
 /// Largest |estimated − true| cumulative count over the finite bounds, as a fraction of all tokens.
 fn max_bucket_gap(est: &[(f64, f64)], truth: &[(f64, f64)]) -> f64 {
     let total = truth.last().map_or(1.0, |b| b.1);
-    est.iter().zip(truth).map(|(e, t)| (e.1 - t.1).abs()).fold(0.0, f64::max) / total
+    est.iter()
+        .zip(truth)
+        .map(|(e, t)| (e.1 - t.1).abs())
+        .fold(0.0, f64::max)
+        / total
 }
 
 /// Prints the table and returns, per (pattern, scrape interval, estimator), the worst |error| in
@@ -228,10 +273,21 @@ fn measure() -> Vec<(Pattern, u32, Estimator, f64)> {
         let r = run(pattern, 7);
         // The count is exact for both: tokens emitted after each first = Σ j of the truth.
         for (_, _, est) in &r.estimated {
-            assert_eq!(est.last().map(|b| b.1), Some(r.exact.len() as f64), "{}", pattern.name());
+            assert_eq!(
+                est.last().map(|b| b.1),
+                Some(r.exact.len() as f64),
+                "{}",
+                pattern.name()
+            );
         }
         for every in [1u32, 15] {
-            let pick = |e: Estimator| &r.estimated.iter().find(|(s, x, _)| *s == every && *x == e).expect("run").2;
+            let pick = |e: Estimator| {
+                &r.estimated
+                    .iter()
+                    .find(|(s, x, _)| *s == every && *x == e)
+                    .expect("run")
+                    .2
+            };
             let (mean, mix) = (pick(Estimator::MeanWeight), pick(Estimator::AcceptanceMix));
             let mut w = [0.0_f64; 2];
             for q in QUANTILES {
@@ -273,13 +329,27 @@ fn acceptance_mix_quantiles_stay_within_10_percent_of_the_per_token_truth() {
     let worst = measure();
     for (pattern, every, estimator, w) in &worst {
         if matches!(pattern, Pattern::None) {
-            assert!(*w < 1e-9, "{} {every} s {estimator:?}: {w} %", pattern.name());
+            assert!(
+                *w < 1e-9,
+                "{} {every} s {estimator:?}: {w} %",
+                pattern.name()
+            );
         }
         if *estimator == super::rules::ESTIMATOR {
-            assert!(*w <= 10.0, "{} at {every} s: worst quantile error {w:.2} %", pattern.name());
-            let other = worst.iter().find(|(p, e, x, _)| p.name() == pattern.name() && e == every && x != estimator);
+            assert!(
+                *w <= 10.0,
+                "{} at {every} s: worst quantile error {w:.2} %",
+                pattern.name()
+            );
+            let other = worst
+                .iter()
+                .find(|(p, e, x, _)| p.name() == pattern.name() && e == every && x != estimator);
             let other = other.map_or(f64::INFINITY, |o| o.3);
-            assert!(*w <= other + 1.0, "{} at {every} s: kept {w:.2} % vs other {other:.2} %", pattern.name());
+            assert!(
+                *w <= other + 1.0,
+                "{} at {every} s: kept {w:.2} % vs other {other:.2} %",
+                pattern.name()
+            );
         }
     }
 }

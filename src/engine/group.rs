@@ -419,6 +419,8 @@ impl Group {
         if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
             return Err(WithheldReason::InconsistentInputs);
         }
+        // A replay over another set of frames (the plan gained or lost a role) can estimate a
+        // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
         let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
         let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
         let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;

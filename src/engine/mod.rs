@@ -23,6 +23,8 @@ pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::Engine;
 
 #[cfg(test)]
+mod accuracy_table_tests;
+#[cfg(test)]
 mod cache_tests;
 #[cfg(test)]
 mod distribution_tests;

@@ -472,6 +472,65 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
     }
 }
 
+/// A group of engine 0 at `ts`: ITL (0.025, 0.05, 0.1, +Inf) cumulative `itl`, generation tokens
+/// `generated` over 10 first outputs, and, when given, accepted drafts per position.
+fn acceptance_frame(itl: [f64; 3], generated: f64, per_pos: Option<[f64; 3]>, ts: i64) -> Vec<(Raw, i64)> {
+    let mut raw = Vec::new();
+    hist(&mut raw, "itl", "0", &["0.025", "0.05", "0.1", "+Inf"], &[itl[0], itl[1], itl[2], itl[2]], itl[2] * 0.05);
+    raw.push(series("vllm:generation_tokens_total", "0", &[], generated));
+    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    for (p, v) in per_pos.iter().flat_map(|v| v.iter().enumerate()) {
+        let pos = ["0", "1", "2"][p];
+        raw.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", "0", &[("position", pos)], *v));
+    }
+    raw.into_iter().map(|r| (r, ts)).collect()
+}
+
+#[test]
+fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
+    // t1: 10 outputs in (0.025, 0.05], 10 tokens (w = 1). t2: 10 more in (0.05, 0.1] with 30
+    // tokens (w = 3). At t2, le 0.05 holds 1·F1(0.05) + 3·F2(0.15) = 10 + 30 = 40.
+    // t3: nothing new, but the per-position series appear (10 outputs accepted 3 drafts): the plan
+    // now needs them, t1 and t2 no longer count, and a replay from 0 to t3 gives classes j = 1
+    // (10 outputs) and j = 4 (10), 50 tokens scaled to the 40 emitted: le 0.05 = 0.8·(10·F(0.05) +
+    // 40·F(0.2))/20 = 0.8·(100 + 800)/20 = 36 < 40. No input fell: the bucket must stay at 40.
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    feed(&mut engine, &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000), &mut report);
+    feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 16_000), &mut report);
+    let at_t2 = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0");
+    let DerivedValue::Histogram { buckets, .. } = &at_t2 else { panic!("a histogram") };
+    assert_eq!(buckets[1], (0.05, 40.0));
+    feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, Some([10.0, 10.0, 10.0]), 31_000), &mut report);
+    let DerivedValue::Histogram { buckets, count, .. } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0") else {
+        panic!("a histogram")
+    };
+    let DerivedValue::Histogram { buckets: before, .. } = at_t2 else { unreachable!() };
+    assert!(buckets.iter().zip(&before).all(|(a, b)| a.1 >= b.1), "{before:?} -> {buckets:?}");
+    assert_eq!(buckets[1], (0.05, 40.0), "held, not 36");
+    assert_eq!((buckets[3].1, count), (40.0, 40.0));
+    assert_eq!(engine.stats().counter_resets, 0);
+}
+
+#[test]
+fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_buckets() {
+    for bad in [f64::INFINITY, -5.0] {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000), &mut report);
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], bad, None, 16_000), &mut report);
+        assert!(outputs(&engine).iter().all(|(f, _, _)| *f != Family::AcceptanceCorrectedItl), "{bad}");
+        assert!(engine.stats().withheld.contains(&(Family::AcceptanceCorrectedItl, WithheldReason::InconsistentInputs, 1)));
+        // A good scrape after it continues from t1, as if the bad frame had not been there:
+        // t1 → t3 adds 10 outputs in (0.05, 0.1] with 30 tokens (w = 3): le 0.05 = 10 + 3·F(0.15) = 40.
+        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 31_000), &mut report);
+        let DerivedValue::Histogram { buckets, count, .. } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0") else {
+            panic!("a histogram")
+        };
+        assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");
+    }
+}
+
 #[path = "hold_tests.rs"]
 mod hold_tests;
 

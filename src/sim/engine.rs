@@ -216,6 +216,12 @@ impl EngineSim {
         }
     }
 
+    /// Requests admitted and not finished (their outputs so far are in the metrics, not yet in the
+    /// truth log's finished requests).
+    pub fn running(&self) -> &[Request] {
+        &self.running
+    }
+
     /// Running + waiting requests (the routing load).
     pub fn load(&self) -> usize {
         self.running.len() + self.waiting.len()

@@ -161,26 +161,49 @@ pub fn check_window(
             }
         }
         ACCEPTANCE => {
-            // §4.3: exact sum = Σ ITL and count = ITL samples + accepted drafts.
+            // §4.3: exact sum = Σ ITL; count = the tokens emitted after each request's first
+            // (generation − first outputs, as token-weighted), not ITL samples + accepted drafts:
+            // the simulator, as vLLM, counts drafts accepted beyond a request's last token.
             let (sum, count) = (d("_sum"), d("_count"));
             let itl_sum = f(it, "itl_sum_seconds");
-            let want_count = f(it, "itl_count") + f(it, "accepted_tokens");
+            let want_count = f(it, "generation_tokens") - f(it, "first_outputs");
             out.check(count == want_count, || {
-                format!("{at}: count {count}, truth ITL count + accepted = {want_count}")
+                format!("{at}: count {count}, truth generation − first outputs = {want_count}")
             });
             out.check(close(sum, itl_sum, REL), || {
                 format!("{at}: sum {sum}, truth {itl_sum}")
             });
             if count > 0.0 {
-                let want = f(it, "acceptance_corrected_itl_seconds");
+                let zero = f(it, "zero_token_first_outputs");
+                let want = itl_sum / (f(it, "tokens_after_first") - zero);
                 out.check(close(sum / count, want, REL), || {
-                    format!("{at}: mean {}, truth {want}", sum / count)
+                    format!(
+                        "{at}: mean {}, truth {want} ({zero} 0-token first outputs)",
+                        sum / count
+                    )
                 });
             }
-            let inf = d("_bucket{+Inf}");
-            out.check(close(inf, count, REL), || {
-                format!("{at}: +Inf bucket increased {inf}, count {count}")
-            });
+            // A valid histogram at both ends: +Inf = _count exactly, buckets monotone in le.
+            for frame in [a, b] {
+                let inf = frame.corrected(&format!("{ACCEPTANCE}_bucket{{+Inf}}"));
+                let total = frame.corrected(&format!("{ACCEPTANCE}_count"));
+                out.check(inf == total, || {
+                    format!(
+                        "{at}: +Inf bucket {inf} is not the count {total} at {} ms",
+                        frame.source_ms
+                    )
+                });
+                let buckets: Vec<f64> = bucket_keys(frame, ACCEPTANCE)
+                    .iter()
+                    .map(|(_, k)| frame.corrected(k))
+                    .collect();
+                out.check(buckets.windows(2).all(|w| w[0] <= w[1]), || {
+                    format!(
+                        "{at}: buckets not monotone at {} ms: {buckets:?}",
+                        frame.source_ms
+                    )
+                });
+            }
         }
         ITERATION => {
             // §4.4: exact on every profile with prompts by source.
@@ -250,6 +273,12 @@ pub fn check_exercised(
             );
             out.check(accepted > 0.0 && drafts < outputs, || {
                 format!("{at}: {accepted} accepted drafts, {drafts} drafts over {outputs} decode outputs")
+            });
+            // Some drafts were accepted beyond a request's last token, so a count of ITL samples
+            // + accepted drafts (the old formula) would fail the window checks.
+            let emitted = f(it, "tokens_after_first");
+            out.check(outputs + accepted > emitted, || {
+                format!("{at}: no output was cut ({outputs} outputs + {accepted} accepted = {emitted} emitted)")
             });
         }
         ITERATION if !exposes.local_iteration_sum => {

@@ -35,6 +35,7 @@ mod readme_promql;
 mod relabel_e2e;
 mod status_browser;
 mod promtool;
+mod real_vllm;
 mod reload;
 mod reset;
 mod rw2_equivalence;
