@@ -94,6 +94,9 @@ pub enum LogFormat {
 ///   max_future_skew: 10m
 ///   max_inflight_bytes: 268435456
 ///   request_body_timeout: 10s
+///   max_connections: 1024
+///   header_read_timeout: 10s
+///   idle_connection_timeout: 2m
 /// ```
 ///
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
@@ -187,6 +190,24 @@ pub struct LimitsSection {
     /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
     /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
     pub request_body_timeout: String,
+    /// Most client connections open at once (TLS connections once their handshake is done). A
+    /// further connection is closed as soon as it is accepted and counted in
+    /// `vllm_corrector_connections_closed_total{reason="max_connections"}`, so clients that hold
+    /// connections open cannot exhaust the process' file descriptors. Keep it below `ulimit -n`.
+    /// At least 1. Default: `1024` (a Prometheus opens at most `queue_config.max_shards`
+    /// connections, 200 by default in 2.42).
+    pub max_connections: usize,
+    /// Longest time a client may take to send a complete request head (request line and headers),
+    /// from when the connection opens or its previous request's body was received and the next
+    /// head's first byte arrived. A slower connection is closed (`reason="header_read_timeout"`): a
+    /// client that sends half a head and stalls holds nothing for long. A duration (humantime
+    /// syntax), longer than 0s. Default: `10s`.
+    pub header_read_timeout: String,
+    /// Longest time a keep-alive connection may sit idle between requests (after a response,
+    /// before the next request's first byte). It is then closed (`reason="idle_timeout"`); the
+    /// sender opens a new one for its next request. A duration (humantime syntax), longer than 0s.
+    /// Default: `2m`.
+    pub idle_connection_timeout: String,
 }
 
 impl Default for LimitsSection {
@@ -204,6 +225,9 @@ impl Default for LimitsSection {
             max_future_skew: "10m".to_owned(),
             max_inflight_bytes: 256 * 1024 * 1024,
             request_body_timeout: "10s".to_owned(),
+            max_connections: 1024,
+            header_read_timeout: "10s".to_owned(),
+            idle_connection_timeout: "2m".to_owned(),
         }
     }
 }
@@ -228,6 +252,12 @@ pub struct Limits {
     pub max_inflight_bytes: usize,
     /// Longest time to receive a request body.
     pub request_body_timeout: std::time::Duration,
+    /// Most client connections open at once.
+    pub max_connections: usize,
+    /// Longest time to receive a request head.
+    pub header_read_timeout: std::time::Duration,
+    /// Longest idle time of a keep-alive connection between requests.
+    pub idle_connection_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -242,6 +272,9 @@ impl Default for Limits {
             max_future_skew_ms: 10 * 60 * 1000,
             max_inflight_bytes: d.max_inflight_bytes,
             request_body_timeout: std::time::Duration::from_secs(10),
+            max_connections: d.max_connections,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            idle_connection_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -503,7 +536,17 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
     if body_timeout_ms <= 0 {
         return Err(invalid("limits.request_body_timeout", "must be longer than 0s"));
     }
+    let timeout = |field: &'static str, text: &str| -> Result<std::time::Duration, ConfigError> {
+        let (d, ms) = duration_ms(field, text)?;
+        if ms <= 0 {
+            return Err(invalid(field, "must be longer than 0s"));
+        }
+        Ok(d)
+    };
     Ok(Limits {
+        max_connections: positive("limits.max_connections", section.max_connections)?,
+        header_read_timeout: timeout("limits.header_read_timeout", &section.header_read_timeout)?,
+        idle_connection_timeout: timeout("limits.idle_connection_timeout", &section.idle_connection_timeout)?,
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
         max_concurrent_requests: positive(

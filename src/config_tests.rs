@@ -51,6 +51,10 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             // 256 MiB = 268 435 456 bytes.
             max_inflight_bytes: 268_435_456,
             request_body_timeout: std::time::Duration::from_secs(10),
+            max_connections: 1024,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            // 2 min = 120 s.
+            idle_connection_timeout: std::time::Duration::from_secs(120),
         }
     );
 }
@@ -187,6 +191,7 @@ fn zero_limits_name_their_field() {
         "max_label_name_length",
         "max_label_value_length",
         "max_active_series",
+        "max_connections",
     ] {
         let err = from_yaml(&format!("limits:\n  {field}: 0\n")).unwrap_err();
         assert_eq!(
@@ -199,6 +204,18 @@ fn zero_limits_name_their_field() {
         err.to_string().starts_with("engine.max_pending_frames:"),
         "{err}"
     );
+}
+
+#[test]
+fn connection_timeouts_are_read_and_zero_is_refused() {
+    let c = from_yaml("limits:\n  header_read_timeout: 3s\n  idle_connection_timeout: 1m 30s\n  max_connections: 7\n").unwrap();
+    assert_eq!(c.limits.header_read_timeout, std::time::Duration::from_secs(3));
+    assert_eq!(c.limits.idle_connection_timeout, std::time::Duration::from_secs(90));
+    assert_eq!(c.limits.max_connections, 7);
+    for field in ["header_read_timeout", "idle_connection_timeout"] {
+        let err = from_yaml(&format!("limits:\n  {field}: 0s\n")).unwrap_err();
+        assert_eq!(err.to_string(), format!("limits.{field}: must be longer than 0s"));
+    }
 }
 
 #[test]

@@ -18,7 +18,9 @@ use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldRea
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
 pub mod events;
+pub mod connections;
 pub mod ops;
+pub use connections::{CloseReason, ConnectionClosed};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
 /// One `name="value"` label.
@@ -153,7 +155,7 @@ impl SelfMetrics {
         for family in Family::ALL {
             let _ = m.output_holds.get_or_create(&[("family", family.name())]);
         }
-        for reason in ["stale", "idle"] {
+        for reason in ["stale", "idle", "evicted"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
         let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
@@ -249,7 +251,7 @@ impl SelfMetrics {
         );
         r.register(
             "vllm_corrector_groups_removed",
-            "Groups removed, by reason: stale (every input got a staleness marker) or idle (no sample within the idle timeout)",
+            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
             m.groups_removed.clone(),
         );
         // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
@@ -340,6 +342,10 @@ impl SelfMetrics {
         store(
             &self.groups_removed.get_or_create(&[("reason", "idle")]),
             stats.groups_removed_idle,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "evicted")]),
+            stats.groups_removed_evicted,
         );
     }
 

@@ -14,7 +14,8 @@ use crate::http::{AppState, app};
 use crate::reload::{self, Reloader};
 use crate::telemetry::{IdleSweep, InternalEvent};
 use crate::web::WebSettings;
-use crate::web::tls::{Peer, TlsListener};
+use crate::web::conn;
+use crate::web::tls::TlsListener;
 
 /// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
@@ -119,15 +120,15 @@ pub async fn serve(
         stopping.set_ready(false);
         let _ = signalled.send(());
     };
+    // One server loop for both (`crate::web::conn`): connection cap, header-read and idle timeouts.
+    let router = app(state.clone());
     let server: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> =
         if state.live().web.tls.is_some() {
             let listener =
                 TlsListener::new(listener, state.live_cell().clone(), state.metrics.clone())?;
-            let service = app(state).into_make_service_with_connect_info::<Peer>();
-            Box::pin(async move { axum::serve(listener, service).with_graceful_shutdown(graceful).await })
+            Box::pin(conn::serve(listener, router, state, graceful))
         } else {
-            let service = app(state).into_make_service_with_connect_info::<Peer>();
-            Box::pin(async move { axum::serve(listener, service).with_graceful_shutdown(graceful).await })
+            Box::pin(conn::serve(listener, router, state, graceful))
         };
     // In-flight requests get SHUTDOWN_GRACE to finish after the signal; a connection that still
     // holds a request then (a stalled body past its timeout, a hung client) is closed, so the

@@ -357,6 +357,8 @@ pub struct EngineStats {
     pub groups_removed_stale: u64,
     /// Groups removed by the idle timeout, since start.
     pub groups_removed_idle: u64,
+    /// Groups evicted at `max_active_series` because they can feed no family, since start.
+    pub groups_removed_evicted: u64,
     /// Counter resets seen in any input, since start.
     pub counter_resets: u64,
     /// Evaluations whose output was held at the value last served because the computed value

@@ -93,7 +93,9 @@ impl PlanRoles {
 /// Per-family state: its plan (cached while the role set is unchanged) and its current output.
 #[derive(Debug, Clone, Default)]
 struct Slot {
-    plan: Option<Result<(Plan, PlanRoles), WithheldReason>>,
+    /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
+    /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
+    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
     output: Option<DerivedValue>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
@@ -101,14 +103,15 @@ struct Slot {
     /// acceptance-corrected state had nothing to continue from).
     refused: Option<WithheldReason>,
     /// What was last served and the inputs behind it, so `output` never falls without an input
-    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input.
-    hold: Hold,
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
+    /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
+    hold: Option<Box<Hold>>,
 }
 
 /// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
 /// Also what a group removed by staleness leaves behind ([`Group::acceptance_state`]), so that
 /// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Committed {
     /// Timestamp (ms) of the newest frame the state includes.
     ts: Option<i64>,
@@ -118,6 +121,22 @@ pub(crate) struct Committed {
     bounds: Vec<f64>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
     acc: Vec<f64>,
+}
+
+impl Committed {
+    /// True when every number is finite (JSON, the storage format, has no other numbers).
+    pub(crate) fn is_finite(&self) -> bool {
+        let point = self.point.as_ref().is_none_or(|p| {
+            [p.count, p.sum, p.generated, p.first_outputs].iter().chain(&p.finite).chain(&p.per_pos).all(|v| v.is_finite())
+        });
+        point && self.acc.iter().chain(&self.bounds).all(|v| v.is_finite())
+    }
+
+    /// True when the shapes agree (one bucket per finite bound plus `+Inf`, a point with one count
+    /// per bound), as a state this engine wrote does; a restored state is checked with it.
+    pub(crate) fn is_consistent(&self) -> bool {
+        self.acc.len() == self.bounds.len() + 1 && self.point.as_ref().is_none_or(|p| p.finite.len() == self.bounds.len())
+    }
 }
 
 /// What happened to one sample offered to a group.
@@ -157,7 +176,7 @@ fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Resu
     let plan = slot.plan.get_or_insert_with(|| {
         rules::plan(family, &learned(roles)).map(|p| {
             let roles = PlanRoles::new(p.roles());
-            (p, roles)
+            Box::new((p, roles))
         })
     });
     match plan {
@@ -259,6 +278,16 @@ impl Group {
     pub fn incomplete(&self) -> bool {
         self.scrapes_since_roles_changed >= 2
             && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
+    }
+
+    /// True when the learned role set plans none of the four families (every plan is an error):
+    /// the group's series can feed nothing. Uses the cached plans where they are decided.
+    pub fn feeds_no_family(&self) -> bool {
+        let learned = std::cell::OnceCell::new();
+        Family::ALL.iter().all(|f| match &self.slots[f.index()].plan {
+            Some(plan) => plan.is_err(),
+            None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
+        })
     }
 
     fn roles_changed(&mut self, ts: i64) {
@@ -397,11 +426,12 @@ impl Group {
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
-        if slot.hold.observe_inputs(inputs) {
+        let hold = slot.hold.get_or_insert_with(Box::default);
+        if hold.observe_inputs(inputs) {
             self.events.output_resets[family.index()] += 1;
         }
         slot.output = result.ok().map(|value| {
-            let (value, held) = slot.hold.apply(ts, value);
+            let (value, held) = hold.apply(ts, value);
             if held {
                 self.events.holds[family.index()] += 1;
             }
@@ -435,6 +465,13 @@ impl Group {
     /// group comes back after it is removed for staleness. `None` when it never had that output.
     pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
         self.latest_acceptance.take()
+    }
+
+    /// The acceptance-corrected state behind the current output, left in place (for
+    /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
+    /// group never had that output.
+    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
+        self.latest_acceptance.as_ref()
     }
 
     /// Continues the acceptance-corrected buckets from `state`, which the same group left when it

@@ -20,7 +20,7 @@ mod state;
 pub use api::*;
 pub use classify::{READ_NAMES, ReadName};
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
-pub use state::Engine;
+pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
 
 #[cfg(test)]
 mod accuracy_table_tests;

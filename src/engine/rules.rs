@@ -174,8 +174,9 @@ pub(crate) fn evaluate_stateless(plan: &Plan, values: &[f64]) -> Result<DerivedV
 
 /// Cumulative raw inputs of the acceptance-corrected family at one frame.
 ///
-/// Plain fields only (floats and vectors of floats), so that the committed state can be stored.
-#[derive(Debug, Clone, PartialEq)]
+/// Plain fields only (floats and vectors of floats), so that the committed state can be stored
+/// (`--storage.path`, [`super::persist`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ItlPoint {
     /// Raw cumulative ITL bucket counts at the finite bounds, ascending (same order as the plan).
     pub finite: Vec<f64>,

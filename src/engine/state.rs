@@ -10,6 +10,12 @@ use super::observe::{EngineEvent, EventQueue, GroupMeta, RemovalReason};
 use super::*;
 use crate::protocol::{Label, MetadataRef, MetricType, Sample, is_stale_marker};
 
+#[path = "evict.rs"]
+mod evict;
+#[path = "persist.rs"]
+mod persist;
+pub use persist::{STATE_FORMAT_VERSION, StateError};
+
 /// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]
 struct Metadata {
@@ -73,6 +79,12 @@ pub struct Engine {
     output_resets: [u64; 4],
     removed_stale: u64,
     removed_idle: u64,
+    /// Groups evicted to make room at `max_active_series` ([`evict`]).
+    removed_evicted: u64,
+    /// Eviction candidates `(slot, generation)` from the last scan, checked again when popped.
+    evictable: Vec<(u32, u32)>,
+    /// Receive time (ms) of the last scan for eviction candidates.
+    evictable_scanned_ms: Option<i64>,
     newest_sample_ms: Option<i64>,
     /// Input series held across all groups (the quantity `max_active_series` caps).
     tracked_series: usize,
@@ -118,6 +130,9 @@ impl Engine {
             output_resets: [0; 4],
             removed_stale: 0,
             removed_idle: 0,
+            removed_evicted: 0,
+            evictable: Vec::new(),
+            evictable_scanned_ms: None,
             newest_sample_ms: None,
             tracked_series: 0,
             scratch: Vec::with_capacity(512),
@@ -234,7 +249,7 @@ impl Engine {
         };
         let existing = self.group_slot(labels, now_ms, false);
         let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
-        if !known && has_samples && self.tracked_series >= self.config.max_active_series {
+        if !known && has_samples && !self.make_room(existing, now_ms) {
             return Route::Limited;
         }
         let slot = match existing {
@@ -283,10 +298,11 @@ impl Engine {
             Route::Group(slot, key) => (slot, key),
         };
         let max_frames = self.config.max_pending_frames.max(1);
-        let at_limit = self.tracked_series >= self.config.max_active_series;
+        let new_role = !self.group(slot).has_role(key);
+        let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
         let generation = self.slots[slot as usize].generation;
         let Entry { group, meta, .. } = self.slots[slot as usize].entry.as_mut().expect("routed to a live group");
-        if at_limit && !samples.is_empty() && !group.has_role(key) {
+        if no_room {
             report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
             return;
         }
@@ -540,6 +556,7 @@ impl Engine {
             frames_dropped: self.frames_dropped,
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
+            groups_removed_evicted: self.removed_evicted,
             counter_resets: self.counter_resets,
             output_holds: self.output_holds,
             output_resets: self.output_resets,

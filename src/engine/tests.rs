@@ -539,3 +539,9 @@ mod stale_value_tests;
 
 #[path = "observe_tests.rs"]
 mod observe_tests;
+
+#[path = "evict_tests.rs"]
+mod evict_tests;
+
+#[path = "persist_tests.rs"]
+mod persist_tests;

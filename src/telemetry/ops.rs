@@ -50,6 +50,8 @@ pub struct OpsMetrics {
     tls_handshake_failures: Counter,
     reload_successful: Gauge,
     reload_success_timestamp: Gauge<f64, AtomicU64>,
+    /// Open connections and connections the server closed ([`super::connections`]).
+    pub connections: super::connections::ConnectionMetrics,
 }
 
 impl OpsMetrics {
@@ -64,7 +66,7 @@ impl OpsMetrics {
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         m.reload_successful.set(1);
-        m
+        OpsMetrics { connections: super::connections::ConnectionMetrics::new(), ..m }
     }
 
     /// Registers every metric in `registry`.
@@ -89,6 +91,7 @@ impl OpsMetrics {
             "Timestamp of the last successful configuration load (start-up included), seconds since the Unix epoch",
             self.reload_success_timestamp.clone(),
         );
+        self.connections.register(registry);
     }
 
     /// Records a successful (re)load at `unix_seconds`.

@@ -87,6 +87,7 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         frames_dropped: 3,
         groups_removed_stale: 4,
         groups_removed_idle: 5,
+        groups_removed_evicted: 10,
         counter_resets: 6,
         output_holds: [0, 9, 0, 0],
         output_resets: [0; 4],
@@ -110,6 +111,7 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         "vllm_corrector_output_holds_total{family=\"vllm_corrected_request_time_per_output_token_seconds\"} 0",
         "vllm_corrector_groups_removed_total{reason=\"stale\"} 4",
         "vllm_corrector_groups_removed_total{reason=\"idle\"} 5",
+        "vllm_corrector_groups_removed_total{reason=\"evicted\"} 10",
         // 1 700 000 000 500 ms = 1 700 000 000.5 s.
         "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",

@@ -27,6 +27,7 @@
 //! [`WebConfigFile`]: a refused field is an error, never silently ignored.
 
 pub mod auth;
+pub mod conn;
 pub mod tls;
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ mod real_vllm;
 mod reload;
 mod reset;
 mod rw2_equivalence;
+mod slow_clients;
 mod slow_senders;
 mod stale_idle;
 mod withheld;

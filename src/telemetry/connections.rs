@@ -1,0 +1,108 @@
+//! Self-metrics of client connections: how many are open, and how many the server closed itself
+//! (the connection cap, the header-read timeout, the keep-alive idle timeout), from
+//! [`crate::web::conn`]. Registered by [`super::OpsMetrics::register`].
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family as MetricFamily;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use super::InternalEvent;
+
+/// Why the server closed a connection: the `reason` label of
+/// `vllm_corrector_connections_closed_total`, each pre-registered at 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// `limits.max_connections` connections were already open: closed as soon as accepted.
+    MaxConnections,
+    /// No complete request head within `limits.header_read_timeout`.
+    HeaderReadTimeout,
+    /// Idle between requests for `limits.idle_connection_timeout`.
+    IdleTimeout,
+}
+
+impl CloseReason {
+    /// Every reason, in label order.
+    pub const ALL: [CloseReason; 3] = [
+        CloseReason::MaxConnections,
+        CloseReason::HeaderReadTimeout,
+        CloseReason::IdleTimeout,
+    ];
+
+    /// The label value (the `limits.*` field that closed it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::MaxConnections => "max_connections",
+            CloseReason::HeaderReadTimeout => "header_read_timeout",
+            CloseReason::IdleTimeout => "idle_timeout",
+        }
+    }
+}
+
+/// Connection self-metrics.
+#[derive(Debug, Default)]
+pub struct ConnectionMetrics {
+    closed: MetricFamily<[(&'static str, &'static str); 1], Counter>,
+    open: Gauge,
+}
+
+impl ConnectionMetrics {
+    /// Creates the metrics with every close reason at 0.
+    pub fn new() -> Self {
+        let m = ConnectionMetrics::default();
+        for reason in CloseReason::ALL {
+            let _ = m.closed.get_or_create(&[("reason", reason.as_str())]);
+        }
+        m
+    }
+
+    /// Registers both metrics in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "vllm_corrector_connections_closed",
+            "Client connections the server closed itself, by reason: max_connections (refused at accept, limits.max_connections open), header_read_timeout (no complete request head within limits.header_read_timeout), idle_timeout (keep-alive connection idle for limits.idle_connection_timeout)",
+            self.closed.clone(),
+        );
+        registry.register(
+            "vllm_corrector_connections_open",
+            "Client connections open (TLS connections once their handshake is done)",
+            self.open.clone(),
+        );
+    }
+
+    /// Counts a connection opened (`+1`) or finished (`-1`).
+    pub fn open_changed(&self, delta: i64) {
+        self.open.inc_by(delta);
+    }
+
+    /// The number of open connections.
+    pub fn open(&self) -> i64 {
+        self.open.get()
+    }
+
+    /// How many connections were closed for `reason` since start.
+    pub fn closed(&self, reason: CloseReason) -> u64 {
+        self.closed.get_or_create(&[("reason", reason.as_str())]).get()
+    }
+}
+
+/// The server closed a connection itself.
+#[derive(Debug)]
+pub struct ConnectionClosed {
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+    /// Why.
+    pub reason: CloseReason,
+}
+
+impl InternalEvent for ConnectionClosed {
+    fn emit(self, metrics: &super::SelfMetrics) {
+        tracing::debug!(peer = %self.peer, reason = self.reason.as_str(), "connection closed by the server");
+        metrics
+            .ops
+            .connections
+            .closed
+            .get_or_create(&[("reason", self.reason.as_str())])
+            .inc();
+    }
+}

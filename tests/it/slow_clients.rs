@@ -1,0 +1,136 @@
+//! Slow and greedy clients over real sockets (`docs/RELIABILITY.md`, "Slow clients"): a request
+//! head that never completes, a keep-alive connection left idle, and more connections than
+//! `limits.max_connections`, each closed by the server and counted, while a Prometheus-like
+//! writer keeps working.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use crate::fixture::{Scrape, scrape_times};
+use crate::harness::Corrector;
+
+/// Reads until the server closes the connection; how long that took. Panics if it stays open
+/// for `limit`.
+fn wait_closed(stream: &mut TcpStream, limit: Duration) -> (Duration, Vec<u8>) {
+    let started = Instant::now();
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut got = Vec::new();
+    match stream.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("connection still open after {:?}: {e}", started.elapsed()),
+    }
+    (started.elapsed(), got)
+}
+
+/// The value of one self-metric line, e.g. `vllm_corrector_connections_open`.
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn half_a_request_head_is_closed_after_the_header_read_timeout() {
+    let corrector = Corrector::start_with_config(Some("limits:\n  header_read_timeout: 1s\n"));
+    let mut stream = TcpStream::connect(&corrector.address).unwrap();
+    stream
+        .write_all(b"POST /api/v1/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n")
+        .unwrap();
+    let (took, answer) = wait_closed(&mut stream, Duration::from_secs(10));
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(4),
+        "closed after {took:?}"
+    );
+    assert!(
+        answer.is_empty(),
+        "no HTTP answer to half a head: {:?}",
+        String::from_utf8_lossy(&answer)
+    );
+    let text = corrector.metrics_text();
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"),
+        0.0
+    );
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
+    let corrector = Corrector::start_with_config(Some("limits:\n  header_read_timeout: 10s\n  idle_connection_timeout: 1s\n"));
+    let mut stream = TcpStream::connect(&corrector.address).unwrap();
+    stream.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    // The answer comes at once; then the connection idles until the server closes it.
+    let (took, answer) = wait_closed(&mut stream, Duration::from_secs(10));
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(4),
+        "closed after {took:?}"
+    );
+    // Ours, and the harness client's pooled connection, idle since its readiness probe (before
+    // ours opened, so it closed first).
+    let text = corrector.metrics_text();
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"),
+        2.0
+    );
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"),
+        0.0
+    );
+}
+
+#[test]
+fn connections_over_the_cap_are_closed_and_counted_and_a_writer_gets_in_once_they_go() {
+    let corrector = Corrector::start_with_config(Some("limits:\n  max_connections: 3\n  header_read_timeout: 30s\n"));
+    // The harness' client keeps one pooled keep-alive connection (its readiness probes, this scrape).
+    assert_eq!(metric(&corrector.metrics_text(), "vllm_corrector_connections_open"), 1.0);
+    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&corrector.address).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // Three are open: the next ones are accepted by the kernel and closed by the server at once.
+    for _ in 0..3 {
+        let mut extra = TcpStream::connect(&corrector.address).unwrap();
+        let _ = extra.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n");
+        let (took, answer) = wait_closed(&mut extra, Duration::from_secs(5));
+        assert!(
+            answer.is_empty() && took < Duration::from_secs(2),
+            "over the cap: {took:?} {answer:?}"
+        );
+    }
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let [t1, t2, _] = scrape_times();
+    corrector.write(&Scrape::T1.points(t1));
+    corrector.write(&Scrape::T2.points(t2));
+    let text = corrector.metrics_text();
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"max_connections\"}"),
+        3.0
+    );
+    assert_eq!(metric(&text, "vllm_corrector_connections_open"), 1.0, "the held ones are gone");
+}
+
+#[test]
+fn a_keep_alive_writer_keeps_writing_across_idle_closes() {
+    let corrector = Corrector::start_with_config(Some("limits:\n  idle_connection_timeout: 1s\n"));
+    let [t1, t2, t3] = scrape_times();
+    // Prometheus-like: one pooled keep-alive connection, a pause longer than the idle timeout
+    // between two writes (the server closes the idle connection; the client reconnects).
+    corrector.write(&Scrape::T1.points(t1));
+    corrector.write(&Scrape::T2.points(t2));
+    std::thread::sleep(Duration::from_millis(1600));
+    corrector.write(&Scrape::T3Restart.points(t3));
+    let text = corrector.metrics_text();
+    assert!(
+        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}") >= 1.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"}"), 0.0);
+}
