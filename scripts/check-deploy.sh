@@ -222,6 +222,9 @@ smoke_test() {
     done
     curl -fsS "${base}/metrics" | grep -q '^vllm_corrector_build_info' ||
         { echo "GET /metrics: no vllm_corrector_build_info"; ok=1; }
+    curl -fsS "${base}/" | grep -q 'href="status"' || { echo "GET /: no landing page"; ok=1; }
+    curl -fsS "${base}/status" | grep -q 'id="groups"' || { echo "GET /status: no groups table"; ok=1; }
+    curl -fsS "${base}/api/v1/groups" | grep -q '"status":"success"' || { echo "GET /api/v1/groups: no success envelope"; ok=1; }
     if kill -TERM "$pid" 2>/dev/null; then
         for i in $(seq 1 50); do
             kill -0 "$pid" 2>/dev/null || break

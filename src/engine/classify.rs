@@ -337,6 +337,42 @@ mod tests {
     }
 
     #[test]
+    fn every_series_the_simulator_exposes_is_read_exactly_when_the_vocabulary_lists_it() {
+        use crate::sim::{Profile, SimConfig, Simulator, SpecConfig};
+        let admits = |name: &str, labels: &[(String, String)]| {
+            READ_NAMES.iter().any(|r| {
+                r.name == name
+                    && match r.only {
+                        None => true,
+                        Some(("le", _)) => labels.iter().any(|(n, v)| n == "le" && parse_le(v) == Some(1.0)),
+                        Some((label, value)) => labels.iter().any(|(n, v)| n == label && v == value),
+                    }
+            })
+        };
+        let mut read = std::collections::BTreeSet::new();
+        for profile in Profile::ALL {
+            let cfg = SimConfig {
+                profile,
+                spec: Some(SpecConfig { num_speculative_tokens: 3, acceptance_prob: 0.7, no_draft_fraction: 0.2 }),
+                ..SimConfig::default()
+            };
+            let mut sim = Simulator::new(cfg).expect("simulator config");
+            sim.advance_to(20.0);
+            for s in sim.snapshot().samples() {
+                let labels: Vec<Label<'_>> = s.labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+                let classified = classify(&s.name, &labels).is_some();
+                assert_eq!(classified, admits(&s.name, &s.labels), "{profile:?}: {} {:?}", s.name, s.labels);
+                if classified {
+                    read.insert(s.name.clone());
+                }
+            }
+        }
+        // Every listed name occurs in some profile's exposition.
+        let listed: std::collections::BTreeSet<String> = READ_NAMES.iter().map(|r| r.name.to_owned()).collect();
+        assert_eq!(read, listed);
+    }
+
+    #[test]
     fn rule_dimension_test_matches_the_list() {
         for name in RULE_DIMENSIONS {
             assert!(is_rule_dimension(name), "{name}");

@@ -133,10 +133,7 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
     let applied = snapshot
         .value("vllm_corrector_samples_applied_total", &[])
         .unwrap();
-    eprintln!(
-        "relabel_e2e: received {received}, applied {applied}, unused_series {unused}; one exposition has {} vllm:* samples",
-        vllm_samples(&text)
-    );
+
     assert!(
         unused / received < 0.05,
         "{unused} of {received} samples sent were unused"
@@ -144,6 +141,10 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
     // What the narrow keep sends per target is a small part of what a `vllm:.*` keep sends.
     let held = snapshot.value("vllm_corrector_active_series", &[]).unwrap() / 2.0;
     let broad = vllm_samples(&text) as f64;
+    eprintln!(
+        "relabel_e2e: received {received}, applied {applied}, unused_series {unused}; per target and scrape {held} series kept of {broad} vllm:* samples ({:.1} %)",
+        100.0 * held / broad
+    );
     assert!(
         held < broad * 0.5,
         "the narrow keep sends {held} series per target, a vllm:.* keep {broad}"
