@@ -22,11 +22,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::order;
 use super::readings::{
     Dump, DumpSample, GroupKey, GroupSeries, Interval, RAW_ITERATION_TOKENS, RAW_ITL, RAW_ITL_OLD,
     RAW_TPOT, cumulative_by_suffix, series_text,
 };
-use super::order;
 use super::table::{Cell, Table, Tone};
 use crate::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport, WithheldReason};
 use crate::exposition::parse::{self, Exposition, Format, MetricKind};
@@ -112,16 +112,36 @@ pub struct GroupReport {
 }
 
 fn empty_as_null<S: serde::Serializer>(note: &str, s: S) -> Result<S::Ok, S::Error> {
-    if note.is_empty() { s.serialize_none() } else { s.serialize_some(note) }
+    if note.is_empty() {
+        s.serialize_none()
+    } else {
+        s.serialize_some(note)
+    }
 }
 
 /// The JSON field names of [`GroupReport`]'s values, in order, with the family each is read from
 /// (`None` for the raw readings) and the words the table's note uses for it.
 const VALUE_FIELDS: [(&str, Option<Family>, &str); 6] = [
-    ("canonical_tpot_mean_seconds", Some(Family::CanonicalTpot), "canonical TPOT"),
-    ("token_weighted_itl_seconds", Some(Family::TokenWeightedItl), "token-weighted ITL"),
-    ("acceptance_corrected_itl_seconds", Some(Family::AcceptanceCorrectedItl), "acceptance-corrected ITL"),
-    ("local_compute_iteration_tokens_mean", Some(Family::IterationTokensLocalCompute), "local-compute tokens"),
+    (
+        "canonical_tpot_mean_seconds",
+        Some(Family::CanonicalTpot),
+        "canonical TPOT",
+    ),
+    (
+        "token_weighted_itl_seconds",
+        Some(Family::TokenWeightedItl),
+        "token-weighted ITL",
+    ),
+    (
+        "acceptance_corrected_itl_seconds",
+        Some(Family::AcceptanceCorrectedItl),
+        "acceptance-corrected ITL",
+    ),
+    (
+        "local_compute_iteration_tokens_mean",
+        Some(Family::IterationTokensLocalCompute),
+        "local-compute tokens",
+    ),
     ("raw_tpot_mean_seconds", None, "raw TPOT"),
     ("raw_itl_mean_seconds", None, "raw ITL"),
 ];
@@ -245,7 +265,11 @@ fn fetch_error(error: &reqwest::Error, timeout: Duration) -> String {
 ///
 /// # Errors
 /// As [`load`].
-pub async fn load_within(which: &'static str, location: &str, timeout: Duration) -> Result<Loaded, InspectError> {
+pub async fn load_within(
+    which: &'static str,
+    location: &str,
+    timeout: Duration,
+) -> Result<Loaded, InspectError> {
     let fail = |message: String| InspectError::Dump {
         which,
         location: location.to_owned(),
@@ -274,10 +298,12 @@ pub async fn load_within(which: &'static str, location: &str, timeout: Duration)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| fail(format!("cannot read the response: {}", fetch_error(&e, timeout))))?;
+        let text = response.text().await.map_err(|e| {
+            fail(format!(
+                "cannot read the response: {}",
+                fetch_error(&e, timeout)
+            ))
+        })?;
         if !status.is_success() {
             return Err(fail(format!("answered {status}")));
         }
@@ -364,43 +390,56 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
         }
     }
     for (loaded, list) in [(before, &before_samples), (after, &after_samples)] {
-        if !list.iter().any(|s| s.name.starts_with("vllm:") || s.name.starts_with("vllm_corrected_")) {
+        if !list
+            .iter()
+            .any(|s| s.name.starts_with("vllm:") || s.name.starts_with("vllm_corrected_"))
+        {
             return Err(loaded.error(format!(
                 "no vllm:* series in {} (an empty dump, or not a vLLM /metrics)",
                 loaded.which
             )));
         }
     }
-    let withheld = add_engine_families(&mut dumps, &before_samples, &after_samples);
-    let [b, a] = &dumps;
-    let keys: BTreeSet<&GroupKey> = b
-        .groups
-        .iter()
-        .chain(&a.groups)
-        .filter(|(_, g)| is_vllm_group(g))
-        .map(|(k, _)| k)
-        .collect();
-    if !keys
-        .iter()
-        .any(|k| b.groups.contains_key(*k) && a.groups.contains_key(*k))
-    {
+    // Each dump's own groups, before the engine's families are added: the engine runs over both
+    // dumps, so it would give AFTER corrected series for BEFORE's groups (and the reverse).
+    let own = |d: &Dump| -> BTreeSet<GroupKey> {
+        d.groups
+            .iter()
+            .filter(|(_, g)| is_vllm_group(g))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
+    let (own_b, own_a) = (own(&dumps[0]), own(&dumps[1]));
+    if own_b.is_disjoint(&own_a) {
         return Err(InspectError::NoCommonGroup(format!(
             "BEFORE has {} group(s), AFTER has {}",
-            b.groups.values().filter(|g| is_vllm_group(g)).count(),
-            a.groups.values().filter(|g| is_vllm_group(g)).count()
+            own_b.len(),
+            own_a.len()
         )));
     }
+    let withheld = add_engine_families(&mut dumps, &before_samples, &after_samples);
+    let [b, a] = &dumps;
+    let keys: BTreeSet<&GroupKey> = own_b.union(&own_a).collect();
     let mut reports = Vec::new();
     for key in keys {
         let labels: BTreeMap<String, String> = key.iter().cloned().collect();
-        let (Some(gb), Some(ga)) = (b.groups.get(key), a.groups.get(key)) else {
-            let only = if b.groups.contains_key(key) {
+        let in_both = own_b.contains(key) && own_a.contains(key);
+        let (Some(gb), Some(ga), true) = (b.groups.get(key), a.groups.get(key), in_both) else {
+            let only = if own_b.contains(key) {
                 "BEFORE"
             } else {
                 "AFTER"
             };
-            let reason = if only == "BEFORE" { "only_in_before" } else { "only_in_after" };
-            reports.push(GroupReport::empty(labels, format!("only in {only}"), reason));
+            let reason = if only == "BEFORE" {
+                "only_in_before"
+            } else {
+                "only_in_after"
+            };
+            reports.push(GroupReport::empty(
+                labels,
+                format!("only in {only}"),
+                reason,
+            ));
             continue;
         };
         if let Some(evidence) = order::swap_evidence(key, gb, ga) {
@@ -414,9 +453,15 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
         if let Some(line) = interval.reset_line {
             // Without `_created` evidence of a restart, swapped dumps look the same.
             let (note, reason) = if order::restart_proven(gb, ga) {
-                (format!("counter reset (AFTER line {line})"), "counter_reset")
+                (
+                    format!("counter reset (AFTER line {line})"),
+                    "counter_reset",
+                )
             } else {
-                (format!("counter reset, or dumps swapped (AFTER line {line})"), "counter_reset_or_swapped")
+                (
+                    format!("counter reset, or dumps swapped (AFTER line {line})"),
+                    "counter_reset_or_swapped",
+                )
             };
             reports.push(GroupReport::empty(labels, note, reason));
             continue;
@@ -478,7 +523,11 @@ fn check_pair(
 /// Feeds the raw samples into one engine (BEFORE at t = 1 s, AFTER at t = 2 s) and adds its
 /// derived families, cumulative at each instant, to the dumps: for each group, only the
 /// families neither dump already holds. Returns why the engine withheld the others.
-fn add_engine_families(dumps: &mut [Dump; 2], before: &[DumpSample], after: &[DumpSample]) -> Withheld {
+fn add_engine_families(
+    dumps: &mut [Dump; 2],
+    before: &[DumpSample],
+    after: &[DumpSample],
+) -> Withheld {
     let mut engine = Engine::new(EngineConfig::default());
     let mut withheld = Withheld::new();
     for (i, (samples, ts)) in [(before, 1_000), (after, 2_000)].into_iter().enumerate() {
@@ -580,7 +629,10 @@ fn derived_samples(
 impl GroupReport {
     fn empty(labels: BTreeMap<String, String>, note: String, reason: &'static str) -> GroupReport {
         GroupReport {
-            null_reasons: VALUE_FIELDS.iter().map(|(field, _, _)| (*field, reason)).collect(),
+            null_reasons: VALUE_FIELDS
+                .iter()
+                .map(|(field, _, _)| (*field, reason))
+                .collect(),
             labels,
             canonical_tpot_mean_seconds: None,
             token_weighted_itl_seconds: None,
@@ -592,7 +644,11 @@ impl GroupReport {
         }
     }
 
-    fn from_interval(labels: BTreeMap<String, String>, i: &Interval, withheld: &[Option<WithheldReason>; 4]) -> GroupReport {
+    fn from_interval(
+        labels: BTreeMap<String, String>,
+        i: &Interval,
+        withheld: &[Option<WithheldReason>; 4],
+    ) -> GroupReport {
         // Whether each value's family is in both dumps (its increase exists), in VALUE_FIELDS order.
         let present = [
             i.canonical_tpot.is_some(),
@@ -627,7 +683,9 @@ impl GroupReport {
             report.raw_itl_mean_seconds,
         ];
         let mut withheld_words = Vec::new();
-        for (((field, family, words), value), present) in VALUE_FIELDS.iter().zip(values).zip(present) {
+        for (((field, family, words), value), present) in
+            VALUE_FIELDS.iter().zip(values).zip(present)
+        {
             if value.is_some() {
                 continue;
             }
@@ -641,9 +699,15 @@ impl GroupReport {
             }
             report.null_reasons.insert(field, reason);
         }
-        let idle = report.null_reasons.len() == values.len() && report.null_reasons.values().all(|r| *r == "no_new_observation");
+        let idle = report.null_reasons.len() == values.len()
+            && report
+                .null_reasons
+                .values()
+                .all(|r| *r == "no_new_observation");
         if idle {
-            report.note = "no new observation between the dumps (an idle engine, or the same scrape twice)".into();
+            report.note =
+                "no new observation between the dumps (an idle engine, or the same scrape twice)"
+                    .into();
         } else if !withheld_words.is_empty() {
             report.note = format!("withheld: {}", withheld_words.join(", "));
         }

@@ -122,7 +122,10 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
     // The JSON tells the two nulls apart: the note, and a reason for each of the 6 values.
     let (e0, e1) = (&json[0], &json[1]);
     assert_eq!(e0["note"], "counter reset (AFTER line 15)");
-    assert_eq!(e1["note"], "no new observation between the dumps (an idle engine, or the same scrape twice)");
+    assert_eq!(
+        e1["note"],
+        "no new observation between the dumps (an idle engine, or the same scrape twice)"
+    );
     for (group, reason) in [(e0, "counter_reset"), (e1, "no_new_observation")] {
         let reasons = group["null_reasons"].as_object().unwrap();
         assert_eq!(reasons.len(), 6, "{reasons:?}");
@@ -140,7 +143,8 @@ fn json_says_why_a_family_is_null_when_its_input_is_missing() {
         t.lines()
             .filter(|l| {
                 !l.starts_with("vllm:prompt_tokens_by_source_total{")
-                    && (!l.starts_with("vllm:request_generation_tokens_bucket{") || !l.contains("le=\"1.0\""))
+                    && (!l.starts_with("vllm:request_generation_tokens_bucket{")
+                        || !l.contains("le=\"1.0\""))
             })
             .map(|l| format!("{l}\n"))
             .collect()
@@ -156,10 +160,14 @@ fn json_says_why_a_family_is_null_when_its_input_is_missing() {
             "local_compute_iteration_tokens_mean": "missing_input",
         })
     );
-    assert_eq!(e0["note"], "withheld: canonical TPOT no le 1 bound, local-compute tokens missing input");
+    assert_eq!(
+        e0["note"],
+        "withheld: canonical TPOT no le 1 bound, local-compute tokens missing input"
+    );
     assert!(e0["acceptance_corrected_itl_seconds"].is_f64());
     // A full pair of dumps: no note, no reason.
-    let full = serde_json::to_value(run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap()).unwrap();
+    let full =
+        serde_json::to_value(run_texts(&fixture("t1.prom"), &fixture("t2.prom")).unwrap()).unwrap();
     assert!(full[0]["note"].is_null());
     assert_eq!(full[0]["null_reasons"], serde_json::json!({}));
 }
@@ -292,7 +300,10 @@ fn a_fallen_counter_is_a_swap_a_restart_or_undecided_by_its_created_time() {
     assert_eq!(restart[0].note, "counter reset (AFTER line 1)");
     // No `_created`: a restart and a swap look the same, and the note says so.
     let undecided = run_texts(&dump(20, None), &dump(10, None)).unwrap();
-    assert_eq!(undecided[0].note, "counter reset, or dumps swapped (AFTER line 1)");
+    assert_eq!(
+        undecided[0].note,
+        "counter reset, or dumps swapped (AFTER line 1)"
+    );
     assert_eq!(undecided[0].raw_itl_mean_seconds, None);
 }
 
@@ -323,6 +334,28 @@ fn dumps_without_a_common_group_are_refused() {
         error(e0, e1),
         "BEFORE and AFTER share no group of vLLM series: BEFORE has 1 group(s), AFTER has 1"
     );
+}
+
+/// A new user's report: AFTER from another target (another `model_name`) was accepted, and the
+/// groups only in BEFORE showed dashes with no note, because the engine, run over both dumps,
+/// gave AFTER corrected series for BEFORE's groups.
+#[test]
+fn dumps_of_two_targets_are_refused_even_though_the_engine_reads_both() {
+    let other = fixture("t2.prom").replace("model_name=\"Qwen/Qwen3-8B\"", "model_name=\"other\"");
+    assert_ne!(other, fixture("t2.prom"));
+    assert_eq!(
+        error(&fixture("t1.prom"), &other),
+        "BEFORE and AFTER share no group of vLLM series: BEFORE has 2 group(s), AFTER has 2"
+    );
+    // One target in common: the other BEFORE-only group is reported as such.
+    let engine_0_only: String = fixture("t2.prom")
+        .lines()
+        .filter(|l| !l.contains("engine=\"1\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let reports = run_texts(&fixture("t1.prom"), &engine_0_only).unwrap();
+    let notes: Vec<&str> = reports.iter().map(|r| r.note.as_str()).collect();
+    assert!(notes.contains(&"only in BEFORE"), "{notes:?}");
 }
 
 #[test]
@@ -394,18 +427,30 @@ async fn a_refused_connection_and_a_silent_server_are_told_apart() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = closed.local_addr().unwrap().port();
     drop(closed);
-    let refused = load("BEFORE", &format!("http://127.0.0.1:{port}/metrics")).await.unwrap_err();
+    let refused = load("BEFORE", &format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap_err();
     assert_eq!(
         refused.to_string(),
-        format!("BEFORE http://127.0.0.1:{port}/metrics: connection refused: nothing listens at that address and port")
+        format!(
+            "BEFORE http://127.0.0.1:{port}/metrics: connection refused: nothing listens at that address and port"
+        )
     );
     // A listener that never accepts: the kernel completes the handshake, no answer ever comes.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = silent.local_addr().unwrap();
-    let timed_out = load_within("AFTER", &format!("http://{addr}/metrics"), Duration::from_millis(300)).await.unwrap_err();
+    let timed_out = load_within(
+        "AFTER",
+        &format!("http://{addr}/metrics"),
+        Duration::from_millis(300),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         timed_out.to_string(),
-        format!("AFTER http://{addr}/metrics: timed out after 300ms: the server did not answer in time")
+        format!(
+            "AFTER http://{addr}/metrics: timed out after 300ms: the server did not answer in time"
+        )
     );
     assert_eq!(FETCH_TIMEOUT, Duration::from_secs(30));
     drop(silent);
@@ -419,5 +464,9 @@ fn an_empty_dump_says_it_has_no_vllm_series() {
         "BEFORE before.prom: no vllm:* series in BEFORE (an empty dump, or not a vLLM /metrics)"
     );
     let err = run_texts(&fixture("t1.prom"), "# HELP up x\n# TYPE up gauge\nup 1\n").unwrap_err();
-    assert!(err.to_string().starts_with("AFTER after.prom: no vllm:* series in AFTER"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("AFTER after.prom: no vllm:* series in AFTER"),
+        "{err}"
+    );
 }
