@@ -24,7 +24,9 @@
 //!
 //! **Input reset.** When any input series of the family decreased since the frame the last output
 //! was computed from (a vLLM restart: a counter reset), nothing is held: the output falls, as
-//! Prometheus expects of a counter reset.
+//! Prometheus expects of a counter reset. Nor when the family's set of input series changed (a
+//! scrape still arriving across requests plans the family from fewer series first; a bucket layout
+//! change; a series gone stale): a value computed from other inputs is no floor.
 //!
 //! After the hold, buckets are made non-decreasing in `le` and no bucket exceeds `_count`, and the
 //! `+Inf` bucket is set to `_count`.
@@ -47,11 +49,14 @@ impl Hold {
         inputs.iter().any(|(role, v)| self.inputs.iter().any(|(r, prev)| r == role && v < prev))
     }
 
-    /// Records that the frame with `inputs` was evaluated; on an input reset the served floor is
-    /// dropped and `true` returned. Called for every evaluation, including one whose family is
-    /// withheld.
+    /// Records that the frame with `inputs` was evaluated; on an input reset, or when the family's
+    /// input series changed (its plan gained or lost a series: a scrape still arriving, a bucket
+    /// layout change, a series gone stale), the served floor is dropped and `true` returned: a
+    /// value computed from other inputs is no floor for this one. Called for every evaluation,
+    /// including one whose family is withheld.
     pub fn observe_inputs(&mut self, inputs: Vec<(usize, f64)>) -> bool {
-        let reset = self.input_reset(&inputs);
+        let same_inputs = self.inputs.is_empty() || (self.inputs.len() == inputs.len() && self.inputs.iter().zip(&inputs).all(|(a, b)| a.0 == b.0));
+        let reset = self.input_reset(&inputs) || !same_inputs;
         if reset {
             self.served = None;
         }
@@ -160,5 +165,10 @@ mod tests {
         assert_eq!(hold.apply(DerivedValue::SumCount { sum: 9.0, count: 6.0 }), (DerivedValue::SumCount { sum: 10.0, count: 6.0 }, true));
         assert!(hold.observe_inputs(vec![(0, 1.0), (1, 6.0)]), "role 0 fell");
         assert_eq!(hold.apply(DerivedValue::SumCount { sum: 1.0, count: 0.5 }), (DerivedValue::SumCount { sum: 1.0, count: 0.5 }, false));
+        assert!(!hold.observe_inputs(vec![(0, 2.0), (1, 7.0)]));
+        let _ = hold.apply(DerivedValue::SumCount { sum: 2.0, count: 1.0 });
+        // A third input series joined the plan: the floor from two inputs is dropped.
+        assert!(hold.observe_inputs(vec![(0, 2.0), (1, 7.0), (2, 1.0)]), "the input set changed");
+        assert_eq!(hold.apply(DerivedValue::SumCount { sum: 1.5, count: 1.0 }), (DerivedValue::SumCount { sum: 1.5, count: 1.0 }, false));
     }
 }

@@ -9,10 +9,9 @@
 //!   counts, none above `_count`, and `+Inf` = `_count`;
 //! * every derived component (bucket by `le`, `_sum`, `_count`) of a group never falls between
 //!   two checks, except where the engine restarted that family's output on an input reset
-//!   (`EngineStats::output_resets` rose during the call that fed the group), after a staleness
+//!   or a change of its input series (`EngineStats::output_resets` rose during the call that
+//!   fed the group), after a staleness
 //!   marker to the group (it may leave and come back afresh) and after an idle sweep;
-//! * the engine reports an input reset for a group only if the program sent one of its series a
-//!   value below one sent before.
 
 use hashbrown::HashMap;
 
@@ -75,10 +74,6 @@ struct Harness {
     clock: i64,
     /// Last real value sent per series, the base of the next one.
     last_value: HashMap<Key, f64>,
-    /// Largest real value sent per series (by parsed `le`), to tell an input reset.
-    max_value: HashMap<Key, f64>,
-    /// Groups that were sent a value below an earlier one of the same series.
-    lowered: [bool; 2],
     /// Last derived value seen per (family, group labels), cleared when the group may restart.
     /// (Keyed by family and the group's `engine` label: the only group label that varies.)
     last_output: HashMap<(Family, u8), DerivedValue>,
@@ -137,11 +132,15 @@ fn check_shape(value: &DerivedValue) {
             "bounds ascend: {buckets:?}"
         );
         assert!(
-            buckets.windows(2).all(|w| w[1].1 >= w[0].1 || w[1].1.is_nan() || w[0].1.is_nan()),
+            buckets
+                .windows(2)
+                .all(|w| w[1].1 >= w[0].1 || w[1].1.is_nan() || w[0].1.is_nan()),
             "cumulative counts never fall with le: {buckets:?}"
         );
         assert!(
-            buckets.iter().all(|(_, c)| c.partial_cmp(count) != Some(std::cmp::Ordering::Greater)),
+            buckets
+                .iter()
+                .all(|(_, c)| c.partial_cmp(count) != Some(std::cmp::Ordering::Greater)),
             "no bucket above the count: {buckets:?} vs {count}"
         );
         let last = buckets.last().expect("a +Inf bucket");
@@ -195,9 +194,6 @@ impl Harness {
             if crate::protocol::is_stale_marker(s.value) {
                 self.excused[g] = true;
             } else if !s.value.is_nan() {
-                let max = self.max_value.entry(canonical).or_insert(s.value);
-                self.lowered[g] |= s.value < *max;
-                *max = max.max(s.value);
                 self.last_value.insert(canonical, s.value);
             }
         }
@@ -216,10 +212,6 @@ impl Harness {
         );
         let resets: u64 = self.engine.stats().output_resets.iter().sum();
         if std::mem::replace(&mut self.resets_seen, resets) < resets {
-            assert!(
-                self.lowered[g],
-                "an input reset reported for group {g}, which never had a value fall"
-            );
             self.excused[g] = true;
         }
         self.check();
@@ -330,8 +322,6 @@ pub fn run(data: &[u8]) -> usize {
         engine: Engine::new(config),
         clock: 1_750_000_000_000,
         last_value: HashMap::new(),
-        max_value: HashMap::new(),
-        lowered: [false; 2],
         last_output: HashMap::new(),
         resets_seen: 0,
         excused: [false; 2],
