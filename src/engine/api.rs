@@ -366,8 +366,9 @@ pub struct EngineStats {
     /// start, by [`Family::index`].
     pub output_holds: [u64; 4],
     /// Evaluations at which an input of the family was lower than at the family's previous
-    /// evaluation (a counter reset), so the output restarted instead of being held, since start,
-    /// by [`Family::index`]. Not exported; the engine fuzz target checks outputs against it.
+    /// evaluation (a counter reset), or the family's input series changed, so the output
+    /// restarted instead of being held, since start, by [`Family::index`]. Not exported; the
+    /// engine fuzz target checks outputs against it.
     pub output_resets: [u64; 4],
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
