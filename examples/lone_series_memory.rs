@@ -13,22 +13,53 @@ use vllm_corrector::protocol::{Label, Sample};
 static ALLOC: dhat::Alloc = dhat::Alloc;
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
     let _profiler = dhat::Profiler::builder().testing().build();
     let before = dhat::HeapStats::get();
-    let mut engine = Engine::new(EngineConfig { max_active_series: n, ..EngineConfig::default() });
-    let instances: Vec<String> = (0..n).map(|i| format!("10.0.{}.{}:8000", i / 250, i % 250)).collect();
+    let mut engine = Engine::new(EngineConfig {
+        max_active_series: n,
+        ..EngineConfig::default()
+    });
+    let instances: Vec<String> = (0..n)
+        .map(|i| format!("10.0.{}.{}:8000", i / 250, i % 250))
+        .collect();
     let mut report = IngestReport::default();
     for (k, ts) in [(1.0, 1_750_000_000_000i64), (2.0, 1_750_000_015_000)] {
         for instance in &instances {
             let labels = [
-                Label { name: "__name__", value: "vllm:generation_tokens_total" },
-                Label { name: "engine", value: "0" },
-                Label { name: "instance", value: instance },
-                Label { name: "job", value: "flood" },
-                Label { name: "model_name", value: "m" },
+                Label {
+                    name: "__name__",
+                    value: "vllm:generation_tokens_total",
+                },
+                Label {
+                    name: "engine",
+                    value: "0",
+                },
+                Label {
+                    name: "instance",
+                    value: instance,
+                },
+                Label {
+                    name: "job",
+                    value: "flood",
+                },
+                Label {
+                    name: "model_name",
+                    value: "m",
+                },
             ];
-            engine.ingest(&labels, &[Sample { value: k, timestamp_ms: ts }], ts, &mut report);
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value: k,
+                    timestamp_ms: ts,
+                }],
+                ts,
+                &mut report,
+            );
         }
     }
     let after = dhat::HeapStats::get();

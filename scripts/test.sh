@@ -26,6 +26,7 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   $sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
+cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
 cargo build --locked --all-targets
 cargo clippy --locked --all-targets -- -D warnings
 cargo bench --locked --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)

@@ -134,7 +134,10 @@ pub struct StorageSection {
 
 impl Default for StorageSection {
     fn default() -> Self {
-        StorageSection { path: None, write_interval: "30s".to_owned() }
+        StorageSection {
+            path: None,
+            write_interval: "30s".to_owned(),
+        }
     }
 }
 
@@ -385,7 +388,9 @@ impl FileConfig {
             return Ok(FileConfig::default());
         }
         serde_saphyr::from_str(text).map_err(|e| {
-            let field = e.location().and_then(|l| yaml_field_at(text, l.line() as usize));
+            let field = e
+                .location()
+                .and_then(|l| yaml_field_at(text, l.line() as usize));
             ConfigError::Yaml {
                 path: path.to_owned(),
                 message: match field {
@@ -433,11 +438,25 @@ impl Config {
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
             positive("limits.max_active_series", file.limits.max_active_series)?;
-        let (write_interval, _) = duration_ms("storage.write_interval", &file.storage.write_interval)?;
+        let (write_interval, _) =
+            duration_ms("storage.write_interval", &file.storage.write_interval)?;
         if write_interval < Duration::from_secs(1) {
-            return Err(invalid("storage.write_interval", format!("{:?} is below the minimum of 1s", file.storage.write_interval)));
+            return Err(invalid(
+                "storage.write_interval",
+                format!(
+                    "{:?} is below the minimum of 1s",
+                    file.storage.write_interval
+                ),
+            ));
         }
-        let storage = args.storage_path.clone().or(file.storage.path.clone()).map(|path| Storage { path, write_interval });
+        let storage = args
+            .storage_path
+            .clone()
+            .or(file.storage.path.clone())
+            .map(|path| Storage {
+                path,
+                write_interval,
+            });
         Ok(Config {
             storage,
             listen_address,
@@ -496,15 +515,20 @@ fn parse_listen_address(text: &str) -> Result<SocketAddr, ConfigError> {
         return Ok(address);
     }
     let resolved = full.to_socket_addrs().map_err(|e| {
-        invalid("--web.listen-address", format!("{text:?} is not HOST:PORT or :PORT: {e}"))
+        invalid(
+            "--web.listen-address",
+            format!("{text:?} is not HOST:PORT or :PORT: {e}"),
+        )
     })?;
     let mut resolved: Vec<SocketAddr> = resolved.collect();
     // Prefer IPv4 (what `localhost` means to most users), as Go's net.Listen does for "tcp".
     resolved.sort_by_key(|a| !a.is_ipv4());
-    resolved
-        .into_iter()
-        .next()
-        .ok_or_else(|| invalid("--web.listen-address", format!("{text:?} resolves to no address")))
+    resolved.into_iter().next().ok_or_else(|| {
+        invalid(
+            "--web.listen-address",
+            format!("{text:?} resolves to no address"),
+        )
+    })
 }
 
 fn duration_ms(field: &'static str, text: &str) -> Result<(Duration, i64), ConfigError> {
@@ -539,8 +563,11 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
             format!("{} is outside 0..=1000", section.missed_scrapes),
         ));
     }
-    let min_wait_ms =
-        duration_ms("engine.missed_scrapes_min_wait", &section.missed_scrapes_min_wait)?.1;
+    let min_wait_ms = duration_ms(
+        "engine.missed_scrapes_min_wait",
+        &section.missed_scrapes_min_wait,
+    )?
+    .1;
     Ok(EngineConfig {
         idle_timeout_ms,
         max_pending_frames: section.max_pending_frames,
@@ -570,7 +597,9 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
             ),
         ));
     }
-    let largest_request = section.max_body_bytes.saturating_add(section.max_decoded_bytes);
+    let largest_request = section
+        .max_body_bytes
+        .saturating_add(section.max_decoded_bytes);
     if section.max_inflight_bytes < largest_request {
         return Err(invalid(
             "limits.max_inflight_bytes",
@@ -578,9 +607,13 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
              accepted request could never be admitted",
         ));
     }
-    let body_timeout_ms = duration_ms("limits.request_body_timeout", &section.request_body_timeout)?.1;
+    let body_timeout_ms =
+        duration_ms("limits.request_body_timeout", &section.request_body_timeout)?.1;
     if body_timeout_ms <= 0 {
-        return Err(invalid("limits.request_body_timeout", "must be longer than 0s"));
+        return Err(invalid(
+            "limits.request_body_timeout",
+            "must be longer than 0s",
+        ));
     }
     let timeout = |field: &'static str, text: &str| -> Result<std::time::Duration, ConfigError> {
         let (d, ms) = duration_ms(field, text)?;
@@ -592,7 +625,10 @@ fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
     Ok(Limits {
         max_connections: positive("limits.max_connections", section.max_connections)?,
         header_read_timeout: timeout("limits.header_read_timeout", &section.header_read_timeout)?,
-        idle_connection_timeout: timeout("limits.idle_connection_timeout", &section.idle_connection_timeout)?,
+        idle_connection_timeout: timeout(
+            "limits.idle_connection_timeout",
+            &section.idle_connection_timeout,
+        )?,
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
         max_concurrent_requests: positive(

@@ -83,7 +83,11 @@ fn unknown_log_level_is_refused_by_the_parser() {
 
 #[test]
 fn listen_address_takes_prometheus_forms() {
-    let at = |a: &str| Config::from_args(args(&[&format!("--web.listen-address={a}")])).unwrap().listen_address;
+    let at = |a: &str| {
+        Config::from_args(args(&[&format!("--web.listen-address={a}")]))
+            .unwrap()
+            .listen_address
+    };
     assert_eq!(at(":9491"), "0.0.0.0:9491".parse().unwrap());
     assert_eq!(at("localhost:9491"), "127.0.0.1:9491".parse().unwrap());
     assert_eq!(at("[::1]:9491"), "[::1]:9491".parse().unwrap());
@@ -100,16 +104,14 @@ fn bad_listen_address_names_the_flag() {
 
 #[test]
 fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
-    let c =
-        from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n")
-            .unwrap();
+    let c = from_yaml("engine:\n  idle_timeout: 1h 30m\nlimits:\n  max_concurrent_requests: 8\n")
+        .unwrap();
     // 1 h 30 min = 5 400 s = 5 400 000 ms.
     assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
     assert_eq!(c.engine.max_pending_frames, 16);
     assert_eq!(c.limits.max_concurrent_requests, 8);
     assert_eq!(c.limits.max_body_bytes, 33_554_432);
-    let c =
-        from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
+    let c = from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
     assert_eq!(c.engine.max_active_series, 7);
     assert_eq!(c.limits.labels.max_label_value_length, 9);
 }
@@ -134,16 +136,28 @@ fn type_errors_name_the_field_in_the_message() {
     // serde-saphyr reports a line and column only: the field comes from the YAML's structure.
     let err = from_yaml("limits:\n  max_active_series: -5\n").unwrap_err();
     assert!(
-        err.to_string().starts_with("--config.file test.yaml: limits.max_active_series: "),
+        err.to_string()
+            .starts_with("--config.file test.yaml: limits.max_active_series: "),
         "{err}"
     );
     assert!(err.to_string().contains("invalid u64"), "{err}");
-    let err = from_yaml("# engine settings\nengine:\n  idle_timeout: 5m\n\n  max_pending_frames: many\n").unwrap_err();
-    assert!(err.to_string().contains(": engine.max_pending_frames: "), "{err}");
+    let err =
+        from_yaml("# engine settings\nengine:\n  idle_timeout: 5m\n\n  max_pending_frames: many\n")
+            .unwrap_err();
+    assert!(
+        err.to_string().contains(": engine.max_pending_frames: "),
+        "{err}"
+    );
     let err = from_yaml("engine:\n  idle_timeuot: 5m\n").unwrap_err();
     assert!(err.to_string().contains("engine.idle_timeuot: "), "{err}");
-    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 3).as_deref(), Some("a.b.c"));
-    assert_eq!(yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 4).as_deref(), Some("a.d"));
+    assert_eq!(
+        yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 3).as_deref(),
+        Some("a.b.c")
+    );
+    assert_eq!(
+        yaml_field_at("a:\n  b:\n    c: 1\n  d: 2\n", 4).as_deref(),
+        Some("a.d")
+    );
     assert_eq!(yaml_field_at("- x\n", 1), None);
 }
 
@@ -168,8 +182,15 @@ fn future_skew_is_a_duration_naming_its_field() {
 fn decoded_limit_below_the_body_limit_is_refused() {
     // Every body near max_body_bytes would declare more than max_decoded_bytes: all 413.
     let err = from_yaml("limits:\n  max_body_bytes: 1000\n  max_decoded_bytes: 10\n").unwrap_err();
-    assert!(err.to_string().starts_with("limits.max_decoded_bytes:"), "{err}");
-    assert!(err.to_string().contains("below limits.max_body_bytes (1000)"), "{err}");
+    assert!(
+        err.to_string().starts_with("limits.max_decoded_bytes:"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("below limits.max_body_bytes (1000)"),
+        "{err}"
+    );
     let c = from_yaml("limits:\n  max_body_bytes: 1000\n  max_decoded_bytes: 1000\n").unwrap();
     assert_eq!(c.limits.max_decoded_bytes, 1000);
 }
@@ -209,18 +230,27 @@ fn zero_limits_name_their_field() {
 #[test]
 fn connection_timeouts_are_read_and_zero_is_refused() {
     let c = from_yaml("limits:\n  header_read_timeout: 3s\n  idle_connection_timeout: 1m 30s\n  max_connections: 7\n").unwrap();
-    assert_eq!(c.limits.header_read_timeout, std::time::Duration::from_secs(3));
-    assert_eq!(c.limits.idle_connection_timeout, std::time::Duration::from_secs(90));
+    assert_eq!(
+        c.limits.header_read_timeout,
+        std::time::Duration::from_secs(3)
+    );
+    assert_eq!(
+        c.limits.idle_connection_timeout,
+        std::time::Duration::from_secs(90)
+    );
     assert_eq!(c.limits.max_connections, 7);
     for field in ["header_read_timeout", "idle_connection_timeout"] {
         let err = from_yaml(&format!("limits:\n  {field}: 0s\n")).unwrap_err();
-        assert_eq!(err.to_string(), format!("limits.{field}: must be longer than 0s"));
+        assert_eq!(
+            err.to_string(),
+            format!("limits.{field}: must be longer than 0s")
+        );
     }
 }
 
 #[test]
 fn missing_config_file_is_a_read_error() {
-    let err = Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"]))
-        .unwrap_err();
+    let err =
+        Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"])).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }), "{err}");
 }

@@ -209,7 +209,10 @@ fn fast_path_gives_the_full_paths_outcomes_and_outputs_over_random_scrapes() {
             "seed {seed}: {hits} hits"
         );
         // With the cap of 30 (seeds 4, 5), groups are evicted at the cap before they can go idle.
-        assert!(seed >= 4 || swept > 0, "seed {seed}: pod 2's groups are swept");
+        assert!(
+            seed >= 4 || swept > 0,
+            "seed {seed}: pod 2's groups are swept"
+        );
         assert!(rejected > 100, "seed {seed}: {rejected} rejected series");
     }
 }

@@ -230,7 +230,11 @@ fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
 #[test]
 fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
     let mut b = RequestV2Builder::new();
-    for name in ["vllm:inter_token_latency_seconds_sum", "vllm:e2e_request_latency_seconds_sum", "node_cpu_seconds_total"] {
+    for name in [
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_sum",
+        "node_cpu_seconds_total",
+    ] {
         let labels_refs = b.label_refs(&owned(&[("__name__", name)]));
         let metadata = Some(b.metadata(MetricType::Histogram, "Latency.", "seconds"));
         b.push(pb::TimeSeries {

@@ -73,8 +73,14 @@ pub fn write_atomically(dir: &Path, document: &str) -> std::io::Result<()> {
 /// Serialises the engine's state under its lock, then writes it off the lock (on a blocking
 /// thread); a failure is logged and counted in `vllm_corrector_state_write_failures_total`.
 pub async fn save(dir: PathBuf, engine: Arc<std::sync::Mutex<Engine>>, metrics: Arc<SelfMetrics>) {
-    let document = engine.lock().unwrap_or_else(std::sync::PoisonError::into_inner).state_document();
-    let written = tokio::task::spawn_blocking(move || write_atomically(&dir, &document).map_err(|e| (dir, e))).await;
+    let document = engine
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .state_document();
+    let written = tokio::task::spawn_blocking(move || {
+        write_atomically(&dir, &document).map_err(|e| (dir, e))
+    })
+    .await;
     match written {
         Ok(Ok(())) => {}
         Ok(Err((dir, e))) => {

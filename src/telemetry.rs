@@ -17,8 +17,8 @@ use crate::config::{LogFormat, LogLevel};
 use crate::engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use crate::protocol::{MetadataDropReason, MetadataDropped};
 
-pub mod events;
 pub mod connections;
+pub mod events;
 pub mod ops;
 pub mod storage;
 pub use connections::{CloseReason, ConnectionClosed};
@@ -134,7 +134,9 @@ impl SelfMetrics {
             ops: OpsMetrics::new(),
         };
         for limit in RequestLimit::ALL {
-            let _ = m.requests_limited.get_or_create(&[("limit", limit.as_str())]);
+            let _ = m
+                .requests_limited
+                .get_or_create(&[("limit", limit.as_str())]);
         }
         for reason in RejectReason::ALL {
             let _ = m
@@ -332,7 +334,9 @@ impl SelfMetrics {
         store(&self.counter_resets, stats.counter_resets);
         for family in Family::ALL {
             store(
-                &self.output_holds.get_or_create(&[("family", family.name())]),
+                &self
+                    .output_holds
+                    .get_or_create(&[("family", family.name())]),
                 stats.output_holds[family.index()],
             );
         }
@@ -459,7 +463,10 @@ impl InternalEvent for MetadataEntriesDropped {
     fn emit(self, metrics: &SelfMetrics) {
         let d = &self.dropped;
         let Some(suppressed) = METADATA_DROPS_LOGGED.allow() else {
-            tracing::debug!(protocol = self.protocol, "remote-write metadata dropped (log rate limit reached)");
+            tracing::debug!(
+                protocol = self.protocol,
+                "remote-write metadata dropped (log rate limit reached)"
+            );
             metrics.record_metadata_dropped(d);
             return;
         };

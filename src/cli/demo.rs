@@ -21,7 +21,9 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use super::compare::{Comparison, MIN_P99_REQUESTS, Row, comparison, plain_lines, render_table};
+pub use super::compare::{
+    Comparison, MIN_P99_REQUESTS, Row, comparison, plain_lines, render_table,
+};
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
 use super::service;
 use crate::config::Limits;

@@ -83,12 +83,26 @@ async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
     within(iter.corrected, iter.truth, 1e-9);
     // Profile 0.33 counts only computed prompt tokens: raw = corrected, and a note says why.
     within(iter.raw, iter.corrected, 1e-9);
-    assert!(last.notes.iter().any(|n| n.starts_with("iteration tokens: raw = corrected")), "{:?}", last.notes);
+    assert!(
+        last.notes
+            .iter()
+            .any(|n| n.starts_with("iteration tokens: raw = corrected")),
+        "{:?}",
+        last.notes
+    );
     // Six seconds at 6 req/s finish far fewer than 100 requests with n > 1: p99 is held.
-    assert!(last.finished - last.n_le_1 < MIN_P99_REQUESTS, "{}", last.finished);
+    assert!(
+        last.finished - last.n_le_1 < MIN_P99_REQUESTS,
+        "{}",
+        last.finished
+    );
     let p99 = last.row("tpot_p99_seconds").unwrap();
     assert_eq!((p99.raw, p99.corrected, p99.truth), (None, None, None));
-    assert!(last.notes.iter().any(|n| n.starts_with("TPOT p99 held")), "{:?}", last.notes);
+    assert!(
+        last.notes.iter().any(|n| n.starts_with("TPOT p99 held")),
+        "{:?}",
+        last.notes
+    );
     // Spec decoding is on: one output carries more than one token, so the raw per-output ITL
     // overstates the time per token.
     assert!(acc.raw.unwrap() > acc.truth.unwrap() * 1.2, "{text}");

@@ -31,7 +31,12 @@ use crate::sim::SimulateArgs;
 
 /// `--version`'s text: the crate version and the git commit it was built from (`build.rs`:
 /// `git rev-parse --short HEAD`, or `unknown` outside a git checkout).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VLLM_CORRECTOR_GIT_COMMIT"), ")");
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("VLLM_CORRECTOR_GIT_COMMIT"),
+    ")"
+);
 
 /// Everything `vllm-corrector` accepts: an optional subcommand, else the service's flags.
 #[derive(Debug, Parser)]

@@ -19,7 +19,11 @@ use super::readings::{GroupKey, GroupSeries, SeriesKey, series_text};
 /// Evidence that `after` was taken before `before` (one group of each dump), as one sentence
 /// naming the series, both lines and both timestamps; `None` when the dumps look in order or the
 /// dumps cannot tell.
-pub fn swap_evidence(group: &GroupKey, before: &GroupSeries, after: &GroupSeries) -> Option<String> {
+pub fn swap_evidence(
+    group: &GroupKey,
+    before: &GroupSeries,
+    after: &GroupSeries,
+) -> Option<String> {
     let text = |(name, dims): &SeriesKey| {
         let mut labels = group.clone();
         labels.extend(dims.iter().cloned());

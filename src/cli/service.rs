@@ -42,7 +42,12 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     );
     let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
     if let Some(storage) = &config.storage {
-        crate::storage::load(&storage.path, &mut state.lock_engine(), now_ms(), &state.metrics);
+        crate::storage::load(
+            &storage.path,
+            &mut state.lock_engine(),
+            now_ms(),
+            &state.metrics,
+        );
     }
     let reloader = Arc::new(Reloader::new(args, &state));
     let state = state.with_reloader(reloader.clone());
@@ -59,7 +64,10 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     let writer = config.storage.clone().map(|storage| {
         let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + storage.write_interval, storage.write_interval);
+            let mut tick = tokio::time::interval_at(
+                tokio::time::Instant::now() + storage.write_interval,
+                storage.write_interval,
+            );
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;

@@ -9,7 +9,8 @@ use crate::protocol::Label;
 /// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The corrected families"); the hot
 /// path tests membership with [`is_rule_dimension`].
 #[cfg(test)]
-pub(crate) const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
+pub(crate) const RULE_DIMENSIONS: [&str; 5] =
+    ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,7 +82,11 @@ fn label<'a>(labels: &[Label<'a>], name: &str) -> Option<&'a str> {
 pub(crate) fn parse_le(value: &str) -> Option<f64> {
     match value {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()).map(|f| f + 0.0),
+        v => v
+            .parse::<f64>()
+            .ok()
+            .filter(|f| !f.is_nan())
+            .map(|f| f + 0.0),
     }
 }
 
@@ -89,10 +94,19 @@ fn histogram(labels: &[Label<'_>], suffix: &str, make: fn(Part) -> Input) -> Opt
     match suffix {
         "_bucket" => {
             let le = parse_le(label(labels, "le")?)?;
-            Some(RoleKey { input: make(Part::Bucket), le_bits: le.to_bits() })
+            Some(RoleKey {
+                input: make(Part::Bucket),
+                le_bits: le.to_bits(),
+            })
         }
-        "_sum" => Some(RoleKey { input: make(Part::Sum), le_bits: 0 }),
-        "_count" => Some(RoleKey { input: make(Part::Count), le_bits: 0 }),
+        "_sum" => Some(RoleKey {
+            input: make(Part::Sum),
+            le_bits: 0,
+        }),
+        "_count" => Some(RoleKey {
+            input: make(Part::Count),
+            le_bits: 0,
+        }),
         _ => None,
     }
 }
@@ -115,20 +129,28 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
     match name {
         "vllm:request_generation_tokens_bucket" => {
             let le = parse_le(label(labels, "le")?)?;
-            (le == 1.0).then_some(RoleKey { input: Input::GenLe1, le_bits: 0 })
+            (le == 1.0).then_some(RoleKey {
+                input: Input::GenLe1,
+                le_bits: 0,
+            })
         }
         "vllm:request_generation_tokens_count" => plain(Input::GenCount),
         "vllm:generation_tokens_total" => plain(Input::GenTotal),
         "vllm:time_to_first_token_seconds_count" => plain(Input::TtftCount),
-        "vllm:prompt_tokens_by_source_total" => {
-            (label(labels, "source")? == "local_compute").then_some(RoleKey { input: Input::LocalCompute, le_bits: 0 })
-        }
+        "vllm:prompt_tokens_by_source_total" => (label(labels, "source")? == "local_compute")
+            .then_some(RoleKey {
+                input: Input::LocalCompute,
+                le_bits: 0,
+            }),
         "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
         "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
         "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
         "vllm:spec_decode_num_accepted_tokens_per_pos_total" => {
             let pos = label(labels, "position")?.parse::<u16>().ok()?;
-            Some(RoleKey { input: Input::AcceptedPerPos, le_bits: f64::from(pos).to_bits() })
+            Some(RoleKey {
+                input: Input::AcceptedPerPos,
+                le_bits: f64::from(pos).to_bits(),
+            })
         }
         _ => None,
     }
@@ -163,11 +185,17 @@ pub const READ_NAMES: [ReadName; 18] = [
     any("vllm:request_time_per_output_token_seconds_bucket"),
     any("vllm:request_time_per_output_token_seconds_sum"),
     any("vllm:request_time_per_output_token_seconds_count"),
-    ReadName { name: "vllm:request_generation_tokens_bucket", only: Some(("le", r"1(\.0+)?")) },
+    ReadName {
+        name: "vllm:request_generation_tokens_bucket",
+        only: Some(("le", r"1(\.0+)?")),
+    },
     any("vllm:request_generation_tokens_count"),
     any("vllm:generation_tokens_total"),
     any("vllm:time_to_first_token_seconds_count"),
-    ReadName { name: "vllm:prompt_tokens_by_source_total", only: Some(("source", "local_compute")) },
+    ReadName {
+        name: "vllm:prompt_tokens_by_source_total",
+        only: Some(("source", "local_compute")),
+    },
     any("vllm:iteration_tokens_total_count"),
     any("vllm:spec_decode_num_accepted_tokens_total"),
     any("vllm:spec_decode_num_drafts_total"),
@@ -182,7 +210,11 @@ pub(crate) fn may_be_read(name: &str) -> bool {
     let Some(rest) = name.strip_prefix("vllm:") else {
         return false;
     };
-    for histogram in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+    for histogram in [
+        "inter_token_latency_seconds",
+        "time_per_output_token_seconds",
+        "request_time_per_output_token_seconds",
+    ] {
         if let Some(suffix) = rest.strip_prefix(histogram) {
             return matches!(suffix, "_bucket" | "_sum" | "_count");
         }
@@ -209,12 +241,16 @@ pub(crate) fn may_be_read(name: &str) -> bool {
 pub(crate) fn is_read_family(family: &str) -> bool {
     family.starts_with("vllm:")
         && READ_NAMES.iter().any(|read| {
-            read.name.strip_prefix(family).is_some_and(|suffix| matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count"))
+            read.name.strip_prefix(family).is_some_and(|suffix| {
+                matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count")
+            })
         })
 }
 
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
-pub(crate) fn group_labels<'l, 'a>(labels: &'l [Label<'a>]) -> impl Iterator<Item = &'l Label<'a>> + Clone {
+pub(crate) fn group_labels<'l, 'a>(
+    labels: &'l [Label<'a>],
+) -> impl Iterator<Item = &'l Label<'a>> + Clone {
     labels.iter().filter(|l| !is_rule_dimension(l.name))
 }
 
@@ -244,10 +280,17 @@ mod tests {
         let le1 = [l("le", "1.0")];
         let local = [l("source", "local_compute")];
         let mut classified = 0;
-        for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds"] {
+        for base in [
+            "inter_token_latency_seconds",
+            "time_per_output_token_seconds",
+            "request_time_per_output_token_seconds",
+        ] {
             for suffix in ["_bucket", "_sum", "_count"] {
                 let name = format!("vllm:{base}{suffix}");
-                assert!(classify(&name, &le1).is_some() && may_be_read(&name), "{name}");
+                assert!(
+                    classify(&name, &le1).is_some() && may_be_read(&name),
+                    "{name}"
+                );
                 classified += 1;
             }
         }
@@ -260,7 +303,10 @@ mod tests {
             "vllm:spec_decode_num_accepted_tokens_total",
             "vllm:spec_decode_num_drafts_total",
         ] {
-            assert!(classify(name, &le1).is_some() && may_be_read(name), "{name}");
+            assert!(
+                classify(name, &le1).is_some() && may_be_read(name),
+                "{name}"
+            );
             classified += 1;
         }
         assert!(classify("vllm:prompt_tokens_by_source_total", &local).is_some());
@@ -281,7 +327,10 @@ mod tests {
             "inter_token_latency_seconds_bucket",
             "up",
         ] {
-            assert!(!may_be_read(name) && classify(name, &le1).is_none(), "{name}");
+            assert!(
+                !may_be_read(name) && classify(name, &le1).is_none(),
+                "{name}"
+            );
         }
     }
 
@@ -297,7 +346,14 @@ mod tests {
         ] {
             assert!(is_read_family(family), "{family}");
         }
-        for family in ["vllm:num_requests_running", "vllm:iteration_tokens", "up", "node_cpu_seconds_total", "vllm:e2e_request_latency_seconds", ""] {
+        for family in [
+            "vllm:num_requests_running",
+            "vllm:iteration_tokens",
+            "up",
+            "node_cpu_seconds_total",
+            "vllm:e2e_request_latency_seconds",
+            "",
+        ] {
             assert!(!is_read_family(family), "{family}");
         }
     }
@@ -312,21 +368,43 @@ mod tests {
                 Some(other) => panic!("unexpected restriction {other:?}"),
                 None => vec![l("le", "0.5"), l("position", "0")],
             };
-            assert!(classify(read.name, &labels).is_some() && may_be_read(read.name), "{}", read.name);
+            assert!(
+                classify(read.name, &labels).is_some() && may_be_read(read.name),
+                "{}",
+                read.name
+            );
         }
         // Every name may_be_read admits is listed: try each listed base with every suffix a
         // histogram or counter can carry, and a few neighbours.
         let listed: Vec<&str> = READ_NAMES.iter().map(|r| r.name).collect();
-        for base in ["inter_token_latency_seconds", "time_per_output_token_seconds", "request_time_per_output_token_seconds",
-            "request_generation_tokens", "generation_tokens", "time_to_first_token_seconds", "prompt_tokens_by_source",
-            "iteration_tokens_total", "spec_decode_num_accepted_tokens", "spec_decode_num_drafts", "prompt_tokens",
-            "spec_decode_num_accepted_tokens_per_pos"]
-        {
-            for suffix in ["", "_total", "_bucket", "_sum", "_count", "_created", "_total_count"] {
+        for base in [
+            "inter_token_latency_seconds",
+            "time_per_output_token_seconds",
+            "request_time_per_output_token_seconds",
+            "request_generation_tokens",
+            "generation_tokens",
+            "time_to_first_token_seconds",
+            "prompt_tokens_by_source",
+            "iteration_tokens_total",
+            "spec_decode_num_accepted_tokens",
+            "spec_decode_num_drafts",
+            "prompt_tokens",
+            "spec_decode_num_accepted_tokens_per_pos",
+        ] {
+            for suffix in [
+                "",
+                "_total",
+                "_bucket",
+                "_sum",
+                "_count",
+                "_created",
+                "_total_count",
+            ] {
                 let name = format!("vllm:{base}{suffix}");
-                let read = may_be_read(&name) && (classify(&name, &[l("le", "1")]).is_some()
-                    || classify(&name, &[l("source", "local_compute")]).is_some()
-                    || classify(&name, &[l("position", "0")]).is_some());
+                let read = may_be_read(&name)
+                    && (classify(&name, &[l("le", "1")]).is_some()
+                        || classify(&name, &[l("source", "local_compute")]).is_some()
+                        || classify(&name, &[l("position", "0")]).is_some());
                 assert_eq!(read, listed.contains(&name.as_str()), "{name}");
             }
         }
@@ -344,8 +422,12 @@ mod tests {
                 r.name == name
                     && match r.only {
                         None => true,
-                        Some(("le", _)) => labels.iter().any(|(n, v)| n == "le" && parse_le(v) == Some(1.0)),
-                        Some((label, value)) => labels.iter().any(|(n, v)| n == label && v == value),
+                        Some(("le", _)) => labels
+                            .iter()
+                            .any(|(n, v)| n == "le" && parse_le(v) == Some(1.0)),
+                        Some((label, value)) => {
+                            labels.iter().any(|(n, v)| n == label && v == value)
+                        }
                     }
             })
         };
@@ -353,22 +435,37 @@ mod tests {
         for profile in Profile::ALL {
             let cfg = SimConfig {
                 profile,
-                spec: Some(SpecConfig { num_speculative_tokens: 3, acceptance_prob: 0.7, no_draft_fraction: 0.2 }),
+                spec: Some(SpecConfig {
+                    num_speculative_tokens: 3,
+                    acceptance_prob: 0.7,
+                    no_draft_fraction: 0.2,
+                }),
                 ..SimConfig::default()
             };
             let mut sim = Simulator::new(cfg).expect("simulator config");
             sim.advance_to(20.0);
             for s in sim.snapshot().samples() {
-                let labels: Vec<Label<'_>> = s.labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+                let labels: Vec<Label<'_>> = s
+                    .labels
+                    .iter()
+                    .map(|(n, v)| Label { name: n, value: v })
+                    .collect();
                 let classified = classify(&s.name, &labels).is_some();
-                assert_eq!(classified, admits(&s.name, &s.labels), "{profile:?}: {} {:?}", s.name, s.labels);
+                assert_eq!(
+                    classified,
+                    admits(&s.name, &s.labels),
+                    "{profile:?}: {} {:?}",
+                    s.name,
+                    s.labels
+                );
                 if classified {
                     read.insert(s.name.clone());
                 }
             }
         }
         // Every listed name occurs in some profile's exposition.
-        let listed: std::collections::BTreeSet<String> = READ_NAMES.iter().map(|r| r.name.to_owned()).collect();
+        let listed: std::collections::BTreeSet<String> =
+            READ_NAMES.iter().map(|r| r.name.to_owned()).collect();
         assert_eq!(read, listed);
     }
 
@@ -377,7 +474,17 @@ mod tests {
         for name in RULE_DIMENSIONS {
             assert!(is_rule_dimension(name), "{name}");
         }
-        for name in ["instance", "engine", "model_name", "l", "les", "sources", "__name_", "finished_reasons", ""] {
+        for name in [
+            "instance",
+            "engine",
+            "model_name",
+            "l",
+            "les",
+            "sources",
+            "__name_",
+            "finished_reasons",
+            "",
+        ] {
             assert!(!is_rule_dimension(name), "{name}");
         }
     }
@@ -385,15 +492,24 @@ mod tests {
     #[test]
     fn le_is_parsed_as_a_float_whatever_its_formatting() {
         for text in ["1", "1.0", "1e0", "1.00"] {
-            let labels = [l("__name__", "vllm:request_generation_tokens_bucket"), l("le", text)];
+            let labels = [
+                l("__name__", "vllm:request_generation_tokens_bucket"),
+                l("le", text),
+            ];
             assert_eq!(
                 classify("vllm:request_generation_tokens_bucket", &labels),
-                Some(RoleKey { input: Input::GenLe1, le_bits: 0 }),
+                Some(RoleKey {
+                    input: Input::GenLe1,
+                    le_bits: 0
+                }),
                 "le={text}"
             );
         }
         let other = [l("le", "2.0")];
-        assert_eq!(classify("vllm:request_generation_tokens_bucket", &other), None);
+        assert_eq!(
+            classify("vllm:request_generation_tokens_bucket", &other),
+            None
+        );
         assert_eq!(parse_le("+Inf"), Some(f64::INFINITY));
         assert_eq!(parse_le("1e+06"), Some(1_000_000.0));
         assert_eq!(parse_le("NaN"), None);
@@ -403,15 +519,24 @@ mod tests {
     fn negative_zero_le_is_the_same_bound_as_zero() {
         // Found by the rw1 fuzz target: "-0.0" and "0.0" became two buckets with equal bounds.
         assert_eq!(parse_le("-0.0").map(f64::to_bits), Some(0.0f64.to_bits()));
-        assert_eq!(parse_le("-0").map(f64::to_bits), parse_le("0").map(f64::to_bits));
+        assert_eq!(
+            parse_le("-0").map(f64::to_bits),
+            parse_le("0").map(f64::to_bits)
+        );
     }
 
     #[test]
     fn created_series_and_unread_series_are_unused() {
-        assert_eq!(classify("vllm:inter_token_latency_seconds_created", &[]), None);
+        assert_eq!(
+            classify("vllm:inter_token_latency_seconds_created", &[]),
+            None
+        );
         assert_eq!(classify("vllm:generation_tokens_created", &[]), None);
         assert_eq!(classify("vllm:num_requests_running", &[]), None);
-        assert_eq!(classify("vllm:spec_decode_num_draft_tokens_total", &[]), None);
+        assert_eq!(
+            classify("vllm:spec_decode_num_draft_tokens_total", &[]),
+            None
+        );
     }
 
     #[test]
@@ -420,18 +545,34 @@ mod tests {
         let key = classify("vllm:time_per_output_token_seconds_bucket", &b).unwrap();
         assert_eq!(key.input, Input::OldItl(Part::Bucket));
         assert_eq!(key.bound(), 0.05);
-        assert_eq!(classify("vllm:inter_token_latency_seconds_sum", &[]).unwrap().input, Input::Itl(Part::Sum));
         assert_eq!(
-            classify("vllm:request_time_per_output_token_seconds_count", &[]).unwrap().input,
+            classify("vllm:inter_token_latency_seconds_sum", &[])
+                .unwrap()
+                .input,
+            Input::Itl(Part::Sum)
+        );
+        assert_eq!(
+            classify("vllm:request_time_per_output_token_seconds_count", &[])
+                .unwrap()
+                .input,
             Input::Tpot(Part::Count)
         );
-        assert_eq!(classify("vllm:inter_token_latency_seconds_bucket", &[]), None, "bucket without le");
+        assert_eq!(
+            classify("vllm:inter_token_latency_seconds_bucket", &[]),
+            None,
+            "bucket without le"
+        );
     }
 
     #[test]
     fn only_local_compute_prompt_tokens_are_read() {
         let name = "vllm:prompt_tokens_by_source_total";
-        assert_eq!(classify(name, &[l("source", "local_compute")]).unwrap().input, Input::LocalCompute);
+        assert_eq!(
+            classify(name, &[l("source", "local_compute")])
+                .unwrap()
+                .input,
+            Input::LocalCompute
+        );
         assert_eq!(classify(name, &[l("source", "local_cache_hit")]), None);
         assert_eq!(classify(name, &[l("source", "external_kv_transfer")]), None);
     }

@@ -153,18 +153,26 @@ mod tests {
     use crate::engine::classify::classify;
     use crate::engine::{Engine, EngineConfig, IngestReport};
     use crate::protocol::{Label, Sample};
-    use crate::sim::{Profile, SimConfig, SpecConfig, Simulator};
+    use crate::sim::{Profile, SimConfig, Simulator, SpecConfig};
 
     fn plain(input: Input) -> RoleKey {
         RoleKey { input, le_bits: 0 }
     }
 
     fn bucket(make: fn(Part) -> Input, le: f64) -> RoleKey {
-        RoleKey { input: make(Part::Bucket), le_bits: le.to_bits() }
+        RoleKey {
+            input: make(Part::Bucket),
+            le_bits: le.to_bits(),
+        }
     }
 
     fn histogram(make: fn(Part) -> Input) -> Vec<RoleKey> {
-        vec![bucket(make, 0.1), bucket(make, f64::INFINITY), plain(make(Part::Sum)), plain(make(Part::Count))]
+        vec![
+            bucket(make, 0.1),
+            bucket(make, f64::INFINITY),
+            plain(make(Part::Sum)),
+            plain(make(Part::Count)),
+        ]
     }
 
     /// The role set of a vLLM 0.33 engine with spec decoding, written from the table in docs/METRICS.md, "The input series".
@@ -172,8 +180,15 @@ mod tests {
         let mut keys = histogram(Input::Itl);
         keys.extend(histogram(Input::Tpot));
         keys.extend(
-            [Input::GenLe1, Input::GenCount, Input::GenTotal, Input::TtftCount, Input::LocalCompute, Input::IterCount]
-                .map(plain),
+            [
+                Input::GenLe1,
+                Input::GenCount,
+                Input::GenTotal,
+                Input::TtftCount,
+                Input::LocalCompute,
+                Input::IterCount,
+            ]
+            .map(plain),
         );
         keys.extend([plain(Input::Accepted), plain(Input::Drafts)]);
         keys
@@ -185,12 +200,23 @@ mod tests {
 
     /// The role keys of every series the simulator exposes for `profile` (one engine).
     fn simulated(profile: Profile, spec: bool) -> Vec<RoleKey> {
-        let mut cfg = SimConfig { profile, ..SimConfig::default() };
-        cfg.spec = spec.then_some(SpecConfig { num_speculative_tokens: 2, acceptance_prob: 0.7, no_draft_fraction: 0.0 });
+        let mut cfg = SimConfig {
+            profile,
+            ..SimConfig::default()
+        };
+        cfg.spec = spec.then_some(SpecConfig {
+            num_speculative_tokens: 2,
+            acceptance_prob: 0.7,
+            no_draft_fraction: 0.0,
+        });
         let sim = Simulator::new(cfg).expect("valid simulator config");
         let mut keys = Vec::new();
         for s in sim.snapshot().samples() {
-            let labels: Vec<Label<'_>> = s.labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
+            let labels: Vec<Label<'_>> = s
+                .labels
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
             keys.extend(classify(&s.name, &labels));
         }
         keys
@@ -206,14 +232,29 @@ mod tests {
             let mut owned = s.labels.clone();
             owned.push(("__name__".to_string(), s.name.clone()));
             owned.sort();
-            let labels: Vec<Label<'_>> = owned.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-            engine.ingest(&labels, &[Sample { value: s.value, timestamp_ms: snapshot.timestamp_ms }], 0, &mut report);
+            let labels: Vec<Label<'_>> = owned
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value: s.value,
+                    timestamp_ms: snapshot.timestamp_ms,
+                }],
+                0,
+                &mut report,
+            );
         }
     }
 
     fn spec_sim() -> Simulator {
         let cfg = SimConfig {
-            spec: Some(SpecConfig { num_speculative_tokens: 2, acceptance_prob: 0.7, no_draft_fraction: 0.0 }),
+            spec: Some(SpecConfig {
+                num_speculative_tokens: 2,
+                acceptance_prob: 0.7,
+                no_draft_fraction: 0.0,
+            }),
             ..SimConfig::default()
         };
         Simulator::new(cfg).expect("valid simulator config")
@@ -250,10 +291,18 @@ mod tests {
 
     #[test]
     fn every_simulated_vllm_profile_is_complete() {
-        for profile in [Profile::V0_10, Profile::V0_14, Profile::V0_22, Profile::V0_33] {
+        for profile in [
+            Profile::V0_10,
+            Profile::V0_14,
+            Profile::V0_22,
+            Profile::V0_33,
+        ] {
             for spec in [false, true] {
                 let keys = simulated(profile, spec);
-                assert!(keys.len() > 20, "{profile:?}: the simulator exposes the classified series");
+                assert!(
+                    keys.len() > 20,
+                    "{profile:?}: the simulator exposes the classified series"
+                );
                 assert_eq!(check(keys), Ok(()), "{profile:?} spec={spec}");
             }
         }
@@ -265,47 +314,92 @@ mod tests {
         assert_eq!(check(Vec::new()), Ok(()), "no role at all is not a problem");
         // vLLM 0.10: old ITL name only, no request TPOT, no by-source prompt tokens, no spec decoding.
         let v010 = without(&full(), |k| {
-            matches!(k.input, Input::Itl(_) | Input::Tpot(_) | Input::LocalCompute | Input::Accepted | Input::Drafts)
+            matches!(
+                k.input,
+                Input::Itl(_)
+                    | Input::Tpot(_)
+                    | Input::LocalCompute
+                    | Input::Accepted
+                    | Input::Drafts
+            )
         });
         let mut v010 = v010;
         v010.extend(histogram(Input::OldItl));
         assert_eq!(check(v010), Ok(()));
         // Custom token buckets without a `1` bound (0.33): withheld as no_le_1_bound, not incomplete.
-        assert_eq!(check(without(&full(), |k| k.input == Input::GenLe1)), Ok(()));
+        assert_eq!(
+            check(without(&full(), |k| k.input == Input::GenLe1)),
+            Ok(())
+        );
     }
 
     #[test]
     fn broken_histograms_are_incomplete() {
         let no_count = without(&full(), |k| k.input == Input::Itl(Part::Count));
-        assert_eq!(check(no_count), Err(Incomplete::MissingHistogramPart(Hist::Itl)));
+        assert_eq!(
+            check(no_count),
+            Err(Incomplete::MissingHistogramPart(Hist::Itl))
+        );
         let no_sum = without(&full(), |k| k.input == Input::Tpot(Part::Sum));
-        assert_eq!(check(no_sum), Err(Incomplete::MissingHistogramPart(Hist::Tpot)));
+        assert_eq!(
+            check(no_sum),
+            Err(Incomplete::MissingHistogramPart(Hist::Tpot))
+        );
         let no_buckets = without(&full(), |k| k.input == Input::Itl(Part::Bucket));
-        assert_eq!(check(no_buckets), Err(Incomplete::MissingHistogramPart(Hist::Itl)));
+        assert_eq!(
+            check(no_buckets),
+            Err(Incomplete::MissingHistogramPart(Hist::Itl))
+        );
         let no_inf = without(&full(), |k| *k == bucket(Input::Tpot, f64::INFINITY));
         assert_eq!(check(no_inf), Err(Incomplete::NoInfBucket(Hist::Tpot)));
         let gen_bucket_alone = without(&full(), |k| k.input == Input::GenCount);
-        assert_eq!(check(gen_bucket_alone), Err(Incomplete::MissingHistogramPart(Hist::GenerationTokens)));
+        assert_eq!(
+            check(gen_bucket_alone),
+            Err(Incomplete::MissingHistogramPart(Hist::GenerationTokens))
+        );
     }
 
     #[test]
     fn series_registered_together_must_arrive_together() {
         let no_gen_total = without(&full(), |k| k.input == Input::GenTotal);
-        assert_eq!(check(no_gen_total), Err(Incomplete::MissingCoreSeries(Input::GenTotal)));
+        assert_eq!(
+            check(no_gen_total),
+            Err(Incomplete::MissingCoreSeries(Input::GenTotal))
+        );
         let no_ttft = without(&full(), |k| k.input == Input::TtftCount);
-        assert_eq!(check(no_ttft), Err(Incomplete::MissingCoreSeries(Input::TtftCount)));
+        assert_eq!(
+            check(no_ttft),
+            Err(Incomplete::MissingCoreSeries(Input::TtftCount))
+        );
         let no_iterations = without(&full(), |k| k.input == Input::IterCount);
-        assert_eq!(check(no_iterations), Err(Incomplete::MissingCoreSeries(Input::IterCount)));
+        assert_eq!(
+            check(no_iterations),
+            Err(Incomplete::MissingCoreSeries(Input::IterCount))
+        );
         let no_itl = without(&full(), |k| matches!(k.input, Input::Itl(_)));
-        assert_eq!(check(no_itl), Err(Incomplete::MissingCoreSeries(Input::Itl(Part::Count))));
-        let tpot_alone = without(&full(), |k| matches!(k.input, Input::GenCount | Input::GenLe1));
-        assert_eq!(check(tpot_alone), Err(Incomplete::TpotWithoutGenerationTokens));
+        assert_eq!(
+            check(no_itl),
+            Err(Incomplete::MissingCoreSeries(Input::Itl(Part::Count)))
+        );
+        let tpot_alone = without(&full(), |k| {
+            matches!(k.input, Input::GenCount | Input::GenLe1)
+        });
+        assert_eq!(
+            check(tpot_alone),
+            Err(Incomplete::TpotWithoutGenerationTokens)
+        );
         let no_token_histogram = without(&full(), |k| {
             matches!(k.input, Input::GenCount | Input::GenLe1 | Input::Tpot(_))
         });
-        assert_eq!(check(no_token_histogram), Err(Incomplete::MissingCoreSeries(Input::GenCount)));
+        assert_eq!(
+            check(no_token_histogram),
+            Err(Incomplete::MissingCoreSeries(Input::GenCount))
+        );
         let accepted_alone = without(&full(), |k| k.input == Input::Drafts);
-        assert_eq!(check(accepted_alone), Err(Incomplete::SpecDecodeCounterAlone));
+        assert_eq!(
+            check(accepted_alone),
+            Err(Incomplete::SpecDecodeCounterAlone)
+        );
         let drafts_alone = without(&full(), |k| k.input == Input::Accepted);
         assert_eq!(check(drafts_alone), Err(Incomplete::SpecDecodeCounterAlone));
     }

@@ -25,7 +25,9 @@ impl Engine {
     /// True when the group in `slot` may be evicted at `now_ms`.
     fn evictable(&self, slot: u32, now_ms: i64) -> bool {
         let group = self.group(slot);
-        group.feeds_no_family() && (group.incomplete() || now_ms.saturating_sub(group.last_seen_ms) >= UNUSABLE_GRACE_MS)
+        group.feeds_no_family()
+            && (group.incomplete()
+                || now_ms.saturating_sub(group.last_seen_ms) >= UNUSABLE_GRACE_MS)
     }
 
     /// Ensures one more series fits under `max_active_series`, evicting groups that feed no family
@@ -34,18 +36,28 @@ impl Engine {
         while self.tracked_series >= self.config.max_active_series {
             match self.evictable.pop() {
                 Some((slot, generation)) => {
-                    if Some(slot) != keep && self.live(slot, generation) && self.evictable(slot, now_ms) {
+                    if Some(slot) != keep
+                        && self.live(slot, generation)
+                        && self.evictable(slot, now_ms)
+                    {
                         self.remove_group(slot);
                         self.removed_evicted += 1;
                     }
                 }
                 None => {
-                    if self.evictable_scanned_ms.is_some_and(|t| now_ms.saturating_sub(t) < SCAN_INTERVAL_MS) {
+                    if self
+                        .evictable_scanned_ms
+                        .is_some_and(|t| now_ms.saturating_sub(t) < SCAN_INTERVAL_MS)
+                    {
                         return false;
                     }
                     self.evictable_scanned_ms = Some(now_ms);
                     let found: Vec<(u32, u32)> = (0..self.slots.len() as u32)
-                        .filter(|i| Some(*i) != keep && self.slots[*i as usize].entry.is_some() && self.evictable(*i, now_ms))
+                        .filter(|i| {
+                            Some(*i) != keep
+                                && self.slots[*i as usize].entry.is_some()
+                                && self.evictable(*i, now_ms)
+                        })
                         .map(|i| (i, self.slots[i as usize].generation))
                         .collect();
                     if found.is_empty() {

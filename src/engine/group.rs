@@ -48,16 +48,24 @@ const MASK_ROLES: usize = RoleMask::BITS as usize;
 
 /// The mask of `roles`, or `None` when one of them is beyond [`MASK_ROLES`].
 fn mask_of(roles: &[usize]) -> Option<RoleMask> {
-    roles.iter().try_fold(0, |m, &r| (r < MASK_ROLES).then(|| m | (1 << r)))
+    roles
+        .iter()
+        .try_fold(0, |m, &r| (r < MASK_ROLES).then(|| m | (1 << r)))
 }
 
 impl Frame {
     fn new(ts: i64, roles: usize) -> Frame {
-        Frame { ts, values: vec![f64::NAN; roles], present: 0 }
+        Frame {
+            ts,
+            values: vec![f64::NAN; roles],
+            present: 0,
+        }
     }
 
     fn holds(&self, roles: &[usize]) -> bool {
-        roles.iter().all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
+        roles
+            .iter()
+            .all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
     }
 
     /// [`Frame::holds`] in one test when the plan's roles fit in a mask.
@@ -78,7 +86,10 @@ struct PlanRoles {
 
 impl PlanRoles {
     fn new(roles: Vec<usize>) -> PlanRoles {
-        PlanRoles { mask: mask_of(&roles), roles }
+        PlanRoles {
+            mask: mask_of(&roles),
+            roles,
+        }
     }
 
     fn contains(&self, role: usize) -> bool {
@@ -127,7 +138,11 @@ impl Committed {
     /// True when every number is finite (JSON, the storage format, has no other numbers).
     pub(crate) fn is_finite(&self) -> bool {
         let point = self.point.as_ref().is_none_or(|p| {
-            [p.count, p.sum, p.generated, p.first_outputs].iter().chain(&p.finite).chain(&p.per_pos).all(|v| v.is_finite())
+            [p.count, p.sum, p.generated, p.first_outputs]
+                .iter()
+                .chain(&p.finite)
+                .chain(&p.per_pos)
+                .all(|v| v.is_finite())
         });
         point && self.acc.iter().chain(&self.bounds).all(|v| v.is_finite())
     }
@@ -135,7 +150,11 @@ impl Committed {
     /// True when the shapes agree (one bucket per finite bound plus `+Inf`, a point with one count
     /// per bound), as a state this engine wrote does; a restored state is checked with it.
     pub(crate) fn is_consistent(&self) -> bool {
-        self.acc.len() == self.bounds.len() + 1 && self.point.as_ref().is_none_or(|p| p.finite.len() == self.bounds.len())
+        self.acc.len() == self.bounds.len() + 1
+            && self
+                .point
+                .as_ref()
+                .is_none_or(|p| p.finite.len() == self.bounds.len())
     }
 }
 
@@ -167,11 +186,20 @@ pub(crate) struct GroupEvents {
 }
 
 fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
-    roles.iter().enumerate().filter(|(_, r)| !r.stale).map(|(i, r)| (r.key, i)).collect()
+    roles
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.stale)
+        .map(|(i, r)| (r.key, i))
+        .collect()
 }
 
 /// The cached plan of `family`, decided from the learned roles when the role set changed.
-fn plan_of<'s>(slots: &'s mut [Slot; 4], roles: &[Role], family: Family) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
+fn plan_of<'s>(
+    slots: &'s mut [Slot; 4],
+    roles: &[Role],
+    family: Family,
+) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
         rules::plan(family, &learned(roles)).map(|p| {
@@ -284,10 +312,12 @@ impl Group {
     /// the group's series can feed nothing. Uses the cached plans where they are decided.
     pub fn feeds_no_family(&self) -> bool {
         let learned = std::cell::OnceCell::new();
-        Family::ALL.iter().all(|f| match &self.slots[f.index()].plan {
-            Some(plan) => plan.is_err(),
-            None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
-        })
+        Family::ALL
+            .iter()
+            .all(|f| match &self.slots[f.index()].plan {
+                Some(plan) => plan.is_err(),
+                None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
+            })
     }
 
     fn roles_changed(&mut self, ts: i64) {
@@ -300,7 +330,12 @@ impl Group {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {
-                self.roles.push(Role { key, newest_ts: i64::MIN, stale: false, newest_is_marker: false });
+                self.roles.push(Role {
+                    key,
+                    newest_ts: i64::MIN,
+                    stale: false,
+                    newest_is_marker: false,
+                });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
                 self.roles_changed(ts);
@@ -361,7 +396,8 @@ impl Group {
                     return None;
                 }
                 if i == self.frames.len() && ts > self.roles_changed_ts {
-                    self.scrapes_since_roles_changed = self.scrapes_since_roles_changed.saturating_add(1);
+                    self.scrapes_since_roles_changed =
+                        self.scrapes_since_roles_changed.saturating_add(1);
                 }
                 self.frames.insert(i, Frame::new(ts, self.roles.len()));
                 if self.frames.len() > max_frames {
@@ -402,7 +438,9 @@ impl Group {
     /// Re-evaluates every family that reads `role` and for which frame `frame` is now complete.
     fn after_insert(&mut self, role: usize, frame: usize) {
         for family in Family::ALL {
-            let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else { continue };
+            let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else {
+                continue;
+            };
             if !roles.contains(role) || !self.frames[frame].holds_plan(roles) {
                 continue;
             }
@@ -415,10 +453,15 @@ impl Group {
     }
 
     fn evaluate(&mut self, family: Family, frame: usize) {
-        let Ok((plan, roles)) = self.plan(family) else { return };
+        let Ok((plan, roles)) = self.plan(family) else {
+            return;
+        };
         let (plan, roles) = (plan.clone(), roles.roles.clone());
         let ts = self.frames[frame].ts;
-        let inputs: Vec<(usize, f64)> = roles.iter().map(|r| (*r, self.frames[frame].values[*r])).collect();
+        let inputs: Vec<(usize, f64)> = roles
+            .iter()
+            .map(|r| (*r, self.frames[frame].values[*r]))
+            .collect();
         let result = match &plan {
             Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
             _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
@@ -445,19 +488,37 @@ impl Group {
     /// [`WithheldReason::InconsistentInputs`] when the complete frame `frame` holds a value no
     /// counter can hold (negative, infinite); [`WithheldReason::Incomplete`] when there is neither a
     /// usable frame nor a committed state to show.
-    fn acceptance(&mut self, roles: &AcceptanceRoles, frame: usize) -> Result<DerivedValue, WithheldReason> {
+    fn acceptance(
+        &mut self,
+        roles: &AcceptanceRoles,
+        frame: usize,
+    ) -> Result<DerivedValue, WithheldReason> {
         if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
             return Err(WithheldReason::InconsistentInputs);
         }
         // A replay over another set of frames (the plan gained or lost a role) can estimate a
         // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
-        let state = self.replay_acceptance(roles).ok_or(WithheldReason::Incomplete)?;
-        let Some(point) = state.point.as_ref() else { return Err(WithheldReason::Incomplete) };
+        let state = self
+            .replay_acceptance(roles)
+            .ok_or(WithheldReason::Incomplete)?;
+        let Some(point) = state.point.as_ref() else {
+            return Err(WithheldReason::Incomplete);
+        };
         let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
         let sum = point.sum;
-        let buckets = roles.itl.buckets.iter().map(|(le, _)| *le).zip(state.acc.iter().copied()).collect();
+        let buckets = roles
+            .itl
+            .buckets
+            .iter()
+            .map(|(le, _)| *le)
+            .zip(state.acc.iter().copied())
+            .collect();
         self.latest_acceptance = Some(state);
-        Ok(DerivedValue::Histogram { buckets, sum, count })
+        Ok(DerivedValue::Histogram {
+            buckets,
+            sum,
+            count,
+        })
     }
 
     /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
@@ -494,7 +555,10 @@ impl Group {
         reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
         let mut state = self.committed.clone();
         let committed_ts = self.committed.ts;
-        let frames = self.frames.iter().filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles));
+        let frames = self
+            .frames
+            .iter()
+            .filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles));
         for frame in frames {
             let point = ItlPoint::read(acceptance, &frame.values);
             if advance(&mut state, &bounds, point, frame.ts) && frame.ts > self.last_reset_ts {
@@ -507,7 +571,9 @@ impl Group {
 
     /// Drops the oldest frame; the acceptance-corrected buckets commit its interval first.
     fn evict_oldest(&mut self) {
-        let Some(oldest) = self.frames.pop_front() else { return };
+        let Some(oldest) = self.frames.pop_front() else {
+            return;
+        };
         let incomplete =
             Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
         if incomplete {
@@ -515,15 +581,22 @@ impl Group {
         }
         // A series with no sample in the whole window has lapsed (it vanished without a staleness
         // marker, or lags by more than the window): stop waiting for it.
-        let lapsed: Vec<usize> =
-            self.roles.iter().enumerate().filter(|(_, r)| !r.stale && r.newest_ts < oldest.ts).map(|(i, _)| i).collect();
+        let lapsed: Vec<usize> = self
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.stale && r.newest_ts < oldest.ts)
+            .map(|(i, _)| i)
+            .collect();
         if !lapsed.is_empty() {
             lapsed.iter().for_each(|i| self.roles[*i].stale = true);
             self.on_role_set_shrunk();
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);
         }
-        let Ok((Plan::AcceptanceCorrectedItl(acceptance), roles)) = self.plan(Family::AcceptanceCorrectedItl).cloned() else {
+        let Ok((Plan::AcceptanceCorrectedItl(acceptance), roles)) =
+            self.plan(Family::AcceptanceCorrectedItl).cloned()
+        else {
             return;
         };
         if !oldest.holds_plan(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
@@ -531,13 +604,21 @@ impl Group {
         }
         reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
         let point = ItlPoint::read(&acceptance, &oldest.values);
-        advance(&mut self.committed, &finite_bounds(&acceptance.itl), point, oldest.ts);
+        advance(
+            &mut self.committed,
+            &finite_bounds(&acceptance.itl),
+            point,
+            oldest.ts,
+        );
     }
 }
 
 /// The finite `le` bounds of a histogram plan, ascending.
 fn finite_bounds(itl: &rules::HistRoles) -> Vec<f64> {
-    itl.buckets[..itl.buckets.len() - 1].iter().map(|(le, _)| *le).collect()
+    itl.buckets[..itl.buckets.len() - 1]
+        .iter()
+        .map(|(le, _)| *le)
+        .collect()
 }
 
 /// Starts the acceptance-corrected state over when its bucket layout is not `itl`'s (the group came
@@ -548,9 +629,17 @@ fn reseed_if_layout_changed(committed: &mut Committed, itl: &rules::HistRoles) {
     let bounds = finite_bounds(itl);
     let same = committed.acc.len() == itl.buckets.len()
         && committed.bounds == bounds
-        && committed.point.as_ref().is_none_or(|p| p.finite.len() == bounds.len());
+        && committed
+            .point
+            .as_ref()
+            .is_none_or(|p| p.finite.len() == bounds.len());
     if !same {
-        *committed = Committed { ts: None, point: None, acc: vec![0.0; itl.buckets.len()], bounds };
+        *committed = Committed {
+            ts: None,
+            point: None,
+            acc: vec![0.0; itl.buckets.len()],
+            bounds,
+        };
     }
 }
 

@@ -50,7 +50,9 @@ impl Hold {
     /// True when an input shared with the last evaluated frame decreased (a counter reset). Role
     /// indices are stable within a group, so a plan that gained or lost roles compares the rest.
     fn input_reset(&self, inputs: &[(usize, f64)]) -> bool {
-        inputs.iter().any(|(role, v)| self.inputs.iter().any(|(r, prev)| r == role && v < prev))
+        inputs
+            .iter()
+            .any(|(role, v)| self.inputs.iter().any(|(r, prev)| r == role && v < prev))
     }
 
     /// Records that a frame with `inputs` was evaluated; on an input reset the floor is dropped
@@ -103,14 +105,25 @@ pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue,
         }
     };
     match (served, value) {
-        (DerivedValue::SumCount { sum: s0, count: c0 }, DerivedValue::SumCount { mut sum, mut count }) => {
+        (
+            DerivedValue::SumCount { sum: s0, count: c0 },
+            DerivedValue::SumCount { mut sum, mut count },
+        ) => {
             up(&mut sum, *s0);
             up(&mut count, *c0);
             (DerivedValue::SumCount { sum, count }, held)
         }
         (
-            DerivedValue::Histogram { buckets: b0, sum: s0, count: c0 },
-            DerivedValue::Histogram { mut buckets, mut sum, mut count },
+            DerivedValue::Histogram {
+                buckets: b0,
+                sum: s0,
+                count: c0,
+            },
+            DerivedValue::Histogram {
+                mut buckets,
+                mut sum,
+                mut count,
+            },
         ) => {
             up(&mut sum, *s0);
             up(&mut count, *c0);
@@ -119,7 +132,14 @@ pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue,
                     up(c, *floor);
                 }
             }
-            (DerivedValue::Histogram { buckets, sum, count }, held)
+            (
+                DerivedValue::Histogram {
+                    buckets,
+                    sum,
+                    count,
+                },
+                held,
+            )
         }
         (_, value) => (value, false),
     }
@@ -145,18 +165,28 @@ mod tests {
     const INF: f64 = f64::INFINITY;
 
     fn h(buckets: &[(f64, f64)], sum: f64, count: f64) -> DerivedValue {
-        DerivedValue::Histogram { buckets: buckets.to_vec(), sum, count }
+        DerivedValue::Histogram {
+            buckets: buckets.to_vec(),
+            sum,
+            count,
+        }
     }
 
     #[test]
     fn lower_components_are_held_and_higher_ones_pass() {
         let served = h(&[(0.01, 4.0), (0.05, 10.0), (INF, 12.0)], 1.0, 12.0);
         // 0.01 fell 4 -> 3 (held at 4), 0.05 rose 10 -> 11, count fell 12 -> 11 (held at 12).
-        let (out, held) = hold(&served, h(&[(0.01, 3.0), (0.05, 11.0), (INF, 11.0)], 1.5, 11.0));
+        let (out, held) = hold(
+            &served,
+            h(&[(0.01, 3.0), (0.05, 11.0), (INF, 11.0)], 1.5, 11.0),
+        );
         assert!(held);
         // +Inf is held at 12 with the count.
         assert_eq!(out, h(&[(0.01, 4.0), (0.05, 11.0), (INF, 12.0)], 1.5, 12.0));
-        let (out, held) = hold(&served, h(&[(0.01, 5.0), (0.05, 10.0), (INF, 13.0)], 1.0, 13.0));
+        let (out, held) = hold(
+            &served,
+            h(&[(0.01, 5.0), (0.05, 10.0), (INF, 13.0)], 1.0, 13.0),
+        );
         assert!(!held, "nothing fell");
         assert_eq!(out, h(&[(0.01, 5.0), (0.05, 10.0), (INF, 13.0)], 1.0, 13.0));
     }
@@ -164,9 +194,23 @@ mod tests {
     #[test]
     fn buckets_are_made_monotone_with_inf_equal_to_the_count() {
         let mut hold = Hold::default();
-        let (out, held) = hold.apply(1_000, h(&[(0.01, 5.0), (0.05, 4.0), (0.1, 9.0), (INF, 8.0)], 1.0, 8.0));
+        let (out, held) = hold.apply(
+            1_000,
+            h(
+                &[(0.01, 5.0), (0.05, 4.0), (0.1, 9.0), (INF, 8.0)],
+                1.0,
+                8.0,
+            ),
+        );
         assert!(!held);
-        assert_eq!(out, h(&[(0.01, 5.0), (0.05, 5.0), (0.1, 8.0), (INF, 8.0)], 1.0, 8.0));
+        assert_eq!(
+            out,
+            h(
+                &[(0.01, 5.0), (0.05, 5.0), (0.1, 8.0), (INF, 8.0)],
+                1.0,
+                8.0
+            )
+        );
     }
 
     #[test]

@@ -12,15 +12,15 @@ mod api;
 mod classify;
 mod completeness;
 mod group;
-mod known;
 mod hold;
+mod known;
 mod observe;
 mod rules;
 mod state;
 
 pub use api::*;
-pub use known::KnownSeries;
 pub use classify::{READ_NAMES, ReadName};
+pub use known::KnownSeries;
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
 

@@ -323,16 +323,33 @@ fn acceptance(engine: &Engine) -> DerivedValue {
 fn third_scrape(engine: &mut Engine) {
     let mut report = IngestReport::default();
     for (labels, value) in scrape("0", 3.0, true) {
-        let name = labels.iter().find(|(n, _)| *n == "__name__").map(|(_, v)| v.as_str());
-        let le = labels.iter().find(|(n, _)| *n == "le").map(|(_, v)| v.as_str());
+        let name = labels
+            .iter()
+            .find(|(n, _)| *n == "__name__")
+            .map(|(_, v)| v.as_str());
+        let le = labels
+            .iter()
+            .find(|(n, _)| *n == "le")
+            .map(|(_, v)| v.as_str());
         let value = match (name, le) {
             (Some("vllm:generation_tokens_total"), _) => 340.0,
             (Some("vllm:spec_decode_num_accepted_tokens_per_pos_total"), _) => 100.0,
             (Some("vllm:inter_token_latency_seconds_bucket"), Some("0.05")) => 60.0,
             _ => value,
         };
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        engine.ingest(&labels, &[Sample { value, timestamp_ms: 76_000 }], 76_000, &mut report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        engine.ingest(
+            &labels,
+            &[Sample {
+                value,
+                timestamp_ms: 76_000,
+            }],
+            76_000,
+            &mut report,
+        );
     }
     // 24 series: the 20 a rule reads are applied; le="2.0", `_created`, `local_cache_hit` and
     // `num_requests_running` are unused.

@@ -38,7 +38,9 @@ pub enum StateError {
     #[error("corrupt state document: {0}")]
     Corrupt(String),
     /// Written by a version of the format this build does not read.
-    #[error("state document format version {found}, this build reads version {STATE_FORMAT_VERSION}")]
+    #[error(
+        "state document format version {found}, this build reads version {STATE_FORMAT_VERSION}"
+    )]
     Version {
         /// The version in the document.
         found: u32,
@@ -50,14 +52,23 @@ impl Engine {
     /// [`STATE_FORMAT_VERSION`]. A state holding a non-finite number (only from nonsensical
     /// inputs; JSON has no such number) is left out.
     pub fn state_document(&self) -> String {
-        let live = self.live_groups().filter_map(|g| g.acceptance_snapshot().map(|c| (&g.labels, c)));
+        let live = self
+            .live_groups()
+            .filter_map(|g| g.acceptance_snapshot().map(|c| (&g.labels, c)));
         let retired = self.retired.iter().map(|(labels, (c, _))| (labels, c));
         let groups: Vec<SavedGroup> = live
             .chain(retired)
             .filter(|(_, c)| c.is_finite())
-            .map(|(labels, c)| SavedGroup { labels: labels.clone(), acceptance: c.clone() })
+            .map(|(labels, c)| SavedGroup {
+                labels: labels.clone(),
+                acceptance: c.clone(),
+            })
             .collect();
-        serde_json::to_string(&StateDocument { version: STATE_FORMAT_VERSION, groups }).unwrap_or_else(|_| String::new())
+        serde_json::to_string(&StateDocument {
+            version: STATE_FORMAT_VERSION,
+            groups,
+        })
+        .unwrap_or_else(|_| String::new())
     }
 
     /// Restores a document from [`Engine::state_document`]: each group's state waits to be
@@ -72,13 +83,20 @@ impl Engine {
         struct Version {
             version: u32,
         }
-        let version: Version = serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
+        let version: Version =
+            serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
         if version.version != STATE_FORMAT_VERSION {
-            return Err(StateError::Version { found: version.version });
+            return Err(StateError::Version {
+                found: version.version,
+            });
         }
-        let doc: StateDocument = serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
+        let doc: StateDocument =
+            serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
         if let Some(bad) = doc.groups.iter().find(|g| !g.acceptance.is_consistent()) {
-            return Err(StateError::Corrupt(format!("inconsistent state for group {:?}", bad.labels)));
+            return Err(StateError::Corrupt(format!(
+                "inconsistent state for group {:?}",
+                bad.labels
+            )));
         }
         let n = doc.groups.len();
         for g in doc.groups {

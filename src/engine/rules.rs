@@ -39,11 +39,19 @@ pub(crate) enum Plan {
     /// Canonical TPOT: the request TPOT histogram and `generation_tokens_bucket{le="1"}`.
     CanonicalTpot { tpot: HistRoles, gen_le1: usize },
     /// Token-weighted ITL: ITL `_sum`, generation tokens, TTFT `_count`.
-    TokenWeightedItl { itl_sum: usize, gen_total: usize, ttft_count: usize },
+    TokenWeightedItl {
+        itl_sum: usize,
+        gen_total: usize,
+        ttft_count: usize,
+    },
     /// Acceptance-corrected ITL: see [`AcceptanceRoles`].
     AcceptanceCorrectedItl(AcceptanceRoles),
     /// Local-compute iteration tokens.
-    IterationTokensLocalCompute { local: usize, gen_total: usize, iter_count: usize },
+    IterationTokensLocalCompute {
+        local: usize,
+        gen_total: usize,
+        iter_count: usize,
+    },
 }
 
 impl Plan {
@@ -51,11 +59,20 @@ impl Plan {
     pub fn roles(&self) -> Vec<usize> {
         match self {
             Plan::CanonicalTpot { tpot, gen_le1 } => hist_roles(tpot).chain([*gen_le1]).collect(),
-            Plan::TokenWeightedItl { itl_sum, gen_total, ttft_count } => vec![*itl_sum, *gen_total, *ttft_count],
-            Plan::AcceptanceCorrectedItl(a) => {
-                hist_roles(&a.itl).chain([a.gen_total, a.ttft_count]).chain(a.per_pos.iter().copied()).collect()
-            }
-            Plan::IterationTokensLocalCompute { local, gen_total, iter_count } => vec![*local, *gen_total, *iter_count],
+            Plan::TokenWeightedItl {
+                itl_sum,
+                gen_total,
+                ttft_count,
+            } => vec![*itl_sum, *gen_total, *ttft_count],
+            Plan::AcceptanceCorrectedItl(a) => hist_roles(&a.itl)
+                .chain([a.gen_total, a.ttft_count])
+                .chain(a.per_pos.iter().copied())
+                .collect(),
+            Plan::IterationTokensLocalCompute {
+                local,
+                gen_total,
+                iter_count,
+            } => vec![*local, *gen_total, *iter_count],
         }
     }
 }
@@ -66,34 +83,58 @@ fn hist_roles(h: &HistRoles) -> impl Iterator<Item = usize> + '_ {
 
 /// Finds the learned role of `input` (non-bucket inputs).
 fn find(learned: &[(RoleKey, usize)], input: Input) -> Option<usize> {
-    learned.iter().find(|(k, _)| k.input == input).map(|(_, r)| *r)
+    learned
+        .iter()
+        .find(|(k, _)| k.input == input)
+        .map(|(_, r)| *r)
 }
 
 /// The histogram roles of `make(part)`, or `None` when `_sum`, `_count` or the `+Inf` bucket is missing.
 fn hist(learned: &[(RoleKey, usize)], make: fn(Part) -> Input) -> Option<HistRoles> {
-    let mut buckets: Vec<(f64, usize)> =
-        learned.iter().filter(|(k, _)| k.input == make(Part::Bucket)).map(|(k, r)| (k.bound(), *r)).collect();
+    let mut buckets: Vec<(f64, usize)> = learned
+        .iter()
+        .filter(|(k, _)| k.input == make(Part::Bucket))
+        .map(|(k, r)| (k.bound(), *r))
+        .collect();
     buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     if buckets.last().map(|(le, _)| *le) != Some(f64::INFINITY) {
         return None;
     }
-    Some(HistRoles { buckets, sum: find(learned, make(Part::Sum))?, count: find(learned, make(Part::Count))? })
+    Some(HistRoles {
+        buckets,
+        sum: find(learned, make(Part::Sum))?,
+        count: find(learned, make(Part::Count))?,
+    })
 }
 
 /// The ITL histogram of a group: `inter_token_latency_seconds` when any of its series is learned, else
 /// the old name `time_per_output_token_seconds` (vLLM ≤ 0.14). Never both.
 fn itl_input(learned: &[(RoleKey, usize)]) -> fn(Part) -> Input {
-    if learned.iter().any(|(k, _)| matches!(k.input, Input::Itl(_))) { Input::Itl } else { Input::OldItl }
+    if learned
+        .iter()
+        .any(|(k, _)| matches!(k.input, Input::Itl(_)))
+    {
+        Input::Itl
+    } else {
+        Input::OldItl
+    }
 }
 
 /// The accepted-per-position roles ordered by position, when positions 0..k are all there (a gap
 /// would misplace every later position: then none, and the mean weight is used).
 fn per_pos(learned: &[(RoleKey, usize)]) -> Vec<usize> {
-    let mut pos: Vec<(f64, usize)> =
-        learned.iter().filter(|(k, _)| k.input == Input::AcceptedPerPos).map(|(k, r)| (k.bound(), *r)).collect();
+    let mut pos: Vec<(f64, usize)> = learned
+        .iter()
+        .filter(|(k, _)| k.input == Input::AcceptedPerPos)
+        .map(|(k, r)| (k.bound(), *r))
+        .collect();
     pos.sort_by(|a, b| a.0.total_cmp(&b.0));
     let contiguous = pos.iter().enumerate().all(|(i, (p, _))| *p == i as f64);
-    if contiguous { pos.into_iter().map(|(_, r)| r).collect() } else { Vec::new() }
+    if contiguous {
+        pos.into_iter().map(|(_, r)| r).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Decides the plan of `family` from the group's learned (non-stale) roles.
@@ -108,7 +149,9 @@ pub(crate) fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan,
             let tpot = hist(learned, Input::Tpot).ok_or(MissingInput)?;
             let gen_le1 = match find(learned, Input::GenLe1) {
                 Some(r) => r,
-                None if find(learned, Input::GenCount).is_some() => return Err(WithheldReason::NoLeOneBound),
+                None if find(learned, Input::GenCount).is_some() => {
+                    return Err(WithheldReason::NoLeOneBound);
+                }
                 None => return Err(MissingInput),
             };
             Ok(Plan::CanonicalTpot { tpot, gen_le1 })
@@ -141,31 +184,54 @@ pub(crate) fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan,
 ///
 /// # Errors
 /// [`WithheldReason::InconsistentInputs`] when a corrected count would be negative.
-pub(crate) fn evaluate_stateless(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+pub(crate) fn evaluate_stateless(
+    plan: &Plan,
+    values: &[f64],
+) -> Result<DerivedValue, WithheldReason> {
     let v = |r: usize| values[r];
     match plan {
         Plan::CanonicalTpot { tpot, gen_le1 } => {
             let short = v(*gen_le1);
             let count = v(tpot.count) - short;
-            let buckets: Vec<(f64, f64)> = tpot.buckets.iter().map(|(le, r)| (*le, v(*r) - short)).collect();
+            let buckets: Vec<(f64, f64)> = tpot
+                .buckets
+                .iter()
+                .map(|(le, r)| (*le, v(*r) - short))
+                .collect();
             // A `+Inf` bucket that is not the `_count` (never from vLLM; found by the rw2 fuzz target)
             // would make an invalid histogram: withhold rather than expose it.
             let inf_is_count = buckets.last().is_some_and(|(_, c)| *c == count);
             if count < 0.0 || !inf_is_count || buckets.iter().any(|(_, c)| *c < 0.0) {
                 return Err(WithheldReason::InconsistentInputs);
             }
-            Ok(DerivedValue::Histogram { buckets, sum: v(tpot.sum), count })
+            Ok(DerivedValue::Histogram {
+                buckets,
+                sum: v(tpot.sum),
+                count,
+            })
         }
-        Plan::TokenWeightedItl { itl_sum, gen_total, ttft_count } => {
+        Plan::TokenWeightedItl {
+            itl_sum,
+            gen_total,
+            ttft_count,
+        } => {
             let count = v(*gen_total) - v(*ttft_count);
             if count < 0.0 {
                 return Err(WithheldReason::InconsistentInputs);
             }
-            Ok(DerivedValue::SumCount { sum: v(*itl_sum), count })
+            Ok(DerivedValue::SumCount {
+                sum: v(*itl_sum),
+                count,
+            })
         }
-        Plan::IterationTokensLocalCompute { local, gen_total, iter_count } => {
-            Ok(DerivedValue::SumCount { sum: v(*local) + v(*gen_total), count: v(*iter_count) })
-        }
+        Plan::IterationTokensLocalCompute {
+            local,
+            gen_total,
+            iter_count,
+        } => Ok(DerivedValue::SumCount {
+            sum: v(*local) + v(*gen_total),
+            count: v(*iter_count),
+        }),
         // Stateful (see `acceptance_interval`): the group never asks for it here. Withheld rather
         // than a panic, should it ever do.
         Plan::AcceptanceCorrectedItl { .. } => Err(WithheldReason::Incomplete),
@@ -197,7 +263,10 @@ impl ItlPoint {
     /// Reads the point from a complete frame.
     pub fn read(roles: &AcceptanceRoles, values: &[f64]) -> ItlPoint {
         let itl = &roles.itl;
-        let finite = itl.buckets[..itl.buckets.len() - 1].iter().map(|(_, r)| values[*r]).collect();
+        let finite = itl.buckets[..itl.buckets.len() - 1]
+            .iter()
+            .map(|(_, r)| values[*r])
+            .collect();
         ItlPoint {
             finite,
             count: values[itl.count],
@@ -220,7 +289,9 @@ impl ItlPoint {
     /// the interval arithmetic would turn it into NaN buckets. Such a frame is not used.
     pub fn is_valid(&self) -> bool {
         let ok = |v: &f64| v.is_finite() && *v >= 0.0;
-        [self.count, self.sum, self.generated, self.first_outputs].iter().all(ok)
+        [self.count, self.sum, self.generated, self.first_outputs]
+            .iter()
+            .all(ok)
             && self.finite.iter().all(ok)
             && self.per_pos.iter().all(ok)
     }
@@ -257,7 +328,12 @@ pub(crate) const ESTIMATOR: Estimator = Estimator::AcceptanceMix;
 
 /// Adds one interval's estimated per-token buckets to `acc` (finite bounds, then `+Inf` last),
 /// with [`ESTIMATOR`].
-pub(crate) fn acceptance_interval(bounds: &[f64], prev: Option<&ItlPoint>, cur: &ItlPoint, acc: &mut [f64]) {
+pub(crate) fn acceptance_interval(
+    bounds: &[f64],
+    prev: Option<&ItlPoint>,
+    cur: &ItlPoint,
+    acc: &mut [f64],
+) {
     acceptance_interval_with(ESTIMATOR, bounds, prev, cur, acc);
 }
 
@@ -314,7 +390,10 @@ pub(crate) fn acceptance_interval_with(
         let scale = mass / in_classes / dn;
         let mut floor = 0.0_f64;
         for (b, bound) in bounds.iter().enumerate() {
-            let below: f64 = classes.iter().map(|(j, n)| n * j * interpolate(bounds, &delta, bound * j)).sum();
+            let below: f64 = classes
+                .iter()
+                .map(|(j, n)| n * j * interpolate(bounds, &delta, bound * j))
+                .sum();
             let part = (scale * below).min(mass).max(floor);
             floor = part;
             acc[b] += part;

@@ -179,11 +179,16 @@ impl Engine {
             self.scratch.push(0xff);
         }
         let bytes = self.scratch.as_slice();
-        (self.series_hashers[0].hash_one(bytes), self.series_hashers[1].hash_one(bytes))
+        (
+            self.series_hashers[0].hash_one(bytes),
+            self.series_hashers[1].hash_one(bytes),
+        )
     }
 
     fn live(&self, slot: u32, generation: u32) -> bool {
-        self.slots.get(slot as usize).is_some_and(|s| s.generation == generation && s.entry.is_some())
+        self.slots
+            .get(slot as usize)
+            .is_some_and(|s| s.generation == generation && s.entry.is_some())
     }
 
     /// The slot of the group of `labels`, created if `create`.
@@ -191,10 +196,17 @@ impl Engine {
         let (hash, count) = self.group_hash(labels);
         let slots = &self.slots;
         let same = |i: &u32| {
-            let e = slots[*i as usize].entry.as_ref().expect("indexed slots hold a group");
+            let e = slots[*i as usize]
+                .entry
+                .as_ref()
+                .expect("indexed slots hold a group");
             e.hash == hash
                 && e.group.labels.len() == count
-                && e.group.labels.iter().zip(group_labels(labels)).all(|((n, v), l)| n == l.name && v == l.value)
+                && e.group
+                    .labels
+                    .iter()
+                    .zip(group_labels(labels))
+                    .all(|((n, v), l)| n == l.name && v == l.value)
         };
         if let Some(i) = self.groups.find(hash, same) {
             return Some(*i);
@@ -202,31 +214,44 @@ impl Engine {
         if !create {
             return None;
         }
-        let owned: Vec<(String, String)> = group_labels(labels).map(|l| (l.name.to_owned(), l.value.to_owned())).collect();
+        let owned: Vec<(String, String)> = group_labels(labels)
+            .map(|l| (l.name.to_owned(), l.value.to_owned()))
+            .collect();
         let resumed = self.retired.remove(&owned);
         let mut group = Group::new(owned, now_ms);
         if let Some((state, _)) = resumed {
             group.resume_acceptance(state);
         }
-        let entry = Entry { hash, group, meta: GroupMeta::new(now_ms) };
+        let entry = Entry {
+            hash,
+            group,
+            meta: GroupMeta::new(now_ms),
+        };
         let slot = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize].entry = Some(entry);
                 i
             }
             None => {
-                self.slots.push(GroupSlot { generation: 0, entry: Some(entry) });
+                self.slots.push(GroupSlot {
+                    generation: 0,
+                    entry: Some(entry),
+                });
                 u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 groups")
             }
         };
         let slots = &self.slots;
-        self.groups.insert_unique(hash, slot, |i| slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash));
+        self.groups.insert_unique(hash, slot, |i| {
+            slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash)
+        });
         Some(slot)
     }
 
     /// Removes the group in `slot`; cached series pointing at it become stale by generation.
     fn remove_group(&mut self, slot: u32) {
-        let Some(entry) = self.slots[slot as usize].entry.take() else { return };
+        let Some(entry) = self.slots[slot as usize].entry.take() else {
+            return;
+        };
         self.tracked_series -= entry.group.series();
         self.slots[slot as usize].generation = self.slots[slot as usize].generation.wrapping_add(1);
         if let Ok(found) = self.groups.find_entry(entry.hash, |i| *i == slot) {
@@ -239,9 +264,26 @@ impl Engine {
     /// (or creates) its group. A series the engine does not hold is refused without creating
     /// anything when `has_samples` and the engine holds `max_active_series` series. A `keyed` series
     /// is remembered in the known-series table instead of this cache (one entry per series, not two).
-    fn route(&mut self, name: &str, labels: &[Label<'_>], has_samples: bool, now_ms: i64, keyed: bool) -> Route {
-        let (hash, check) = if keyed { (0, 0) } else { self.series_hash(labels) };
-        let found = if keyed { None } else { self.series.find(hash, |c| c.hash == hash && c.check == check).copied() };
+    fn route(
+        &mut self,
+        name: &str,
+        labels: &[Label<'_>],
+        has_samples: bool,
+        now_ms: i64,
+        keyed: bool,
+    ) -> Route {
+        let (hash, check) = if keyed {
+            (0, 0)
+        } else {
+            self.series_hash(labels)
+        };
+        let found = if keyed {
+            None
+        } else {
+            self.series
+                .find(hash, |c| c.hash == hash && c.check == check)
+                .copied()
+        };
         if let Some(c) = found
             && self.live(c.slot, c.generation)
         {
@@ -270,12 +312,25 @@ impl Engine {
     }
 
     fn group(&self, slot: u32) -> &Group {
-        &self.slots[slot as usize].entry.as_ref().expect("a live slot").group
+        &self.slots[slot as usize]
+            .entry
+            .as_ref()
+            .expect("a live slot")
+            .group
     }
 
     fn cache_series(&mut self, hash: u64, check: u64, slot: u32, key: Option<RoleKey>) {
-        let cached = CachedSeries { hash, check, slot, generation: self.slots[slot as usize].generation, key };
-        match self.series.find_mut(hash, |c| c.hash == hash && c.check == check) {
+        let cached = CachedSeries {
+            hash,
+            check,
+            slot,
+            generation: self.slots[slot as usize].generation,
+            key,
+        };
+        match self
+            .series
+            .find_mut(hash, |c| c.hash == hash && c.check == check)
+        {
             Some(c) => *c = cached,
             None => {
                 self.series.insert_unique(hash, cached, |c| c.hash);
@@ -292,7 +347,13 @@ impl Engine {
     /// timestamp as the series' newest: an idempotent no-op), `out_of_order`, `nan_value` (a NaN that is
     /// not the staleness marker), `frame_evicted`, or `active_series_limit` (a series the engine does
     /// not hold yet while it holds `max_active_series`). Staleness markers (by bits) are applied.
-    pub fn ingest(&mut self, labels: &[Label<'_>], samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
+    pub fn ingest(
+        &mut self,
+        labels: &[Label<'_>],
+        samples: &[Sample],
+        now_ms: i64,
+        report: &mut IngestReport,
+    ) {
         self.ingest_keyed(None, labels, samples, now_ms, report);
     }
 
@@ -309,15 +370,24 @@ impl Engine {
         now_ms: i64,
         report: &mut IngestReport,
     ) {
-        let name = labels.iter().find(|l| l.name == "__name__").map_or("", |l| l.value);
-        let route = if may_be_read(name) { self.route(name, labels, !samples.is_empty(), now_ms, key.is_some()) } else { Route::Unused };
+        let name = labels
+            .iter()
+            .find(|l| l.name == "__name__")
+            .map_or("", |l| l.value);
+        let route = if may_be_read(name) {
+            self.route(name, labels, !samples.is_empty(), now_ms, key.is_some())
+        } else {
+            Route::Unused
+        };
         if let Some((key, limits)) = key {
             let known = match route {
                 Route::Unused => Some(KnownSeries::UNUSED),
                 Route::Limited => None,
-                Route::Group(slot, role) => {
-                    Some(KnownSeries { slot, generation: self.slots[slot as usize].generation, role: Some(role) })
-                }
+                Route::Group(slot, role) => Some(KnownSeries {
+                    slot,
+                    generation: self.slots[slot as usize].generation,
+                    role: Some(role),
+                }),
             };
             if let Some(known) = known {
                 self.known.insert(key, known, limits, now_ms);
@@ -360,7 +430,13 @@ impl Engine {
     /// Applies one known series' samples, exactly as [`Engine::ingest`] would with its labels.
     /// Returns false, doing nothing, when its group was removed since [`Engine::known_series`]
     /// gave `known` (then call [`Engine::ingest_keyed`] with the labels).
-    pub fn ingest_known(&mut self, known: KnownSeries, samples: &[Sample], now_ms: i64, report: &mut IngestReport) -> bool {
+    pub fn ingest_known(
+        &mut self,
+        known: KnownSeries,
+        samples: &[Sample],
+        now_ms: i64,
+        report: &mut IngestReport,
+    ) -> bool {
         if known.groupless() {
             report.reject(RejectReason::UnusedSeries, samples.len() as u64);
             return true;
@@ -381,12 +457,22 @@ impl Engine {
     }
 
     /// The samples of a series routed to the group in `slot` as role `key`.
-    fn apply_routed(&mut self, slot: u32, key: RoleKey, samples: &[Sample], now_ms: i64, report: &mut IngestReport) {
+    fn apply_routed(
+        &mut self,
+        slot: u32,
+        key: RoleKey,
+        samples: &[Sample],
+        now_ms: i64,
+        report: &mut IngestReport,
+    ) {
         let max_frames = self.config.max_pending_frames.max(1);
         let new_role = !self.group(slot).has_role(key);
         let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
         let generation = self.slots[slot as usize].generation;
-        let Entry { group, meta, .. } = self.slots[slot as usize].entry.as_mut().expect("routed to a live group");
+        let Entry { group, meta, .. } = self.slots[slot as usize]
+            .entry
+            .as_mut()
+            .expect("routed to a live group");
         if no_room {
             report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
             return;
@@ -430,7 +516,9 @@ impl Engine {
         }
         if events.counter_resets > 0 {
             meta.counter_resets += events.counter_resets;
-            self.events.push(EngineEvent::CounterReset { labels: group.labels.clone() });
+            self.events.push(EngineEvent::CounterReset {
+                labels: group.labels.clone(),
+            });
         }
         if !meta.touched {
             meta.touched = true;
@@ -440,18 +528,25 @@ impl Engine {
             if let Some(state) = group.acceptance_state() {
                 self.retired.insert(group.labels.clone(), (state, now_ms));
             }
-            self.events.push(EngineEvent::GroupRemoved { labels: group.labels.clone(), reason: RemovalReason::Stale });
+            self.events.push(EngineEvent::GroupRemoved {
+                labels: group.labels.clone(),
+                reason: RemovalReason::Stale,
+            });
             self.remove_group(slot);
             self.removed_stale += 1;
         }
         if self.touched.len() > self.slots.len() + super::observe::MAX_QUEUED_EVENTS {
             let slots = &self.slots;
-            self.touched.retain(|(s, g)| slots[*s as usize].generation == *g && slots[*s as usize].entry.is_some());
+            self.touched.retain(|(s, g)| {
+                slots[*s as usize].generation == *g && slots[*s as usize].entry.is_some()
+            });
         }
     }
 
     fn live_groups(&self) -> impl Iterator<Item = &Group> {
-        self.slots.iter().filter_map(|s| s.entry.as_ref().map(|e| &e.group))
+        self.slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref().map(|e| &e.group))
     }
 
     /// Caches one metadata entry by family name (last one wins) when the family's series are read
@@ -462,13 +557,22 @@ impl Engine {
         if !is_read_family(metadata.family_name) {
             return;
         }
-        let same = |e: &Metadata| e.metric_type == metadata.metric_type && e.help == metadata.help && e.unit == metadata.unit;
-        let entry = || Metadata { metric_type: metadata.metric_type, help: metadata.help.to_owned(), unit: metadata.unit.to_owned() };
+        let same = |e: &Metadata| {
+            e.metric_type == metadata.metric_type
+                && e.help == metadata.help
+                && e.unit == metadata.unit
+        };
+        let entry = || Metadata {
+            metric_type: metadata.metric_type,
+            help: metadata.help.to_owned(),
+            unit: metadata.unit.to_owned(),
+        };
         match self.metadata.get_mut(metadata.family_name) {
             Some(existing) if same(existing) => {}
             Some(existing) => *existing = entry(),
             None => {
-                self.metadata.insert(metadata.family_name.to_owned(), entry());
+                self.metadata
+                    .insert(metadata.family_name.to_owned(), entry());
             }
         }
     }
@@ -487,43 +591,66 @@ impl Engine {
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
-        self.retired.retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
-        let (missed, min_wait) = (self.config.missed_scrapes, self.config.missed_scrapes_min_wait_ms);
+        self.retired
+            .retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
+        let (missed, min_wait) = (
+            self.config.missed_scrapes,
+            self.config.missed_scrapes_min_wait_ms,
+        );
         let leaving: Vec<(u32, RemovalReason)> = (0..self.slots.len() as u32)
             .filter_map(|i| {
                 let e = self.slots[i as usize].entry.as_ref()?;
                 if e.group.last_seen_ms < cutoff {
                     Some((i, RemovalReason::Idle))
                 } else {
-                    e.meta.missed_scrapes(now_ms, missed, min_wait).then_some((i, RemovalReason::MissedScrapes))
+                    e.meta
+                        .missed_scrapes(now_ms, missed, min_wait)
+                        .then_some((i, RemovalReason::MissedScrapes))
                 }
             })
             .collect();
         let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
         for (slot, reason) in &leaving {
-            let entry = self.slots[*slot as usize].entry.as_mut().expect("a live slot");
+            let entry = self.slots[*slot as usize]
+                .entry
+                .as_mut()
+                .expect("a live slot");
             if *reason == RemovalReason::MissedScrapes
                 && let Some(state) = entry.group.acceptance_state()
             {
-                self.retired.insert(entry.group.labels.clone(), (state, now_ms));
+                self.retired
+                    .insert(entry.group.labels.clone(), (state, now_ms));
             }
-            self.events.push(EngineEvent::GroupRemoved { labels: entry.group.labels.clone(), reason: *reason });
+            self.events.push(EngineEvent::GroupRemoved {
+                labels: entry.group.labels.clone(),
+                reason: *reason,
+            });
             self.remove_group(*slot);
         }
         let slots = &self.slots;
         self.known.sweep(cutoff, |slot, generation| {
-            slots.get(slot as usize).is_some_and(|s| s.generation == generation && s.entry.is_some())
+            slots
+                .get(slot as usize)
+                .is_some_and(|s| s.generation == generation && s.entry.is_some())
         });
         // Forget cached series of every removed group (idle here, stale since the last sweep).
         let slots = &self.slots;
-        self.series.retain(|c| slots.get(c.slot as usize).is_some_and(|s| s.generation == c.generation && s.entry.is_some()));
+        self.series.retain(|c| {
+            slots
+                .get(c.slot as usize)
+                .is_some_and(|s| s.generation == c.generation && s.entry.is_some())
+        });
         self.removed_idle += idle.len() as u64;
         idle.len()
     }
 
     /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
     /// `family` was computed from, and that output, in no particular order (for invariant checks).
-    pub(crate) fn for_each_output_at(&self, family: Family, mut f: impl FnMut(&[(String, String)], i64, &DerivedValue)) {
+    pub(crate) fn for_each_output_at(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], i64, &DerivedValue),
+    ) {
         for group in self.live_groups() {
             if let (Some(ts), Some(value)) = (group.output_ts(family), group.output(family)) {
                 f(&group.labels, ts, value);
@@ -534,9 +661,15 @@ impl Engine {
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
     /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
     /// are skipped.
-    pub fn for_each_derived(&self, family: Family, mut f: impl FnMut(&[(String, String)], &DerivedValue)) {
-        let mut rows: Vec<(&[(String, String)], &DerivedValue)> =
-            self.live_groups().filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v))).collect();
+    pub fn for_each_derived(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], &DerivedValue),
+    ) {
+        let mut rows: Vec<(&[(String, String)], &DerivedValue)> = self
+            .live_groups()
+            .filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v)))
+            .collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (labels, value) in rows {
             f(labels, value);
@@ -545,9 +678,15 @@ impl Engine {
 
     /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
     /// withholds `family`, for every group that has no value of `family`, in ascending label order.
-    pub fn for_each_withheld(&self, family: Family, mut f: impl FnMut(&[(String, String)], WithheldReason)) {
-        let mut rows: Vec<(&[(String, String)], WithheldReason)> =
-            self.live_groups().filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r))).collect();
+    pub fn for_each_withheld(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], WithheldReason),
+    ) {
+        let mut rows: Vec<(&[(String, String)], WithheldReason)> = self
+            .live_groups()
+            .filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r)))
+            .collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (labels, reason) in rows {
             f(labels, reason);
@@ -564,7 +703,10 @@ impl Engine {
             .filter_map(|s| s.entry.as_ref())
             .map(|Entry { group, meta, .. }| GroupSnapshot {
                 labels: group.labels.clone(),
-                families: Family::ALL.map(|family| FamilyStatus { family, withheld: group.withheld(family) }),
+                families: Family::ALL.map(|family| FamilyStatus {
+                    family,
+                    withheld: group.withheld(family),
+                }),
                 last_sample_ms: meta.newest_ts,
                 last_received_ms: meta.last_new_ms,
                 scrape_interval_ms: meta.interval_ms,
@@ -586,7 +728,10 @@ impl Engine {
             if !self.live(slot, generation) {
                 continue;
             }
-            let Entry { group, meta, .. } = self.slots[slot as usize].entry.as_mut().expect("a live slot");
+            let Entry { group, meta, .. } = self.slots[slot as usize]
+                .entry
+                .as_mut()
+                .expect("a live slot");
             meta.touched = false;
             let served = Family::ALL.map(|f| group.output(f).is_some());
             if !meta.first_complete {
@@ -594,18 +739,32 @@ impl Engine {
                     meta.first_complete = true;
                     self.events.push(EngineEvent::FirstCompleteScrape {
                         labels: group.labels.clone(),
-                        served: Family::ALL.into_iter().filter(|f| served[f.index()]).collect(),
-                        withheld: Family::ALL.into_iter().filter_map(|f| group.withheld(f).map(|r| (f, r))).collect(),
+                        served: Family::ALL
+                            .into_iter()
+                            .filter(|f| served[f.index()])
+                            .collect(),
+                        withheld: Family::ALL
+                            .into_iter()
+                            .filter_map(|f| group.withheld(f).map(|r| (f, r)))
+                            .collect(),
                     });
                 }
             } else {
                 for family in Family::ALL {
                     match (meta.served[family.index()], served[family.index()]) {
                         (true, false) => {
-                            let reason = group.withheld(family).unwrap_or(WithheldReason::Incomplete);
-                            self.events.push(EngineEvent::FamilyWithheld { labels: group.labels.clone(), family, reason });
+                            let reason =
+                                group.withheld(family).unwrap_or(WithheldReason::Incomplete);
+                            self.events.push(EngineEvent::FamilyWithheld {
+                                labels: group.labels.clone(),
+                                family,
+                                reason,
+                            });
                         }
-                        (false, true) => self.events.push(EngineEvent::FamilyServed { labels: group.labels.clone(), family }),
+                        (false, true) => self.events.push(EngineEvent::FamilyServed {
+                            labels: group.labels.clone(),
+                            family,
+                        }),
                         _ => {}
                     }
                 }
@@ -613,7 +772,9 @@ impl Engine {
             meta.served = served;
             let incomplete = group.incomplete();
             if incomplete && !meta.incomplete_reported {
-                self.events.push(EngineEvent::GroupIncomplete { labels: group.labels.clone() });
+                self.events.push(EngineEvent::GroupIncomplete {
+                    labels: group.labels.clone(),
+                });
             }
             meta.incomplete_reported = incomplete;
         }
@@ -636,7 +797,8 @@ impl Engine {
                 }
             }
         }
-        let mut withheld: Vec<(Family, WithheldReason, usize)> = withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
+        let mut withheld: Vec<(Family, WithheldReason, usize)> =
+            withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
         withheld.sort();
         EngineStats {
             active_series: self.live_groups().map(Group::active_series).sum(),

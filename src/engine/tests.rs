@@ -11,16 +11,35 @@ use crate::protocol::{Label, STALE_NAN_BITS, Sample};
 type Raw = (Vec<(&'static str, String)>, f64);
 
 fn series(name: &'static str, engine: &str, extra: &[(&'static str, &str)], value: f64) -> Raw {
-    let mut labels = vec![("__name__", name.to_string()), ("engine", engine.to_string()), ("model_name", "m".to_string())];
+    let mut labels = vec![
+        ("__name__", name.to_string()),
+        ("engine", engine.to_string()),
+        ("model_name", "m".to_string()),
+    ];
     labels.extend(extra.iter().map(|(n, v)| (*n, v.to_string())));
     labels.sort();
     (labels, value)
 }
 
-fn hist(out: &mut Vec<Raw>, base: &'static str, engine: &str, bounds: &[&str], cumulative: &[f64], sum: f64) {
+fn hist(
+    out: &mut Vec<Raw>,
+    base: &'static str,
+    engine: &str,
+    bounds: &[&str],
+    cumulative: &[f64],
+    sum: f64,
+) {
     let (b, s, c): (&'static str, &'static str, &'static str) = match base {
-        "itl" => ("vllm:inter_token_latency_seconds_bucket", "vllm:inter_token_latency_seconds_sum", "vllm:inter_token_latency_seconds_count"),
-        "old" => ("vllm:time_per_output_token_seconds_bucket", "vllm:time_per_output_token_seconds_sum", "vllm:time_per_output_token_seconds_count"),
+        "itl" => (
+            "vllm:inter_token_latency_seconds_bucket",
+            "vllm:inter_token_latency_seconds_sum",
+            "vllm:inter_token_latency_seconds_count",
+        ),
+        "old" => (
+            "vllm:time_per_output_token_seconds_bucket",
+            "vllm:time_per_output_token_seconds_sum",
+            "vllm:time_per_output_token_seconds_count",
+        ),
         _ => (
             "vllm:request_time_per_output_token_seconds_bucket",
             "vllm:request_time_per_output_token_seconds_sum",
@@ -42,31 +61,111 @@ fn hist(out: &mut Vec<Raw>, base: &'static str, engine: &str, bounds: &[&str], c
 /// generation tokens = 40k first outputs + 40k ITL outputs + 40k accepted = 120k; without, 80k.
 fn scrape(e: &str, k: f64, spec: bool) -> Vec<Raw> {
     let mut out = Vec::new();
-    hist(&mut out, "itl", e, &["0.025", "0.05", "0.1", "+Inf"], &[0.0, 10.0 * k, 40.0 * k, 40.0 * k], 2.4 * k);
-    hist(&mut out, "tpot", e, &["0.01", "0.05", "+Inf"], &[3.0 * k, 9.0 * k, 10.0 * k], 0.42 * k);
-    out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "1.0")], 3.0 * k));
-    out.push(series("vllm:request_generation_tokens_bucket", e, &[("le", "2.0")], 5.0 * k));
-    out.push(series("vllm:request_generation_tokens_count", e, &[], 10.0 * k));
-    out.push(series("vllm:generation_tokens_total", e, &[], if spec { 120.0 * k } else { 80.0 * k }));
+    hist(
+        &mut out,
+        "itl",
+        e,
+        &["0.025", "0.05", "0.1", "+Inf"],
+        &[0.0, 10.0 * k, 40.0 * k, 40.0 * k],
+        2.4 * k,
+    );
+    hist(
+        &mut out,
+        "tpot",
+        e,
+        &["0.01", "0.05", "+Inf"],
+        &[3.0 * k, 9.0 * k, 10.0 * k],
+        0.42 * k,
+    );
+    out.push(series(
+        "vllm:request_generation_tokens_bucket",
+        e,
+        &[("le", "1.0")],
+        3.0 * k,
+    ));
+    out.push(series(
+        "vllm:request_generation_tokens_bucket",
+        e,
+        &[("le", "2.0")],
+        5.0 * k,
+    ));
+    out.push(series(
+        "vllm:request_generation_tokens_count",
+        e,
+        &[],
+        10.0 * k,
+    ));
+    out.push(series(
+        "vllm:generation_tokens_total",
+        e,
+        &[],
+        if spec { 120.0 * k } else { 80.0 * k },
+    ));
     out.push(series("vllm:generation_tokens_created", e, &[], 1.7e9));
-    out.push(series("vllm:time_to_first_token_seconds_count", e, &[], 40.0 * k));
-    out.push(series("vllm:prompt_tokens_by_source_total", e, &[("source", "local_compute")], 300.0 * k));
-    out.push(series("vllm:prompt_tokens_by_source_total", e, &[("source", "local_cache_hit")], 700.0 * k));
-    out.push(series("vllm:iteration_tokens_total_count", e, &[], 250.0 * k));
+    out.push(series(
+        "vllm:time_to_first_token_seconds_count",
+        e,
+        &[],
+        40.0 * k,
+    ));
+    out.push(series(
+        "vllm:prompt_tokens_by_source_total",
+        e,
+        &[("source", "local_compute")],
+        300.0 * k,
+    ));
+    out.push(series(
+        "vllm:prompt_tokens_by_source_total",
+        e,
+        &[("source", "local_cache_hit")],
+        700.0 * k,
+    ));
+    out.push(series(
+        "vllm:iteration_tokens_total_count",
+        e,
+        &[],
+        250.0 * k,
+    ));
     out.push(series("vllm:num_requests_running", e, &[], 4.0));
     if spec {
-        out.push(series("vllm:spec_decode_num_accepted_tokens_total", e, &[], 40.0 * k));
-        out.push(series("vllm:spec_decode_num_drafts_total", e, &[], 40.0 * k));
+        out.push(series(
+            "vllm:spec_decode_num_accepted_tokens_total",
+            e,
+            &[],
+            40.0 * k,
+        ));
+        out.push(series(
+            "vllm:spec_decode_num_drafts_total",
+            e,
+            &[],
+            40.0 * k,
+        ));
         // One draft per output, always accepted: 40k drafts reached position 0 (k = 1 draft).
-        out.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", e, &[("position", "0")], 40.0 * k));
+        out.push(series(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            e,
+            &[("position", "0")],
+            40.0 * k,
+        ));
     }
     out
 }
 
 fn feed(engine: &mut Engine, raw: &[(Raw, i64)], report: &mut IngestReport) {
     for ((labels, value), ts) in raw {
-        let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-        engine.ingest(&labels, &[Sample { value: *value, timestamp_ms: *ts }], 0, report);
+        let labels: Vec<Label<'_>> = labels
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        engine.ingest(
+            &labels,
+            &[Sample {
+                value: *value,
+                timestamp_ms: *ts,
+            }],
+            0,
+            report,
+        );
     }
 }
 
@@ -76,7 +175,9 @@ type Outputs = Vec<(Family, Vec<(String, String)>, DerivedValue)>;
 fn outputs(engine: &Engine) -> Outputs {
     let mut out = Vec::new();
     for family in Family::ALL {
-        engine.for_each_derived(family, |labels, value| out.push((family, labels.to_vec(), value.clone())));
+        engine.for_each_derived(family, |labels, value| {
+            out.push((family, labels.to_vec(), value.clone()))
+        });
     }
     out
 }
@@ -92,7 +193,11 @@ fn two_scrapes() -> Vec<(Raw, i64)> {
 }
 
 fn value_of(out: &Outputs, family: Family, engine: &str) -> DerivedValue {
-    out.iter().find(|(f, l, _)| *f == family && l.iter().any(|(n, v)| n == "engine" && v == engine)).unwrap().2.clone()
+    out.iter()
+        .find(|(f, l, _)| *f == family && l.iter().any(|(n, v)| n == "engine" && v == engine))
+        .unwrap()
+        .2
+        .clone()
 }
 
 #[test]
@@ -104,12 +209,28 @@ fn hand_computed_values_after_two_scrapes() {
     // t2 (k = 2): TPOT buckets 6,18,20 minus tokens{le=1} 6 -> 0,12,14; Σ 0.84; count 20 - 6 = 14.
     assert_eq!(
         value_of(&out, Family::CanonicalTpot, "0"),
-        DerivedValue::Histogram { buckets: vec![(0.01, 0.0), (0.05, 12.0), (f64::INFINITY, 14.0)], sum: 0.84, count: 14.0 }
+        DerivedValue::Histogram {
+            buckets: vec![(0.01, 0.0), (0.05, 12.0), (f64::INFINITY, 14.0)],
+            sum: 0.84,
+            count: 14.0
+        }
     );
     // Σ ITL 4.8 s over 160 - 80 = 80 tokens.
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 4.8, count: 80.0 });
+    assert_eq!(
+        value_of(&out, Family::TokenWeightedItl, "1"),
+        DerivedValue::SumCount {
+            sum: 4.8,
+            count: 80.0
+        }
+    );
     // 600 local + 240 generated over 500 iterations.
-    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "0"), DerivedValue::SumCount { sum: 840.0, count: 500.0 });
+    assert_eq!(
+        value_of(&out, Family::IterationTokensLocalCompute, "0"),
+        DerivedValue::SumCount {
+            sum: 840.0,
+            count: 500.0
+        }
+    );
     // Engine 0 has spec decoding: both intervals have ΔN = 40 outputs carrying Δ(generation − TTFT)
     // = 120 − 40 = 80 tokens, so w = 2 each time.
     // Raw ITL deltas per interval at 0.025, 0.05, 0.1: 0, 10, 40. Per-token bucket at B = 2·F(2B):
@@ -118,7 +239,12 @@ fn hand_computed_values_after_two_scrapes() {
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "0"),
         DerivedValue::Histogram {
-            buckets: vec![(0.025, 40.0), (0.05, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+            buckets: vec![
+                (0.025, 40.0),
+                (0.05, 160.0),
+                (0.1, 160.0),
+                (f64::INFINITY, 160.0)
+            ],
             sum: 4.8,
             count: 160.0
         }
@@ -127,7 +253,12 @@ fn hand_computed_values_after_two_scrapes() {
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "1"),
         DerivedValue::Histogram {
-            buckets: vec![(0.025, 0.0), (0.05, 20.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
+            buckets: vec![
+                (0.025, 0.0),
+                (0.05, 20.0),
+                (0.1, 80.0),
+                (f64::INFINITY, 80.0)
+            ],
             sum: 4.8,
             count: 80.0
         }
@@ -160,7 +291,12 @@ fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
             .iter()
             .map(|((labels, _), _)| {
                 let first = seen.insert(labels.clone());
-                ordered.iter().filter(|((l, _), _)| l == labels).nth(usize::from(!first)).unwrap().clone()
+                ordered
+                    .iter()
+                    .filter(|((l, _), _)| l == labels)
+                    .nth(usize::from(!first))
+                    .unwrap()
+                    .clone()
             })
             .collect();
         let mut engine = Engine::new(EngineConfig::default());
@@ -174,7 +310,16 @@ fn duplicates_and_out_of_order_samples_are_counted_not_applied() {
     let mut engine = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
     let tokens = series("vllm:generation_tokens_total", "0", &[], 10.0);
-    feed(&mut engine, &[(tokens.clone(), 2_000), (tokens.clone(), 2_000), (tokens.clone(), 1_000), (tokens, 3_000)], &mut report);
+    feed(
+        &mut engine,
+        &[
+            (tokens.clone(), 2_000),
+            (tokens.clone(), 2_000),
+            (tokens.clone(), 1_000),
+            (tokens, 3_000),
+        ],
+        &mut report,
+    );
     assert_eq!(report.applied, 2);
     assert_eq!(report.rejected[RejectReason::DuplicateSample.index()], 1);
     assert_eq!(report.rejected[RejectReason::OutOfOrder.index()], 1);
@@ -189,10 +334,21 @@ fn stale_markers_for_every_series_remove_the_group() {
     let mut engine = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
     let first = scrape("0", 1.0, true);
-    feed(&mut engine, &first.iter().cloned().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut report);
+    feed(
+        &mut engine,
+        &first
+            .iter()
+            .cloned()
+            .map(|r| (r, 1_000))
+            .collect::<Vec<_>>(),
+        &mut report,
+    );
     assert_eq!(outputs(&engine).len(), 4);
     let stale = f64::from_bits(STALE_NAN_BITS);
-    let markers: Vec<_> = first.into_iter().map(|(l, _)| ((l, stale), 2_000)).collect();
+    let markers: Vec<_> = first
+        .into_iter()
+        .map(|(l, _)| ((l, stale), 2_000))
+        .collect();
     let (head, tail) = markers.split_at(3);
     feed(&mut engine, head, &mut report);
     assert_eq!(engine.stats().groups, 1, "still some live series");
@@ -205,12 +361,30 @@ fn stale_markers_for_every_series_remove_the_group() {
 
 #[test]
 fn idle_groups_leave_after_the_timeout() {
-    let mut engine = Engine::new(EngineConfig { idle_timeout_ms: 60_000, ..EngineConfig::default() });
+    let mut engine = Engine::new(EngineConfig {
+        idle_timeout_ms: 60_000,
+        ..EngineConfig::default()
+    });
     let mut report = IngestReport::default();
     let labels: Vec<(&str, String)> = series("vllm:generation_tokens_total", "0", &[], 0.0).0;
-    let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-    engine.ingest(&labels, &[Sample { value: 1.0, timestamp_ms: 5 }], 100_000, &mut report);
-    assert_eq!(engine.sweep_idle(160_000), 0, "exactly at the timeout it stays");
+    let labels: Vec<Label<'_>> = labels
+        .iter()
+        .map(|(n, v)| Label { name: n, value: v })
+        .collect();
+    engine.ingest(
+        &labels,
+        &[Sample {
+            value: 1.0,
+            timestamp_ms: 5,
+        }],
+        100_000,
+        &mut report,
+    );
+    assert_eq!(
+        engine.sweep_idle(160_000),
+        0,
+        "exactly at the timeout it stays"
+    );
     assert_eq!(engine.sweep_idle(160_001), 1);
     assert_eq!(engine.stats().groups, 0);
 }
@@ -220,7 +394,12 @@ fn idle_groups_leave_after_the_timeout() {
 /// bound B holds w × the raw cumulative count at w · B: 2 × 10, 2 × 40, 2 × 40; `+Inf` 80.
 fn first_interval_at_k1() -> DerivedValue {
     DerivedValue::Histogram {
-        buckets: vec![(0.025, 20.0), (0.05, 80.0), (0.1, 80.0), (f64::INFINITY, 80.0)],
+        buckets: vec![
+            (0.025, 20.0),
+            (0.05, 80.0),
+            (0.1, 80.0),
+            (f64::INFINITY, 80.0),
+        ],
         sum: 2.4,
         count: 80.0,
     }
@@ -234,7 +413,10 @@ fn counter_reset_restarts_acceptance_buckets_from_the_new_values() {
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &all, &mut IngestReport::default());
-    assert_eq!(value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"), first_interval_at_k1());
+    assert_eq!(
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+        first_interval_at_k1()
+    );
     assert_eq!(engine.stats().counter_resets, 1);
 }
 
@@ -244,13 +426,21 @@ fn acceptance_buckets_survive_frame_eviction_unchanged() {
     let mut all = two_scrapes();
     all.extend(scrape("0", 3.0, true).into_iter().map(|r| (r, 31_000)));
     let run = |frames| {
-        let mut engine = Engine::new(EngineConfig { max_pending_frames: frames, ..EngineConfig::default() });
+        let mut engine = Engine::new(EngineConfig {
+            max_pending_frames: frames,
+            ..EngineConfig::default()
+        });
         feed(&mut engine, &all, &mut IngestReport::default());
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
     };
     // Three intervals with w = 2: 60, 240, 240, 240.
     let want = DerivedValue::Histogram {
-        buckets: vec![(0.025, 60.0), (0.05, 240.0), (0.1, 240.0), (f64::INFINITY, 240.0)],
+        buckets: vec![
+            (0.025, 60.0),
+            (0.05, 240.0),
+            (0.1, 240.0),
+            (f64::INFINITY, 240.0),
+        ],
         sum: 2.4 * 3.0, // passed through from the raw ITL _sum of t3
         count: 240.0,
     };
@@ -264,15 +454,38 @@ fn old_itl_name_alone_feeds_itl_families_and_tpot_is_absent() {
     let mut raw = Vec::new();
     hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
     raw.push(series("vllm:generation_tokens_total", "0", &[], 18.0));
-    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    raw.push(series(
+        "vllm:time_to_first_token_seconds_count",
+        "0",
+        &[],
+        10.0,
+    ));
     let mut engine = Engine::new(EngineConfig::default());
-    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
+    feed(
+        &mut engine,
+        &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
+        &mut IngestReport::default(),
+    );
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 8.0 });
+    assert_eq!(
+        value_of(&out, Family::TokenWeightedItl, "0"),
+        DerivedValue::SumCount {
+            sum: 0.3,
+            count: 8.0
+        }
+    );
     assert!(out.iter().all(|(f, _, _)| *f != Family::CanonicalTpot));
     let stats = engine.stats();
-    assert!(stats.withheld.contains(&(Family::CanonicalTpot, WithheldReason::MissingInput, 1)));
-    assert!(stats.withheld.contains(&(Family::IterationTokensLocalCompute, WithheldReason::MissingInput, 1)));
+    assert!(
+        stats
+            .withheld
+            .contains(&(Family::CanonicalTpot, WithheldReason::MissingInput, 1))
+    );
+    assert!(stats.withheld.contains(&(
+        Family::IterationTokensLocalCompute,
+        WithheldReason::MissingInput,
+        1
+    )));
 }
 
 #[test]
@@ -283,14 +496,33 @@ fn both_itl_names_are_never_counted_twice() {
     hist(&mut raw, "old", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
     hist(&mut raw, "itl", "0", &["0.05", "+Inf"], &[5.0, 8.0], 0.3);
     raw.push(series("vllm:generation_tokens_total", "0", &[], 18.0));
-    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    raw.push(series(
+        "vllm:time_to_first_token_seconds_count",
+        "0",
+        &[],
+        10.0,
+    ));
     let mut engine = Engine::new(EngineConfig::default());
-    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
+    feed(
+        &mut engine,
+        &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
+        &mut IngestReport::default(),
+    );
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "0"), DerivedValue::SumCount { sum: 0.3, count: 8.0 });
+    assert_eq!(
+        value_of(&out, Family::TokenWeightedItl, "0"),
+        DerivedValue::SumCount {
+            sum: 0.3,
+            count: 8.0
+        }
+    );
     assert_eq!(
         value_of(&out, Family::AcceptanceCorrectedItl, "0"),
-        DerivedValue::Histogram { buckets: vec![(0.05, 5.0), (f64::INFINITY, 8.0)], sum: 0.3, count: 8.0 }
+        DerivedValue::Histogram {
+            buckets: vec![(0.05, 5.0), (f64::INFINITY, 8.0)],
+            sum: 0.3,
+            count: 8.0
+        }
     );
 }
 
@@ -300,29 +532,64 @@ fn token_histogram_without_a_one_bound_withholds_canonical_tpot() {
         .into_iter()
         .filter(|(l, _)| !l.iter().any(|(n, v)| *n == "le" && v == "1.0"))
         .collect();
-    raw.push(series("vllm:request_generation_tokens_bucket", "0", &[("le", "5.0")], 9.0));
+    raw.push(series(
+        "vllm:request_generation_tokens_bucket",
+        "0",
+        &[("le", "5.0")],
+        9.0,
+    ));
     let mut engine = Engine::new(EngineConfig::default());
-    feed(&mut engine, &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(), &mut IngestReport::default());
-    assert!(outputs(&engine).iter().all(|(f, _, _)| *f != Family::CanonicalTpot));
-    assert!(engine.stats().withheld.contains(&(Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1)));
+    feed(
+        &mut engine,
+        &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
+        &mut IngestReport::default(),
+    );
+    assert!(
+        outputs(&engine)
+            .iter()
+            .all(|(f, _, _)| *f != Family::CanonicalTpot)
+    );
+    assert!(engine.stats().withheld.contains(&(
+        Family::CanonicalTpot,
+        WithheldReason::NoLeOneBound,
+        1
+    )));
 }
 
 #[test]
 fn a_frame_missing_an_input_never_emits() {
     // t1 complete; t2 lacks TTFT count: token-weighted ITL stays at t1 (Σ 2.4 s over 80 - 40 tokens).
-    let mut raw: Vec<(Raw, i64)> = scrape("1", 1.0, false).into_iter().map(|r| (r, 1_000)).collect();
+    let mut raw: Vec<(Raw, i64)> = scrape("1", 1.0, false)
+        .into_iter()
+        .map(|r| (r, 1_000))
+        .collect();
     raw.extend(
         scrape("1", 2.0, false)
             .into_iter()
-            .filter(|(l, _)| !l.iter().any(|(_, v)| v == "vllm:time_to_first_token_seconds_count"))
+            .filter(|(l, _)| {
+                !l.iter()
+                    .any(|(_, v)| v == "vllm:time_to_first_token_seconds_count")
+            })
             .map(|r| (r, 16_000)),
     );
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &raw, &mut IngestReport::default());
     let out = outputs(&engine);
-    assert_eq!(value_of(&out, Family::TokenWeightedItl, "1"), DerivedValue::SumCount { sum: 2.4, count: 40.0 });
+    assert_eq!(
+        value_of(&out, Family::TokenWeightedItl, "1"),
+        DerivedValue::SumCount {
+            sum: 2.4,
+            count: 40.0
+        }
+    );
     // Families that do not read the TTFT count moved on to t2: 600 local + 160 generated.
-    assert_eq!(value_of(&out, Family::IterationTokensLocalCompute, "1"), DerivedValue::SumCount { sum: 760.0, count: 500.0 });
+    assert_eq!(
+        value_of(&out, Family::IterationTokensLocalCompute, "1"),
+        DerivedValue::SumCount {
+            sum: 760.0,
+            count: 500.0
+        }
+    );
 }
 
 /// The k = 2 scrape of engine 0 with 50 accepted tokens instead of 80: 10 accepted for 40 drafts
@@ -332,9 +599,16 @@ fn a_frame_missing_an_input_never_emits() {
 fn t2_with_low_acceptance() -> Vec<Raw> {
     let mut t2 = scrape("0", 2.0, true);
     for (labels, value) in &mut t2 {
-        let le = labels.iter().find(|(n, _)| *n == "le").map(|(_, v)| v.as_str());
+        let le = labels
+            .iter()
+            .find(|(n, _)| *n == "le")
+            .map(|(_, v)| v.as_str());
         match (labels[0].1.as_str(), le) {
-            ("vllm:spec_decode_num_accepted_tokens_total" | "vllm:spec_decode_num_accepted_tokens_per_pos_total", _) => *value = 50.0,
+            (
+                "vllm:spec_decode_num_accepted_tokens_total"
+                | "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+                _,
+            ) => *value = 50.0,
             ("vllm:generation_tokens_total", _) => *value = 210.0,
             ("vllm:inter_token_latency_seconds_bucket", Some("0.05")) => *value = 10.0,
             _ => {}
@@ -354,7 +628,10 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
     let t2 = t2_with_low_acceptance();
     let at = |raw: &[Raw], ts| raw.iter().cloned().map(|r| (r, ts)).collect::<Vec<_>>();
     let stale = f64::from_bits(STALE_NAN_BITS);
-    let markers: Vec<_> = t1.iter().map(|(l, _)| ((l.clone(), stale), 8_000)).collect();
+    let markers: Vec<_> = t1
+        .iter()
+        .map(|(l, _)| ((l.clone(), stale), 8_000))
+        .collect();
     let run = |parts: &[&[(Raw, i64)]]| {
         let mut engine = Engine::new(EngineConfig::default());
         let mut report = IngestReport::default();
@@ -362,16 +639,27 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
             feed(&mut engine, part, &mut report);
         }
         assert_eq!(report.applied + report.rejected_total(), report.received);
-        (value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"), engine.stats())
+        (
+            value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+            engine.stats(),
+        )
     };
     let (uninterrupted, _) = run(&[&at(&t1, 1_000), &at(&t2, 16_000)]);
     let (gap, stats) = run(&[&at(&t1, 1_000), &markers, &at(&t2, 16_000)]);
     let (reseeded, _) = run(&[&at(&t2, 16_000)]);
-    assert_eq!(stats.groups_removed_stale, 1, "the markers removed the group");
+    assert_eq!(
+        stats.groups_removed_stale, 1,
+        "the markers removed the group"
+    );
     assert_eq!(gap, uninterrupted);
-    assert_ne!(reseeded, uninterrupted, "the test needs a run where re-seeding differs");
+    assert_ne!(
+        reseeded, uninterrupted,
+        "the test needs a run where re-seeding differs"
+    );
     // Count and sum: generation 210 − TTFT 80 = 130 tokens; the raw ITL sum.
-    let DerivedValue::Histogram { sum, count, .. } = gap else { panic!("a histogram") };
+    let DerivedValue::Histogram { sum, count, .. } = gap else {
+        panic!("a histogram")
+    };
     assert_eq!((sum, count), (4.8, 130.0));
 }
 
@@ -383,11 +671,18 @@ fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
     let mut all = two_scrapes();
     all.retain(|((labels, _), _)| labels.iter().any(|(n, v)| *n == "engine" && v == "0"));
     let stale = f64::from_bits(STALE_NAN_BITS);
-    all.extend(scrape("0", 1.0, true).into_iter().map(|(l, _)| ((l, stale), 20_000)));
+    all.extend(
+        scrape("0", 1.0, true)
+            .into_iter()
+            .map(|(l, _)| ((l, stale), 20_000)),
+    );
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
     let mut engine = Engine::new(EngineConfig::default());
     feed(&mut engine, &all, &mut IngestReport::default());
-    assert_eq!(value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"), first_interval_at_k1());
+    assert_eq!(
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+        first_interval_at_k1()
+    );
     assert_eq!(engine.stats().counter_resets, 1);
 }
 
@@ -398,14 +693,36 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     let stale = f64::from_bits(STALE_NAN_BITS);
     let feed_at = |engine: &mut Engine, raw: Vec<Raw>, ts: i64, now_ms: i64| {
         for (labels, value) in raw {
-            let labels: Vec<Label<'_>> = labels.iter().map(|(n, v)| Label { name: n, value: v }).collect();
-            engine.ingest(&labels, &[Sample { value, timestamp_ms: ts }], now_ms, &mut IngestReport::default());
+            let labels: Vec<Label<'_>> = labels
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value,
+                    timestamp_ms: ts,
+                }],
+                now_ms,
+                &mut IngestReport::default(),
+            );
         }
     };
     let run = |sweep_at: i64| {
-        let mut engine = Engine::new(EngineConfig { idle_timeout_ms: 60_000, ..EngineConfig::default() });
+        let mut engine = Engine::new(EngineConfig {
+            idle_timeout_ms: 60_000,
+            ..EngineConfig::default()
+        });
         feed_at(&mut engine, scrape("0", 1.0, true), 1_000, 1_000);
-        feed_at(&mut engine, scrape("0", 1.0, true).into_iter().map(|(l, _)| (l, stale)).collect(), 8_000, 8_000);
+        feed_at(
+            &mut engine,
+            scrape("0", 1.0, true)
+                .into_iter()
+                .map(|(l, _)| (l, stale))
+                .collect(),
+            8_000,
+            8_000,
+        );
         engine.sweep_idle(sweep_at);
         feed_at(&mut engine, t2.clone(), 16_000, sweep_at);
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
@@ -414,14 +731,20 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     feed_at(&mut fresh, t2.clone(), 16_000, 16_000);
     let reseeded = value_of(&outputs(&fresh), Family::AcceptanceCorrectedItl, "0");
     assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
-    assert_eq!(run(68_001), reseeded, "removed more than 60 s before the sweep: forgotten");
+    assert_eq!(
+        run(68_001),
+        reseeded,
+        "removed more than 60 s before the sweep: forgotten"
+    );
 }
 
 /// Engine 0's k = 2 scrape with its ITL histogram replaced by one on `bounds` (cumulative
 /// `cumulative`, the last one `+Inf` = the count), Σ 4.8 s.
 fn scrape_with_itl_bounds(bounds: &[&str], cumulative: &[f64]) -> Vec<Raw> {
-    let mut raw: Vec<Raw> =
-        scrape("0", 2.0, true).into_iter().filter(|(l, _)| !l[0].1.starts_with("vllm:inter_token_latency_seconds")).collect();
+    let mut raw: Vec<Raw> = scrape("0", 2.0, true)
+        .into_iter()
+        .filter(|(l, _)| !l[0].1.starts_with("vllm:inter_token_latency_seconds"))
+        .collect();
     hist(&mut raw, "itl", "0", bounds, cumulative, 4.8);
     raw
 }
@@ -433,20 +756,37 @@ fn scrape_with_itl_bounds(bounds: &[&str], cumulative: &[f64]) -> Vec<Raw> {
 fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
     let at = |raw: Vec<Raw>, ts| raw.into_iter().map(|r| (r, ts)).collect::<Vec<_>>();
     let stale = f64::from_bits(STALE_NAN_BITS);
-    let markers: Vec<_> = scrape("0", 2.0, true).into_iter().map(|(l, _)| ((l, stale), 31_000)).collect();
+    let markers: Vec<_> = scrape("0", 2.0, true)
+        .into_iter()
+        .map(|(l, _)| ((l, stale), 31_000))
+        .collect();
     // The returning frame: 80 outputs, cumulative 0, 20, 50, 80 at 0.025, 0.05, 0.075, 0.1; tokens
     // 240 − 80 = 160, so w = 2 from 0 (a re-seed): 0.025 → 2·F(0.05) = 40, 0.05 → 2·F(0.1) = 160,
     // then 160 (flat past the last bound), `+Inf` = 160.
-    let five = scrape_with_itl_bounds(&["0.025", "0.05", "0.075", "0.1", "+Inf"], &[0.0, 20.0, 50.0, 80.0, 80.0]);
+    let five = scrape_with_itl_bounds(
+        &["0.025", "0.05", "0.075", "0.1", "+Inf"],
+        &[0.0, 20.0, 50.0, 80.0, 80.0],
+    );
     let want5 = DerivedValue::Histogram {
-        buckets: vec![(0.025, 40.0), (0.05, 160.0), (0.075, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+        buckets: vec![
+            (0.025, 40.0),
+            (0.05, 160.0),
+            (0.075, 160.0),
+            (0.1, 160.0),
+            (f64::INFINITY, 160.0),
+        ],
         sum: 4.8,
         count: 160.0,
     };
     // Same number of bounds, other values: 0.02 → 2·F(0.04) = 2·(20·0.02/0.03) = 80/3, then 160.
     let moved = scrape_with_itl_bounds(&["0.02", "0.05", "0.1", "+Inf"], &[0.0, 20.0, 80.0, 80.0]);
     let want_moved = DerivedValue::Histogram {
-        buckets: vec![(0.02, 80.0 / 3.0), (0.05, 160.0), (0.1, 160.0), (f64::INFINITY, 160.0)],
+        buckets: vec![
+            (0.02, 80.0 / 3.0),
+            (0.05, 160.0),
+            (0.1, 160.0),
+            (f64::INFINITY, 160.0),
+        ],
         sum: 4.8,
         count: 160.0,
     };
@@ -454,16 +794,31 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
         let mut engine = Engine::new(EngineConfig::default());
         let mut report = IngestReport::default();
         feed(&mut engine, &at(scrape("0", 1.0, true), 1_000), &mut report);
-        feed(&mut engine, &at(scrape("0", 2.0, true), 16_000), &mut report);
+        feed(
+            &mut engine,
+            &at(scrape("0", 2.0, true), 16_000),
+            &mut report,
+        );
         feed(&mut engine, &markers, &mut report);
         assert_eq!(engine.stats().groups_removed_stale, 1);
         feed(&mut engine, &at(returning, 16_000), &mut report);
         assert_eq!(report.applied + report.rejected_total(), report.received);
-        let DerivedValue::Histogram { buckets, sum, count } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+        let DerivedValue::Histogram {
+            buckets,
+            sum,
+            count,
+        } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
         else {
             panic!("a histogram")
         };
-        let DerivedValue::Histogram { buckets: wb, sum: ws, count: wc } = &want else { unreachable!() };
+        let DerivedValue::Histogram {
+            buckets: wb,
+            sum: ws,
+            count: wc,
+        } = &want
+        else {
+            unreachable!()
+        };
         assert_eq!((sum, count), (*ws, *wc));
         assert_eq!(buckets.len(), wb.len());
         for ((le, c), (wle, w)) in buckets.iter().zip(wb) {
@@ -474,14 +829,36 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
 
 /// A group of engine 0 at `ts`: ITL (0.025, 0.05, 0.1, +Inf) cumulative `itl`, generation tokens
 /// `generated` over 10 first outputs, and, when given, accepted drafts per position.
-fn acceptance_frame(itl: [f64; 3], generated: f64, per_pos: Option<[f64; 3]>, ts: i64) -> Vec<(Raw, i64)> {
+fn acceptance_frame(
+    itl: [f64; 3],
+    generated: f64,
+    per_pos: Option<[f64; 3]>,
+    ts: i64,
+) -> Vec<(Raw, i64)> {
     let mut raw = Vec::new();
-    hist(&mut raw, "itl", "0", &["0.025", "0.05", "0.1", "+Inf"], &[itl[0], itl[1], itl[2], itl[2]], itl[2] * 0.05);
+    hist(
+        &mut raw,
+        "itl",
+        "0",
+        &["0.025", "0.05", "0.1", "+Inf"],
+        &[itl[0], itl[1], itl[2], itl[2]],
+        itl[2] * 0.05,
+    );
     raw.push(series("vllm:generation_tokens_total", "0", &[], generated));
-    raw.push(series("vllm:time_to_first_token_seconds_count", "0", &[], 10.0));
+    raw.push(series(
+        "vllm:time_to_first_token_seconds_count",
+        "0",
+        &[],
+        10.0,
+    ));
     for (p, v) in per_pos.iter().flat_map(|v| v.iter().enumerate()) {
         let pos = ["0", "1", "2"][p];
-        raw.push(series("vllm:spec_decode_num_accepted_tokens_per_pos_total", "0", &[("position", pos)], *v));
+        raw.push(series(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "0",
+            &[("position", pos)],
+            *v,
+        ));
     }
     raw.into_iter().map(|r| (r, ts)).collect()
 }
@@ -496,17 +873,41 @@ fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
     // 40·F(0.2))/20 = 0.8·(100 + 800)/20 = 36 < 40. No input fell: the bucket must stay at 40.
     let mut engine = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
-    feed(&mut engine, &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000), &mut report);
-    feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 16_000), &mut report);
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000),
+        &mut report,
+    );
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 16_000),
+        &mut report,
+    );
     let at_t2 = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0");
-    let DerivedValue::Histogram { buckets, .. } = &at_t2 else { panic!("a histogram") };
-    assert_eq!(buckets[1], (0.05, 40.0));
-    feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, Some([10.0, 10.0, 10.0]), 31_000), &mut report);
-    let DerivedValue::Histogram { buckets, count, .. } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0") else {
+    let DerivedValue::Histogram { buckets, .. } = &at_t2 else {
         panic!("a histogram")
     };
-    let DerivedValue::Histogram { buckets: before, .. } = at_t2 else { unreachable!() };
-    assert!(buckets.iter().zip(&before).all(|(a, b)| a.1 >= b.1), "{before:?} -> {buckets:?}");
+    assert_eq!(buckets[1], (0.05, 40.0));
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 20.0], 50.0, Some([10.0, 10.0, 10.0]), 31_000),
+        &mut report,
+    );
+    let DerivedValue::Histogram { buckets, count, .. } =
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+    else {
+        panic!("a histogram")
+    };
+    let DerivedValue::Histogram {
+        buckets: before, ..
+    } = at_t2
+    else {
+        unreachable!()
+    };
+    assert!(
+        buckets.iter().zip(&before).all(|(a, b)| a.1 >= b.1),
+        "{before:?} -> {buckets:?}"
+    );
     assert_eq!(buckets[1], (0.05, 40.0), "held, not 36");
     assert_eq!((buckets[3].1, count), (40.0, 40.0));
     assert_eq!(engine.stats().counter_resets, 0);
@@ -517,14 +918,37 @@ fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_
     for bad in [f64::INFINITY, -5.0] {
         let mut engine = Engine::new(EngineConfig::default());
         let mut report = IngestReport::default();
-        feed(&mut engine, &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000), &mut report);
-        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], bad, None, 16_000), &mut report);
-        assert!(outputs(&engine).iter().all(|(f, _, _)| *f != Family::AcceptanceCorrectedItl), "{bad}");
-        assert!(engine.stats().withheld.contains(&(Family::AcceptanceCorrectedItl, WithheldReason::InconsistentInputs, 1)));
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000),
+            &mut report,
+        );
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 20.0], bad, None, 16_000),
+            &mut report,
+        );
+        assert!(
+            outputs(&engine)
+                .iter()
+                .all(|(f, _, _)| *f != Family::AcceptanceCorrectedItl),
+            "{bad}"
+        );
+        assert!(engine.stats().withheld.contains(&(
+            Family::AcceptanceCorrectedItl,
+            WithheldReason::InconsistentInputs,
+            1
+        )));
         // A good scrape after it continues from t1, as if the bad frame had not been there:
         // t1 → t3 adds 10 outputs in (0.05, 0.1] with 30 tokens (w = 3): le 0.05 = 10 + 3·F(0.15) = 40.
-        feed(&mut engine, &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 31_000), &mut report);
-        let DerivedValue::Histogram { buckets, count, .. } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0") else {
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 31_000),
+            &mut report,
+        );
+        let DerivedValue::Histogram { buckets, count, .. } =
+            value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+        else {
             panic!("a histogram")
         };
         assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");

@@ -380,7 +380,11 @@ pub(super) fn rows() -> Vec<Row> {
         // cached): the metadata is dropped and counted, the request still succeeds.
         Row {
             metadata_dropped: Some(MetadataDropReason::SymbolRefOutOfRange),
-            ..Row::new("RW2 metadata unit_ref out of range", V2, v2(&v2_bad_unit_ref()))
+            ..Row::new(
+                "RW2 metadata unit_ref out of range",
+                V2,
+                v2(&v2_bad_unit_ref()),
+            )
         }
         .counts(1, 1, &[])
         .written(1, 0),

@@ -121,12 +121,9 @@ async fn run(row: Row) {
         ..EngineConfig::default()
     });
     let state = AppState::new(engine, row.limits).with_permit_wait(Duration::from_millis(20));
-    let _slot = row.hold_slot.then(|| {
-        state
-            .permits()
-            .try_acquire_owned()
-            .expect("the only slot")
-    });
+    let _slot = row
+        .hold_slot
+        .then(|| state.permits().try_acquire_owned().expect("the only slot"));
     let mut request = Request::post("/api/v1/write");
     if let Some(ct) = row.content_type {
         request = request.header(header::CONTENT_TYPE, ct);
@@ -209,7 +206,11 @@ async fn run(row: Row) {
             "vllm_corrector_metadata_dropped_total{{reason=\"{}\"}}",
             reason.as_str()
         ));
-        let want = if row.metadata_dropped == Some(reason) { 1.0 } else { 0.0 };
+        let want = if row.metadata_dropped == Some(reason) {
+            1.0
+        } else {
+            0.0
+        };
         assert_eq!(n, want, "{name}: metadata dropped {}", reason.as_str());
     }
 }

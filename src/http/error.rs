@@ -148,7 +148,8 @@ impl HttpError {
 
 /// Refused remote writes repeat on every request of a misconfigured sender: at most 10 lines at
 /// warn or error per 10 s (`suppressed` says how many were logged at debug meanwhile).
-static REFUSALS_LOGGED: crate::telemetry::events::LogLimit = crate::telemetry::events::LogLimit::new(10);
+static REFUSALS_LOGGED: crate::telemetry::events::LogLimit =
+    crate::telemetry::events::LogLimit::new(10);
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {

@@ -34,7 +34,9 @@ impl Live {
     pub fn new(limits: Limits, web: Arc<WebSettings>) -> Live {
         Live {
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
-            inflight_kib: Arc::new(Semaphore::new(super::kib(limits.max_inflight_bytes) as usize)),
+            inflight_kib: Arc::new(Semaphore::new(
+                super::kib(limits.max_inflight_bytes) as usize
+            )),
             limits,
             web,
         }

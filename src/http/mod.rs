@@ -183,10 +183,13 @@ impl AppState {
         bytes: usize,
     ) -> Option<tokio::sync::OwnedSemaphorePermit> {
         let wanted = kib(bytes).max(1);
-        tokio::time::timeout(self.permit_wait, live.inflight_kib.clone().acquire_many_owned(wanted))
-            .await
-            .ok()?
-            .ok()
+        tokio::time::timeout(
+            self.permit_wait,
+            live.inflight_kib.clone().acquire_many_owned(wanted),
+        )
+        .await
+        .ok()?
+        .ok()
     }
 
     /// Marks the service ready (`/-/ready` answers 200) or not (503).

@@ -24,7 +24,11 @@ const T: i64 = 1_700_000_000_000;
 /// The generation-token counter of engine `e` (a series the rules read), with `samples`.
 fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
     encode::series_spec(
-        &[("__name__", "vllm:generation_tokens_total"), ("engine", e), ("model_name", "m")],
+        &[
+            ("__name__", "vllm:generation_tokens_total"),
+            ("engine", e),
+            ("model_name", "m"),
+        ],
         samples,
     )
 }
@@ -186,7 +190,13 @@ async fn a_panic_before_decoding_is_a_400_that_cannot_count_samples() {
 /// One scrape of a minimal group the acceptance-corrected family reads: ITL with `bounds`
 /// (cumulative `counts`, the last being `+Inf` = `_count`), generation tokens, TTFT count, all at
 /// `ts` with the value `value` (or a staleness marker for every series when `stale`).
-fn acceptance_inputs(bounds: &[&str], counts: &[f64], tokens: f64, ts: i64, stale: bool) -> Vec<SeriesSpec> {
+fn acceptance_inputs(
+    bounds: &[&str],
+    counts: &[f64],
+    tokens: f64,
+    ts: i64,
+    stale: bool,
+) -> Vec<SeriesSpec> {
     let marker = f64::from_bits(crate::protocol::STALE_NAN_BITS);
     let v = |x: f64| if stale { marker } else { x };
     let l = |name: &'static str| vec![("__name__", name), ("engine", "0"), ("model_name", "m")];
@@ -200,10 +210,22 @@ fn acceptance_inputs(bounds: &[&str], counts: &[f64], tokens: f64, ts: i64, stal
         })
         .collect();
     let n = *counts.last().unwrap();
-    out.push(encode::series_spec(&l("vllm:inter_token_latency_seconds_count"), &[(v(n), ts)]));
-    out.push(encode::series_spec(&l("vllm:inter_token_latency_seconds_sum"), &[(v(n * 0.04), ts)]));
-    out.push(encode::series_spec(&l("vllm:generation_tokens_total"), &[(v(tokens + 10.0), ts)]));
-    out.push(encode::series_spec(&l("vllm:time_to_first_token_seconds_count"), &[(v(10.0), ts)]));
+    out.push(encode::series_spec(
+        &l("vllm:inter_token_latency_seconds_count"),
+        &[(v(n), ts)],
+    ));
+    out.push(encode::series_spec(
+        &l("vllm:inter_token_latency_seconds_sum"),
+        &[(v(n * 0.04), ts)],
+    ));
+    out.push(encode::series_spec(
+        &l("vllm:generation_tokens_total"),
+        &[(v(tokens + 10.0), ts)],
+    ));
+    out.push(encode::series_spec(
+        &l("vllm:time_to_first_token_seconds_count"),
+        &[(v(10.0), ts)],
+    ));
     out
 }
 
@@ -220,18 +242,47 @@ async fn stale_group_returning_with_new_bucket_layout_is_written_not_a_panic() {
         acceptance_inputs(&bounds, &[0.0, 20.0, 80.0], 160.0, T + 30_000, true),
         // 80 outputs, 160 tokens: re-seeded from 0 with w = 2: 0.025 → 2·F(0.05) = 2·20 = 40,
         // 0.05 → 2·F(0.1) = 2·80 = 160, and 160 from there on (flat past 0.1), +Inf = 160.
-        acceptance_inputs(&["0.025", "0.05", "0.075", "0.1", "+Inf"], &[0.0, 20.0, 50.0, 80.0, 80.0], 160.0, T + 15_000, false),
+        acceptance_inputs(
+            &["0.025", "0.05", "0.075", "0.1", "+Inf"],
+            &[0.0, 20.0, 50.0, 80.0, 80.0],
+            160.0,
+            T + 15_000,
+            false,
+        ),
     ] {
         let (status, _, text) = send(&state, V1, encode::encode_v1(&body, &[])).await;
         assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
     }
     let m = scrape(&state).await;
-    assert_counters(&m, &[("vllm_corrector_write_panics_total", 0.0), ("vllm_corrector_groups_removed_total{reason=\"stale\"}", 1.0)]);
+    assert_counters(
+        &m,
+        &[
+            ("vllm_corrector_write_panics_total", 0.0),
+            ("vllm_corrector_groups_removed_total{reason=\"stale\"}", 1.0),
+        ],
+    );
     let request = Request::get("/metrics").body(Body::empty()).unwrap();
     let response = app(state.clone()).oneshot(request).await.unwrap();
-    let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
-    for (le, want) in [("0.025", 40.0), ("0.05", 160.0), ("0.075", 160.0), ("0.1", 160.0), ("+Inf", 160.0)] {
-        let line = format!("vllm_corrected_acceptance_corrected_itl_seconds_bucket{{engine=\"0\",model_name=\"m\",le=\"{le}\"}} ");
+    let text = String::from_utf8(
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    for (le, want) in [
+        ("0.025", 40.0),
+        ("0.05", 160.0),
+        ("0.075", 160.0),
+        ("0.1", 160.0),
+        ("+Inf", 160.0),
+    ] {
+        let line = format!(
+            "vllm_corrected_acceptance_corrected_itl_seconds_bucket{{engine=\"0\",model_name=\"m\",le=\"{le}\"}} "
+        );
         let value: f64 = text
             .lines()
             .find_map(|l| l.strip_prefix(&line))

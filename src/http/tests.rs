@@ -392,10 +392,7 @@ async fn no_free_slot_within_the_wait_is_503() {
         ..Limits::default()
     };
     let state = state_with(limits).with_permit_wait(Duration::from_millis(20));
-    let _held = state
-        .permits()
-        .try_acquire_owned()
-        .expect("the only slot");
+    let _held = state.permits().try_acquire_owned().expect("the only slot");
     let (status, _, text) = send(&state, rw1(vec![1, 2, 3])).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
 }

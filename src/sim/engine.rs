@@ -331,7 +331,12 @@ impl EngineSim {
             let (tokens, drafts, accepted, is_first) = match pending {
                 None => (u32::from(r.target_n > 0), 0, 0, true),
                 // Cut at the request's last token (max_tokens or a stop); `a` stays as counted.
-                Some((d, a)) => ((1 + a).min(r.target_n.saturating_sub(r.tokens).max(1)), d, a, false),
+                Some((d, a)) => (
+                    (1 + a).min(r.target_n.saturating_sub(r.tokens).max(1)),
+                    d,
+                    a,
+                    false,
+                ),
             };
             if drafts > 0 {
                 rep.drafts += 1;

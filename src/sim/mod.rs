@@ -124,7 +124,10 @@ impl Simulator {
     /// Every request still running on any engine (global engine index, request), for truth that
     /// needs the outputs of requests that have not finished yet.
     pub fn running_requests(&self) -> impl Iterator<Item = (usize, &engine::Request)> {
-        self.engines.iter().enumerate().flat_map(|(i, e)| e.running().iter().map(move |r| (i, r)))
+        self.engines
+            .iter()
+            .enumerate()
+            .flat_map(|(i, e)| e.running().iter().map(move |r| (i, r)))
     }
 
     /// The configuration.

@@ -152,9 +152,15 @@ fn accepted_drafts_are_counted_before_the_cut_at_the_last_token() {
     assert_eq!(m.scalar(0, Fam::SpecAcceptedPerPos, 1), Some(1.0));
     assert_eq!(m.hist(0, Fam::Itl).unwrap().count(), 1);
     let it = sim.truth_window(0, sim.now_ns()).total.iterations;
-    assert_eq!((it.itl_count, it.accepted_tokens, it.tokens_after_first), (1, 2, 2));
+    assert_eq!(
+        (it.itl_count, it.accepted_tokens, it.tokens_after_first),
+        (1, 2, 2)
+    );
     // The truth per token is 0.016 s over the 2 emitted tokens, not over 1 + 2 = 3.
-    assert!(close(it.acceptance_corrected_itl_seconds.unwrap(), 0.016 / 2.0));
+    assert!(close(
+        it.acceptance_corrected_itl_seconds.unwrap(),
+        0.016 / 2.0
+    ));
     assert!(close(it.token_weighted_itl_seconds.unwrap(), 0.016 / 2.0));
 }
 

@@ -97,7 +97,10 @@ fn engine_corrected_families_equal_simulator_truth() {
         };
         // Tokens emitted after the first (the token-weighted count), not ITL outputs + accepted
         // drafts: those count drafts accepted in a request's last step beyond its last token.
-        assert_eq!(count, (it.tokens_after_first - it.zero_token_first_outputs) as f64);
+        assert_eq!(
+            count,
+            (it.tokens_after_first - it.zero_token_first_outputs) as f64
+        );
         assert!(
             it.itl_count + it.accepted_tokens > it.tokens_after_first,
             "the run must cut some last outputs, or the old count would pass"

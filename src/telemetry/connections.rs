@@ -82,7 +82,9 @@ impl ConnectionMetrics {
 
     /// How many connections were closed for `reason` since start.
     pub fn closed(&self, reason: CloseReason) -> u64 {
-        self.closed.get_or_create(&[("reason", reason.as_str())]).get()
+        self.closed
+            .get_or_create(&[("reason", reason.as_str())])
+            .get()
     }
 }
 

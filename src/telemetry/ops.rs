@@ -68,7 +68,11 @@ impl OpsMetrics {
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         m.reload_successful.set(1);
-        OpsMetrics { connections: super::connections::ConnectionMetrics::new(), storage: super::storage::StorageMetrics::new(), ..m }
+        OpsMetrics {
+            connections: super::connections::ConnectionMetrics::new(),
+            storage: super::storage::StorageMetrics::new(),
+            ..m
+        }
     }
 
     /// Registers every metric in `registry`.

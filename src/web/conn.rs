@@ -52,7 +52,10 @@ impl PeerStream for TcpStream {
 
 impl PeerStream for TlsStream<TcpStream> {
     fn verified_client_certificate(&self) -> bool {
-        self.get_ref().1.peer_certificates().is_some_and(|chain| !chain.is_empty())
+        self.get_ref()
+            .1
+            .peer_certificates()
+            .is_some_and(|chain| !chain.is_empty())
     }
 }
 
@@ -82,7 +85,12 @@ struct ConnState {
 impl ConnState {
     fn set(&self, phase: Phase) {
         *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = phase;
-        if let Some(waker) = self.reader.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(waker) = self
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             waker.wake();
         }
     }
@@ -97,7 +105,10 @@ impl ConnState {
 
     fn deadline(&self) -> Option<(Instant, CloseReason)> {
         match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
-            Phase::Head(since) => Some((since + self.header_read_timeout, CloseReason::HeaderReadTimeout)),
+            Phase::Head(since) => Some((
+                since + self.header_read_timeout,
+                CloseReason::HeaderReadTimeout,
+            )),
             Phase::Idle(since) => Some((since + self.idle_timeout, CloseReason::IdleTimeout)),
             Phase::Busy => None,
         }
@@ -114,7 +125,11 @@ struct TimedIo<T> {
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
@@ -125,7 +140,11 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 Poll::Ready(result)
             }
             Poll::Pending => {
-                *this.state.reader.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+                *this
+                    .state
+                    .reader
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
                 let Some((deadline, reason)) = this.state.deadline() else {
                     return Poll::Pending;
                 };
@@ -136,15 +155,26 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 if this.sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                *this.state.timed_out.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-                Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, reason.as_str())))
+                *this
+                    .state
+                    .timed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+                Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    reason.as_str(),
+                )))
             }
         }
     }
 }
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
 
@@ -156,7 +186,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -175,7 +209,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
 /// # Errors
 /// None today (accept errors are retried inside the listener); the `Result` matches
 /// `axum::serve`'s.
-pub async fn serve<L>(mut listener: L, router: Router, state: AppState, shutdown: impl Future<Output = ()>) -> std::io::Result<()>
+pub async fn serve<L>(
+    mut listener: L,
+    router: Router,
+    state: AppState,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
 where
     L: Listener<Addr = SocketAddr>,
     L::Io: PeerStream + AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -218,16 +257,18 @@ where
             armed_for: None,
         };
         let (router, phases) = (router.clone(), conn_state.clone());
-        let service = tower::service_fn(move |mut request: axum::extract::Request<hyper::body::Incoming>| {
-            request.extensions_mut().insert(ConnectInfo(peer));
-            phases.set(Phase::Busy);
-            let (router, phases) = (router.clone(), phases.clone());
-            async move {
-                let response = tower::ServiceExt::oneshot(router, request).await;
-                phases.set(Phase::Idle(Instant::now()));
-                response
-            }
-        });
+        let service = tower::service_fn(
+            move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                phases.set(Phase::Busy);
+                let (router, phases) = (router.clone(), phases.clone());
+                async move {
+                    let response = tower::ServiceExt::oneshot(router, request).await;
+                    phases.set(Phase::Idle(Instant::now()));
+                    response
+                }
+            },
+        );
         let connection = hyper::server::conn::http1::Builder::new()
             .keep_alive(true)
             .header_read_timeout(None)
@@ -236,9 +277,16 @@ where
         let (open, metrics) = (open.clone(), state.metrics.clone());
         tokio::spawn(async move {
             let _ = connection.await;
-            let timed_out = *conn_state.timed_out.lock().unwrap_or_else(PoisonError::into_inner);
+            let timed_out = *conn_state
+                .timed_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if let Some(reason) = timed_out {
-                ConnectionClosed { peer: address, reason }.emit(&metrics);
+                ConnectionClosed {
+                    peer: address,
+                    reason,
+                }
+                .emit(&metrics);
             }
             open.fetch_sub(1, Ordering::AcqRel);
             metrics.ops.connections.open_changed(-1);

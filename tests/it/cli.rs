@@ -128,7 +128,10 @@ fn inspect_refuses_standard_input_for_both_dumps() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("AFTER -: standard input is already BEFORE"), "{err}");
+    assert!(
+        err.contains("AFTER -: standard input is already BEFORE"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -266,7 +269,10 @@ fn simulate_instant_prints_the_exposition_unless_a_metrics_file_is_given() {
     with_file.extend(["--metrics-file", file.to_str().unwrap()]);
     let (code, out, err) = run(&with_file);
     assert_eq!(code, Some(0), "{err}");
-    assert!(out.is_empty(), "with --metrics-file stdout stays empty: {out}");
+    assert!(
+        out.is_empty(),
+        "with --metrics-file stdout stays empty: {out}"
+    );
     // The same seed and duration: stdout is byte for byte what --metrics-file holds.
     let written = std::fs::read_to_string(&file).unwrap();
     assert_eq!(printed, written);
@@ -312,11 +318,18 @@ fn version_works_on_every_subcommand_and_names_the_git_commit() {
         .and_then(|rest| rest.strip_suffix(')'))
         .unwrap_or_else(|| panic!("{top:?}"))
         .to_owned();
-    assert!(commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())), "{commit:?}");
+    assert!(
+        commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{commit:?}"
+    );
     for sub in ["demo", "inspect", "rules", "simulate", "relabel"] {
         let (code, out, err) = run(&[sub, "--version"]);
         assert_eq!(code, Some(0), "{sub} --version: {err}");
-        assert_eq!(out.trim(), format!("vllm-corrector-{sub} 0.1.0 (commit {commit})"), "{sub}");
+        assert_eq!(
+            out.trim(),
+            format!("vllm-corrector-{sub} 0.1.0 (commit {commit})"),
+            "{sub}"
+        );
     }
 }
 
@@ -324,8 +337,18 @@ fn version_works_on_every_subcommand_and_names_the_git_commit() {
 fn relabel_prints_the_shipped_keep_rule() {
     let (code, out, err) = run(&["relabel"]);
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(out, std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prometheus/relabel.yml")).unwrap());
+    assert_eq!(
+        out,
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/prometheus/relabel.yml"
+        ))
+        .unwrap()
+    );
     let (code, operator, _) = run(&["relabel", "--operator"]);
     assert_eq!(code, Some(0));
-    assert!(operator.contains("- sourceLabels: [__name__, le, source]"), "{operator}");
+    assert!(
+        operator.contains("- sourceLabels: [__name__, le, source]"),
+        "{operator}"
+    );
 }

@@ -158,7 +158,10 @@ fn engine_fuzz_seeds_replay_and_mutated_keep_the_engine_invariants() {
     let mut rng = StdRng::seed_from_u64(0xe9e);
     for (name, seed) in &seeds {
         let checked = fuzz::engine(seed);
-        assert!(checked > 20, "engine/{name}: only {checked} derived values checked");
+        assert!(
+            checked > 20,
+            "engine/{name}: only {checked} derived values checked"
+        );
         for _ in 0..200 {
             let mut data = seed.clone();
             for _ in 0..rng.random_range(1..5) {

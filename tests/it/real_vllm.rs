@@ -36,9 +36,17 @@ fn batches() -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(root())
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
-    out.retain(|d| ["before.prom", "after.prom", "bench.json", "truth.json"].iter().all(|f| d.join(f).is_file()));
+    out.retain(|d| {
+        ["before.prom", "after.prom", "bench.json", "truth.json"]
+            .iter()
+            .all(|f| d.join(f).is_file())
+    });
     out.sort();
-    assert!(!out.is_empty(), "no batch under {}: the fixture tests would pass vacuously", root().display());
+    assert!(
+        !out.is_empty(),
+        "no batch under {}: the fixture tests would pass vacuously",
+        root().display()
+    );
     out
 }
 
@@ -52,7 +60,11 @@ fn json(path: &Path) -> Value {
 
 /// A dump's samples (OpenMetrics when it ends with `# EOF`, else text 0.0.4).
 fn samples(text: &str) -> Vec<ParsedSample> {
-    let format = if text.trim_end().ends_with("# EOF") { Format::OpenMetrics } else { Format::Text004 };
+    let format = if text.trim_end().ends_with("# EOF") {
+        Format::OpenMetrics
+    } else {
+        Format::Text004
+    };
     parse(text, format).expect("the fixture parses").samples
 }
 
@@ -66,16 +78,33 @@ fn values(samples: &[ParsedSample]) -> BTreeMap<String, f64> {
             .labels
             .iter()
             .filter(|(n, _)| !matches!(n.as_str(), "model_name" | "engine"))
-            .map(|(n, v)| if n == "le" { le(v).to_string() } else { format!("{n}={v}") })
+            .map(|(n, v)| {
+                if n == "le" {
+                    le(v).to_string()
+                } else {
+                    format!("{n}={v}")
+                }
+            })
             .collect();
-        let key = if dims.is_empty() { s.name.clone() } else { format!("{}{{{}}}", s.name, dims.join(",")) };
-        assert!(out.insert(key.clone(), s.value).is_none(), "{key} twice: more than one engine in a fixture?");
+        let key = if dims.is_empty() {
+            s.name.clone()
+        } else {
+            format!("{}{{{}}}", s.name, dims.join(","))
+        };
+        assert!(
+            out.insert(key.clone(), s.value).is_none(),
+            "{key} twice: more than one engine in a fixture?"
+        );
     }
     out
 }
 
 fn le(v: &str) -> f64 {
-    if v == "+Inf" { f64::INFINITY } else { v.parse().expect("le is a float") }
+    if v == "+Inf" {
+        f64::INFINITY
+    } else {
+        v.parse().expect("le is a float")
+    }
 }
 
 /// One dump, read for the rules.
@@ -83,7 +112,10 @@ struct Dump(BTreeMap<String, f64>);
 
 impl Dump {
     fn v(&self, key: &str) -> f64 {
-        *self.0.get(key).unwrap_or_else(|| panic!("the dump has no {key}"))
+        *self
+            .0
+            .get(key)
+            .unwrap_or_else(|| panic!("the dump has no {key}"))
     }
 
     /// `(le, cumulative count)` of a histogram, ascending, `+Inf` last.
@@ -92,7 +124,12 @@ impl Dump {
         let mut out: Vec<(f64, f64)> = self
             .0
             .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.strip_suffix('}')?.parse().ok()?, *v)))
+            .filter_map(|(k, v)| {
+                Some((
+                    k.strip_prefix(&prefix)?.strip_suffix('}')?.parse().ok()?,
+                    *v,
+                ))
+            })
             .collect();
         out.sort_by(|a, b| a.0.total_cmp(&b.0));
         out
@@ -101,7 +138,13 @@ impl Dump {
     /// Accepted drafts per position, position 0 first (empty without spec decoding).
     fn per_pos(&self) -> Vec<f64> {
         (0..)
-            .map_while(|p| self.0.get(&format!("vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}")).copied())
+            .map_while(|p| {
+                self.0
+                    .get(&format!(
+                        "vllm:spec_decode_num_accepted_tokens_per_pos_total{{position={p}}}"
+                    ))
+                    .copied()
+            })
             .collect()
     }
 
@@ -154,7 +197,10 @@ fn acceptance_parts(prev: Option<&Dump>, cur: &Dump) -> Vec<f64> {
         out
     };
     let scale = mass / classes.iter().map(|(j, n)| j * n).sum::<f64>();
-    finite.iter().map(|(b, _)| scale * classes.iter().map(|(j, n)| n * j * f(b * j)).sum::<f64>() / dn).collect()
+    finite
+        .iter()
+        .map(|(b, _)| scale * classes.iter().map(|(j, n)| n * j * f(b * j)).sum::<f64>() / dn)
+        .collect()
 }
 
 fn close(a: f64, b: f64, rel: f64) -> bool {
@@ -164,11 +210,19 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 /// The benchmark's counts of one batch: (requests with n > 1, tokens after each first, ITL
 /// samples), from its per-request records.
 fn bench_counts(bench: &Value) -> (f64, f64, f64) {
-    let ok: Vec<&Value> = bench["requests"].as_array().expect("requests").iter().filter(|r| r.get("error").is_none()).collect();
+    let ok: Vec<&Value> = bench["requests"]
+        .as_array()
+        .expect("requests")
+        .iter()
+        .filter(|r| r.get("error").is_none())
+        .collect();
     let n = |r: &Value| r["output_len"].as_f64().expect("output_len");
     let n_gt_1 = ok.iter().filter(|r| n(r) > 1.0).count() as f64;
     let after_first = ok.iter().map(|r| (n(r) - 1.0).max(0.0)).sum();
-    let itl = ok.iter().map(|r| r["itl_count"].as_f64().expect("itl_count")).sum();
+    let itl = ok
+        .iter()
+        .map(|r| r["itl_count"].as_f64().expect("itl_count"))
+        .sum();
     (n_gt_1, after_first, itl)
 }
 
@@ -198,9 +252,15 @@ const CLIENT_SERVER_GAP: f64 = 0.02;
 /// A window of several batches (`parts` in its `batch.json`) uses them when one of its parts does.
 fn uses_stop_strings(dir: &Path) -> bool {
     let batch = read(&dir.join("batch.json"));
-    let parts = json(&dir.join("batch.json"))["parts"].as_array().cloned().unwrap_or_default();
+    let parts = json(&dir.join("batch.json"))["parts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     batch.contains(r#"\"stop\""#)
-        || parts.iter().filter_map(Value::as_str).any(|p| uses_stop_strings(&dir.parent().expect("root").join(p)))
+        || parts
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|p| uses_stop_strings(&dir.parent().expect("root").join(p)))
 }
 
 /// `"raw % / corrected %"` against `truth`, as `docs/ACCURACY.md` prints its cells.
@@ -217,11 +277,19 @@ fn cell(raw: Option<f64>, corrected: Option<f64>, truth: Option<f64>) -> String 
 /// per-token mean against the client's per-token time (Σ (latency − TTFT) / tokens after the first).
 #[test]
 fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect() {
-    println!("| batch | requests (n ≤ 1) | tokens after first (server) | TPOT mean | ITL per token, mean | decode-time gap |");
+    println!(
+        "| batch | requests (n ≤ 1) | tokens after first (server) | TPOT mean | ITL per token, mean | decode-time gap |"
+    );
     for dir in batches() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let (before_text, after_text) = (read(&dir.join("before.prom")), read(&dir.join("after.prom")));
-        let (b, a) = (Dump(values(&samples(&before_text))), Dump(values(&samples(&after_text))));
+        let (before_text, after_text) = (
+            read(&dir.join("before.prom")),
+            read(&dir.join("after.prom")),
+        );
+        let (b, a) = (
+            Dump(values(&samples(&before_text))),
+            Dump(values(&samples(&after_text))),
+        );
         let d = |key: &str| a.v(key) - b.v(key);
         let bench = json(&dir.join("bench.json"));
         let (n_gt_1, after_first, itl_samples) = bench_counts(&bench);
@@ -232,14 +300,22 @@ fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect
         // One ITL sample per engine output after the first; the client sees one per streamed chunk,
         // and the API server may put two outputs in one chunk (greedy_d5: 318 outputs, 295 chunks).
         let itl_count = d(&format!("{ITL}_count"));
-        assert!(itl_count >= itl_samples, "{name}: {itl_count} ITL samples, the client saw {itl_samples} chunks");
+        assert!(
+            itl_count >= itl_samples,
+            "{name}: {itl_count} ITL samples, the client saw {itl_samples} chunks"
+        );
         let server_tokens = a.tokens() - b.tokens();
         let stop = uses_stop_strings(&dir);
         if stop {
-            let k = json(&dir.join("batch.json"))["num_speculative_tokens"].as_f64().expect("k");
+            let k = json(&dir.join("batch.json"))["num_speculative_tokens"]
+                .as_f64()
+                .expect("k");
             let by_stop = d("vllm:request_success_total{finished_reason=stop}");
             let extra = server_tokens - after_first;
-            assert!((0.0..=k * by_stop).contains(&extra), "{name}: {extra} tokens past stop strings, {by_stop} stopped");
+            assert!(
+                (0.0..=k * by_stop).contains(&extra),
+                "{name}: {extra} tokens past stop strings, {by_stop} stopped"
+            );
         } else {
             assert_eq!(server_tokens, after_first, "{name}: tokens after the first");
         }
@@ -256,24 +332,59 @@ fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect
         let want_itl = mean(d(&format!("{ITL}_sum")), server_tokens);
         let check = |got: Option<f64>, want: Option<f64>, what: &str| match (got, want) {
             (Some(g), Some(w)) => assert!(close(g, w, 1e-12), "{name} {what}: {g} vs {w}"),
-            (g, w) => assert_eq!(g.is_some(), w.is_some(), "{name} {what}: {g:?} vs {w:?} ({:?})", r.null_reasons),
+            (g, w) => assert_eq!(
+                g.is_some(),
+                w.is_some(),
+                "{name} {what}: {g:?} vs {w:?} ({:?})",
+                r.null_reasons
+            ),
         };
         check(r.canonical_tpot_mean_seconds, want_tpot, "canonical TPOT");
         check(r.token_weighted_itl_seconds, want_itl, "token-weighted ITL");
-        check(r.acceptance_corrected_itl_seconds, want_itl, "acceptance-corrected ITL");
+        check(
+            r.acceptance_corrected_itl_seconds,
+            want_itl,
+            "acceptance-corrected ITL",
+        );
         let local = "vllm:prompt_tokens_by_source_total{source=local_compute}";
-        let want_local = mean(d(local) + d("vllm:generation_tokens_total"), d("vllm:iteration_tokens_total_count"));
-        check(r.local_compute_iteration_tokens_mean, want_local, "local-compute iteration tokens");
-        check(r.raw_tpot_mean_seconds, mean(d(&format!("{TPOT}_sum")), d(&format!("{TPOT}_count"))), "raw TPOT");
-        check(r.raw_itl_mean_seconds, mean(d(&format!("{ITL}_sum")), d(&format!("{ITL}_count"))), "raw ITL");
+        let want_local = mean(
+            d(local) + d("vllm:generation_tokens_total"),
+            d("vllm:iteration_tokens_total_count"),
+        );
+        check(
+            r.local_compute_iteration_tokens_mean,
+            want_local,
+            "local-compute iteration tokens",
+        );
+        check(
+            r.raw_tpot_mean_seconds,
+            mean(d(&format!("{TPOT}_sum")), d(&format!("{TPOT}_count"))),
+            "raw TPOT",
+        );
+        check(
+            r.raw_itl_mean_seconds,
+            mean(d(&format!("{ITL}_sum")), d(&format!("{ITL}_count"))),
+            "raw ITL",
+        );
         let t = json(&dir.join("truth.json"));
         println!(
             "| {name} | {} ({}) | {after_first} ({server_tokens}) | {} | {} | {} |",
             t["requests"],
             t["requests_n_le_1"],
-            cell(r.raw_tpot_mean_seconds, r.canonical_tpot_mean_seconds, t["bench_mean_tpot_s"].as_f64()),
-            cell(r.raw_itl_mean_seconds, r.acceptance_corrected_itl_seconds, t["client_token_weighted_itl_s"].as_f64()),
-            match (d("vllm:request_decode_time_seconds_sum"), bench_decode(&bench)) {
+            cell(
+                r.raw_tpot_mean_seconds,
+                r.canonical_tpot_mean_seconds,
+                t["bench_mean_tpot_s"].as_f64()
+            ),
+            cell(
+                r.raw_itl_mean_seconds,
+                r.acceptance_corrected_itl_seconds,
+                t["client_token_weighted_itl_s"].as_f64()
+            ),
+            match (
+                d("vllm:request_decode_time_seconds_sum"),
+                bench_decode(&bench)
+            ) {
                 (s, c) if c > 0.0 => format!("{:+.2} %", (s / c - 1.0) * 100.0),
                 _ => "—".to_string(),
             }
@@ -289,26 +400,46 @@ fn real_vllm_counts_are_exact_and_families_follow_their_formulas_through_inspect
         let f = |r: &Value, k: &str| r[k].as_f64().expect("a number");
         let client_decode: f64 = ok.iter().map(|r| f(r, "latency") - f(r, "ttft")).sum();
         let server_decode = d("vllm:request_decode_time_seconds_sum");
-        assert!(close(d(&format!("{ITL}_sum")), server_decode, 1e-9), "{name}: Σ ITL is Σ decode time");
+        assert!(
+            close(d(&format!("{ITL}_sum")), server_decode, 1e-9),
+            "{name}: Σ ITL is Σ decode time"
+        );
         let gap = server_decode - client_decode;
         let truth = json(&dir.join("truth.json"));
         let window = json(&dir.join("batch.json"))["parts"].is_array();
         if stop {
             // vLLM divides by tokens the client never got: on a stop-string batch its TPOT is the
             // lower. A window mixing it with other batches has no such direction: not compared.
-            if let (Some(got), Some(bench), false) = (want_tpot, truth["bench_mean_tpot_s"].as_f64(), window) {
+            if let (Some(got), Some(bench), false) =
+                (want_tpot, truth["bench_mean_tpot_s"].as_f64(), window)
+            {
                 assert!(got < bench, "{name}: canonical TPOT {got} vs bench {bench}");
             }
         } else if let Some(got) = want_tpot {
             let bench = truth["bench_mean_tpot_s"].as_f64().expect("a bench TPOT");
             let n = ok.len() as f64;
-            let shift = gap / n * ok.iter().map(|r| 1.0 / (f(r, "output_len") - 1.0)).sum::<f64>() / n;
+            let shift = gap / n
+                * ok.iter()
+                    .map(|r| 1.0 / (f(r, "output_len") - 1.0))
+                    .sum::<f64>()
+                / n;
             let want = bench + shift;
-            println!("{name}: canonical TPOT {got:.6} s, bench {bench:.6} s, bench + measured gap {want:.6} s ({:+.2} %)", (got / want - 1.0) * 100.0);
-            assert!((got - want).abs() <= CLIENT_SERVER_GAP * want, "{name}: canonical TPOT {got} vs bench {bench} + gap {shift}");
-            let client = truth["client_token_weighted_itl_s"].as_f64().expect("client per-token ITL");
+            println!(
+                "{name}: canonical TPOT {got:.6} s, bench {bench:.6} s, bench + measured gap {want:.6} s ({:+.2} %)",
+                (got / want - 1.0) * 100.0
+            );
+            assert!(
+                (got - want).abs() <= CLIENT_SERVER_GAP * want,
+                "{name}: canonical TPOT {got} vs bench {bench} + gap {shift}"
+            );
+            let client = truth["client_token_weighted_itl_s"]
+                .as_f64()
+                .expect("client per-token ITL");
             let per_token = want_itl.expect("tokens after the first");
-            assert!(close(per_token / client, server_decode / client_decode, 1e-9), "{name}: per-token ITL {per_token} vs client {client}");
+            assert!(
+                close(per_token / client, server_decode / client_decode, 1e-9),
+                "{name}: per-token ITL {per_token} vs client {client}"
+            );
         }
     }
 }
@@ -324,7 +455,11 @@ fn points(text: &str, ts: i64) -> Vec<Point> {
             labels.push(("job".into(), "vllm".into()));
             labels.push(("instance".into(), "real-vllm:8000".into()));
             labels.sort();
-            Point { labels, value: s.value, timestamp_ms: ts }
+            Point {
+                labels,
+                value: s.value,
+                timestamp_ms: ts,
+            }
         })
         .collect()
 }
@@ -334,41 +469,95 @@ fn real_vllm_dumps_through_remote_write_serve_each_family_by_its_formula() {
     let [t1, t2, _] = crate::fixture::scrape_times();
     for dir in batches() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let (before_text, after_text) = (read(&dir.join("before.prom")), read(&dir.join("after.prom")));
-        let (b, a) = (Dump(values(&samples(&before_text))), Dump(values(&samples(&after_text))));
+        let (before_text, after_text) = (
+            read(&dir.join("before.prom")),
+            read(&dir.join("after.prom")),
+        );
+        let (b, a) = (
+            Dump(values(&samples(&before_text))),
+            Dump(values(&samples(&after_text))),
+        );
         let corrector = Corrector::start();
         corrector.write(&points(&before_text, t1));
         corrector.write(&points(&after_text, t2));
         let snapshot = corrector.snapshot();
         let group: Vec<(String, String)> = {
             let p = points(&after_text, t2);
-            let first = p.iter().find(|p| p.label("__name__") == Some("vllm:generation_tokens_total")).expect("tokens");
-            first.labels.iter().filter(|(n, _)| n != "__name__").cloned().collect()
+            let first = p
+                .iter()
+                .find(|p| p.label("__name__") == Some("vllm:generation_tokens_total"))
+                .expect("tokens");
+            first
+                .labels
+                .iter()
+                .filter(|(n, _)| n != "__name__")
+                .cloned()
+                .collect()
         };
         // Canonical TPOT at AFTER: every bucket and the count minus le="1", the sum as is.
         let le1 = a.v(&format!("vllm:request_generation_tokens_bucket{{{}}}", 1.0));
-        let tpot = snapshot.histogram("vllm_corrected_request_time_per_output_token_seconds", &group).expect("canonical TPOT");
-        let want: Vec<(f64, f64)> = a.buckets(TPOT).iter().map(|(le, c)| (*le, c - le1)).collect();
+        let tpot = snapshot
+            .histogram(
+                "vllm_corrected_request_time_per_output_token_seconds",
+                &group,
+            )
+            .expect("canonical TPOT");
+        let want: Vec<(f64, f64)> = a
+            .buckets(TPOT)
+            .iter()
+            .map(|(le, c)| (*le, c - le1))
+            .collect();
         assert_eq!(tpot.buckets, want, "{name}");
-        assert_eq!((tpot.sum, tpot.count), (a.v(&format!("{TPOT}_sum")), a.v(&format!("{TPOT}_count")) - le1), "{name}");
+        assert_eq!(
+            (tpot.sum, tpot.count),
+            (
+                a.v(&format!("{TPOT}_sum")),
+                a.v(&format!("{TPOT}_count")) - le1
+            ),
+            "{name}"
+        );
         // Token-weighted ITL and local-compute iteration tokens at AFTER.
-        let tw = snapshot.sum_count("vllm_corrected_token_weighted_itl_seconds", &group).expect("token-weighted");
+        let tw = snapshot
+            .sum_count("vllm_corrected_token_weighted_itl_seconds", &group)
+            .expect("token-weighted");
         assert_eq!(tw, (a.v(&format!("{ITL}_sum")), a.tokens()), "{name}");
-        let local = snapshot.sum_count("vllm_corrected_iteration_tokens_local_compute", &group).expect("local compute");
+        let local = snapshot
+            .sum_count("vllm_corrected_iteration_tokens_local_compute", &group)
+            .expect("local compute");
         let want = (
-            a.v("vllm:prompt_tokens_by_source_total{source=local_compute}") + a.v("vllm:generation_tokens_total"),
+            a.v("vllm:prompt_tokens_by_source_total{source=local_compute}")
+                + a.v("vllm:generation_tokens_total"),
             a.v("vllm:iteration_tokens_total_count"),
         );
         assert_eq!(local, want, "{name}");
         // Acceptance-corrected at AFTER: intervals 0 → BEFORE and BEFORE → AFTER; +Inf = _count =
         // the tokens after the first, exactly; every bucket at most the next.
-        let acc = snapshot.histogram("vllm_corrected_acceptance_corrected_itl_seconds", &group).expect("acceptance-corrected");
-        assert_eq!((acc.sum, acc.count), (a.v(&format!("{ITL}_sum")), a.tokens()), "{name}");
-        assert_eq!(acc.buckets.last().map(|b| b.1), Some(acc.count), "{name}: +Inf is the count");
-        assert!(acc.buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{name}: {:?}", acc.buckets);
+        let acc = snapshot
+            .histogram("vllm_corrected_acceptance_corrected_itl_seconds", &group)
+            .expect("acceptance-corrected");
+        assert_eq!(
+            (acc.sum, acc.count),
+            (a.v(&format!("{ITL}_sum")), a.tokens()),
+            "{name}"
+        );
+        assert_eq!(
+            acc.buckets.last().map(|b| b.1),
+            Some(acc.count),
+            "{name}: +Inf is the count"
+        );
+        assert!(
+            acc.buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{name}: {:?}",
+            acc.buckets
+        );
         let first = acceptance_parts(None, &b);
         let second = acceptance_parts(Some(&b), &a);
-        for (i, (le, got)) in acc.buckets.iter().filter(|(le, _)| le.is_finite()).enumerate() {
+        for (i, (le, got)) in acc
+            .buckets
+            .iter()
+            .filter(|(le, _)| le.is_finite())
+            .enumerate()
+        {
             let want = (first[i] + second[i]).min(acc.count);
             assert!(close(*got, want, 1e-9), "{name}: le {le}: {got} vs {want}");
         }

@@ -27,7 +27,10 @@ fn wait_closed(stream: &mut TcpStream, limit: Duration) -> (Duration, Vec<u8>) {
 /// The value of one self-metric line, e.g. `vllm_corrector_connections_open`.
 fn metric(text: &str, series: &str) -> f64 {
     text.lines()
-        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
         .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
         .parse()
         .unwrap()
@@ -38,7 +41,9 @@ fn half_a_request_head_is_closed_after_the_header_read_timeout() {
     let corrector = Corrector::start_with_config(Some("limits:\n  header_read_timeout: 1s\n"));
     let mut stream = TcpStream::connect(&corrector.address).unwrap();
     stream
-        .write_all(b"POST /api/v1/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n")
+        .write_all(
+            b"POST /api/v1/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n",
+        )
         .unwrap();
     let (took, answer) = wait_closed(&mut stream, Duration::from_secs(10));
     assert!(
@@ -52,20 +57,30 @@ fn half_a_request_head_is_closed_after_the_header_read_timeout() {
     );
     let text = corrector.metrics_text();
     assert_eq!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"),
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"
+        ),
         1.0
     );
     assert_eq!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"),
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"
+        ),
         0.0
     );
 }
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
-    let corrector = Corrector::start_with_config(Some("limits:\n  header_read_timeout: 10s\n  idle_connection_timeout: 1s\n"));
+    let corrector = Corrector::start_with_config(Some(
+        "limits:\n  header_read_timeout: 10s\n  idle_connection_timeout: 1s\n",
+    ));
     let mut stream = TcpStream::connect(&corrector.address).unwrap();
-    stream.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    stream
+        .write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     // The answer comes at once; then the connection idles until the server closes it.
     let (took, answer) = wait_closed(&mut stream, Duration::from_secs(10));
     let answer = String::from_utf8_lossy(&answer);
@@ -78,21 +93,34 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     // ours opened, so it closed first).
     let text = corrector.metrics_text();
     assert_eq!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"),
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"
+        ),
         2.0
     );
     assert_eq!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"),
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"header_read_timeout\"}"
+        ),
         0.0
     );
 }
 
 #[test]
 fn connections_over_the_cap_are_closed_and_counted_and_a_writer_gets_in_once_they_go() {
-    let corrector = Corrector::start_with_config(Some("limits:\n  max_connections: 3\n  header_read_timeout: 30s\n"));
+    let corrector = Corrector::start_with_config(Some(
+        "limits:\n  max_connections: 3\n  header_read_timeout: 30s\n",
+    ));
     // The harness' client keeps one pooled keep-alive connection (its readiness probes, this scrape).
-    assert_eq!(metric(&corrector.metrics_text(), "vllm_corrector_connections_open"), 1.0);
-    let held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(&corrector.address).unwrap()).collect();
+    assert_eq!(
+        metric(&corrector.metrics_text(), "vllm_corrector_connections_open"),
+        1.0
+    );
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| TcpStream::connect(&corrector.address).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(300));
     // Three are open: the next ones are accepted by the kernel and closed by the server at once.
     for _ in 0..3 {
@@ -111,10 +139,17 @@ fn connections_over_the_cap_are_closed_and_counted_and_a_writer_gets_in_once_the
     corrector.write(&Scrape::T2.points(t2));
     let text = corrector.metrics_text();
     assert_eq!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"max_connections\"}"),
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"max_connections\"}"
+        ),
         3.0
     );
-    assert_eq!(metric(&text, "vllm_corrector_connections_open"), 1.0, "the held ones are gone");
+    assert_eq!(
+        metric(&text, "vllm_corrector_connections_open"),
+        1.0,
+        "the held ones are gone"
+    );
 }
 
 #[test]
@@ -129,8 +164,17 @@ fn a_keep_alive_writer_keeps_writing_across_idle_closes() {
     corrector.write(&Scrape::T3Restart.points(t3));
     let text = corrector.metrics_text();
     assert!(
-        metric(&text, "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}") >= 1.0,
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"idle_timeout\"}"
+        ) >= 1.0,
         "{text}"
     );
-    assert_eq!(metric(&text, "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"}"), 0.0);
+    assert_eq!(
+        metric(
+            &text,
+            "vllm_corrector_samples_rejected_total{reason=\"out_of_order\"}"
+        ),
+        0.0
+    );
 }

@@ -16,7 +16,9 @@ fn stalled_write(address: &str) -> TcpStream {
          Content-Encoding: snappy\r\nContent-Length: 1000\r\n\r\nxx"
     );
     stream.write_all(head.as_bytes()).expect("send headers");
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
     stream
 }
 
@@ -32,11 +34,18 @@ fn stalled_bodies_time_out_with_503_so_the_sender_retries_and_free_their_slots()
     let started = Instant::now();
     let [t1, _, _] = scrape_times();
     assert_eq!(corrector.post(&Scrape::T1.points(t1)), 204);
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     for stream in &mut stalled {
         let mut answer = String::new();
         let _ = stream.read_to_string(&mut answer);
-        assert!(answer.starts_with("HTTP/1.1 503"), "stalled sender got: {answer:?}");
+        assert!(
+            answer.starts_with("HTTP/1.1 503"),
+            "stalled sender got: {answer:?}"
+        );
     }
     let text = corrector.metrics_text();
     assert!(
@@ -91,7 +100,8 @@ fn a_request_larger_than_the_memory_budget_share_waits_then_gets_503() {
     assert_eq!(status, 503);
     let text = corrector.metrics_text();
     assert!(
-        text.lines().any(|l| l == "vllm_corrector_requests_limited_total{limit=\"max_inflight_bytes\"} 1"),
+        text.lines()
+            .any(|l| l == "vllm_corrector_requests_limited_total{limit=\"max_inflight_bytes\"} 1"),
         "{text}"
     );
 }

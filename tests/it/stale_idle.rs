@@ -100,15 +100,34 @@ fn the_binary_logs_each_group_event_once_with_its_labels() {
     let stale: Vec<_> = Scrape::T2
         .points(t3)
         .into_iter()
-        .map(|p| if p.label("engine") == Some("1") { p.stale_at(t3) } else { p })
+        .map(|p| {
+            if p.label("engine") == Some("1") {
+                p.stale_at(t3)
+            } else {
+                p
+            }
+        })
         .collect();
     corrector.write(&stale);
     let log = corrector.log_text();
-    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).collect::<Vec<_>>();
+    let lines = |needle: &str| {
+        log.lines()
+            .filter(|l| l.contains(needle))
+            .collect::<Vec<_>>()
+    };
     let first = lines("group: first complete scrape");
     assert_eq!(first.len(), 2, "one per engine:\n{log}");
-    assert!(first.iter().all(|l| l.contains("level=info") && l.contains("model_name")), "{first:?}");
+    assert!(
+        first
+            .iter()
+            .all(|l| l.contains("level=info") && l.contains("model_name")),
+        "{first:?}"
+    );
     let removed = lines("group removed from /metrics");
     assert_eq!(removed.len(), 1, "engine 1 only:\n{log}");
-    assert!(removed[0].contains("reason=stale") && removed[0].contains("engine=\\\"1\\\""), "{}", removed[0]);
+    assert!(
+        removed[0].contains("reason=stale") && removed[0].contains("engine=\\\"1\\\""),
+        "{}",
+        removed[0]
+    );
 }

@@ -12,14 +12,24 @@ fn after_t2(t2: i64) -> Vec<Point> {
     Scrape::T2
         .points(t2 + 15_000)
         .into_iter()
-        .map(|p| Point { value: if p.labels[0].1.ends_with("_created") { p.value } else { p.value * 1.5 }, ..p })
+        .map(|p| Point {
+            value: if p.labels[0].1.ends_with("_created") {
+                p.value
+            } else {
+                p.value * 1.5
+            },
+            ..p
+        })
         .collect()
 }
 
 /// The acceptance-corrected family's lines of `/metrics`.
 fn acceptance_lines(corrector: &Corrector) -> Vec<String> {
     let text = corrector.metrics_text();
-    text.lines().filter(|l| l.starts_with("vllm_corrected_acceptance_corrected_itl_seconds")).map(str::to_owned).collect()
+    text.lines()
+        .filter(|l| l.starts_with("vllm_corrected_acceptance_corrected_itl_seconds"))
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
@@ -44,7 +54,11 @@ fn acceptance_buckets_continue_across_a_sigterm_restart_with_storage_path() {
     assert!(document.starts_with("{\"version\":1,"), "{document}");
 
     let second = Corrector::start_with_config(Some(&yaml));
-    assert!(second.log_text().contains("state restored"), "{}", second.log_text());
+    assert!(
+        second.log_text().contains("state restored"),
+        "{}",
+        second.log_text()
+    );
     second.write(&after_t2(t2));
     let restored = acceptance_lines(&second);
     // Every bucket, `_sum` and `_count` of both engines, exactly.
@@ -53,14 +67,24 @@ fn acceptance_buckets_continue_across_a_sigterm_restart_with_storage_path() {
     // Without the state, the restart re-seeds from vLLM's cumulative counts: other buckets.
     let forgetful = Corrector::start();
     forgetful.write(&after_t2(t2));
-    assert_ne!(acceptance_lines(&forgetful), restored, "the restored state was used");
+    assert_ne!(
+        acceptance_lines(&forgetful),
+        restored,
+        "the restored state was used"
+    );
 
     // A corrupt file is ignored with a warning and counted; the service starts afresh.
     std::fs::write(&file, "{\"version\":1,\"groups\":[{").unwrap();
     let third = Corrector::start_with_config(Some(&yaml));
-    assert!(third.log_text().contains("state file ignored"), "{}", third.log_text());
+    assert!(
+        third.log_text().contains("state file ignored"),
+        "{}",
+        third.log_text()
+    );
     let text = third.metrics_text();
-    assert!(text.lines().any(|l| l == "vllm_corrector_state_loads_ignored_total{reason=\"corrupt\"} 1"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "vllm_corrector_state_loads_ignored_total{reason=\"corrupt\"} 1"),
+        "{text}"
+    );
 }
-
-

@@ -4,8 +4,16 @@ use super::*;
 
 fn hist(bounds: &[f64], first_role: usize) -> HistRoles {
     // Roles: buckets first_role.., then sum, then count.
-    let buckets = bounds.iter().enumerate().map(|(i, b)| (*b, first_role + i)).collect();
-    HistRoles { buckets, sum: first_role + bounds.len(), count: first_role + bounds.len() + 1 }
+    let buckets = bounds
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (*b, first_role + i))
+        .collect();
+    HistRoles {
+        buckets,
+        sum: first_role + bounds.len(),
+        count: first_role + bounds.len() + 1,
+    }
 }
 
 #[test]
@@ -30,7 +38,10 @@ fn canonical_tpot_withholds_when_short_requests_exceed_a_bucket() {
     let tpot = hist(&[0.01, f64::INFINITY], 0);
     let values = [1.0, 4.0, 0.3, 4.0, 2.0];
     let plan = Plan::CanonicalTpot { tpot, gen_le1: 4 };
-    assert_eq!(evaluate_stateless(&plan, &values), Err(WithheldReason::InconsistentInputs));
+    assert_eq!(
+        evaluate_stateless(&plan, &values),
+        Err(WithheldReason::InconsistentInputs)
+    );
 }
 
 #[test]
@@ -40,23 +51,46 @@ fn canonical_tpot_withholds_when_the_inf_bucket_is_not_the_count() {
     let tpot = hist(&[0.01, f64::INFINITY], 0);
     let values = [3.0, 21.0, 0.3, 1_749_999_998.456, 3.0];
     let plan = Plan::CanonicalTpot { tpot, gen_le1: 4 };
-    assert_eq!(evaluate_stateless(&plan, &values), Err(WithheldReason::InconsistentInputs));
+    assert_eq!(
+        evaluate_stateless(&plan, &values),
+        Err(WithheldReason::InconsistentInputs)
+    );
 }
 
 #[test]
 fn token_weighted_itl_counts_tokens_after_each_first() {
     // 1000 generated tokens over 40 requests' first outputs: 960 tokens after a first; Σ ITL = 12.5 s.
-    let plan = Plan::TokenWeightedItl { itl_sum: 0, gen_total: 1, ttft_count: 2 };
+    let plan = Plan::TokenWeightedItl {
+        itl_sum: 0,
+        gen_total: 1,
+        ttft_count: 2,
+    };
     let got = evaluate_stateless(&plan, &[12.5, 1000.0, 40.0]).unwrap();
-    assert_eq!(got, DerivedValue::SumCount { sum: 12.5, count: 960.0 });
+    assert_eq!(
+        got,
+        DerivedValue::SumCount {
+            sum: 12.5,
+            count: 960.0
+        }
+    );
 }
 
 #[test]
 fn local_compute_iteration_tokens_add_generated_to_local_prompt_tokens() {
     // 300 local-compute prompt tokens + 1000 generated = 1300 tokens over 250 iterations.
-    let plan = Plan::IterationTokensLocalCompute { local: 0, gen_total: 1, iter_count: 2 };
+    let plan = Plan::IterationTokensLocalCompute {
+        local: 0,
+        gen_total: 1,
+        iter_count: 2,
+    };
     let got = evaluate_stateless(&plan, &[300.0, 1000.0, 250.0]).unwrap();
-    assert_eq!(got, DerivedValue::SumCount { sum: 1300.0, count: 250.0 });
+    assert_eq!(
+        got,
+        DerivedValue::SumCount {
+            sum: 1300.0,
+            count: 250.0
+        }
+    );
 }
 
 const BOUNDS: [f64; 5] = [0.01, 0.025, 0.05, 0.075, 0.1];
@@ -64,7 +98,14 @@ const BOUNDS: [f64; 5] = [0.01, 0.025, 0.05, 0.075, 0.1];
 /// A point whose outputs after the first carried `tokens` tokens (10 first outputs, so
 /// `generation_tokens` = 10 + tokens).
 fn point(finite: [f64; 5], count: f64, tokens: f64) -> ItlPoint {
-    ItlPoint { finite: finite.to_vec(), count, sum: 0.0, generated: 10.0 + tokens, first_outputs: 10.0, per_pos: Vec::new() }
+    ItlPoint {
+        finite: finite.to_vec(),
+        count,
+        sum: 0.0,
+        generated: 10.0 + tokens,
+        first_outputs: 10.0,
+        per_pos: Vec::new(),
+    }
 }
 
 #[test]
@@ -78,7 +119,12 @@ fn acceptance_interval_with_two_tokens_per_output_halves_each_duration() {
     //   B=0.1   -> F(0.2)   = 40                                         -> 80
     //   +Inf    -> the 80 tokens                                         -> 80
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 80.0), &mut acc);
+    acceptance_interval(
+        &BOUNDS,
+        None,
+        &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 80.0),
+        &mut acc,
+    );
     assert_eq!(acc, [0.0, 20.0, 80.0, 80.0, 80.0, 80.0]);
 }
 
@@ -90,7 +136,12 @@ fn acceptance_interval_interpolates_inside_a_bucket() {
     //   B=0.05  -> 1.5·F(0.075)  = 1.5·30 = 45
     //   B=0.075 -> 1.5·F(0.1125) = 1.5·40 = 60, and so is B=0.1; +Inf = 60 tokens
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 60.0), &mut acc);
+    acceptance_interval(
+        &BOUNDS,
+        None,
+        &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 60.0),
+        &mut acc,
+    );
     let want = [0.0, 7.5, 45.0, 60.0, 60.0, 60.0];
     for (g, w) in acc.iter().zip(want) {
         assert!((g - w).abs() < 1e-12, "{acc:?} vs {want:?}");
@@ -100,7 +151,12 @@ fn acceptance_interval_interpolates_inside_a_bucket() {
 #[test]
 fn acceptance_interval_without_spec_decoding_is_the_raw_histogram() {
     let mut acc = vec![0.0; 6];
-    acceptance_interval(&BOUNDS, None, &point([1.0, 4.0, 10.0, 30.0, 40.0], 45.0, 45.0), &mut acc);
+    acceptance_interval(
+        &BOUNDS,
+        None,
+        &point([1.0, 4.0, 10.0, 30.0, 40.0], 45.0, 45.0),
+        &mut acc,
+    );
     assert_eq!(acc, [1.0, 4.0, 10.0, 30.0, 40.0, 45.0]);
 }
 
@@ -123,7 +179,10 @@ fn acceptance_intervals_accumulate_with_each_interval_own_acceptance_length() {
 #[test]
 fn old_itl_name_is_used_only_without_the_new_one() {
     use super::super::classify::{Input, Part, RoleKey};
-    let k = |input, le: f64| RoleKey { input, le_bits: le.to_bits() };
+    let k = |input, le: f64| RoleKey {
+        input,
+        le_bits: le.to_bits(),
+    };
     let plain = |input| RoleKey { input, le_bits: 0 };
     let old = vec![
         (k(Input::OldItl(Part::Bucket), f64::INFINITY), 0),
@@ -132,11 +191,15 @@ fn old_itl_name_is_used_only_without_the_new_one() {
         (plain(Input::GenTotal), 3),
         (plain(Input::TtftCount), 4),
     ];
-    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &old) else { panic!() };
+    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &old) else {
+        panic!()
+    };
     assert_eq!(itl_sum, 1);
     let mut both = old.clone();
     both.push((plain(Input::Itl(Part::Sum)), 5));
-    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &both) else { panic!() };
+    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &both) else {
+        panic!()
+    };
     assert_eq!(itl_sum, 5, "the new name wins; never both");
 }
 
@@ -145,15 +208,30 @@ fn canonical_tpot_reasons_for_withholding() {
     use super::super::classify::{Input, Part, RoleKey};
     let plain = |input| RoleKey { input, le_bits: 0 };
     let tpot = vec![
-        (RoleKey { input: Input::Tpot(Part::Bucket), le_bits: f64::INFINITY.to_bits() }, 0),
+        (
+            RoleKey {
+                input: Input::Tpot(Part::Bucket),
+                le_bits: f64::INFINITY.to_bits(),
+            },
+            0,
+        ),
         (plain(Input::Tpot(Part::Sum)), 1),
         (plain(Input::Tpot(Part::Count)), 2),
     ];
-    assert_eq!(plan(Family::CanonicalTpot, &tpot), Err(WithheldReason::MissingInput));
+    assert_eq!(
+        plan(Family::CanonicalTpot, &tpot),
+        Err(WithheldReason::MissingInput)
+    );
     let mut no_le1 = tpot.clone();
     no_le1.push((plain(Input::GenCount), 3));
-    assert_eq!(plan(Family::CanonicalTpot, &no_le1), Err(WithheldReason::NoLeOneBound));
-    assert_eq!(plan(Family::CanonicalTpot, &[]), Err(WithheldReason::MissingInput));
+    assert_eq!(
+        plan(Family::CanonicalTpot, &no_le1),
+        Err(WithheldReason::NoLeOneBound)
+    );
+    assert_eq!(
+        plan(Family::CanonicalTpot, &[]),
+        Err(WithheldReason::MissingInput)
+    );
 }
 
 #[test]
@@ -165,7 +243,13 @@ fn acceptance_count_is_the_tokens_emitted_not_outputs_plus_accepted_drafts() {
     //   B=0.05  -> 1.75·F(0.0875)  = 1.75·(30 + 10·(0.0875−0.075)/0.025) = 1.75·35 = 61.25
     //   B=0.075 -> 1.75·F(0.13125) = 1.75·40 = 70 (and so is B=0.1); +Inf = 70
     let mut acc = vec![0.0; 6];
-    acceptance_interval_with(Estimator::MeanWeight, &BOUNDS, None, &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 70.0), &mut acc);
+    acceptance_interval_with(
+        Estimator::MeanWeight,
+        &BOUNDS,
+        None,
+        &point([0.0, 0.0, 10.0, 30.0, 40.0], 40.0, 70.0),
+        &mut acc,
+    );
     let want = [0.0, 13.125, 61.25, 70.0, 70.0, 70.0];
     for (g, w) in acc.iter().zip(want) {
         assert!((g - w).abs() < 1e-12, "{acc:?} vs {want:?}");
@@ -218,8 +302,14 @@ fn acceptance_mix_scales_drafts_accepted_beyond_the_last_token_to_the_emitted_co
 #[track_caller]
 fn check_invariants(acc: &[f64], before: &[f64], held: f64) {
     assert!(acc.iter().all(|a| a.is_finite() && *a >= 0.0), "{acc:?}");
-    assert!(acc.windows(2).all(|w| w[0] <= w[1]), "not monotone: {acc:?}");
-    assert!(acc.iter().zip(before).all(|(a, b)| a >= b), "a bucket fell: {before:?} -> {acc:?}");
+    assert!(
+        acc.windows(2).all(|w| w[0] <= w[1]),
+        "not monotone: {acc:?}"
+    );
+    assert!(
+        acc.iter().zip(before).all(|(a, b)| a >= b),
+        "a bucket fell: {before:?} -> {acc:?}"
+    );
     assert_eq!(acc[acc.len() - 1], held, "+Inf is the count");
 }
 
@@ -287,12 +377,18 @@ fn inf_equals_count_exactly_and_buckets_stay_monotone_over_random_intervals() {
                 // (vLLM's ITL bounds reach 80 s), so F is flat at ΔN past it.
                 let mut c = 0.0;
                 for (i, f) in next.finite.iter_mut().enumerate() {
-                    c += if i == 4 { dn - c } else { (f64::from(rng.random_range(0..100u32)) / 100.0 * (dn - c)).floor() };
+                    c += if i == 4 {
+                        dn - c
+                    } else {
+                        (f64::from(rng.random_range(0..100u32)) / 100.0 * (dn - c)).floor()
+                    };
                     *f += c;
                 }
                 next.count += dn;
                 let accepted = f64::from(rng.random_range(0..=3 * dn as u32));
-                next.generated += dn + accepted - f64::from(rng.random_range(0..=(accepted as u32).min(20))) + 7.0;
+                next.generated += dn + accepted
+                    - f64::from(rng.random_range(0..=(accepted as u32).min(20)))
+                    + 7.0;
                 next.first_outputs += 7.0;
                 let mut reach = accepted;
                 for p in &mut next.per_pos {
@@ -306,8 +402,9 @@ fn inf_equals_count_exactly_and_buckets_stay_monotone_over_random_intervals() {
                 let d = dn;
                 if d > 0.0 {
                     let w = (d + accepted) / d;
-                    let delta: Vec<f64> =
-                        (0..5).map(|i| next.finite[i] - prev.as_ref().map_or(0.0, |p| p.finite[i])).collect();
+                    let delta: Vec<f64> = (0..5)
+                        .map(|i| next.finite[i] - prev.as_ref().map_or(0.0, |p| p.finite[i]))
+                        .collect();
                     for (j, b) in BOUNDS.iter().enumerate() {
                         old[j] += w * interpolate(&BOUNDS, &delta, b * w);
                     }
@@ -319,5 +416,8 @@ fn inf_equals_count_exactly_and_buckets_stay_monotone_over_random_intervals() {
             }
         }
     }
-    assert!(old_overshoots > 0, "the input never made the old formula drift: the test could not fail");
+    assert!(
+        old_overshoots > 0,
+        "the input never made the old formula drift: the test could not fail"
+    );
 }
