@@ -683,6 +683,7 @@ impl GroupReport {
             report.raw_itl_mean_seconds,
         ];
         let mut withheld_words = Vec::new();
+        let mut quiet_words = Vec::new();
         for (((field, family, words), value), present) in
             VALUE_FIELDS.iter().zip(values).zip(present)
         {
@@ -696,6 +697,8 @@ impl GroupReport {
             };
             if reason != "no_new_observation" && family.is_some() {
                 withheld_words.push(format!("{words} {}", reason.replace('_', " ")));
+            } else if reason == "no_new_observation" {
+                quiet_words.push(*words);
             }
             report.null_reasons.insert(field, reason);
         }
@@ -708,8 +711,19 @@ impl GroupReport {
             report.note =
                 "no new observation between the dumps (an idle engine, or the same scrape twice)"
                     .into();
-        } else if !withheld_words.is_empty() {
-            report.note = format!("withheld: {}", withheld_words.join(", "));
+        } else {
+            // Say why every `—` of the table is there, as `--json`'s null_reasons do.
+            let mut parts = Vec::new();
+            if !withheld_words.is_empty() {
+                parts.push(format!("withheld: {}", withheld_words.join(", ")));
+            }
+            if !quiet_words.is_empty() {
+                parts.push(format!(
+                    "nothing new between the dumps for {}",
+                    quiet_words.join(", ")
+                ));
+            }
+            report.note = parts.join("; ");
         }
         report
     }

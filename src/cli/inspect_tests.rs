@@ -470,3 +470,26 @@ fn an_empty_dump_says_it_has_no_vllm_series() {
         "{err}"
     );
 }
+
+/// A new user's report: on real vLLM's one-token batch the table showed dashes with an empty note
+/// (only `--json` said why). No request had a second token, so there is no TPOT, no ITL sample:
+/// the note names those families.
+#[test]
+fn table_note_names_the_families_with_nothing_new_between_the_dumps() {
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/real-vllm-0.32.0/one_token_d3/"
+    );
+    let read = |f: &str| std::fs::read_to_string(format!("{dir}{f}")).unwrap();
+    let reports = run_texts(&read("before.prom"), &read("after.prom")).unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(
+        reports[0].note,
+        "nothing new between the dumps for canonical TPOT, token-weighted ITL, acceptance-corrected ITL, raw ITL"
+    );
+    assert_eq!(
+        reports[0].raw_tpot_mean_seconds,
+        Some(0.0),
+        "24 requests observed as 0 s"
+    );
+}
