@@ -1,5 +1,7 @@
 //! Public types of the engine: reasons, reports, families and derived values.
 
+pub use super::rules::{FAMILIES, Measured, RawMean, Spec, Unit};
+use super::rules::{REGISTRY, Registered};
 use crate::protocol::LabelError;
 
 /// Why a received sample was not applied. Each variant is one `reason` label value of
@@ -179,18 +181,11 @@ impl IngestReport {
     }
 }
 
-/// The four corrected families (docs/METRICS.md, "The corrected families").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Family {
-    /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.
-    CanonicalTpot,
-    /// `vllm_corrected_token_weighted_itl_seconds`: `_sum` in seconds, `_count` in tokens.
-    TokenWeightedItl,
-    /// `vllm_corrected_acceptance_corrected_itl_seconds`: histogram, seconds per token.
-    AcceptanceCorrectedItl,
-    /// `vllm_corrected_iteration_tokens_local_compute`: `_sum` in tokens, `_count` in iterations.
-    IterationTokensLocalCompute,
-}
+/// A corrected family: its position in the rule registry (`src/engine/rules/mod.rs`, `REGISTRY`;
+/// `docs/ENGINE.md`, "The rule registry"), which is also the exposition order and the index into
+/// per-family arrays. What the family is comes from its rule's [`Spec`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Family(u8);
 
 /// Shape of a derived family on `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,54 +196,109 @@ pub enum FamilyKind {
     SumCount,
 }
 
+impl std::fmt::Debug for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Byte-wise string equality usable in constants.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+// The family names of the first four rules, named like the enum variants they replace so that
+// code and tests that mean one particular family read as before. A family added later needs no
+// such name: code iterates [`Family::ALL`], and a test finds it with [`Family::named`].
+#[allow(non_upper_case_globals)]
 impl Family {
-    /// Every family, in exposition order.
-    pub const ALL: [Family; 4] = [
-        Family::CanonicalTpot,
-        Family::TokenWeightedItl,
-        Family::AcceptanceCorrectedItl,
-        Family::IterationTokensLocalCompute,
-    ];
+    /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.
+    pub const CanonicalTpot: Family =
+        Family::named("vllm_corrected_request_time_per_output_token_seconds");
+    /// `vllm_corrected_token_weighted_itl_seconds`: `_sum` in seconds, `_count` in tokens.
+    pub const TokenWeightedItl: Family = Family::named("vllm_corrected_token_weighted_itl_seconds");
+    /// `vllm_corrected_acceptance_corrected_itl_seconds`: histogram, seconds per token.
+    pub const AcceptanceCorrectedItl: Family =
+        Family::named("vllm_corrected_acceptance_corrected_itl_seconds");
+    /// `vllm_corrected_iteration_tokens_local_compute`: `_sum` in tokens, `_count` in iterations.
+    pub const IterationTokensLocalCompute: Family =
+        Family::named("vllm_corrected_iteration_tokens_local_compute");
+}
+
+impl Family {
+    /// Every family, in registry (exposition) order.
+    pub const ALL: [Family; FAMILIES] = {
+        let mut all = [Family(0); FAMILIES];
+        let mut i = 0;
+        while i < FAMILIES {
+            all[i] = Family(i as u8);
+            i += 1;
+        }
+        all
+    };
+
+    /// The family exposed as `name`. In a constant, a name no rule has does not compile.
+    ///
+    /// # Panics
+    /// When no registered rule has that name (use [`Family::by_name`] for names from input).
+    pub const fn named(name: &str) -> Family {
+        match Family::by_name(name) {
+            Some(f) => f,
+            None => panic!("no registered rule has this family name"),
+        }
+    }
+
+    /// The family exposed as `name`, if a registered rule has it.
+    pub const fn by_name(name: &str) -> Option<Family> {
+        let mut i = 0;
+        while i < FAMILIES {
+            if same_str(REGISTRY[i].spec.name, name) {
+                return Some(Family(i as u8));
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// What the family is: name, help, kind, and how clients show it.
+    pub fn spec(self) -> &'static Spec {
+        &REGISTRY[self.index()].spec
+    }
 
     /// The exposed family name.
     pub fn name(self) -> &'static str {
-        match self {
-            Family::CanonicalTpot => "vllm_corrected_request_time_per_output_token_seconds",
-            Family::TokenWeightedItl => "vllm_corrected_token_weighted_itl_seconds",
-            Family::AcceptanceCorrectedItl => "vllm_corrected_acceptance_corrected_itl_seconds",
-            Family::IterationTokensLocalCompute => "vllm_corrected_iteration_tokens_local_compute",
-        }
+        self.spec().name
     }
 
     /// The family's `# HELP` text.
     pub fn help(self) -> &'static str {
-        match self {
-            Family::CanonicalTpot => {
-                "Per-request time per output token in seconds over requests with more than one output token, as vllm bench serve computes it."
-            }
-            Family::TokenWeightedItl => {
-                "Inter-token latency weighted by tokens: _sum is seconds of decode, _count is tokens generated after each request's first."
-            }
-            Family::AcceptanceCorrectedItl => {
-                "Inter-token latency per token under speculative decoding: exact _sum and _count, buckets estimated per scrape interval."
-            }
-            Family::IterationTokensLocalCompute => {
-                "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations."
-            }
-        }
+        self.spec().help
     }
 
     /// Histogram or sum/count.
     pub fn kind(self) -> FamilyKind {
-        match self {
-            Family::CanonicalTpot | Family::AcceptanceCorrectedItl => FamilyKind::Histogram,
-            Family::TokenWeightedItl | Family::IterationTokensLocalCompute => FamilyKind::SumCount,
-        }
+        self.spec().kind
     }
 
-    /// Index into per-family arrays.
-    pub fn index(self) -> usize {
-        self as usize
+    /// Index into per-family arrays (`[_; FAMILIES]`).
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The registry entry.
+    pub(crate) fn registered(self) -> &'static Registered {
+        &REGISTRY[self.index()]
     }
 }
 
@@ -364,12 +414,12 @@ pub struct EngineStats {
     /// Evaluations whose output was held at the value last served because the computed value
     /// came out lower with no input reset (`vllm_corrector_output_holds_total{family}`), since
     /// start, by [`Family::index`].
-    pub output_holds: [u64; 4],
+    pub output_holds: [u64; FAMILIES],
     /// Evaluations at which an input of the family was lower than at the family's previous
     /// evaluation (a counter reset), or the family's input series changed, so the output
     /// restarted instead of being held, since start, by [`Family::index`]. Not exported; the
     /// engine fuzz target checks outputs against it.
-    pub output_resets: [u64; 4],
+    pub output_resets: [u64; FAMILIES],
     /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
     pub newest_sample_ms: Option<i64>,
     /// Groups whose set of input series cannot come from any vLLM version (for example a

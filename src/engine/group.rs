@@ -14,8 +14,15 @@ use hashbrown::HashMap;
 use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
-use super::rules::{self, AcceptanceRoles, ItlPoint, Plan};
-use super::{DerivedValue, Family, WithheldReason};
+pub(crate) use super::rules::Committed;
+use super::rules::Plan;
+use super::{DerivedValue, FAMILIES, Family, WithheldReason};
+
+mod frame;
+mod stateful;
+
+use frame::{Frame, MASK_ROLES, PlanRoles};
+use stateful::RuleState;
 
 /// One input series of the group.
 #[derive(Debug, Clone)]
@@ -28,77 +35,6 @@ struct Role {
     /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
     /// timestamp replaces ([`Group::offer`]).
     newest_is_marker: bool,
-}
-
-/// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
-#[derive(Debug, Clone)]
-struct Frame {
-    ts: i64,
-    values: Vec<f64>,
-    /// Bit `r` set when `values[r]` holds a sample, for roles below [`MASK_ROLES`].
-    present: RoleMask,
-}
-
-/// A set of role indices below [`MASK_ROLES`], one bit each.
-type RoleMask = u128;
-
-/// Roles that the masks cover. A group with more roles (never seen from vLLM: 51 series per engine,
-/// 73 with both ITL names) falls back to scanning the values.
-const MASK_ROLES: usize = RoleMask::BITS as usize;
-
-/// The mask of `roles`, or `None` when one of them is beyond [`MASK_ROLES`].
-fn mask_of(roles: &[usize]) -> Option<RoleMask> {
-    roles
-        .iter()
-        .try_fold(0, |m, &r| (r < MASK_ROLES).then(|| m | (1 << r)))
-}
-
-impl Frame {
-    fn new(ts: i64, roles: usize) -> Frame {
-        Frame {
-            ts,
-            values: vec![f64::NAN; roles],
-            present: 0,
-        }
-    }
-
-    fn holds(&self, roles: &[usize]) -> bool {
-        roles
-            .iter()
-            .all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
-    }
-
-    /// [`Frame::holds`] in one test when the plan's roles fit in a mask.
-    fn holds_plan(&self, plan: &PlanRoles) -> bool {
-        match plan.mask {
-            Some(mask) => self.present & mask == mask,
-            None => self.holds(&plan.roles),
-        }
-    }
-}
-
-/// The roles a plan reads, as a list and (when they fit) as a mask.
-#[derive(Debug, Clone, PartialEq)]
-struct PlanRoles {
-    roles: Vec<usize>,
-    mask: Option<RoleMask>,
-}
-
-impl PlanRoles {
-    fn new(roles: Vec<usize>) -> PlanRoles {
-        PlanRoles {
-            mask: mask_of(&roles),
-            roles,
-        }
-    }
-
-    fn contains(&self, role: usize) -> bool {
-        match self.mask {
-            Some(mask) if role < MASK_ROLES => mask & (1 << role) != 0,
-            Some(_) => false,
-            None => self.roles.contains(&role),
-        }
-    }
 }
 
 /// Per-family state: its plan (cached while the role set is unchanged) and its current output.
@@ -117,45 +53,6 @@ struct Slot {
     /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
     /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
     hold: Option<Box<Hold>>,
-}
-
-/// The acceptance-corrected buckets' committed state: everything before the oldest kept frame.
-/// Also what a group removed by staleness leaves behind ([`Group::acceptance_state`]), so that
-/// the same group, back after a failed scrape, continues its buckets instead of re-seeding them.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Committed {
-    /// Timestamp (ms) of the newest frame the state includes.
-    ts: Option<i64>,
-    /// The raw cumulative inputs at that frame.
-    point: Option<ItlPoint>,
-    /// The finite ITL `le` bounds `acc` belongs to, ascending.
-    bounds: Vec<f64>,
-    /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
-    acc: Vec<f64>,
-}
-
-impl Committed {
-    /// True when every number is finite (JSON, the storage format, has no other numbers).
-    pub(crate) fn is_finite(&self) -> bool {
-        let point = self.point.as_ref().is_none_or(|p| {
-            [p.count, p.sum, p.generated, p.first_outputs]
-                .iter()
-                .chain(&p.finite)
-                .chain(&p.per_pos)
-                .all(|v| v.is_finite())
-        });
-        point && self.acc.iter().chain(&self.bounds).all(|v| v.is_finite())
-    }
-
-    /// True when the shapes agree (one bucket per finite bound plus `+Inf`, a point with one count
-    /// per bound), as a state this engine wrote does; a restored state is checked with it.
-    pub(crate) fn is_consistent(&self) -> bool {
-        self.acc.len() == self.bounds.len() + 1
-            && self
-                .point
-                .as_ref()
-                .is_none_or(|p| p.finite.len() == self.bounds.len())
-    }
 }
 
 /// What happened to one sample offered to a group.
@@ -179,10 +76,10 @@ pub(crate) struct GroupEvents {
     pub frames_dropped: u64,
     pub counter_resets: u64,
     /// Evaluations whose output was held above the computed value, by [`Family::index`].
-    pub holds: [u64; 4],
+    pub holds: [u64; FAMILIES],
     /// Evaluations that found an input of the family lower than at the previous one (so the
     /// output may fall), by [`Family::index`].
-    pub output_resets: [u64; 4],
+    pub output_resets: [u64; FAMILIES],
 }
 
 fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
@@ -196,13 +93,13 @@ fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
 
 /// The cached plan of `family`, decided from the learned roles when the role set changed.
 fn plan_of<'s>(
-    slots: &'s mut [Slot; 4],
+    slots: &'s mut [Slot; FAMILIES],
     roles: &[Role],
     family: Family,
 ) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
-        rules::plan(family, &learned(roles)).map(|p| {
+        family.registered().rule.plan(&learned(roles)).map(|p| {
             let roles = PlanRoles::new(p.roles());
             Box::new((p, roles))
         })
@@ -223,12 +120,9 @@ pub(crate) struct Group {
     roles: Vec<Role>,
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
-    slots: [Slot; 4],
-    committed: Committed,
-    /// The acceptance-corrected state behind the current output (for [`Group::acceptance_state`]:
-    /// by the time every series is stale, the plan that produced it is gone).
-    latest_acceptance: Option<Committed>,
-    last_reset_ts: i64,
+    slots: [Slot; FAMILIES],
+    /// The stateful family's state (at most one family is stateful, `rules::REGISTRY`).
+    state: RuleState,
     pub events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
@@ -246,9 +140,7 @@ impl Group {
             index: HashMap::new(),
             frames: VecDeque::new(),
             slots: Default::default(),
-            committed: Committed::default(),
-            latest_acceptance: None,
-            last_reset_ts: i64::MIN,
+            state: RuleState::default(),
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
@@ -294,7 +186,7 @@ impl Group {
         if let Some(reason) = slot.refused {
             return Some(reason);
         }
-        match rules::plan(family, &self.learned()) {
+        match family.registered().rule.plan(&self.learned()) {
             Err(reason) => Some(reason),
             Ok(_) => Some(WithheldReason::Incomplete),
         }
@@ -308,7 +200,7 @@ impl Group {
             && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
     }
 
-    /// True when the learned role set plans none of the four families (every plan is an error):
+    /// True when the learned role set plans no family (every plan is an error):
     /// the group's series can feed nothing. Uses the cached plans where they are decided.
     pub fn feeds_no_family(&self) -> bool {
         let learned = std::cell::OnceCell::new();
@@ -316,7 +208,11 @@ impl Group {
             .iter()
             .all(|f| match &self.slots[f.index()].plan {
                 Some(plan) => plan.is_err(),
-                None => rules::plan(*f, learned.get_or_init(|| self.learned())).is_err(),
+                None => f
+                    .registered()
+                    .rule
+                    .plan(learned.get_or_init(|| self.learned()))
+                    .is_err(),
             })
     }
 
@@ -456,15 +352,24 @@ impl Group {
         let Ok((plan, roles)) = self.plan(family) else {
             return;
         };
-        let (plan, roles) = (plan.clone(), roles.roles.clone());
+        let (plan, roles) = (plan.clone(), roles.clone());
         let ts = self.frames[frame].ts;
         let inputs: Vec<(usize, f64)> = roles
+            .roles
             .iter()
             .map(|r| (*r, self.frames[frame].values[*r]))
             .collect();
-        let result = match &plan {
-            Plan::AcceptanceCorrectedItl(roles) => self.acceptance(roles, frame),
-            _ => rules::evaluate_stateless(&plan, &self.frames[frame].values),
+        let registered = family.registered();
+        let result = match registered.stateful {
+            Some(hooks) => self.state.evaluate(
+                hooks,
+                &plan,
+                &roles,
+                &self.frames,
+                frame,
+                &mut self.events.counter_resets,
+            ),
+            None => registered.rule.evaluate(&plan, &self.frames[frame].values),
         };
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
@@ -482,57 +387,18 @@ impl Group {
         });
     }
 
-    /// The acceptance-corrected histogram: committed buckets plus every kept complete frame's interval.
-    ///
-    /// # Errors
-    /// [`WithheldReason::InconsistentInputs`] when the complete frame `frame` holds a value no
-    /// counter can hold (negative, infinite); [`WithheldReason::Incomplete`] when there is neither a
-    /// usable frame nor a committed state to show.
-    fn acceptance(
-        &mut self,
-        roles: &AcceptanceRoles,
-        frame: usize,
-    ) -> Result<DerivedValue, WithheldReason> {
-        if !ItlPoint::read(roles, &self.frames[frame].values).is_valid() {
-            return Err(WithheldReason::InconsistentInputs);
-        }
-        // A replay over another set of frames (the plan gained or lost a role) can estimate a
-        // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
-        let state = self
-            .replay_acceptance(roles)
-            .ok_or(WithheldReason::Incomplete)?;
-        let Some(point) = state.point.as_ref() else {
-            return Err(WithheldReason::Incomplete);
-        };
-        let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
-        let sum = point.sum;
-        let buckets = roles
-            .itl
-            .buckets
-            .iter()
-            .map(|(le, _)| *le)
-            .zip(state.acc.iter().copied())
-            .collect();
-        self.latest_acceptance = Some(state);
-        Ok(DerivedValue::Histogram {
-            buckets,
-            sum,
-            count,
-        })
-    }
-
     /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
     /// of the frame they were computed from, to be handed to [`Group::resume_acceptance`] if this
     /// group comes back after it is removed for staleness. `None` when it never had that output.
     pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
-        self.latest_acceptance.take()
+        self.state.take_latest()
     }
 
     /// The acceptance-corrected state behind the current output, left in place (for
     /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
     /// group never had that output.
     pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
-        self.latest_acceptance.as_ref()
+        self.state.latest()
     }
 
     /// Continues the acceptance-corrected buckets from `state`, which the same group left when it
@@ -543,33 +409,10 @@ impl Group {
     /// cumulative counts at the current acceptance length, and a bucket that came out lower would
     /// read as a counter reset in Prometheus.
     pub(crate) fn resume_acceptance(&mut self, state: Committed) {
-        self.committed = state;
+        self.state.resume(state);
     }
 
-    /// Replays the kept complete frames after the committed state: the accumulated buckets, the
-    /// newest point and its timestamp. `None` when there is neither a usable complete frame nor a
-    /// committed point.
-    fn replay_acceptance(&mut self, acceptance: &AcceptanceRoles) -> Option<Committed> {
-        let roles = PlanRoles::new(Plan::AcceptanceCorrectedItl(acceptance.clone()).roles());
-        let bounds = finite_bounds(&acceptance.itl);
-        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
-        let mut state = self.committed.clone();
-        let committed_ts = self.committed.ts;
-        let frames = self
-            .frames
-            .iter()
-            .filter(|f| committed_ts.is_none_or(|t| f.ts > t) && f.holds_plan(&roles));
-        for frame in frames {
-            let point = ItlPoint::read(acceptance, &frame.values);
-            if advance(&mut state, &bounds, point, frame.ts) && frame.ts > self.last_reset_ts {
-                self.last_reset_ts = frame.ts;
-                self.events.counter_resets += 1;
-            }
-        }
-        state.point.is_some().then_some(state)
-    }
-
-    /// Drops the oldest frame; the acceptance-corrected buckets commit its interval first.
+    /// Drops the oldest frame; the stateful family commits it first.
     fn evict_oldest(&mut self) {
         let Some(oldest) = self.frames.pop_front() else {
             return;
@@ -594,69 +437,13 @@ impl Group {
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);
         }
-        let Ok((Plan::AcceptanceCorrectedItl(acceptance), roles)) =
-            self.plan(Family::AcceptanceCorrectedItl).cloned()
-        else {
-            return;
-        };
-        if !oldest.holds_plan(&roles) || self.committed.ts.is_some_and(|t| oldest.ts <= t) {
-            return;
+        for family in Family::ALL {
+            let Some(hooks) = family.registered().stateful else {
+                continue;
+            };
+            if let Ok((plan, roles)) = plan_of(&mut self.slots, &self.roles, family) {
+                self.state.commit(hooks, plan, roles, &oldest);
+            }
         }
-        reseed_if_layout_changed(&mut self.committed, &acceptance.itl);
-        let point = ItlPoint::read(&acceptance, &oldest.values);
-        advance(
-            &mut self.committed,
-            &finite_bounds(&acceptance.itl),
-            point,
-            oldest.ts,
-        );
     }
-}
-
-/// The finite `le` bounds of a histogram plan, ascending.
-fn finite_bounds(itl: &rules::HistRoles) -> Vec<f64> {
-    itl.buckets[..itl.buckets.len() - 1]
-        .iter()
-        .map(|(le, _)| *le)
-        .collect()
-}
-
-/// Starts the acceptance-corrected state over when its bucket layout is not `itl`'s (the group came
-/// back with other ITL bounds, or a bound appeared or went stale). The committed timestamp goes
-/// with it: it belonged to the old layout, and kept it would hide every frame at or before it
-/// (issue 13, the panic of a retired group returning with new bounds and an older frame).
-fn reseed_if_layout_changed(committed: &mut Committed, itl: &rules::HistRoles) {
-    let bounds = finite_bounds(itl);
-    let same = committed.acc.len() == itl.buckets.len()
-        && committed.bounds == bounds
-        && committed
-            .point
-            .as_ref()
-            .is_none_or(|p| p.finite.len() == bounds.len());
-    if !same {
-        *committed = Committed {
-            ts: None,
-            point: None,
-            acc: vec![0.0; itl.buckets.len()],
-            bounds,
-        };
-    }
-}
-
-/// Adds the interval from `state`'s point to `point` (at `ts`) to `state`. A point that decreased
-/// from the previous one restarts the buckets from 0 (a counter reset: returns true); an invalid
-/// point ([`ItlPoint::is_valid`]) is skipped and leaves `state` as it was.
-fn advance(state: &mut Committed, bounds: &[f64], point: ItlPoint, ts: i64) -> bool {
-    if !point.is_valid() {
-        return false;
-    }
-    let reset = state.point.as_ref().is_some_and(|p| point.is_reset_from(p));
-    if reset {
-        state.acc.iter_mut().for_each(|a| *a = 0.0);
-        state.point = None;
-    }
-    rules::acceptance_interval(bounds, state.point.as_ref(), &point, &mut state.acc);
-    state.point = Some(point);
-    state.ts = Some(ts);
-    reset
 }

@@ -295,7 +295,7 @@ fn held_outputs_converge_to_the_simulator_truth_after_torn_scrapes() {
         "vllm:generation_tokens_total",
     ];
     let mut previous = None;
-    let mut max_excess = [0.0f64; 4];
+    let mut max_excess = [0.0f64; FAMILIES];
     for t in 1..=60 {
         sim.advance_to(f64::from(t));
         let snap = sim.snapshot();
@@ -324,7 +324,7 @@ fn held_outputs_converge_to_the_simulator_truth_after_torn_scrapes() {
     );
     assert_eq!(
         clean.stats().output_holds,
-        [0; 4],
+        [0; FAMILIES],
         "consistent scrapes never hold"
     );
     // The last scrape is consistent. Token-weighted ITL and local-compute iteration tokens were

@@ -3,7 +3,7 @@
 //! logs: it returns these values and the HTTP layer renders or logs them (`src/http/status.rs`,
 //! `crate::telemetry::events::EventLog`).
 
-use super::{Family, WithheldReason};
+use super::{FAMILIES, Family, WithheldReason};
 
 /// One family of one group as the status page shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +20,8 @@ pub struct GroupSnapshot {
     /// Group labels (the input labels minus `__name__`, `le`, `source`, `position`,
     /// `finished_reason`), sorted by name.
     pub labels: Vec<(String, String)>,
-    /// The four families, in [`Family::ALL`] order.
-    pub families: [FamilyStatus; 4],
+    /// Every family, in [`Family::ALL`] order.
+    pub families: [FamilyStatus; FAMILIES],
     /// Newest sample timestamp applied to the group (ms since the epoch, the sender's scrape
     /// time); `None` before the first applied sample.
     pub last_sample_ms: Option<i64>,
@@ -148,7 +148,7 @@ pub(crate) struct GroupMeta {
     /// Counter resets seen.
     pub counter_resets: u64,
     /// Families served when the events were last checked.
-    pub served: [bool; 4],
+    pub served: [bool; FAMILIES],
     /// The first complete scrape was reported.
     pub first_complete: bool,
     /// The incomplete warning was reported (cleared once the group is complete again).
@@ -164,7 +164,7 @@ impl GroupMeta {
             interval_ms: None,
             last_new_ms: now_ms,
             counter_resets: 0,
-            served: [false; 4],
+            served: [false; FAMILIES],
             first_complete: false,
             incomplete_reported: false,
             touched: false,

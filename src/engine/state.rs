@@ -76,9 +76,9 @@ pub struct Engine {
     frames_dropped: u64,
     counter_resets: u64,
     /// Outputs held above their computed value, by [`Family::index`] ([`super::hold`]).
-    output_holds: [u64; 4],
+    output_holds: [u64; FAMILIES],
     /// Outputs that restarted below what was served because an input of the family fell.
-    output_resets: [u64; 4],
+    output_resets: [u64; FAMILIES],
     removed_stale: u64,
     removed_idle: u64,
     /// Groups evicted to make room at `max_active_series` ([`evict`]).
@@ -130,8 +130,8 @@ impl Engine {
             metadata: HashMap::new(),
             frames_dropped: 0,
             counter_resets: 0,
-            output_holds: [0; 4],
-            output_resets: [0; 4],
+            output_holds: [0; FAMILIES],
+            output_resets: [0; FAMILIES],
             removed_stale: 0,
             removed_idle: 0,
             removed_evicted: 0,

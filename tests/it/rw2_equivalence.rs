@@ -269,7 +269,7 @@ fn rw2_and_native_custom_buckets_give_the_rw1_outputs_scrape_by_scrape() {
             let want = fixture(scrape, engine).token_weighted;
             let got = reference.iter().find_map(|(family, labels, value)| {
                 let ours = labels.iter().any(|(n, v)| n == "engine" && v == engine);
-                match (family, value) {
+                match (*family, value) {
                     (Family::TokenWeightedItl, DerivedValue::SumCount { sum, count }) if ours => {
                         Some((*sum, *count))
                     }

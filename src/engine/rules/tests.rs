@@ -1,6 +1,30 @@
 //! Each rule against numbers worked by hand (the arithmetic is in the comments).
 
 use super::*;
+use crate::engine::Family;
+
+/// The rule of `family` evaluated on `values`.
+fn evaluate_stateless(
+    family: Family,
+    plan: &Plan,
+    values: &[f64],
+) -> Result<DerivedValue, WithheldReason> {
+    family.registered().rule.evaluate(plan, values)
+}
+
+/// The plan of `family` from `learned`.
+fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    family.registered().rule.plan(learned)
+}
+
+/// A plan of a histogram and single roles.
+fn with(hist: Option<HistRoles>, scalars: &[usize]) -> Plan {
+    Plan {
+        hist,
+        scalars: scalars.to_vec(),
+        series: Vec::new(),
+    }
+}
 
 fn hist(bounds: &[f64], first_role: usize) -> HistRoles {
     // Roles: buckets first_role.., then sum, then count.
@@ -23,8 +47,8 @@ fn canonical_tpot_removes_short_requests_from_every_bucket_and_the_count() {
     // By hand: buckets 0,2,6,7; sum 0.42; count 7.
     let tpot = hist(&[0.01, 0.025, 0.05, f64::INFINITY], 0);
     let values = [3.0, 5.0, 9.0, 10.0, 0.42, 10.0, 3.0];
-    let plan = Plan::CanonicalTpot { tpot, gen_le1: 6 };
-    let got = evaluate_stateless(&plan, &values).unwrap();
+    let plan = with(Some(tpot), &[6]);
+    let got = evaluate_stateless(Family::CanonicalTpot, &plan, &values).unwrap();
     let want = DerivedValue::Histogram {
         buckets: vec![(0.01, 0.0), (0.025, 2.0), (0.05, 6.0), (f64::INFINITY, 7.0)],
         sum: 0.42,
@@ -37,9 +61,9 @@ fn canonical_tpot_removes_short_requests_from_every_bucket_and_the_count() {
 fn canonical_tpot_withholds_when_short_requests_exceed_a_bucket() {
     let tpot = hist(&[0.01, f64::INFINITY], 0);
     let values = [1.0, 4.0, 0.3, 4.0, 2.0];
-    let plan = Plan::CanonicalTpot { tpot, gen_le1: 4 };
+    let plan = with(Some(tpot), &[4]);
     assert_eq!(
-        evaluate_stateless(&plan, &values),
+        evaluate_stateless(Family::CanonicalTpot, &plan, &values),
         Err(WithheldReason::InconsistentInputs)
     );
 }
@@ -50,9 +74,9 @@ fn canonical_tpot_withholds_when_the_inf_bucket_is_not_the_count() {
     // +Inf 18 vs count 1749999995.456: not a histogram, so the family is withheld.
     let tpot = hist(&[0.01, f64::INFINITY], 0);
     let values = [3.0, 21.0, 0.3, 1_749_999_998.456, 3.0];
-    let plan = Plan::CanonicalTpot { tpot, gen_le1: 4 };
+    let plan = with(Some(tpot), &[4]);
     assert_eq!(
-        evaluate_stateless(&plan, &values),
+        evaluate_stateless(Family::CanonicalTpot, &plan, &values),
         Err(WithheldReason::InconsistentInputs)
     );
 }
@@ -60,12 +84,8 @@ fn canonical_tpot_withholds_when_the_inf_bucket_is_not_the_count() {
 #[test]
 fn token_weighted_itl_counts_tokens_after_each_first() {
     // 1000 generated tokens over 40 requests' first outputs: 960 tokens after a first; Σ ITL = 12.5 s.
-    let plan = Plan::TokenWeightedItl {
-        itl_sum: 0,
-        gen_total: 1,
-        ttft_count: 2,
-    };
-    let got = evaluate_stateless(&plan, &[12.5, 1000.0, 40.0]).unwrap();
+    let plan = with(None, &[0, 1, 2]);
+    let got = evaluate_stateless(Family::TokenWeightedItl, &plan, &[12.5, 1000.0, 40.0]).unwrap();
     assert_eq!(
         got,
         DerivedValue::SumCount {
@@ -78,12 +98,13 @@ fn token_weighted_itl_counts_tokens_after_each_first() {
 #[test]
 fn local_compute_iteration_tokens_add_generated_to_local_prompt_tokens() {
     // 300 local-compute prompt tokens + 1000 generated = 1300 tokens over 250 iterations.
-    let plan = Plan::IterationTokensLocalCompute {
-        local: 0,
-        gen_total: 1,
-        iter_count: 2,
-    };
-    let got = evaluate_stateless(&plan, &[300.0, 1000.0, 250.0]).unwrap();
+    let plan = with(None, &[0, 1, 2]);
+    let got = evaluate_stateless(
+        Family::IterationTokensLocalCompute,
+        &plan,
+        &[300.0, 1000.0, 250.0],
+    )
+    .unwrap();
     assert_eq!(
         got,
         DerivedValue::SumCount {
@@ -191,15 +212,11 @@ fn old_itl_name_is_used_only_without_the_new_one() {
         (plain(Input::GenTotal), 3),
         (plain(Input::TtftCount), 4),
     ];
-    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &old) else {
-        panic!()
-    };
+    let itl_sum = plan(Family::TokenWeightedItl, &old).unwrap().scalars[0];
     assert_eq!(itl_sum, 1);
     let mut both = old.clone();
     both.push((plain(Input::Itl(Part::Sum)), 5));
-    let Ok(Plan::TokenWeightedItl { itl_sum, .. }) = plan(Family::TokenWeightedItl, &both) else {
-        panic!()
-    };
+    let itl_sum = plan(Family::TokenWeightedItl, &both).unwrap().scalars[0];
     assert_eq!(itl_sum, 5, "the new name wins; never both");
 }
 

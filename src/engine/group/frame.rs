@@ -1,0 +1,74 @@
+//! A group's frames (its samples at one timestamp) and the role sets a plan reads, as lists and
+//! as bit masks, so that "does this frame hold every input of that family" is one test.
+
+/// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
+#[derive(Debug, Clone)]
+pub(crate) struct Frame {
+    pub ts: i64,
+    pub values: Vec<f64>,
+    /// Bit `r` set when `values[r]` holds a sample, for roles below [`MASK_ROLES`].
+    pub present: RoleMask,
+}
+
+/// A set of role indices below [`MASK_ROLES`], one bit each.
+pub(crate) type RoleMask = u128;
+
+/// Roles that the masks cover. A group with more roles (never seen from vLLM: 51 series per engine,
+/// 73 with both ITL names) falls back to scanning the values.
+pub(crate) const MASK_ROLES: usize = RoleMask::BITS as usize;
+
+/// The mask of `roles`, or `None` when one of them is beyond [`MASK_ROLES`].
+fn mask_of(roles: &[usize]) -> Option<RoleMask> {
+    roles
+        .iter()
+        .try_fold(0, |m, &r| (r < MASK_ROLES).then(|| m | (1 << r)))
+}
+
+impl Frame {
+    pub fn new(ts: i64, roles: usize) -> Frame {
+        Frame {
+            ts,
+            values: vec![f64::NAN; roles],
+            present: 0,
+        }
+    }
+
+    fn holds(&self, roles: &[usize]) -> bool {
+        roles
+            .iter()
+            .all(|r| self.values.get(*r).is_some_and(|v| !v.is_nan()))
+    }
+
+    /// True when the frame holds a sample of every role of `plan`: one test when the plan's roles
+    /// fit in a mask.
+    pub fn holds_plan(&self, plan: &PlanRoles) -> bool {
+        match plan.mask {
+            Some(mask) => self.present & mask == mask,
+            None => self.holds(&plan.roles),
+        }
+    }
+}
+
+/// The roles a plan reads, as a list and (when they fit) as a mask.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PlanRoles {
+    pub roles: Vec<usize>,
+    mask: Option<RoleMask>,
+}
+
+impl PlanRoles {
+    pub fn new(roles: Vec<usize>) -> PlanRoles {
+        PlanRoles {
+            mask: mask_of(&roles),
+            roles,
+        }
+    }
+
+    pub fn contains(&self, role: usize) -> bool {
+        match self.mask {
+            Some(mask) if role < MASK_ROLES => mask & (1 << role) != 0,
+            Some(_) => false,
+            None => self.roles.contains(&role),
+        }
+    }
+}
