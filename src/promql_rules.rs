@@ -3,8 +3,9 @@
 //! (`groups:`, the format of Prometheus `rule_files` and of `promtool check rules`), serialised with
 //! serde-saphyr, behind a comment block that lists what PromQL cannot express and why.
 //!
-//! The formulas are those of the reference (§4, `vllm-metrics-reference.md`), on vLLM's series as
-//! exposed by `vllm/v1/metrics/loggers.py`:
+//! The formulas are those of `docs/METRICS.md`, "The corrected families", on vLLM's series as
+//! exposed by `vllm/v1/metrics/loggers.py`. Each family's expressions are in its own rule file
+//! (`src/engine/rules/`, [`crate::engine::Spec::promql`]); this module only iterates the registry:
 //!
 //! | recorded (with the default prefix) | expression |
 //! |---|---|
@@ -20,6 +21,8 @@
 //! under another prefix (for example to compare the two side by side).
 
 use serde::Serialize;
+
+use crate::engine::Family;
 use serde_saphyr::LitString;
 
 /// Options of [`render`]; also the flags of `vllm-corrector rules`.
@@ -141,53 +144,40 @@ struct RuleFile {
     groups: Vec<RuleGroup>,
 }
 
-/// vLLM's `request_generation_tokens_bucket{le="1"}`: finished requests with n ≤ 1 output tokens.
-/// vLLM prints `1.0` (Python `repr`); Prometheus 3 normalises classic-histogram `le` values to `1`.
-const GEN_LE1: &str = r#"vllm:request_generation_tokens_bucket{le=~"1|1[.]0"}"#;
-/// The ITL histogram's `_sum`: the name from vLLM 0.10.2 on, else the old name (vLLM ≤ 0.14).
-const ITL_SUM: &str =
-    "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)";
+/// `(recorded name suffix, PromQL)` of every rule, in registry order: each family's own
+/// [`crate::engine::Spec::promql`], recorded under the family name less `vllm_corrected_`.
+fn rules() -> Vec<(String, &'static str)> {
+    Family::ALL
+        .iter()
+        .flat_map(|f| {
+            let base = f.name().strip_prefix(DEFAULT_PREFIX).unwrap_or(f.name());
+            f.spec()
+                .promql
+                .iter()
+                .map(move |(suffix, expr)| (format!("{base}{suffix}"), *expr))
+        })
+        .collect()
+}
 
-/// `(name suffix, PromQL)` of every rule, in output order.
-fn rules() -> Vec<(&'static str, String)> {
-    let tpot = "vllm:request_time_per_output_token_seconds";
-    vec![
-        // §4.1 canonical TPOT: requests with n <= 1 fall in every TPOT bucket with TPOT 0.
-        ("request_time_per_output_token_seconds_bucket", format!("{tpot}_bucket\n  - ignoring(le) group_left\n{GEN_LE1}")),
-        ("request_time_per_output_token_seconds_sum", format!("{tpot}_sum\n  and ignoring(le)\n{GEN_LE1}")),
-        ("request_time_per_output_token_seconds_count", format!("{tpot}_count\n  - ignoring(le)\n{GEN_LE1}")),
-        // §4.2 token-weighted ITL: Σ ITL over the tokens generated after each request's first.
-        (
-            "token_weighted_itl_seconds_sum",
-            format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
-        ),
-        (
-            "token_weighted_itl_seconds_count",
-            format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
-        ),
-        // §4.3 acceptance-corrected ITL, the exact sum and count only: the tokens emitted after each
-        // request's first, as the token-weighted count (docs/METRICS.md, "Accepted drafts are counted
-        // before truncation").
-        (
-            "acceptance_corrected_itl_seconds_sum",
-            format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
-        ),
-        (
-            "acceptance_corrected_itl_seconds_count",
-            format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
-        ),
-        // §4.4 local-compute iteration tokens (vLLM >= 0.16, which has the by-source counter).
-        (
-            "iteration_tokens_local_compute_sum",
-            "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}\n  + ignoring(source)\nvllm:generation_tokens_total"
-                .to_string(),
-        ),
-        (
-            "iteration_tokens_local_compute_count",
-            "vllm:iteration_tokens_total_count\n  and vllm:generation_tokens_total\n  and ignoring(source)\nvllm:prompt_tokens_by_source_total{source=\"local_compute\"}"
-                .to_string(),
-        ),
-    ]
+/// The header's list of recorded families, one line per family PromQL can express:
+/// `#   <prefix>name_{parts}   note`, the notes aligned.
+fn recorded_lines() -> String {
+    let mut out = String::new();
+    for f in Family::ALL {
+        let spec = f.spec();
+        if spec.promql.is_empty() {
+            continue;
+        }
+        let base = spec.name.strip_prefix(DEFAULT_PREFIX).unwrap_or(spec.name);
+        let parts: Vec<&str> = spec
+            .promql
+            .iter()
+            .map(|(suffix, _)| suffix.trim_start_matches('_'))
+            .collect();
+        let recorded = format!("<prefix>{base}_{{{}}}", parts.join(","));
+        out.push_str(&format!("#   {recorded:<67}{}\n", spec.promql_note));
+    }
+    out
 }
 
 /// The comment block printed above the rules (each line starts with `#`).
@@ -199,10 +189,10 @@ const HEADER: &str = "\
 #
 # Recorded, with the corrector's names unless --rules.name-prefix says otherwise, and the labels
 # of the vLLM series (le kept on buckets; source dropped):
-#   <prefix>request_time_per_output_token_seconds_{bucket,sum,count}   canonical TPOT, exact
-#   <prefix>token_weighted_itl_seconds_{sum,count}                     exact
-#   <prefix>acceptance_corrected_itl_seconds_{sum,count}               exact sum and count, no buckets
-#   <prefix>iteration_tokens_local_compute_{sum,count}                 exact, vLLM >= 0.16
+";
+
+/// The comment block after the list of recorded families.
+const HEADER_TAIL: &str = "\
 # With the default names, do not also run the corrector for the same Prometheus: both would
 # write the same series.
 #
@@ -257,7 +247,7 @@ pub fn render(options: &RulesOptions) -> String {
     let yaml_options = serde_saphyr::ser_options! { compact_list_indent: false };
     let body = serde_saphyr::to_string_with_options(&file, yaml_options)
         .expect("a rule file of plain strings always serialises");
-    format!("{HEADER}{body}")
+    format!("{HEADER}{}{HEADER_TAIL}{body}", recorded_lines())
 }
 
 #[cfg(test)]

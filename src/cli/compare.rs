@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::readings::Interval;
 use super::table::{Cell, Table, Tone};
+use crate::engine::{Family, Measured, Unit};
 use crate::sim::truth::GroupTruth;
 
 /// One compared quantity.
@@ -42,7 +43,8 @@ pub struct Comparison {
     pub zero_token_first_outputs: u64,
     /// True acceptance length `1 + accepted / drafts` in the window.
     pub acceptance_length: Option<f64>,
-    /// TPOT mean, TPOT p99, ITL token-weighted, ITL acceptance-corrected, iteration tokens.
+    /// One row per family in registry order (its mean), and its p99 after it where the family
+    /// shows one ([`crate::engine::Spec::demo_p99`]).
     pub rows: Vec<Row>,
     /// Why a row is held or shows no difference, printed under the table.
     pub notes: Vec<String>,
@@ -68,64 +70,35 @@ pub fn comparison(
     at_s: f64,
     window_s: f64,
 ) -> Comparison {
+    let mut rows = Vec::new();
+    for family in Family::ALL {
+        let spec = family.spec();
+        let (sum, count) = spec.truth;
+        let (label, key) = spec.demo;
+        rows.push(Row {
+            key,
+            label,
+            seconds: spec.unit == Unit::Seconds,
+            estimate: false,
+            raw: raw.raw_mean(family),
+            corrected: corrected.mean(family),
+            truth: ratio(measured(truth, sum), measured(truth, count)),
+        });
+        if let Some(p99) = spec.demo_p99 {
+            rows.push(Row {
+                key: p99.key,
+                label: p99.label,
+                seconds: spec.unit == Unit::Seconds,
+                estimate: true,
+                raw: raw.raw_hist[family.index()]
+                    .as_ref()
+                    .and_then(|h| h.quantile(0.99)),
+                corrected: corrected.family(family).and_then(|h| h.quantile(0.99)),
+                truth: measured(truth, p99.truth),
+            });
+        }
+    }
     let (req, it) = (&truth.requests, &truth.iterations);
-    let raw_itl = raw.raw_itl.as_ref().and_then(|h| h.mean());
-    let rows = vec![
-        Row {
-            key: "tpot_mean_seconds",
-            estimate: false,
-            label: "TPOT mean (per request, n > 1)",
-            seconds: true,
-            raw: raw.raw_tpot.as_ref().and_then(|h| h.mean()),
-            corrected: corrected.canonical_tpot.as_ref().and_then(|h| h.mean()),
-            truth: req.canonical_tpot.mean_seconds,
-        },
-        Row {
-            key: "tpot_p99_seconds",
-            label: "TPOT p99 (±1 bucket)",
-            seconds: true,
-            estimate: true,
-            raw: raw.raw_tpot.as_ref().and_then(|h| h.quantile(0.99)),
-            corrected: corrected
-                .canonical_tpot
-                .as_ref()
-                .and_then(|h| h.quantile(0.99)),
-            truth: req.canonical_tpot.p99_seconds,
-        },
-        Row {
-            key: "itl_token_weighted_seconds",
-            estimate: false,
-            label: "ITL per token, token-weighted",
-            seconds: true,
-            raw: raw_itl,
-            corrected: corrected.token_weighted_itl.and_then(|s| s.mean()),
-            truth: it.token_weighted_itl_seconds,
-        },
-        Row {
-            key: "itl_acceptance_corrected_seconds",
-            estimate: false,
-            label: "ITL per token, acceptance-corrected",
-            seconds: true,
-            raw: raw_itl,
-            corrected: corrected
-                .acceptance_corrected_itl
-                .as_ref()
-                .and_then(|h| h.mean()),
-            truth: it.acceptance_corrected_itl_seconds,
-        },
-        Row {
-            key: "iteration_tokens_mean",
-            estimate: false,
-            label: "iteration tokens, local compute",
-            seconds: false,
-            raw: raw.raw_iteration_tokens.as_ref().and_then(|h| h.mean()),
-            corrected: corrected
-                .local_compute_iteration_tokens
-                .and_then(|s| s.mean()),
-            truth: it.local_compute_tokens_per_iteration,
-        },
-    ];
-    let mut rows = rows;
     let mut notes = Vec::new();
     let with_tpot = req.finished.saturating_sub(req.n_le_1);
     if with_tpot < MIN_P99_REQUESTS {
@@ -158,6 +131,30 @@ pub fn comparison(
         acceptance_length: it.acceptance_length,
         rows,
         notes,
+    }
+}
+
+/// The simulator's count of `m` over the window (`crate::sim::truth`): what a family's `_sum` or
+/// `_count` must have increased by.
+fn measured(truth: &GroupTruth, m: Measured) -> Option<f64> {
+    let (req, it) = (&truth.requests, &truth.iterations);
+    Some(match m {
+        Measured::TpotSum => req.canonical_tpot.sum_seconds,
+        Measured::TpotRequests => req.canonical_tpot.count as f64,
+        Measured::TpotP99 => req.canonical_tpot.p99_seconds?,
+        Measured::ItlSum => it.itl_sum_seconds,
+        Measured::ItlOutputs => it.itl_count as f64,
+        Measured::TokensAfterFirst => it.tokens_after_first as f64,
+        Measured::LocalIterationTokens => it.iteration_tokens_local_sum as f64,
+        Measured::Iterations => it.iterations as f64,
+    })
+}
+
+/// `sum / count`, `None` when the count is 0.
+fn ratio(sum: Option<f64>, count: Option<f64>) -> Option<f64> {
+    match (sum, count) {
+        (Some(s), Some(c)) if c > 0.0 => Some(s / c),
+        _ => None,
     }
 }
 

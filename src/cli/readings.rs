@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::{FAMILIES, Family, FamilyKind};
+
 /// Labels that identify a series inside its group rather than the group (docs/METRICS.md, "The corrected families").
 pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
@@ -404,7 +406,7 @@ impl GroupSeries {
     }
 }
 
-/// What two dumps of one group say about the interval between them. Every field is an increase
+/// What two dumps of one group say about the interval between them. Every value is an increase
 /// (`after − before`), or `None` when a dump lacks the family or a counter reset lies between.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Interval {
@@ -414,16 +416,15 @@ pub struct Interval {
     pub raw_tpot: Option<Hist>,
     /// Raw ITL histogram, seconds per output.
     pub raw_itl: Option<Hist>,
-    /// Raw iteration-tokens histogram, tokens per iteration.
-    pub raw_iteration_tokens: Option<Hist>,
-    /// `vllm_corrected_request_time_per_output_token_seconds`.
-    pub canonical_tpot: Option<Hist>,
-    /// `vllm_corrected_token_weighted_itl_seconds` (seconds over tokens).
-    pub token_weighted_itl: Option<SumCount>,
-    /// `vllm_corrected_acceptance_corrected_itl_seconds` (seconds per token).
-    pub acceptance_corrected_itl: Option<Hist>,
-    /// `vllm_corrected_iteration_tokens_local_compute` (tokens over iterations).
-    pub local_compute_iteration_tokens: Option<SumCount>,
+    /// Each corrected family's increase, by [`Family::index`]; a sum/count family is a [`Hist`]
+    /// without buckets.
+    pub families: [Option<Hist>; FAMILIES],
+    /// The increases of each family's raw counterpart ([`crate::engine::Spec::raw`]): numerator
+    /// as `sum`, denominator as `count`, by [`Family::index`].
+    pub raw: [Option<SumCount>; FAMILIES],
+    /// The raw histogram whose p99 the demo compares with each family's
+    /// ([`crate::engine::Spec::demo_p99`]), by [`Family::index`].
+    pub raw_hist: [Option<Hist>; FAMILIES],
 }
 
 fn hist_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option<Hist> {
@@ -432,6 +433,14 @@ fn hist_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option
 
 fn sum_count_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option<SumCount> {
     after.sum_count(family)?.minus(&before.sum_count(family)?)
+}
+
+/// The increase of the first of `names` that both dumps hold.
+fn series_delta(before: &GroupSeries, after: &GroupSeries, names: &[&str]) -> Option<f64> {
+    names.iter().find_map(|name| {
+        let (b, a) = (before.get(name, &[])?, after.get(name, &[])?);
+        (a.value >= b.value).then_some(a.value - b.value)
+    })
 }
 
 fn add_opt<T: Clone>(total: &mut Option<T>, part: &Option<T>, add: impl FnOnce(&mut T, &T)) {
@@ -445,7 +454,6 @@ fn add_opt<T: Clone>(total: &mut Option<T>, part: &Option<T>, add: impl FnOnce(&
 impl Interval {
     /// The increases of every family from `before` to `after` (one group).
     pub fn between(before: &GroupSeries, after: &GroupSeries) -> Interval {
-        use crate::engine::Family;
         if let Some(line) = after.reset_since(before) {
             return Interval {
                 reset_line: Some(line),
@@ -453,24 +461,46 @@ impl Interval {
             };
         }
         let itl = after.itl_family();
+        let families = Family::ALL.map(|f| match f.kind() {
+            FamilyKind::Histogram => hist_delta(before, after, f.name()),
+            FamilyKind::SumCount => sum_count_delta(before, after, f.name()).map(|sc| Hist {
+                buckets: Vec::new(),
+                sum: sc.sum,
+                count: sc.count,
+            }),
+        });
+        let raw = Family::ALL.map(|f| {
+            let raw = f.spec().raw?;
+            Some(SumCount {
+                sum: series_delta(before, after, raw.num)?,
+                count: series_delta(before, after, raw.den)?,
+            })
+        });
+        let raw_hist = Family::ALL.map(|f| hist_delta(before, after, f.spec().demo_p99?.raw));
         Interval {
             reset_line: None,
             raw_tpot: hist_delta(before, after, RAW_TPOT),
             raw_itl: hist_delta(before, after, itl),
-            raw_iteration_tokens: hist_delta(before, after, RAW_ITERATION_TOKENS),
-            canonical_tpot: hist_delta(before, after, Family::CanonicalTpot.name()),
-            token_weighted_itl: sum_count_delta(before, after, Family::TokenWeightedItl.name()),
-            acceptance_corrected_itl: hist_delta(
-                before,
-                after,
-                Family::AcceptanceCorrectedItl.name(),
-            ),
-            local_compute_iteration_tokens: sum_count_delta(
-                before,
-                after,
-                Family::IterationTokensLocalCompute.name(),
-            ),
+            families,
+            raw,
+            raw_hist,
         }
+    }
+
+    /// The increase of `family`'s corrected series.
+    pub fn family(&self, family: Family) -> Option<&Hist> {
+        self.families[family.index()].as_ref()
+    }
+
+    /// `Δ_sum / Δ_count` of `family`, `None` without an increase of its count.
+    pub fn mean(&self, family: Family) -> Option<f64> {
+        self.family(family)?.mean()
+    }
+
+    /// The raw reading of `family`'s quantity: `Δ num / Δ den + offset` ([`crate::engine::RawMean`]).
+    pub fn raw_mean(&self, family: Family) -> Option<f64> {
+        let offset = family.spec().raw?.offset;
+        Some(self.raw[family.index()]?.mean()? + offset)
     }
 
     /// Adds another group's interval: numerators and denominators are summed, never ratios. A
@@ -481,27 +511,15 @@ impl Interval {
         };
         add_opt(&mut self.raw_tpot, &other.raw_tpot, hist);
         add_opt(&mut self.raw_itl, &other.raw_itl, hist);
-        add_opt(
-            &mut self.raw_iteration_tokens,
-            &other.raw_iteration_tokens,
-            hist,
-        );
-        add_opt(&mut self.canonical_tpot, &other.canonical_tpot, hist);
-        add_opt(
-            &mut self.acceptance_corrected_itl,
-            &other.acceptance_corrected_itl,
-            hist,
-        );
-        add_opt(
-            &mut self.token_weighted_itl,
-            &other.token_weighted_itl,
-            SumCount::add,
-        );
-        add_opt(
-            &mut self.local_compute_iteration_tokens,
-            &other.local_compute_iteration_tokens,
-            SumCount::add,
-        );
+        for (t, p) in self.families.iter_mut().zip(&other.families) {
+            add_opt(t, p, hist);
+        }
+        for (t, p) in self.raw.iter_mut().zip(&other.raw) {
+            add_opt(t, p, SumCount::add);
+        }
+        for (t, p) in self.raw_hist.iter_mut().zip(&other.raw_hist) {
+            add_opt(t, p, hist);
+        }
     }
 
     /// The sum of every group's interval between two dumps (groups present in both).

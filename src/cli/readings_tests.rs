@@ -202,12 +202,16 @@ fn totals_add_numerators_and_denominators_never_ratios() {
     let total = Interval::total(&before, &after);
     // Raw TPOT: engine 0 adds sum 0.08 over 4, engine 1 adds 0.5 over 2: 0.58 / 6.
     // (The mean of the two means, (0.02 + 0.25) / 2 = 0.135, would be wrong.)
-    let tpot = total.raw_tpot.unwrap();
+    let tpot = total.raw_tpot.clone().unwrap();
     assert_eq!(tpot.count, 6.0);
     assert_eq!(tpot.buckets, vec![(0.01, 2.0), (INF, 6.0)]);
     assert!((tpot.mean().unwrap() - 0.58 / 6.0).abs() < 1e-15);
     // Token-weighted: (2 + 2) s over (200 + 20) tokens.
-    let tw = total.token_weighted_itl.unwrap();
+    let tw = total.family(Family::TokenWeightedItl).unwrap();
     assert_eq!((tw.sum, tw.count), (4.0, 220.0));
-    assert_eq!(total.canonical_tpot, None, "no dump holds it");
+    assert_eq!(
+        total.family(Family::CanonicalTpot),
+        None,
+        "no dump holds it"
+    );
 }

@@ -1,6 +1,6 @@
 //! Public types of the engine: reasons, reports, families and derived values.
 
-pub use super::rules::{FAMILIES, Measured, RawMean, Spec, Unit};
+pub use super::rules::{FAMILIES, Measured, P99Row, RawMean, Spec, Unit};
 use super::rules::{REGISTRY, Registered};
 use crate::protocol::LabelError;
 

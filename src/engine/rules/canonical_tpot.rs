@@ -1,7 +1,7 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
+use super::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
 use crate::engine::classify::Input;
 use crate::engine::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -19,7 +19,12 @@ pub(super) const RULE: Registered = Registered {
         column: "TPOT canonical ms",
         json_key: "canonical_tpot_mean_seconds",
         demo: ("TPOT mean (per request, n > 1)", "tpot_mean_seconds"),
-        demo_p99: Some(("TPOT p99 (±1 bucket)", "tpot_p99_seconds")),
+        demo_p99: Some(P99Row {
+            label: "TPOT p99 (±1 bucket)",
+            key: "tpot_p99_seconds",
+            raw: "vllm:request_time_per_output_token_seconds",
+            truth: Measured::TpotP99,
+        }),
         unit: Unit::Seconds,
         raw: Some(RawMean {
             num: &["vllm:request_time_per_output_token_seconds_sum"],

@@ -104,6 +104,19 @@ pub enum Measured {
     Iterations,
 }
 
+/// A p99 row of the demo: estimated from buckets on both sides, so exact only within one bucket.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct P99Row {
+    /// Row label.
+    pub label: &'static str,
+    /// Plain-output key.
+    pub key: &'static str,
+    /// The raw vLLM histogram compared with it.
+    pub raw: &'static str,
+    /// Its truth.
+    pub truth: Measured,
+}
+
 /// What a corrected family is: its exposition, and how `inspect`, `demo`, `rules` and the
 /// dashboard show it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,8 +138,8 @@ pub struct Spec {
     pub json_key: &'static str,
     /// `demo` row label and plain-output key of the mean.
     pub demo: (&'static str, &'static str),
-    /// `demo` row label and key of the p99 (histograms whose p99 the demo shows).
-    pub demo_p99: Option<(&'static str, &'static str)>,
+    /// The demo's p99 row of a histogram family, if it shows one.
+    pub demo_p99: Option<P99Row>,
     /// Unit of the mean.
     pub unit: Unit,
     /// The raw vLLM reading of the same quantity, as a user would read it uncorrected.
