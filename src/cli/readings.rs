@@ -14,8 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::engine::{FAMILIES, Family, FamilyKind};
 
-/// Labels that identify a series inside its group rather than the group (docs/METRICS.md, "The corrected families").
-pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
+pub use crate::engine::RULE_DIMENSIONS;
 
 /// The raw vLLM request TPOT histogram (seconds, one observation per finished request).
 pub const RAW_TPOT: &str = "vllm:request_time_per_output_token_seconds";

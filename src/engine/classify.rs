@@ -6,11 +6,11 @@
 
 use crate::protocol::Label;
 
-/// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The corrected families"); the hot
-/// path tests membership with [`is_rule_dimension`].
-#[cfg(test)]
-pub(crate) const RULE_DIMENSIONS: [&str; 5] =
-    ["__name__", "le", "source", "position", "finished_reason"];
+/// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The
+/// corrected families"): `__name__`, `le`, and the labels that split one vLLM family into series
+/// (`source`, `position`, `finished_reason`). The hot path tests membership
+/// with [`is_rule_dimension`]; `inspect` groups dump samples with this list.
+pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,76 +90,41 @@ pub(crate) fn parse_le(value: &str) -> Option<f64> {
     }
 }
 
-fn histogram(labels: &[Label<'_>], suffix: &str, make: fn(Part) -> Input) -> Option<RoleKey> {
-    match suffix {
-        "_bucket" => {
-            let le = parse_le(label(labels, "le")?)?;
-            Some(RoleKey {
-                input: make(Part::Bucket),
-                le_bits: le.to_bits(),
-            })
-        }
-        "_sum" => Some(RoleKey {
-            input: make(Part::Sum),
-            le_bits: 0,
-        }),
-        "_count" => Some(RoleKey {
-            input: make(Part::Count),
-            le_bits: 0,
-        }),
-        _ => None,
-    }
+/// How the labels beside `__name__` select a series of a [`ReadName`] and key it in its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dim {
+    /// No label is read.
+    Plain,
+    /// A histogram bucket: `le` parsed as a float and kept in the key.
+    Le,
+    /// Only the bucket whose `le` is 1, whatever its spelling; not kept.
+    LeIsOne,
+    /// Only the series whose label has this value; not kept.
+    Only(&'static str, &'static str),
+    /// `position` parsed as an integer and kept in the key.
+    Position,
 }
 
-/// Classifies a series by `__name__` (and `le`/`source` where the rule needs them).
-///
-/// Returns `None` for every series no rule reads, `*_created` included: the caller counts its samples as
-/// `unused_series` and allocates nothing for it. A bucket whose `le` is missing or not a float is unused too.
-pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
-    let plain = |input| Some(RoleKey { input, le_bits: 0 });
-    if let Some(suffix) = name.strip_prefix("vllm:inter_token_latency_seconds") {
-        return histogram(labels, suffix, Input::Itl);
-    }
-    if let Some(suffix) = name.strip_prefix("vllm:time_per_output_token_seconds") {
-        return histogram(labels, suffix, Input::OldItl);
-    }
-    if let Some(suffix) = name.strip_prefix("vllm:request_time_per_output_token_seconds") {
-        return histogram(labels, suffix, Input::Tpot);
-    }
-    match name {
-        "vllm:request_generation_tokens_bucket" => {
-            let le = parse_le(label(labels, "le")?)?;
-            (le == 1.0).then_some(RoleKey {
-                input: Input::GenLe1,
-                le_bits: 0,
-            })
-        }
-        "vllm:request_generation_tokens_count" => plain(Input::GenCount),
-        "vllm:generation_tokens_total" => plain(Input::GenTotal),
-        "vllm:time_to_first_token_seconds_count" => plain(Input::TtftCount),
-        "vllm:prompt_tokens_by_source_total" => (label(labels, "source")? == "local_compute")
-            .then_some(RoleKey {
-                input: Input::LocalCompute,
-                le_bits: 0,
-            }),
-        "vllm:iteration_tokens_total_count" => plain(Input::IterCount),
-        "vllm:spec_decode_num_accepted_tokens_total" => plain(Input::Accepted),
-        "vllm:spec_decode_num_drafts_total" => plain(Input::Drafts),
-        "vllm:spec_decode_num_accepted_tokens_per_pos_total" => {
-            let pos = label(labels, "position")?.parse::<u16>().ok()?;
-            Some(RoleKey {
-                input: Input::AcceptedPerPos,
-                le_bits: f64::from(pos).to_bits(),
-            })
-        }
-        _ => None,
-    }
+/// What vLLM registers a series with: the facts the completeness check
+/// ([`super::completeness`]) reads from [`READ_NAMES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registered {
+    /// By every release for every engine, with all the others.
+    Always,
+    /// One of the two ITL names, which every release registers (both from 0.10.2 to 0.14).
+    Itl,
+    /// Beside the histogram named (request TPOT beside `request_generation_tokens`, from 0.11).
+    Beside(&'static str),
+    /// With speculative decoding, together with the other spec-decode counters.
+    SpecDecode,
+    /// Only on some versions or bucket layouts; no pairing is checked.
+    Optional,
 }
 
-/// One series name a rule reads, with the single label value it is restricted to, if any: the
-/// engine's vocabulary, from which `vllm-corrector relabel` derives the narrowest
-/// `write_relabel_configs` ([`crate::relabel`]). Agrees with [`classify`] and [`may_be_read`]
-/// (tested below).
+/// One series name a rule (or the completeness check) reads: the engine's vLLM vocabulary, from
+/// which the classifier ([`classify`]), the name pre-filter ([`may_be_read`]), the metadata
+/// filter, the completeness check and `vllm-corrector relabel` ([`crate::relabel`]) are all
+/// derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadName {
     /// The full `__name__`, e.g. `vllm:inter_token_latency_seconds_bucket`.
@@ -168,69 +133,186 @@ pub struct ReadName {
     /// (`le` of the token histogram is 1, printed `1` by Go senders and `1.0` by Python's
     /// `prometheus_client`; `source` of the prompt-token counter is `local_compute`).
     pub only: Option<(&'static str, &'static str)>,
+    /// The rule input it is.
+    pub(crate) input: Input,
+    /// How its labels select and key it.
+    pub(crate) dim: Dim,
+    /// What vLLM registers it with.
+    pub(crate) registered: Registered,
 }
 
-const fn any(name: &'static str) -> ReadName {
-    ReadName { name, only: None }
+const fn read(name: &'static str, input: Input, dim: Dim, registered: Registered) -> ReadName {
+    let only = match dim {
+        Dim::LeIsOne => Some(("le", r"1(\.0+)?")),
+        Dim::Only(label, value) => Some((label, value)),
+        Dim::Plain | Dim::Le | Dim::Position => None,
+    };
+    ReadName {
+        name,
+        only,
+        input,
+        dim,
+        registered,
+    }
 }
 
-/// Every series name a rule (or the completeness check) reads, in [`Input`] order.
+/// The bucket, `_sum` and `_count` of one histogram.
+macro_rules! histogram {
+    ($base:literal, $input:path, $registered:expr) => {
+        [
+            read(
+                concat!($base, "_bucket"),
+                $input(Part::Bucket),
+                Dim::Le,
+                $registered,
+            ),
+            read(
+                concat!($base, "_sum"),
+                $input(Part::Sum),
+                Dim::Plain,
+                $registered,
+            ),
+            read(
+                concat!($base, "_count"),
+                $input(Part::Count),
+                Dim::Plain,
+                $registered,
+            ),
+        ]
+    };
+}
+
+const ITL: [ReadName; 3] = histogram!(
+    "vllm:inter_token_latency_seconds",
+    Input::Itl,
+    Registered::Itl
+);
+const OLD_ITL: [ReadName; 3] = histogram!(
+    "vllm:time_per_output_token_seconds",
+    Input::OldItl,
+    Registered::Itl
+);
+const TPOT: [ReadName; 3] = histogram!(
+    "vllm:request_time_per_output_token_seconds",
+    Input::Tpot,
+    Registered::Beside("vllm:request_generation_tokens")
+);
+
+/// Every series name a rule (or the completeness check) reads, in [`Input`] order. Semantics:
+/// `docs/METRICS.md`, "The input series".
 pub const READ_NAMES: [ReadName; 18] = [
-    any("vllm:inter_token_latency_seconds_bucket"),
-    any("vllm:inter_token_latency_seconds_sum"),
-    any("vllm:inter_token_latency_seconds_count"),
-    any("vllm:time_per_output_token_seconds_bucket"),
-    any("vllm:time_per_output_token_seconds_sum"),
-    any("vllm:time_per_output_token_seconds_count"),
-    any("vllm:request_time_per_output_token_seconds_bucket"),
-    any("vllm:request_time_per_output_token_seconds_sum"),
-    any("vllm:request_time_per_output_token_seconds_count"),
-    ReadName {
-        name: "vllm:request_generation_tokens_bucket",
-        only: Some(("le", r"1(\.0+)?")),
-    },
-    any("vllm:request_generation_tokens_count"),
-    any("vllm:generation_tokens_total"),
-    any("vllm:time_to_first_token_seconds_count"),
-    ReadName {
-        name: "vllm:prompt_tokens_by_source_total",
-        only: Some(("source", "local_compute")),
-    },
-    any("vllm:iteration_tokens_total_count"),
-    any("vllm:spec_decode_num_accepted_tokens_total"),
-    any("vllm:spec_decode_num_drafts_total"),
-    any("vllm:spec_decode_num_accepted_tokens_per_pos_total"),
+    ITL[0],
+    ITL[1],
+    ITL[2],
+    OLD_ITL[0],
+    OLD_ITL[1],
+    OLD_ITL[2],
+    TPOT[0],
+    TPOT[1],
+    TPOT[2],
+    read(
+        "vllm:request_generation_tokens_bucket",
+        Input::GenLe1,
+        Dim::LeIsOne,
+        Registered::Optional,
+    ),
+    read(
+        "vllm:request_generation_tokens_count",
+        Input::GenCount,
+        Dim::Plain,
+        Registered::Always,
+    ),
+    read(
+        "vllm:generation_tokens_total",
+        Input::GenTotal,
+        Dim::Plain,
+        Registered::Always,
+    ),
+    read(
+        "vllm:time_to_first_token_seconds_count",
+        Input::TtftCount,
+        Dim::Plain,
+        Registered::Always,
+    ),
+    read(
+        "vllm:prompt_tokens_by_source_total",
+        Input::LocalCompute,
+        Dim::Only("source", "local_compute"),
+        Registered::Optional,
+    ),
+    read(
+        "vllm:iteration_tokens_total_count",
+        Input::IterCount,
+        Dim::Plain,
+        Registered::Always,
+    ),
+    read(
+        "vllm:spec_decode_num_accepted_tokens_total",
+        Input::Accepted,
+        Dim::Plain,
+        Registered::SpecDecode,
+    ),
+    read(
+        "vllm:spec_decode_num_drafts_total",
+        Input::Drafts,
+        Dim::Plain,
+        Registered::SpecDecode,
+    ),
+    read(
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        Input::AcceptedPerPos,
+        Dim::Position,
+        Registered::Optional,
+    ),
 ];
 
-/// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
-/// test of the discard path. A name that passes may still classify as unused (a token bucket whose
-/// `le` is not 1, a prompt-token source other than `local_compute`). Agrees with [`classify`]:
-/// `classify(name, labels).is_some()` implies `may_be_read(name)`.
-pub(crate) fn may_be_read(name: &str) -> bool {
-    let Some(rest) = name.strip_prefix("vllm:") else {
-        return false;
+/// The vLLM histogram a [`ReadName`] is a part of (its name less `_bucket`, `_sum` or `_count`),
+/// or `None` for a counter.
+pub(crate) fn histogram_of(read: &ReadName) -> Option<&'static str> {
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .find_map(|suffix| read.name.strip_suffix(suffix))
+}
+
+/// The table entry of a series name.
+fn entry(name: &str) -> Option<&'static ReadName> {
+    READ_NAMES.iter().find(|r| r.name == name)
+}
+
+/// Classifies a series by `__name__` and the labels its [`ReadName`] entry reads.
+///
+/// Returns `None` for every series no rule reads, `*_created` included: the caller counts its samples as
+/// `unused_series` and allocates nothing for it. A bucket whose `le` is missing or not a float is unused too.
+pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
+    let read = entry(name)?;
+    let key = |le_bits| {
+        Some(RoleKey {
+            input: read.input,
+            le_bits,
+        })
     };
-    for histogram in [
-        "inter_token_latency_seconds",
-        "time_per_output_token_seconds",
-        "request_time_per_output_token_seconds",
-    ] {
-        if let Some(suffix) = rest.strip_prefix(histogram) {
-            return matches!(suffix, "_bucket" | "_sum" | "_count");
-        }
+    match read.dim {
+        Dim::Plain => key(0),
+        Dim::Le => key(parse_le(label(labels, "le")?)?.to_bits()),
+        Dim::LeIsOne => (parse_le(label(labels, "le")?)? == 1.0).then_some(RoleKey {
+            input: read.input,
+            le_bits: 0,
+        }),
+        Dim::Only(name, value) => (label(labels, name)? == value).then_some(RoleKey {
+            input: read.input,
+            le_bits: 0,
+        }),
+        Dim::Position => key(f64::from(label(labels, "position")?.parse::<u16>().ok()?).to_bits()),
     }
-    matches!(
-        rest,
-        "request_generation_tokens_bucket"
-            | "request_generation_tokens_count"
-            | "generation_tokens_total"
-            | "time_to_first_token_seconds_count"
-            | "prompt_tokens_by_source_total"
-            | "iteration_tokens_total_count"
-            | "spec_decode_num_accepted_tokens_total"
-            | "spec_decode_num_drafts_total"
-            | "spec_decode_num_accepted_tokens_per_pos_total"
-    )
+}
+
+/// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
+/// test of the discard path (a name outside `vllm:` costs one prefix test). A name that passes may
+/// still classify as unused (a token bucket whose `le` is not 1, a prompt-token source other than
+/// `local_compute`). Agrees with [`classify`]: `classify(name, labels).is_some()` implies
+/// `may_be_read(name)`.
+pub(crate) fn may_be_read(name: &str) -> bool {
+    name.starts_with("vllm:") && entry(name).is_some()
 }
 
 /// True when `family` is the remote-write metadata family name of series some rule reads: one of

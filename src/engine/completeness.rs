@@ -16,132 +16,100 @@
 //!
 //! The check is structural: it reads only which role keys are present, never values.
 
-use super::classify::{Input, Part, RoleKey};
+use super::classify::{Dim, Input, READ_NAMES, ReadName, Registered, RoleKey, histogram_of};
 
 /// The first reason found why a role set cannot come from any vLLM version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Incomplete {
-    /// A histogram has `_bucket` series but no `+Inf` bucket.
-    NoInfBucket(Hist),
-    /// A histogram has some of `_bucket`, `_sum`, `_count` but not all three.
-    MissingHistogramPart(Hist),
+    /// A histogram (named) has `_bucket` series but no `+Inf` bucket.
+    NoInfBucket(&'static str),
+    /// A histogram (named) has some of `_bucket`, `_sum`, `_count` but not all three (or, for
+    /// the token histogram of which only `le="1"` is read, that bucket without `_count`).
+    MissingHistogramPart(&'static str),
     /// A series vLLM always registers with every other one is absent (generation tokens counter,
-    /// TTFT `_count`, iteration tokens `_count`, `request_generation_tokens`, or any ITL histogram).
+    /// TTFT `_count`, iteration tokens `_count`, `request_generation_tokens_count`, or any ITL
+    /// histogram).
     MissingCoreSeries(Input),
-    /// `request_time_per_output_token_seconds` without `request_generation_tokens` beside it.
-    TpotWithoutGenerationTokens,
+    /// A series (named) without the series vLLM registers it beside (request TPOT without
+    /// `request_generation_tokens`).
+    WithoutPartner(&'static str),
     /// One of the spec-decode counters (drafts, accepted tokens) without the other.
     SpecDecodeCounterAlone,
 }
 
-/// The histograms whose parts the engine classifies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Hist {
-    /// `vllm:inter_token_latency_seconds`.
-    Itl,
-    /// `vllm:time_per_output_token_seconds` (old ITL name).
-    OldItl,
-    /// `vllm:request_time_per_output_token_seconds`.
-    Tpot,
-    /// `vllm:request_generation_tokens`: only its `le="1"` bucket and `_count` are classified.
-    GenerationTokens,
+/// The entries of [`READ_NAMES`] that are parts of the histogram `base`.
+fn parts_of(base: &'static str) -> impl Iterator<Item = usize> {
+    READ_NAMES
+        .iter()
+        .enumerate()
+        .filter(move |(_, r)| histogram_of(r) == Some(base))
+        .map(|(i, _)| i)
 }
 
-/// Which parts of one histogram are present.
-#[derive(Debug, Clone, Copy, Default)]
-struct Parts {
-    buckets: bool,
-    inf: bool,
-    sum: bool,
-    count: bool,
-}
-
-impl Parts {
-    fn any(self) -> bool {
-        self.buckets || self.sum || self.count
-    }
-
-    /// A full classic histogram: buckets up to `+Inf`, `_sum` and `_count`.
-    fn check(self, hist: Hist) -> Result<(), Incomplete> {
-        if !self.any() {
-            return Ok(());
-        }
-        if !(self.buckets && self.sum && self.count) {
-            return Err(Incomplete::MissingHistogramPart(hist));
-        }
-        if !self.inf {
-            return Err(Incomplete::NoInfBucket(hist));
-        }
-        Ok(())
-    }
-
-    fn add(&mut self, part: Part, key: RoleKey) {
-        match part {
-            Part::Bucket => {
-                self.buckets = true;
-                self.inf |= key.bound() == f64::INFINITY;
-            }
-            Part::Sum => self.sum = true,
-            Part::Count => self.count = true,
-        }
-    }
-}
-
-/// Checks a group's (non-stale) role keys. `Ok(())` for an empty set and for every set some vLLM
-/// release exposes; otherwise the first problem found.
+/// Checks a group's (non-stale) role keys against what [`READ_NAMES`] says vLLM registers
+/// together. `Ok(())` for an empty set and for every set some vLLM release exposes; otherwise the
+/// first problem found.
 ///
 /// # Errors
-/// The [`Incomplete`] reason, in this order: histogram structure (ITL, old ITL, request TPOT, then
-/// the token histogram, whose only classified parts are `le="1"` and `_count`), the series every
-/// release has, TPOT without the token histogram, spec-decode counters apart.
+/// The [`Incomplete`] reason, in this order: histogram structure (in table order: ITL, old ITL,
+/// request TPOT), the token histogram's `le="1"` bucket without its `_count`, a series without its
+/// partner, the series every release has, an ITL histogram under either name, spec-decode counters
+/// apart.
 pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incomplete> {
-    let (mut itl, mut old_itl, mut tpot) = (Parts::default(), Parts::default(), Parts::default());
-    let (mut gen_le1, mut gen_count, mut gen_total, mut ttft_count) = (false, false, false, false);
-    let (mut iter_count, mut accepted, mut drafts, mut any) = (false, false, false, false);
+    const N: usize = READ_NAMES.len();
+    let (mut present, mut inf, mut any) = ([false; N], [false; N], false);
     for key in keys {
         any = true;
-        match key.input {
-            Input::Itl(part) => itl.add(part, key),
-            Input::OldItl(part) => old_itl.add(part, key),
-            Input::Tpot(part) => tpot.add(part, key),
-            Input::GenLe1 => gen_le1 = true,
-            Input::GenCount => gen_count = true,
-            Input::GenTotal => gen_total = true,
-            Input::TtftCount => ttft_count = true,
-            Input::LocalCompute => {}
-            Input::IterCount => iter_count = true,
-            Input::Accepted => accepted = true,
-            // Registered with the other spec-decode counters; their pairing is checked on those.
-            Input::AcceptedPerPos => {}
-            Input::Drafts => drafts = true,
+        if let Some(i) = READ_NAMES.iter().position(|r| r.input == key.input) {
+            present[i] = true;
+            inf[i] |= key.bound() == f64::INFINITY;
         }
     }
     if !any {
         return Ok(());
     }
-    itl.check(Hist::Itl)?;
-    old_itl.check(Hist::OldItl)?;
-    tpot.check(Hist::Tpot)?;
+    let entries = || READ_NAMES.iter().enumerate();
+    // A full classic histogram: buckets up to `+Inf`, `_sum` and `_count`.
+    for (i, read) in entries().filter(|(_, r)| r.dim == Dim::Le) {
+        let Some(base) = histogram_of(read) else {
+            continue;
+        };
+        let some = parts_of(base).any(|j| present[j]);
+        if some && !parts_of(base).all(|j| present[j]) {
+            return Err(Incomplete::MissingHistogramPart(base));
+        }
+        if some && !inf[i] {
+            return Err(Incomplete::NoInfBucket(base));
+        }
+    }
     // The `le="1"` bucket may be absent (custom buckets from 0.33: `no_le_1_bound`), `_count` may not.
-    if gen_le1 && !gen_count {
-        return Err(Incomplete::MissingHistogramPart(Hist::GenerationTokens));
+    for (i, read) in entries().filter(|(_, r)| r.dim == Dim::LeIsOne) {
+        let Some(base) = histogram_of(read) else {
+            continue;
+        };
+        if present[i] && !parts_of(base).all(|j| present[j] || READ_NAMES[j].dim == Dim::LeIsOne) {
+            return Err(Incomplete::MissingHistogramPart(base));
+        }
     }
-    let core = [
-        (gen_total, Input::GenTotal),
-        (ttft_count, Input::TtftCount),
-        (iter_count, Input::IterCount),
-        (itl.any() || old_itl.any(), Input::Itl(Part::Count)),
-    ];
-    if let Some((_, input)) = core.iter().find(|(present, _)| !present) {
-        return Err(Incomplete::MissingCoreSeries(*input));
+    let alone = |(i, read): &(usize, &ReadName)| match read.registered {
+        Registered::Beside(partner) => present[*i] && !parts_of(partner).any(|j| present[j]),
+        _ => false,
+    };
+    if let Some((_, read)) = entries().find(alone) {
+        return Err(Incomplete::WithoutPartner(read.name));
     }
-    if tpot.any() && !gen_count {
-        return Err(Incomplete::TpotWithoutGenerationTokens);
+    let is = |read: &ReadName, registered| read.registered == registered;
+    if let Some((_, read)) = entries().find(|(i, r)| is(r, Registered::Always) && !present[*i]) {
+        return Err(Incomplete::MissingCoreSeries(read.input));
     }
-    if !gen_count {
-        return Err(Incomplete::MissingCoreSeries(Input::GenCount));
+    let itl = || entries().filter(|(_, r)| is(r, Registered::Itl));
+    if !itl().any(|(i, _)| present[i])
+        && let Some((_, count)) = itl().find(|(_, r)| r.name.ends_with("_count"))
+    {
+        return Err(Incomplete::MissingCoreSeries(count.input));
     }
-    if accepted != drafts {
+    let spec = || entries().filter(|(_, r)| is(r, Registered::SpecDecode));
+    if spec().any(|(i, _)| present[i]) && !spec().all(|(i, _)| present[i]) {
         return Err(Incomplete::SpecDecodeCounterAlone);
     }
     Ok(())
@@ -150,7 +118,11 @@ pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incom
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::classify::classify;
+    use crate::engine::classify::{Part, classify};
+
+    const ITL: &str = "vllm:inter_token_latency_seconds";
+    const TPOT: &str = "vllm:request_time_per_output_token_seconds";
+    const GENERATION_TOKENS: &str = "vllm:request_generation_tokens";
     use crate::engine::{Engine, EngineConfig, IngestReport};
     use crate::protocol::{Label, Sample};
     use crate::sim::{Profile, SimConfig, Simulator, SpecConfig};
@@ -336,26 +308,20 @@ mod tests {
     #[test]
     fn broken_histograms_are_incomplete() {
         let no_count = without(&full(), |k| k.input == Input::Itl(Part::Count));
-        assert_eq!(
-            check(no_count),
-            Err(Incomplete::MissingHistogramPart(Hist::Itl))
-        );
+        assert_eq!(check(no_count), Err(Incomplete::MissingHistogramPart(ITL)));
         let no_sum = without(&full(), |k| k.input == Input::Tpot(Part::Sum));
-        assert_eq!(
-            check(no_sum),
-            Err(Incomplete::MissingHistogramPart(Hist::Tpot))
-        );
+        assert_eq!(check(no_sum), Err(Incomplete::MissingHistogramPart(TPOT)));
         let no_buckets = without(&full(), |k| k.input == Input::Itl(Part::Bucket));
         assert_eq!(
             check(no_buckets),
-            Err(Incomplete::MissingHistogramPart(Hist::Itl))
+            Err(Incomplete::MissingHistogramPart(ITL))
         );
         let no_inf = without(&full(), |k| *k == bucket(Input::Tpot, f64::INFINITY));
-        assert_eq!(check(no_inf), Err(Incomplete::NoInfBucket(Hist::Tpot)));
+        assert_eq!(check(no_inf), Err(Incomplete::NoInfBucket(TPOT)));
         let gen_bucket_alone = without(&full(), |k| k.input == Input::GenCount);
         assert_eq!(
             check(gen_bucket_alone),
-            Err(Incomplete::MissingHistogramPart(Hist::GenerationTokens))
+            Err(Incomplete::MissingHistogramPart(GENERATION_TOKENS))
         );
     }
 
@@ -386,7 +352,9 @@ mod tests {
         });
         assert_eq!(
             check(tpot_alone),
-            Err(Incomplete::TpotWithoutGenerationTokens)
+            Err(Incomplete::WithoutPartner(
+                "vllm:request_time_per_output_token_seconds_bucket"
+            ))
         );
         let no_token_histogram = without(&full(), |k| {
             matches!(k.input, Input::GenCount | Input::GenLe1 | Input::Tpot(_))

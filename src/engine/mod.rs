@@ -1,4 +1,5 @@
-//! Engine: series state, the per-scrape frame join, and the four correction rules. No HTTP here.
+//! Engine: series state, the per-scrape frame join, and the correction rules (`rules::REGISTRY`).
+//! No HTTP here.
 //!
 //! Semantics follow `docs/METRICS.md`, "The corrected families", and vLLM's
 //! `vllm/v1/metrics/loggers.py` (which series are observed where).
@@ -19,7 +20,7 @@ mod rules;
 mod state;
 
 pub use api::*;
-pub use classify::{READ_NAMES, ReadName};
+pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use known::KnownSeries;
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
 pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
