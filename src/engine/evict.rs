@@ -1,7 +1,7 @@
 //! Making room at `limits.max_active_series` (`docs/RELIABILITY.md`, "A cardinality flood"):
 //! before a new series is refused, a group that can feed no family is evicted to make room.
 //!
-//! Such a group holds series whose role set plans none of the four families (for example a lone
+//! Such a group holds series whose role set plans no family of the registry (for example a lone
 //! `vllm:generation_tokens_total`, what a flood of 135 000 series from one job looks like), and it
 //! has either kept that role set over more than one later scrape ([`Group::incomplete`]) or
 //! received nothing for [`UNUSABLE_GRACE_MS`]. A real engine's group that is still arriving
