@@ -89,8 +89,12 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         groups_removed_idle: 5,
         groups_removed_evicted: 10,
         counter_resets: 6,
-        output_holds: [0, 9, 0, 0],
-        output_resets: [0; 4],
+        output_holds: {
+            let mut holds = [0; crate::engine::FAMILIES];
+            holds[Family::TokenWeightedItl.index()] = 9;
+            holds
+        },
+        output_resets: [0; crate::engine::FAMILIES],
         newest_sample_ms: Some(1_700_000_000_500),
         groups_incomplete: 8,
     };
