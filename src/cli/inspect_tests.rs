@@ -86,7 +86,8 @@ fn json_objects_have_exactly_the_documented_keys() {
         .keys()
         .map(String::as_str)
         .collect();
-    let mut want = vec![
+    // The keys the README documents for `--json`: these, and one per further family.
+    let documented = [
         "labels",
         "canonical_tpot_mean_seconds",
         "token_weighted_itl_seconds",
@@ -97,10 +98,17 @@ fn json_objects_have_exactly_the_documented_keys() {
         "note",
         "null_reasons",
     ];
-    want.sort_unstable();
-    let mut keys = keys;
-    keys.sort_unstable();
-    assert_eq!(keys, want);
+    let readme = include_str!("../../README.md");
+    for key in &keys {
+        assert!(
+            readme.contains(&format!("`{key}`")),
+            "README does not name {key}"
+        );
+    }
+    assert!(documented.iter().all(|k| keys.contains(k)), "{keys:?}");
+    let families = crate::engine::Family::ALL.map(|f| f.spec().json_key);
+    assert_eq!(keys.len(), 5 + families.len(), "{keys:?}");
+    assert!(families.iter().all(|k| keys.contains(k)), "{keys:?}");
     assert_eq!(json[0]["labels"]["engine"], "0");
 }
 
@@ -122,7 +130,7 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
             }
         }
     }
-    // The JSON tells the two nulls apart: the note, and a reason for each of the 6 values.
+    // The JSON tells the two nulls apart: the note, and a reason for each value.
     let (e0, e1) = (&json[0], &json[1]);
     assert_eq!(e0["note"], "counter reset (AFTER line 15)");
     assert_eq!(
@@ -131,7 +139,7 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
     );
     for (group, reason) in [(e0, "counter_reset"), (e1, "no_new_observation")] {
         let reasons = group["null_reasons"].as_object().unwrap();
-        assert_eq!(reasons.len(), 6, "{reasons:?}");
+        assert_eq!(reasons.len(), value_keys().len(), "{reasons:?}");
         assert!(reasons.values().all(|r| r == reason), "{reasons:?}");
         assert!(reasons.contains_key("acceptance_corrected_itl_seconds"));
     }
@@ -373,10 +381,12 @@ fn table_shows_milliseconds_and_factors_out_shared_labels() {
         .lines()
         .find(|l| l.starts_with("engine=\"0\""))
         .unwrap_or_else(|| panic!("{text}"));
-    // 0.025 s, 0.028 s, 0.04 s, 16/600 s = 26.667 ms, 9.075 tokens.
+    // 0.025 s, 0.028 s, 0.04 s, 16/600 s = 26.667 ms, 9.075 tokens; then one cell per further
+    // family, and no note.
     let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.len(), 1 + value_keys().len(), "{row}");
     assert_eq!(
-        cells,
+        cells[..7],
         [
             "engine=\"0\"",
             "25.000",
@@ -489,9 +499,15 @@ fn table_note_names_the_families_with_nothing_new_between_the_dumps() {
     let read = |f: &str| std::fs::read_to_string(format!("{dir}{f}")).unwrap();
     let reports = run_texts(&read("before.prom"), &read("after.prom")).unwrap();
     assert_eq!(reports.len(), 1);
-    assert_eq!(
-        reports[0].note,
-        "nothing new between the dumps for canonical TPOT, token-weighted ITL, acceptance-corrected ITL, raw ITL"
+    // Every family read from the ITL or TPOT histograms, in table order, and raw ITL last; not
+    // local-compute iteration tokens, which did grow.
+    let note = &reports[0].note;
+    let rest = note
+        .strip_prefix("nothing new between the dumps for canonical TPOT, token-weighted ITL, acceptance-corrected ITL")
+        .unwrap_or_else(|| panic!("{note}"));
+    assert!(
+        rest.ends_with(", raw ITL") && !rest.contains("local-compute"),
+        "{note}"
     );
     assert_eq!(
         reports[0].get("raw_tpot_mean_seconds"),

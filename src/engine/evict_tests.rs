@@ -87,7 +87,7 @@ fn a_flood_of_lone_series_does_not_lock_out_a_new_engine() {
             .iter()
             .filter(|(_, l, _)| l.iter().any(|(n, v)| n == "engine" && v == "0"))
             .count(),
-        4
+        crate::engine::FAMILIES
     );
     // The flood goes on: its evicted series can only evict other flood groups, never the engine,
     // whose groups feed every family.

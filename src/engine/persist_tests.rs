@@ -49,7 +49,7 @@ fn restored_acceptance_buckets_continue_exactly_as_without_a_restart() {
     run(&mut restarted_without_state, &scrapes[2..]);
 
     let want = outputs(&uninterrupted);
-    assert_eq!(want.len(), 4);
+    assert_eq!(want.len(), crate::engine::FAMILIES, "every family");
     assert_eq!(outputs(&after), want, "restored halfway");
     let acceptance = |o: &Outputs| value_of(o, Family::AcceptanceCorrectedItl, "0");
     assert_ne!(

@@ -96,7 +96,7 @@ fn run(marker_first: bool, split: bool) -> (Outputs, IngestReport, EngineStats) 
 #[test]
 fn real_value_wins_over_a_staleness_marker_of_the_same_timestamp_in_one_request() {
     let want = reference();
-    assert_eq!(want.len(), 4);
+    assert_eq!(want.len(), crate::engine::FAMILIES, "every family");
     for marker_first in [true, false] {
         let (out, report, stats) = run(marker_first, false);
         assert_eq!(out, want, "marker first: {marker_first}");

@@ -131,7 +131,7 @@ async fn groups_api_reports_each_family_and_the_group_state() {
         families["vllm_corrected_acceptance_corrected_itl_seconds"]["reason"],
         "missing_input"
     );
-    assert_eq!(families.as_object().unwrap().len(), 4);
+    assert_eq!(families.as_object().unwrap().len(), crate::engine::FAMILIES);
     assert_eq!(g["lastScrapeTimestampMs"], 16_000);
     assert_eq!(g["scrapeIntervalMs"], 15_000);
     assert_eq!(g["inputSeries"], 3);
