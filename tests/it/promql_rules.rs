@@ -195,11 +195,12 @@ fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
         }
     }
     // Per round: TPOT for 3 engines (0.33 x2, 0.14; 0.10 has none) x (19 bounds + Inf + sum + count)
-    // = 66, token-weighted ITL and acceptance-corrected sums/counts for 4 engines = 16,
-    // local-compute iteration tokens for the 2 engines of 0.33 = 4 (0.14 and 0.10 lack by-source).
+    // = 66, token-weighted ITL, acceptance-corrected and tokens-per-output sums/counts for 4
+    // engines = 24, local-compute iteration tokens for the 2 engines of 0.33 = 4 (0.14 and 0.10
+    // lack by-source).
     assert_eq!(
         compared,
-        3 * (66 + 16 + 4),
+        3 * (66 + 24 + 4),
         "series compared over three rounds"
     );
 }

@@ -16,6 +16,7 @@ mod acceptance_corrected_itl;
 mod canonical_tpot;
 mod iteration_tokens_local_compute;
 mod token_weighted_itl;
+mod tokens_per_output;
 
 pub(crate) use acceptance::{Committed, ItlPoint};
 #[cfg(test)]
@@ -31,6 +32,7 @@ pub(crate) const REGISTRY: &[Registered] = &[
     token_weighted_itl::RULE,
     acceptance_corrected_itl::RULE,
     iteration_tokens_local_compute::RULE,
+    tokens_per_output::RULE,
 ];
 
 /// Number of corrected families: the length of per-family arrays.
