@@ -1,4 +1,4 @@
-//! Accuracy suite: the vLLM simulator (`vllm_corrector::sim`) served in real time from inside the
+//! Accuracy suite: the vLLM simulator (`sim`) served in real time from inside the
 //! test on a loopback address.
 //!
 //! It serves exactly what `vllm-corrector simulate` serves (`sim::serve::router`): `/metrics` with
@@ -18,8 +18,8 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
 use tower::ServiceExt;
-use vllm_corrector::sim::serve::{LiveSim, router, unix_now_ms};
-use vllm_corrector::sim::{SimConfig, Simulator};
+use sim::serve::{LiveSim, router, unix_now_ms};
+use sim::{SimConfig, Simulator};
 
 /// The simulator currently served, with its router.
 type Current = Arc<Mutex<(LiveSim, Router)>>;

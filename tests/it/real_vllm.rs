@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use vllm_corrector::cli::inspect::{Loaded, inspect};
-use vllm_corrector::exposition::parse::{Format, ParsedSample, parse};
+use tools::inspect::{Loaded, inspect};
+use promtext::{Format, ParsedSample, parse};
 
 use crate::harness::Corrector;
 use crate::rw::Point;
