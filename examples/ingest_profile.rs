@@ -15,10 +15,10 @@
 
 use std::time::Instant;
 
-use service::config::Limits;
 use engine::{Engine, EngineConfig, IngestReport};
-use service::ingest;
 use protocol::{snappy, v1};
+use service::config::Limits;
+use service::ingest;
 
 #[path = "../benches/support/vllm_shape.rs"]
 mod vllm_shape;

@@ -11,8 +11,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use cli::{Cli, Command};
 use service::config::{Args, Config, LogFormat, LogLevel};
-use service::web::WebSettings;
 use service::telemetry;
+use service::web::WebSettings;
 use tools::{demo, inspect};
 
 mod cli;

@@ -17,9 +17,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
-use tower::ServiceExt;
 use sim::serve::{LiveSim, router, unix_now_ms};
 use sim::{SimConfig, Simulator};
+use tower::ServiceExt;
 
 /// The simulator currently served, with its router.
 type Current = Arc<Mutex<(LiveSim, Router)>>;

@@ -6,12 +6,12 @@
 use std::path::PathBuf;
 
 use prost::Message;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-use service::fuzz;
 use protocol::encode::{self, SeriesSpec};
 use protocol::prompb::v2;
 use protocol::{MetadataRef, MetricType, Sample, snappy};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use service::fuzz;
 
 use crate::fixture::Scrape;
 use crate::rw2_equivalence::{rw1_native, rw2_classic, rw2_native};

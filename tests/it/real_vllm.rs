@@ -19,9 +19,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use promtext::{Format, ParsedSample, parse};
 use serde_json::Value;
 use tools::inspect::{Loaded, inspect};
-use promtext::{Format, ParsedSample, parse};
 
 use crate::harness::Corrector;
 use crate::rw::Point;

@@ -14,13 +14,13 @@
 
 use std::collections::BTreeMap;
 
-use prost::Message;
-use service::config::Limits;
 use engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
-use service::ingest;
+use prost::Message;
 use protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
 use protocol::prompb::{v1, v2};
 use protocol::{MetricType, Sample, WriteRequestRef, snappy};
+use service::config::Limits;
+use service::ingest;
 
 use crate::expected::fixture;
 use crate::fixture::{Scrape, scrape_times};

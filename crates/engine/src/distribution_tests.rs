@@ -19,9 +19,7 @@ use rand::{Rng, SeedableRng};
 use super::rules::{Estimator, ItlPoint, acceptance_interval_with};
 use sim::exposition::float_to_go_string;
 use sim::families::ITL_BOUNDS;
-use sim::{
-    Profile, PromptTokens, ScriptedRequest, SimConfig, Simulator, Snapshot, SpecConfig,
-};
+use sim::{Profile, PromptTokens, ScriptedRequest, SimConfig, Simulator, Snapshot, SpecConfig};
 
 /// Draft tokens per decode step.
 const K: u32 = 3;

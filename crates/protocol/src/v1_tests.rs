@@ -5,9 +5,7 @@ mod random;
 
 use super::decode;
 use crate::prompb::v1 as pb;
-use crate::{
-    MetadataDropReason, MetricType, STALE_NAN_BITS, WriteRequestRef, is_stale_marker,
-};
+use crate::{MetadataDropReason, MetricType, STALE_NAN_BITS, WriteRequestRef, is_stale_marker};
 use prost::Message;
 
 /// Hand-written protobuf bytes, for messages prost would never produce (order, unknown fields).

@@ -409,9 +409,8 @@ fn every_series_metadata_with_a_bad_ref_is_counted() {
 #[test]
 fn reserved_fields_are_an_rw1_body_and_fail_loudly() {
     // The mirror of v1's trap: an RW 1.0 WriteRequest keeps its series in field 1.
-    let v1_body =
-        crate::encode::write_request_v1(&[(owned(&[("__name__", "up")]), vec![])], &[])
-            .encode_to_vec();
+    let v1_body = crate::encode::write_request_v1(&[(owned(&[("__name__", "up")]), vec![])], &[])
+        .encode_to_vec();
     let err = decode(&v1_body).unwrap_err().to_string();
     assert!(err.contains("reserved"), "{err}");
     assert!(decode(&[0x18, 0x01]).is_err(), "field 3 as a varint");

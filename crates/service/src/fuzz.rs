@@ -12,9 +12,9 @@
 mod engine;
 
 use crate::config::Limits;
+use crate::ingest;
 use ::engine::{DerivedValue, Engine, EngineConfig, Family};
 use protocol::{ProtocolError, WriteRequestRef, snappy, v1, v2};
-use crate::ingest;
 
 /// Decoded-size cap for fuzz inputs: large enough for every seed, small enough to stay fast.
 pub const MAX_DECODED_BYTES: usize = 1 << 20;
@@ -55,10 +55,7 @@ pub fn rw2_decoded(raw: &[u8]) {
 /// Exposition text (0.0.4 and OpenMetrics): parse it in both formats.
 pub fn exposition(bytes: &[u8]) {
     if let Ok(text) = std::str::from_utf8(bytes) {
-        for format in [
-            promtext::Format::Text004,
-            promtext::Format::OpenMetrics,
-        ] {
+        for format in [promtext::Format::Text004, promtext::Format::OpenMetrics] {
             let _ = promtext::parse(text, format);
         }
     }

@@ -10,9 +10,9 @@ use rand::{Rng, SeedableRng};
 
 use super::*;
 use engine::{EngineConfig, Family};
+use prost::Message;
 use protocol::encode::{SeriesSpec, write_request_v1};
 use protocol::{STALE_NAN_BITS, SeriesKey, v1};
-use prost::Message;
 
 /// Full path: eager decode, [`prepare`], apply.
 fn full(

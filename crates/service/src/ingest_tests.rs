@@ -30,10 +30,10 @@ fn quoted_labels_are_escaped_and_bounded() {
 }
 
 use engine::{Engine, EngineConfig, Family};
+use prost::Message;
 use protocol::encode::{CustomBucketsSpec, RequestV2Builder};
 use protocol::prompb::v2 as pb;
 use protocol::{MetricType, v2};
-use prost::Message;
 
 fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
     labels

@@ -24,13 +24,13 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::run::now_ms;
 use crate::config::{Args, Config, ConfigError};
-use engine::Engine;
 use crate::http::AppState;
 use crate::http::live::LiveCell;
+use crate::run::now_ms;
 use crate::telemetry::SelfMetrics;
 use crate::web::{WebConfigError, WebSettings};
+use engine::Engine;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]

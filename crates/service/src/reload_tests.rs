@@ -12,14 +12,14 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use super::Reloader;
-use crate::run::now_ms;
 use crate::config::{Args, Config};
-use engine::Engine;
 use crate::http::{AppState, app};
-use protocol::Sample;
-use protocol::encode::encode_v1;
+use crate::run::now_ms;
 use crate::web::WebSettings;
 use crate::web::tests::Scratch;
+use engine::Engine;
+use protocol::Sample;
+use protocol::encode::encode_v1;
 
 /// A service state built from `config.yml` and `web.yml` in `dir`, as `service::run` builds it.
 fn service(dir: &Scratch) -> AppState {

@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use std::sync::Arc;
 
 use crate::config::{Args, Config};
-use engine::Engine;
 use crate::http::{AppState, app};
 use crate::reload::{self, Reloader};
 use crate::telemetry::{IdleSweep, InternalEvent};
 use crate::web::WebSettings;
 use crate::web::conn;
 use crate::web::tls::TlsListener;
+use engine::Engine;
 
 /// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.

@@ -8,8 +8,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine::{Engine, StateError};
 use crate::telemetry::SelfMetrics;
+use engine::{Engine, StateError};
 
 /// The state file's name inside `--storage.path`.
 pub const STATE_FILE: &str = "acceptance-state.json";

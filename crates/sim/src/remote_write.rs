@@ -107,8 +107,8 @@ pub async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use protocol::{snappy, v1};
     use crate::exposition::{SnapshotFamily, SnapshotSample};
+    use protocol::{snappy, v1};
 
     fn sample(name: &str, labels: &[(&str, &str)], value: f64) -> SnapshotSample {
         SnapshotSample {

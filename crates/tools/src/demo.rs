@@ -25,11 +25,11 @@ pub use super::compare::{
     Comparison, MIN_P99_REQUESTS, Row, comparison, plain_lines, render_table,
 };
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
-use service::run;
-use service::config::Limits;
 use engine::{Engine, EngineConfig};
 use promtext::Format;
+use service::config::Limits;
 use service::http::AppState;
+use service::run;
 use sim::exposition::ExposedType;
 use sim::remote_write;
 use sim::serve::{LiveSim, unix_now_ms};

@@ -149,7 +149,9 @@ mod tests {
             ),
             (
                 "components/sidecar-operator",
-                include_str!("../../../deploy/kubernetes/components/sidecar-operator/prometheus.yaml"),
+                include_str!(
+                    "../../../deploy/kubernetes/components/sidecar-operator/prometheus.yaml"
+                ),
                 1,
             ),
             (

@@ -3,8 +3,8 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use protocol::ProtocolError;
 use crate::telemetry::RequestLimit;
+use protocol::ProtocolError;
 
 /// Why a request was refused. [`HttpError::status`] is the single place where an error of any
 /// layer becomes a status code (docs/REMOTE-WRITE.md, "Status codes"):

@@ -47,10 +47,10 @@ pub use error::HttpError;
 use live::{Live, LiveCell};
 
 use crate::config::Limits;
-use engine::Engine;
 use crate::reload::Reloader;
 use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
 use crate::web::{WebSettings, auth};
+use engine::Engine;
 
 /// How long a remote-write request waits for a free slot before it is answered 503. Well within
 /// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.

@@ -13,9 +13,9 @@ use tower::ServiceExt;
 
 use super::{AppState, app};
 use crate::config::Limits;
-use engine::{Engine, EngineConfig};
 use crate::exposition::Format;
 use crate::exposition::render::promtool;
+use engine::{Engine, EngineConfig};
 
 // ---- a tiny protobuf writer for RW 1.0 messages ----
 

@@ -31,12 +31,12 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::live::Live;
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
-use engine::RejectReason;
 use crate::ingest::{self, Written};
-use protocol;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested, WritePanicked,
 };
+use engine::RejectReason;
+use protocol;
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
 /// on the same thread, so rare huge requests do not pin memory.

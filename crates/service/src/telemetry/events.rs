@@ -8,8 +8,8 @@
 
 use std::sync::Mutex;
 
-use engine::{EngineEvent, Family, WithheldReason};
 use crate::http::status::label_set;
+use engine::{EngineEvent, Family, WithheldReason};
 
 /// Log lines per event kind per window before the rest are counted and suppressed.
 pub const EVENTS_PER_WINDOW: u32 = 100;

@@ -15,8 +15,8 @@ use tower::ServiceExt;
 use super::tls::Peer;
 use super::{ClientCertPolicy, WebConfigError, WebSettings};
 use crate::config::Limits;
-use engine::{Engine, EngineConfig};
 use crate::http::{AppState, app};
+use engine::{Engine, EngineConfig};
 
 pub(crate) use test_support::pki;
 
