@@ -1,4 +1,4 @@
-//! Sets `VLLM_CORRECTOR_GIT_COMMIT` for [`VERSION`](src/lib.rs): `--version`, the landing page and
+//! Sets `VLLM_CORRECTOR_GIT_COMMIT` for [`VERSION`](crates/service/src/lib.rs): `--version`, the landing page and
 //! the build-info self-metric name the commit the binary was built from.
 
 fn main() {

@@ -1,6 +1,6 @@
 //! What the engine tells about each group, read-only: a snapshot per group (for `/status` and
 //! `/api/v1/groups`), and the events that changed a group (for the service's log). The engine never
-//! logs: it returns these values and the HTTP layer renders or logs them (`src/http/status.rs`,
+//! logs: it returns these values and the HTTP layer renders or logs them (`crates/service/src/http/status.rs`,
 //! `service::telemetry::events::EventLog`).
 
 use super::{Family, WithheldReason};

@@ -21,7 +21,7 @@ pub const MAX_DECODED_BYTES: usize = 1 << 20;
 
 /// The `engine` target: `data` as a program of series, timestamps, staleness markers, bucket
 /// layouts, counter resets and idle sweeps on one engine, with the engine's invariants checked
-/// after every step (`src/fuzz/engine.rs`). Returns how many derived values were checked.
+/// after every step (`crates/service/src/fuzz/engine.rs`). Returns how many derived values were checked.
 pub fn engine(data: &[u8]) -> usize {
     engine::run(data)
 }

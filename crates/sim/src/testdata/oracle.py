@@ -1,4 +1,4 @@
-"""Independent oracle for the simulator's exposition (see src/sim/tests_profiles.rs).
+"""Independent oracle for the simulator's exposition (see crates/sim/src/tests_profiles.rs).
 
 Registers the 0.33 profile's families with Python prometheus_client in vLLM's registration
 order (vllm/v1/metrics/loggers.py), feeds it the *hand-computed* observations of the trace in
@@ -6,7 +6,7 @@ order (vllm/v1/metrics/loggers.py), feeds it the *hand-computed* observations of
 checked in as hand_trace_0.33.prom. Regenerate with:
 
     python3 -m venv /tmp/pc && /tmp/pc/bin/pip install prometheus_client==0.26.0
-    /tmp/pc/bin/python src/sim/testdata/oracle.py > src/sim/testdata/hand_trace_0.33.prom
+    /tmp/pc/bin/python crates/sim/src/testdata/oracle.py > crates/sim/src/testdata/hand_trace_0.33.prom
 """
 import time
 
