@@ -110,11 +110,11 @@ pub struct Exposition {
     /// Every sample line, in input order.
     pub samples: Vec<ParsedSample>,
     /// `# TYPE` by family name, as written on the `# TYPE` line.
-    pub types: BTreeMap<String, MetricKind>,
+    pub(crate) types: BTreeMap<String, MetricKind>,
     /// `# HELP` text by family name, unescaped.
-    pub help: BTreeMap<String, String>,
+    pub(crate) help: BTreeMap<String, String>,
     /// `# UNIT` by family name (OpenMetrics).
-    pub units: BTreeMap<String, String>,
+    pub(crate) units: BTreeMap<String, String>,
 }
 
 /// Suffixes a sample name may add to its family name (0.0.4 and OpenMetrics).
@@ -139,7 +139,7 @@ impl Exposition {
 
 /// What is wrong with a line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseErrorKind {
+pub(crate) enum ParseErrorKind {
     /// The metric name is missing or does not match `[a-zA-Z_:][a-zA-Z0-9_:]*`.
     #[error("invalid metric name")]
     InvalidMetricName,
@@ -184,9 +184,9 @@ pub enum ParseErrorKind {
 pub struct ParseError {
     /// 1-based line number of the offending line (for [`ParseErrorKind::MissingEof`], the line
     /// after the last one).
-    pub line: usize,
+    pub(crate) line: usize,
     /// What is wrong.
-    pub kind: ParseErrorKind,
+    pub(crate) kind: ParseErrorKind,
 }
 
 /// Parses a whole exposition in `format`.
