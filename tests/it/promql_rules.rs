@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vllm_corrector::promql_rules::{DEFAULT_PREFIX, RulesOptions, render};
+use tools::promql_rules::{DEFAULT_PREFIX, RulesOptions, render};
 
 use crate::promtool::require_tool;
 use crate::simdata::{Row, SimData, now_ms};
@@ -165,7 +165,7 @@ fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
     let recorded = records(&text);
     // One record per expression of every family's rule (`Spec::promql`): the three TPOT series,
     // and `_sum` and `_count` of every other family PromQL can express.
-    let want: usize = vllm_corrector::engine::Family::ALL
+    let want: usize = engine::Family::ALL
         .iter()
         .map(|f| f.spec().promql.len())
         .sum();

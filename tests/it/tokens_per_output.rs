@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use vllm_corrector::cli::inspect::{Loaded, inspect, render_table};
+use tools::inspect::{Loaded, inspect, render_table};
 
 fn batches() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real-vllm-0.32.0");

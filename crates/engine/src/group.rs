@@ -1,0 +1,449 @@
+//! A group: the series of one vLLM engine (label set minus rule dimensions), its pending frames, and
+//! the families derived from them.
+//!
+//! A frame holds the group's samples that carry one timestamp. Only values of one frame are ever
+//! combined (docs/ENGINE.md, invariant 1). Prometheus shards by series, so one scrape's series arrive in any
+//! order across requests, while each series stays in order: a family is evaluated on the newest frame
+//! that holds every role its [`Plan`] reads, and the acceptance-corrected buckets are recomputed over the
+//! kept frames in timestamp order, so arrival order across series never changes the output.
+
+use std::collections::VecDeque;
+
+use hashbrown::HashMap;
+
+use super::classify::RoleKey;
+use super::completeness;
+use super::hold::Hold;
+pub(crate) use super::rules::Committed;
+use super::rules::Plan;
+use super::{DerivedValue, FAMILIES, Family, WithheldReason};
+
+mod frame;
+mod stateful;
+
+use frame::{Frame, MASK_ROLES, PlanRoles};
+use stateful::RuleState;
+
+/// One input series of the group.
+#[derive(Debug, Clone)]
+struct Role {
+    key: RoleKey,
+    /// Newest timestamp seen (ms), stale markers included.
+    newest_ts: i64,
+    /// True after a staleness marker, until the next real sample.
+    stale: bool,
+    /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
+    /// timestamp replaces ([`Group::offer`]).
+    newest_is_marker: bool,
+}
+
+/// Per-family state: its plan (cached while the role set is unchanged) and its current output.
+#[derive(Debug, Clone, Default)]
+struct Slot {
+    /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
+    /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
+    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
+    output: Option<DerivedValue>,
+    /// Timestamp of the frame `output` was computed from.
+    output_ts: Option<i64>,
+    /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
+    /// acceptance-corrected state had nothing to continue from).
+    refused: Option<WithheldReason>,
+    /// What was last served and the inputs behind it, so `output` never falls without an input
+    /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
+    /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
+    hold: Option<Box<Hold>>,
+}
+
+/// What happened to one sample offered to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Offer {
+    /// Stored in its frame.
+    Applied,
+    /// A staleness marker was applied.
+    Stale,
+    /// Same timestamp as the series' newest sample: an idempotent no-op.
+    Duplicate,
+    /// Older than the series' newest sample.
+    OutOfOrder,
+    /// Older than every kept frame while the window is full.
+    FrameEvicted,
+}
+
+/// Counters a group reports back to the engine.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GroupEvents {
+    pub frames_dropped: u64,
+    pub counter_resets: u64,
+    /// Evaluations whose output was held above the computed value, by [`Family::index`].
+    pub holds: [u64; FAMILIES],
+    /// Evaluations that found an input of the family lower than at the previous one (so the
+    /// output may fall), by [`Family::index`].
+    pub output_resets: [u64; FAMILIES],
+}
+
+fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
+    roles
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.stale)
+        .map(|(i, r)| (r.key, i))
+        .collect()
+}
+
+/// The cached plan of `family`, decided from the learned roles when the role set changed.
+fn plan_of<'s>(
+    slots: &'s mut [Slot; FAMILIES],
+    roles: &[Role],
+    family: Family,
+) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
+    let slot = &mut slots[family.index()];
+    let plan = slot.plan.get_or_insert_with(|| {
+        family.registered().rule.plan(&learned(roles)).map(|p| {
+            let roles = PlanRoles::new(p.roles());
+            Box::new((p, roles))
+        })
+    });
+    match plan {
+        Ok(p) => Ok(p),
+        Err(e) => Err(*e),
+    }
+}
+
+/// One group's state.
+#[derive(Debug)]
+pub(crate) struct Group {
+    /// Group labels, sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// Receive wall clock (ms) of the newest sample, for the idle timeout.
+    pub last_seen_ms: i64,
+    roles: Vec<Role>,
+    index: HashMap<RoleKey, usize>,
+    frames: VecDeque<Frame>,
+    slots: [Slot; FAMILIES],
+    /// The stateful family's state (at most one family is stateful, `rules::REGISTRY`).
+    state: RuleState,
+    pub events: GroupEvents,
+    /// Sample timestamp (ms) at which the learned role set last changed.
+    roles_changed_ts: i64,
+    /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
+    scrapes_since_roles_changed: u32,
+}
+
+impl Group {
+    /// Creates an empty group with these (sorted) labels.
+    pub fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
+        Group {
+            labels,
+            last_seen_ms: now_ms,
+            roles: Vec::new(),
+            index: HashMap::new(),
+            frames: VecDeque::new(),
+            slots: Default::default(),
+            state: RuleState::default(),
+            events: GroupEvents::default(),
+            roles_changed_ts: i64::MIN,
+            scrapes_since_roles_changed: 0,
+        }
+    }
+
+    /// Number of input series the group holds state for, stale ones included.
+    pub fn series(&self) -> usize {
+        self.roles.len()
+    }
+
+    /// True when the group already holds the series `key`.
+    pub fn has_role(&self, key: RoleKey) -> bool {
+        self.index.contains_key(&key)
+    }
+
+    /// Number of input series that are not stale.
+    pub fn active_series(&self) -> usize {
+        self.roles.iter().filter(|r| !r.stale).count()
+    }
+
+    /// True when every series of the group has gone stale: the group should be removed.
+    pub fn all_stale(&self) -> bool {
+        self.roles.iter().all(|r| r.stale)
+    }
+
+    /// Current output of `family`, if any.
+    pub fn output(&self, family: Family) -> Option<&DerivedValue> {
+        self.slots[family.index()].output.as_ref()
+    }
+
+    /// Timestamp (ms) of the frame `family`'s output was computed from.
+    pub(crate) fn output_ts(&self, family: Family) -> Option<i64> {
+        self.slots[family.index()].output_ts
+    }
+
+    /// Why `family` has no output, or `None` when it has one.
+    pub fn withheld(&self, family: Family) -> Option<WithheldReason> {
+        let slot = &self.slots[family.index()];
+        if slot.output.is_some() {
+            return None;
+        }
+        if let Some(reason) = slot.refused {
+            return Some(reason);
+        }
+        match family.registered().rule.plan(&self.learned()) {
+            Err(reason) => Some(reason),
+            Ok(_) => Some(WithheldReason::Incomplete),
+        }
+    }
+
+    /// True when the learned role set cannot come from any vLLM version
+    /// ([`completeness::check`]) and has stayed unchanged over more than one later scrape, so a
+    /// scrape split across requests (or one shard lagging by a scrape) is not reported.
+    pub fn incomplete(&self) -> bool {
+        self.scrapes_since_roles_changed >= 2
+            && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
+    }
+
+    /// True when the learned role set plans no family (every plan is an error):
+    /// the group's series can feed nothing. Uses the cached plans where they are decided.
+    pub fn feeds_no_family(&self) -> bool {
+        let learned = std::cell::OnceCell::new();
+        Family::ALL
+            .iter()
+            .all(|f| match &self.slots[f.index()].plan {
+                Some(plan) => plan.is_err(),
+                None => f
+                    .registered()
+                    .rule
+                    .plan(learned.get_or_init(|| self.learned()))
+                    .is_err(),
+            })
+    }
+
+    fn roles_changed(&mut self, ts: i64) {
+        self.roles_changed_ts = ts;
+        self.scrapes_since_roles_changed = 0;
+    }
+
+    /// Offers one sample of the series `key`. `max_frames` bounds the pending window.
+    pub fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
+        let role = match self.index.get(&key) {
+            Some(r) => *r,
+            None => {
+                self.roles.push(Role {
+                    key,
+                    newest_ts: i64::MIN,
+                    stale: false,
+                    newest_is_marker: false,
+                });
+                self.index.insert(key, self.roles.len() - 1);
+                self.invalidate_plans();
+                self.roles_changed(ts);
+                self.roles.len() - 1
+            }
+        };
+        let newest = self.roles[role].newest_ts;
+        let marker = protocol::is_stale_marker(value);
+        // A real value and a staleness marker of one series at one timestamp: the real value wins
+        // whichever comes first (as VictoriaMetrics settled in its issue 10196), so the outcome
+        // does not depend on how the sender batched them. A marker after the real value is a
+        // duplicate; a real value after the marker replaces it.
+        if ts == newest && (marker || !self.roles[role].newest_is_marker) {
+            return Offer::Duplicate;
+        }
+        if ts < newest {
+            return Offer::OutOfOrder;
+        }
+        if marker {
+            self.roles[role].newest_ts = ts;
+            self.roles[role].newest_is_marker = true;
+            if !self.roles[role].stale {
+                self.roles[role].stale = true;
+                self.on_role_set_shrunk();
+                self.roles_changed(ts);
+            }
+            return Offer::Stale;
+        }
+        let Some(frame) = self.frame_at(ts, max_frames) else {
+            return Offer::FrameEvicted;
+        };
+        self.roles[role].newest_ts = ts;
+        self.roles[role].newest_is_marker = false;
+        if self.roles[role].stale {
+            self.roles[role].stale = false;
+            self.invalidate_plans();
+            self.roles_changed(ts);
+        }
+        let n_roles = self.roles.len();
+        let values = &mut self.frames[frame].values;
+        if values.len() < n_roles {
+            values.resize(n_roles, f64::NAN);
+        }
+        values[role] = value;
+        if role < MASK_ROLES && !value.is_nan() {
+            self.frames[frame].present |= 1 << role;
+        }
+        self.after_insert(role, frame);
+        Offer::Applied
+    }
+
+    /// Index of the frame at `ts`, created if needed; `None` if it would be older than a full window.
+    fn frame_at(&mut self, ts: i64, max_frames: usize) -> Option<usize> {
+        match self.frames.binary_search_by_key(&ts, |f| f.ts) {
+            Ok(i) => Some(i),
+            Err(i) => {
+                if i == 0 && self.frames.len() >= max_frames {
+                    return None;
+                }
+                if i == self.frames.len() && ts > self.roles_changed_ts {
+                    self.scrapes_since_roles_changed =
+                        self.scrapes_since_roles_changed.saturating_add(1);
+                }
+                self.frames.insert(i, Frame::new(ts, self.roles.len()));
+                if self.frames.len() > max_frames {
+                    self.evict_oldest();
+                    return Some(i - 1);
+                }
+                Some(i)
+            }
+        }
+    }
+
+    fn invalidate_plans(&mut self) {
+        for slot in &mut self.slots {
+            slot.plan = None;
+        }
+    }
+
+    fn learned(&self) -> Vec<(RoleKey, usize)> {
+        learned(&self.roles)
+    }
+
+    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), WithheldReason> {
+        plan_of(&mut self.slots, &self.roles, family)
+    }
+
+    /// A role went stale: families that lost a required input leave `/metrics`.
+    fn on_role_set_shrunk(&mut self) {
+        self.invalidate_plans();
+        for family in Family::ALL {
+            if self.plan(family).is_err() {
+                let slot = &mut self.slots[family.index()];
+                slot.output = None;
+                slot.output_ts = None;
+            }
+        }
+    }
+
+    /// Re-evaluates every family that reads `role` and for which frame `frame` is now complete.
+    fn after_insert(&mut self, role: usize, frame: usize) {
+        for family in Family::ALL {
+            let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else {
+                continue;
+            };
+            if !roles.contains(role) || !self.frames[frame].holds_plan(roles) {
+                continue;
+            }
+            let ts = self.frames[frame].ts;
+            if self.slots[family.index()].output_ts.is_some_and(|t| t > ts) {
+                continue;
+            }
+            self.evaluate(family, frame);
+        }
+    }
+
+    fn evaluate(&mut self, family: Family, frame: usize) {
+        let Ok((plan, roles)) = self.plan(family) else {
+            return;
+        };
+        let (plan, roles) = (plan.clone(), roles.clone());
+        let ts = self.frames[frame].ts;
+        let inputs: Vec<(usize, f64)> = roles
+            .roles
+            .iter()
+            .map(|r| (*r, self.frames[frame].values[*r]))
+            .collect();
+        let registered = family.registered();
+        let result = match registered.stateful {
+            Some(hooks) => self.state.evaluate(
+                hooks,
+                &plan,
+                &roles,
+                &self.frames,
+                frame,
+                &mut self.events.counter_resets,
+            ),
+            None => registered.rule.evaluate(&plan, &self.frames[frame].values),
+        };
+        let slot = &mut self.slots[family.index()];
+        slot.output_ts = Some(ts);
+        slot.refused = result.as_ref().err().copied();
+        let hold = slot.hold.get_or_insert_with(Box::default);
+        if hold.observe_inputs(inputs) {
+            self.events.output_resets[family.index()] += 1;
+        }
+        slot.output = result.ok().map(|value| {
+            let (value, held) = hold.apply(ts, value);
+            if held {
+                self.events.holds[family.index()] += 1;
+            }
+            value
+        });
+    }
+
+    /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
+    /// of the frame they were computed from, to be handed to [`Group::resume_acceptance`] if this
+    /// group comes back after it is removed for staleness. `None` when it never had that output.
+    pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
+        self.state.take_latest()
+    }
+
+    /// The acceptance-corrected state behind the current output, left in place (for
+    /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
+    /// group never had that output.
+    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
+        self.state.latest()
+    }
+
+    /// Continues the acceptance-corrected buckets from `state`, which the same group left when it
+    /// was removed for staleness: the next complete frame adds its interval from `state`'s point
+    /// (or restarts the buckets if the raw counters reset meanwhile), exactly as if the group had
+    /// never left. A failed scrape makes Prometheus write staleness markers for every series of
+    /// the target, so without this every failed scrape would re-seed the buckets from vLLM's
+    /// cumulative counts at the current acceptance length, and a bucket that came out lower would
+    /// read as a counter reset in Prometheus.
+    pub(crate) fn resume_acceptance(&mut self, state: Committed) {
+        self.state.resume(state);
+    }
+
+    /// Drops the oldest frame; the stateful family commits it first.
+    fn evict_oldest(&mut self) {
+        let Some(oldest) = self.frames.pop_front() else {
+            return;
+        };
+        let incomplete =
+            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
+        if incomplete {
+            self.events.frames_dropped += 1;
+        }
+        // A series with no sample in the whole window has lapsed (it vanished without a staleness
+        // marker, or lags by more than the window): stop waiting for it.
+        let lapsed: Vec<usize> = self
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.stale && r.newest_ts < oldest.ts)
+            .map(|(i, _)| i)
+            .collect();
+        if !lapsed.is_empty() {
+            lapsed.iter().for_each(|i| self.roles[*i].stale = true);
+            self.on_role_set_shrunk();
+            let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
+            self.roles_changed(newest);
+        }
+        for family in Family::ALL {
+            let Some(hooks) = family.registered().stateful else {
+                continue;
+            };
+            if let Ok((plan, roles)) = plan_of(&mut self.slots, &self.roles, family) {
+                self.state.commit(hooks, plan, roles, &oldest);
+            }
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The state of the stateful rule in one group, driven only through the rule's
+//! [`Stateful`] hooks: the committed state (every frame that left the window), the state behind
+//! the current output, and the newest counter reset counted.
+//!
+//! One implementation serves both paths that add frames to a state: a replay (each output: the
+//! kept complete frames after the committed state, on a copy) and a commit (the oldest frame
+//! leaving the window, into the committed state). Both first re-seed a state whose bucket layout
+//! is not the plan's ([`Stateful::fits`]).
+
+use std::collections::VecDeque;
+
+use super::frame::{Frame, PlanRoles};
+use crate::rules::{Committed, Plan, Stateful};
+use crate::{DerivedValue, WithheldReason};
+
+/// The stateful family's state in one group.
+#[derive(Debug, Default)]
+pub(crate) struct RuleState {
+    /// Everything before the oldest kept frame (or what a retired group left behind).
+    committed: Committed,
+    /// The state behind the current output, handed over when the group is retired: by the time
+    /// every series is stale, the plan that produced it is gone.
+    latest: Option<Committed>,
+    /// Timestamp (ms) of the newest frame at which a counter reset was counted.
+    last_reset_ts: Option<i64>,
+}
+
+/// Adds every frame of `frames` newer than `state`'s own frame and complete for the plan, in
+/// timestamp order, after re-seeding `state` if its layout is not the plan's. Returns the
+/// timestamps of the frames at which an input fell (a counter reset).
+fn advance_over<'f>(
+    hooks: &dyn Stateful,
+    plan: &Plan,
+    roles: &PlanRoles,
+    state: &mut Committed,
+    frames: impl Iterator<Item = &'f Frame>,
+    mut on_reset: impl FnMut(i64),
+) {
+    if !hooks.fits(plan, state) {
+        *state = hooks.seed(plan);
+    }
+    let after = state.ts;
+    for frame in frames.filter(|f| after.is_none_or(|t| f.ts > t) && f.holds_plan(roles)) {
+        if hooks.advance(plan, state, &frame.values, frame.ts) {
+            on_reset(frame.ts);
+        }
+    }
+}
+
+impl RuleState {
+    /// The output at frame `frame`: the committed state plus every kept complete frame replayed
+    /// after it. Each counter reset at a frame newer than the last one counted adds 1 to `resets`.
+    ///
+    /// # Errors
+    /// [`WithheldReason::InconsistentInputs`] when `frame` holds a value no counter can hold;
+    /// [`WithheldReason::Incomplete`] when there is neither a usable frame nor a committed state.
+    pub fn evaluate(
+        &mut self,
+        hooks: &dyn Stateful,
+        plan: &Plan,
+        roles: &PlanRoles,
+        frames: &VecDeque<Frame>,
+        frame: usize,
+        resets: &mut u64,
+    ) -> Result<DerivedValue, WithheldReason> {
+        hooks.check(plan, &frames[frame].values)?;
+        // A replay over another set of frames (the plan gained or lost a role) can estimate a
+        // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
+        if !hooks.fits(plan, &self.committed) {
+            self.committed = hooks.seed(plan);
+        }
+        let mut state = self.committed.clone();
+        let last = &mut self.last_reset_ts;
+        advance_over(hooks, plan, roles, &mut state, frames.iter(), |ts| {
+            if last.is_none_or(|t| ts > t) {
+                *last = Some(ts);
+                *resets += 1;
+            }
+        });
+        if state.point.is_none() {
+            return Err(WithheldReason::Incomplete);
+        }
+        let value = hooks.output(plan, &state)?;
+        self.latest = Some(state);
+        Ok(value)
+    }
+
+    /// Commits the frame leaving the window into the committed state.
+    pub fn commit(&mut self, hooks: &dyn Stateful, plan: &Plan, roles: &PlanRoles, frame: &Frame) {
+        advance_over(
+            hooks,
+            plan,
+            roles,
+            &mut self.committed,
+            std::iter::once(frame),
+            |_| {},
+        );
+    }
+
+    /// Takes the state behind the current output (the group is being retired).
+    pub fn take_latest(&mut self) -> Option<Committed> {
+        self.latest.take()
+    }
+
+    /// The state behind the current output, left in place.
+    pub fn latest(&self) -> Option<&Committed> {
+        self.latest.as_ref()
+    }
+
+    /// Continues from `state`, which the same group left when it was retired.
+    pub fn resume(&mut self, state: Committed) {
+        self.committed = state;
+    }
+}
