@@ -11,12 +11,14 @@ use std::collections::VecDeque;
 
 use hashbrown::HashMap;
 
+use super::Family;
 use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
 pub(crate) use super::rules::Committed;
+use super::rules::FAMILIES;
 use super::rules::Plan;
-use super::{DerivedValue, FAMILIES, Family, WithheldReason};
+use super::values::{DerivedValue, WithheldReason};
 
 mod frame;
 mod stateful;

@@ -30,7 +30,7 @@
 //! After the hold, buckets are made non-decreasing in `le` and no bucket exceeds `_count`, and the
 //! `+Inf` bucket is set to `_count`.
 
-use super::DerivedValue;
+use super::values::DerivedValue;
 
 /// A family's hold state in one group: the value last served and the input values it came from.
 #[derive(Debug, Clone, Default, PartialEq)]

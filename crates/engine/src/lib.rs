@@ -18,6 +18,7 @@ mod known;
 mod observe;
 mod rules;
 mod state;
+mod values;
 
 pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};

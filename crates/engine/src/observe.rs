@@ -3,7 +3,9 @@
 //! logs: it returns these values and the HTTP layer renders or logs them (`crates/service/src/http/status.rs`,
 //! `service::telemetry::events::EventLog`).
 
-use super::{FAMILIES, Family, WithheldReason};
+use super::Family;
+use super::rules::FAMILIES;
+use super::values::WithheldReason;
 
 /// One family of one group as the status page shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

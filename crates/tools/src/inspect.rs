@@ -29,7 +29,7 @@ use protocol::{Label, Sample, normalize_labels};
 mod load;
 mod report;
 
-pub use load::{FETCH_TIMEOUT, Loaded, load, load_within, samples};
+pub use load::{FETCH_TIMEOUT, InspectError, Loaded, load, load_within, samples};
 pub use report::{GroupReport, render_table, value_keys};
 
 /// Arguments of `inspect`.
@@ -48,37 +48,6 @@ pub struct InspectArgs {
     /// serve as both.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub wait: Option<Duration>,
-}
-
-/// Why `inspect` failed. The message names the dump (`BEFORE`/`AFTER` and its location) and,
-/// for a malformed or mismatched dump, the line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InspectError {
-    /// One dump cannot be read, fetched or parsed, or contradicts the other at a line of it.
-    #[error("{which} {location}: {message}")]
-    Dump {
-        /// `BEFORE` or `AFTER`.
-        which: &'static str,
-        /// The path or URL.
-        location: String,
-        /// What is wrong (starting with `line N:` when a line is at fault).
-        message: String,
-    },
-    /// The two dumps have no group of vLLM series in common (different targets, or not vLLM).
-    #[error("BEFORE and AFTER share no group of vLLM series: {0}")]
-    NoCommonGroup(String),
-    /// AFTER was taken before BEFORE: the arguments are swapped ([`super::order`]).
-    #[error(
-        "BEFORE {before} and AFTER {after} are swapped: {evidence}; pass the earlier dump first"
-    )]
-    Swapped {
-        /// BEFORE's path or URL.
-        before: String,
-        /// AFTER's path or URL.
-        after: String,
-        /// The series, lines and timestamps that prove it.
-        evidence: String,
-    },
 }
 
 /// Why the engine withheld each family for a group: at AFTER, else at BEFORE (indexed by

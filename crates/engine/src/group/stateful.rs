@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use super::frame::{Frame, PlanRoles};
 use crate::rules::{Committed, Plan, Stateful};
-use crate::{DerivedValue, WithheldReason};
+use crate::values::{DerivedValue, WithheldReason};
 
 /// The stateful family's state in one group.
 #[derive(Debug, Default)]

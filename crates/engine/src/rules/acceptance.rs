@@ -2,8 +2,6 @@
 //! the raw point a frame holds, the state committed between frames, and how one interval's
 //! per-output durations become per-token bucket counts.
 
-use super::{HistRoles, Plan};
-
 /// The acceptance-corrected buckets' committed state: everything up to one frame. Also what a
 /// group removed by staleness leaves behind, so that the same group, back after a failed scrape,
 /// continues its buckets instead of re-seeding them, and what `--storage.path` stores.
@@ -83,23 +81,6 @@ pub(crate) struct ItlPoint {
 }
 
 impl ItlPoint {
-    /// Reads the point from a complete frame of the acceptance-corrected plan (ITL histogram;
-    /// scalars generation tokens, TTFT count; series the accepted drafts per position).
-    pub fn read(plan: &Plan, itl: &HistRoles, values: &[f64]) -> ItlPoint {
-        let finite = itl.buckets[..itl.buckets.len() - 1]
-            .iter()
-            .map(|(_, r)| values[*r])
-            .collect();
-        ItlPoint {
-            finite,
-            count: values[itl.count],
-            sum: values[itl.sum],
-            generated: values[plan.scalars[0]],
-            first_outputs: values[plan.scalars[1]],
-            per_pos: plan.series.iter().map(|r| values[*r]).collect(),
-        }
-    }
-
     /// Tokens emitted after each request's first output: `generation_tokens − TTFT count`, the
     /// token-weighted family's count (`docs/METRICS.md`, "Accepted drafts are counted before
     /// truncation"); 0

@@ -3,12 +3,13 @@
 //! estimated per scrape interval and accumulated, so this is the stateful rule: its state is a
 //! [`Committed`] and the arithmetic is in [`super::acceptance`].
 
-use super::{
-    Committed, ITL_COUNT, ITL_SUM, ItlPoint, Measured, Plan, RawMean, Registered, Rule, Spec,
-    Stateful, Unit, hist, itl_input, need, per_pos,
+use super::acceptance::{Committed, ItlPoint};
+use super::rule::{
+    HistRoles, ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Stateful, Unit,
+    hist, itl_input, need, per_pos,
 };
 use crate::classify::{Input, RoleKey};
-use crate::{DerivedValue, FamilyKind, WithheldReason};
+use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
 pub(super) const RULE: Registered = Registered {
@@ -82,7 +83,7 @@ impl Rule for AcceptanceCorrectedItl {
 impl Stateful for AcceptanceCorrectedItl {
     fn check(&self, plan: &Plan, values: &[f64]) -> Result<(), WithheldReason> {
         let itl = plan.histogram()?;
-        if ItlPoint::read(plan, itl, values).is_valid() {
+        if point(plan, itl, values).is_valid() {
             Ok(())
         } else {
             Err(WithheldReason::InconsistentInputs)
@@ -121,7 +122,7 @@ impl Stateful for AcceptanceCorrectedItl {
         let Some(itl) = plan.hist.as_ref() else {
             return false;
         };
-        state.advance(ItlPoint::read(plan, itl, values), ts)
+        state.advance(point(plan, itl, values), ts)
     }
 
     /// Buckets from the accumulated state, `_sum` the newest frame's ITL `_sum`, `_count` the
@@ -141,5 +142,22 @@ impl Stateful for AcceptanceCorrectedItl {
             sum: point.sum,
             count,
         })
+    }
+}
+
+/// Reads the raw point of a complete frame (ITL histogram; scalars generation tokens, TTFT count;
+/// series the accepted drafts per position).
+fn point(plan: &Plan, itl: &HistRoles, values: &[f64]) -> ItlPoint {
+    let finite = itl.buckets[..itl.buckets.len() - 1]
+        .iter()
+        .map(|(_, r)| values[*r])
+        .collect();
+    ItlPoint {
+        finite,
+        count: values[itl.count],
+        sum: values[itl.sum],
+        generated: values[plan.scalars[0]],
+        first_outputs: values[plan.scalars[1]],
+        per_pos: plan.series.iter().map(|r| values[*r]).collect(),
     }
 }

@@ -1,9 +1,9 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
+use super::rule::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
 use crate::classify::Input;
-use crate::{DerivedValue, FamilyKind, WithheldReason};
+use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
 pub(super) const RULE: Registered = Registered {

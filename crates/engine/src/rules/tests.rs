@@ -1,7 +1,8 @@
 //! Each rule against numbers worked by hand (the arithmetic is in the comments).
 
 use super::*;
-use crate::Family;
+use crate::classify::RoleKey;
+use crate::{DerivedValue, Family, WithheldReason};
 
 /// The rule of `family` evaluated on `values`.
 fn evaluate_stateless(

@@ -1,12 +1,12 @@
 //! Token-weighted ITL (`docs/METRICS.md`, "Token-weighted ITL"): Σ ITL over the tokens emitted
 //! after each request's first output.
 
-use super::{
+use super::rule::{
     ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input,
     need, sum_count,
 };
 use crate::classify::{Input, Part, RoleKey};
-use crate::{DerivedValue, FamilyKind, WithheldReason};
+use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
 pub(super) const RULE: Registered = Registered {

@@ -3,9 +3,9 @@
 //! the acceptance length as the client sees it, and exactly the factor by which the raw ITL mean
 //! overstates the time per token.
 
-use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
+use super::rule::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
-use crate::{DerivedValue, FamilyKind, WithheldReason};
+use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
 pub(super) const RULE: Registered = Registered {

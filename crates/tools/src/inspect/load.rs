@@ -3,9 +3,39 @@
 
 use std::time::Duration;
 
-use super::InspectError;
 use crate::readings::{DumpSample, cumulative_by_suffix};
 use promtext::{Exposition, Format, MetricKind};
+
+/// Why `inspect` failed. The message names the dump (`BEFORE`/`AFTER` and its location) and,
+/// for a malformed or mismatched dump, the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InspectError {
+    /// One dump cannot be read, fetched or parsed, or contradicts the other at a line of it.
+    #[error("{which} {location}: {message}")]
+    Dump {
+        /// `BEFORE` or `AFTER`.
+        which: &'static str,
+        /// The path or URL.
+        location: String,
+        /// What is wrong (starting with `line N:` when a line is at fault).
+        message: String,
+    },
+    /// The two dumps have no group of vLLM series in common (different targets, or not vLLM).
+    #[error("BEFORE and AFTER share no group of vLLM series: {0}")]
+    NoCommonGroup(String),
+    /// AFTER was taken before BEFORE: the arguments are swapped ([`super::order`]).
+    #[error(
+        "BEFORE {before} and AFTER {after} are swapped: {evidence}; pass the earlier dump first"
+    )]
+    Swapped {
+        /// BEFORE's path or URL.
+        before: String,
+        /// AFTER's path or URL.
+        after: String,
+        /// The series, lines and timestamps that prove it.
+        evidence: String,
+    },
+}
 
 /// A loaded dump: where it came from, its text and its format.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,68 @@
+//! The values the rules produce and the reasons they give: leaf types, used by the rules and the
+//! rest of the engine alike.
+
+/// Shape of a derived family on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// `_bucket{le}`, `_sum`, `_count`.
+    Histogram,
+    /// `_sum` and `_count` only (exposed as a summary without quantiles).
+    SumCount,
+}
+
+/// One derived value: cumulative since the inputs' last counter reset.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DerivedValue {
+    /// A histogram: `(le, cumulative count)` pairs in ascending `le`, ending with `+Inf`; the
+    /// `+Inf` count equals `count`. Counts may be fractional for estimated families.
+    Histogram {
+        /// `(upper bound in seconds, cumulative count)`, ascending, last bound `f64::INFINITY`.
+        buckets: Vec<(f64, f64)>,
+        /// Sum of observations, seconds.
+        sum: f64,
+        /// Number of observations (requests or tokens, per family).
+        count: f64,
+    },
+    /// A sum and a count.
+    SumCount {
+        /// Sum, in the family's unit (seconds or tokens).
+        sum: f64,
+        /// Count, in the family's unit (tokens or iterations).
+        count: f64,
+    },
+}
+
+/// Why a family is absent for a group. Each variant is one `reason` label value of
+/// `vllm_corrector_groups_withheld`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WithheldReason {
+    /// A series the rule needs has never been seen for the group (for example vLLM < 0.11 has no
+    /// request TPOT histogram, and < 0.16 has no `prompt_tokens_by_source_total`).
+    MissingInput,
+    /// `vllm:request_generation_tokens` has no `le="1"` bound: canonical TPOT cannot be exact.
+    NoLeOneBound,
+    /// The inputs are present but no timestamp yet has a sample of every one of them.
+    Incomplete,
+    /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
+    InconsistentInputs,
+}
+
+impl WithheldReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [WithheldReason; 4] = [
+        WithheldReason::MissingInput,
+        WithheldReason::NoLeOneBound,
+        WithheldReason::Incomplete,
+        WithheldReason::InconsistentInputs,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithheldReason::MissingInput => "missing_input",
+            WithheldReason::NoLeOneBound => "no_le_1_bound",
+            WithheldReason::Incomplete => "incomplete",
+            WithheldReason::InconsistentInputs => "inconsistent_inputs",
+        }
+    }
+}
