@@ -9,6 +9,7 @@
 
 pub mod encode;
 pub mod histogram;
+mod key;
 pub mod labels;
 pub mod prompb;
 pub mod snappy;
@@ -16,6 +17,7 @@ pub mod v1;
 pub mod v2;
 mod wire;
 
+pub use key::SeriesKey;
 pub use v1::LabelScratch;
 
 pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
@@ -86,32 +88,6 @@ pub struct SeriesRef<'a> {
     /// RW 1.0 via [`v1::decode_deferred`] only: the whole `TimeSeries` message while its labels are
     /// not decoded yet (`labels` is then empty); [`SeriesRef::decode_labels`] decodes them.
     pub pending_labels: Option<&'a [u8]>,
-}
-
-/// The identity of one series' encoded labels: two independent 64-bit hashes (`hash`, `check`) of
-/// the bytes of its label fields as they came on the wire (RW 1.0: the `TimeSeries`' leading run
-/// of field-1 `Label` messages, keys and lengths included). The same bytes always decode to the
-/// same labels, so a receiver can remember what it decided for a key and skip decoding and
-/// checking those labels the next time (docs/PERFORMANCE.md, "The known-series fast path").
-/// Two label sets with one key would need both 64-bit hashes to collide.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SeriesKey {
-    /// First hash (foldhash, fixed seed): the hash-table hash.
-    pub hash: u64,
-    /// Second, independent hash (foldhash, another fixed seed), compared on every hit.
-    pub check: u64,
-}
-
-impl SeriesKey {
-    /// The key of `label_bytes` (the raw encoded label fields).
-    pub fn of(label_bytes: &[u8]) -> SeriesKey {
-        use std::hash::BuildHasher;
-        const SEEDS: [u64; 2] = [0x6c61_6265_6c5f_6b31, 0x9e37_79b9_7f4a_7c15];
-        SeriesKey {
-            hash: foldhash::fast::FixedState::with_seed(SEEDS[0]).hash_one(label_bytes),
-            check: foldhash::fast::FixedState::with_seed(SEEDS[1]).hash_one(label_bytes),
-        }
-    }
 }
 
 impl<'a> SeriesRef<'a> {

@@ -21,7 +21,7 @@
 //! keeps its data in fields 4 and 5, unknown to RW 1.0, and reserves 1 to 3. The HTTP layer must
 //! therefore pick the schema from the `Content-Type` (`proto=`) and never by trying to decode.
 
-use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
+use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8, varint_filling};
 use super::{
     Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError,
     Sample, SeriesKey, SeriesRef, WriteRequestRef, histogram,
@@ -120,54 +120,8 @@ fn decode_series_deferred<'a>(
     buf: &'a [u8],
     series: &mut SeriesRef<'a>,
 ) -> Result<(), ProtocolError> {
-    // Tight loop over the framing of the leading labels (key 0x0a, a one-byte length).
-    let mut pos = 0;
-    while let [0x0a, len, ..] = buf[pos..] {
-        let end = pos + 2 + usize::from(len);
-        if len >= 0x80 || end > buf.len() {
-            break;
-        }
-        pos = end;
-    }
-    // `run_end`: the end of the leading run of label fields; `contiguous`: no label field after it.
-    let (mut run_end, mut leading, mut contiguous) = (pos, true, true);
-    let mut r = Reader::at(buf, pos, "TimeSeries");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                r.bytes()?;
-                if leading {
-                    run_end = r.position();
-                } else {
-                    contiguous = false;
-                }
-            }
-            (2, Wire::Len) => {
-                leading = false;
-                let bytes = r.bytes()?;
-                let sample = match canonical_sample(bytes) {
-                    Some(sample) => sample,
-                    None => decode_sample(bytes)?,
-                };
-                series.samples.push(sample);
-            }
-            (3, Wire::Len) => {
-                leading = false;
-                r.bytes()?;
-                series.exemplars = series.exemplars.saturating_add(1);
-            }
-            (4, Wire::Len) => {
-                leading = false;
-                series.histograms.push(histogram::decode(r.bytes()?)?);
-            }
-            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
-            (_, wire) => {
-                leading = false;
-                r.skip(wire)?;
-            }
-        }
-    }
-    series.key = (contiguous && run_end > 0).then(|| SeriesKey::of(&buf[..run_end]));
+    let run_end = walk_series(buf, None, Some(series))?;
+    series.key = run_end.map(|end| SeriesKey::of(&buf[..end]));
     series.pending_labels = Some(buf);
     Ok(())
 }
@@ -182,38 +136,98 @@ pub(crate) fn decode_labels_of<'a>(
     let spans = &mut scratch.0;
     spans.clear();
     labels.clear();
+    let result = walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels));
+    if result.is_err() {
+        labels.clear();
+    }
+    result
+}
+
+/// The one walk over a `TimeSeries` message (fields 1 labels, 2 samples, 3 exemplars, 4
+/// histograms) behind [`decode_series`], [`decode_series_deferred`] and [`decode_labels_of`]: the
+/// same framing checks and errors in each. With `spans`, each label's name and value ranges are
+/// pushed (in wire order); with `series`, its samples, histograms and exemplar count are decoded
+/// into it; without either, only the framing is read. Returns the end of the leading run of label
+/// fields when every label field comes before the other fields and there is at least one (`None`
+/// otherwise): the bytes a [`SeriesKey`] covers.
+///
+/// Labels encoded as every sender encodes them (key 0x0a, a one-byte length, and with `spans` a
+/// canonical `Label`) take a tight loop; the general loop takes over at the first other byte.
+#[inline(always)]
+fn walk_series<'a>(
+    buf: &'a [u8],
+    mut spans: Option<&mut Vec<LabelSpan>>,
+    mut series: Option<&mut SeriesRef<'a>>,
+) -> Result<Option<usize>, ProtocolError> {
     let mut pos = 0;
     while let [0x0a, len, ..] = buf[pos..] {
         let (start, len) = (pos + 2, usize::from(len));
-        match canonical_label(buf, start, len) {
-            Some(span) if len < 0x80 => {
-                spans.push(span);
-                pos = start + len;
-            }
-            _ => break,
+        if len >= 0x80 || start + len > buf.len() {
+            break;
         }
+        if let Some(spans) = spans.as_deref_mut() {
+            match canonical_label(buf, start, len) {
+                Some(span) => spans.push(span),
+                None => break,
+            }
+        }
+        pos = start + len;
     }
+    // `run_end`: the end of the leading run of label fields; `contiguous`: no label field after it.
+    let (mut run_end, mut leading, mut contiguous) = (pos, true, true);
     let mut r = Reader::at(buf, pos, "TimeSeries");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
                 let len = r.len()?;
-                let start = r.position();
-                let span = match canonical_label(buf, start, len) {
-                    Some(span) => span,
-                    None => decode_label(buf, start, len)?,
-                };
-                spans.push(span);
+                if let Some(spans) = spans.as_deref_mut() {
+                    let start = r.position();
+                    let span = match canonical_label(buf, start, len) {
+                        Some(span) => span,
+                        None => decode_label(buf, start, len)?,
+                    };
+                    spans.push(span);
+                }
                 r.advance(len);
+                if leading {
+                    run_end = r.position();
+                } else {
+                    contiguous = false;
+                }
             }
-            (_, wire) => r.skip(wire)?,
+            (2, Wire::Len) => {
+                leading = false;
+                let bytes = r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    let sample = match canonical_sample(bytes) {
+                        Some(sample) => sample,
+                        None => decode_sample(bytes)?,
+                    };
+                    series.samples.push(sample);
+                }
+            }
+            (3, Wire::Len) => {
+                leading = false;
+                r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    series.exemplars = series.exemplars.saturating_add(1);
+                }
+            }
+            (4, Wire::Len) => {
+                leading = false;
+                let bytes = r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    series.histograms.push(histogram::decode(bytes)?);
+                }
+            }
+            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
+            (_, wire) => {
+                leading = false;
+                r.skip(wire)?;
+            }
         }
     }
-    let result = labels_of(buf, spans, labels);
-    if result.is_err() {
-        labels.clear();
-    }
-    result
+    Ok((contiguous && run_end > 0).then_some(run_end))
 }
 
 impl MetricType {
@@ -258,49 +272,7 @@ fn decode_series<'a>(
     series: &mut SeriesRef<'a>,
 ) -> Result<(), ProtocolError> {
     spans.clear();
-    // Tight loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
-    // canonical `Label`); the general loop below takes over at the first other byte.
-    let mut pos = 0;
-    while let [0x0a, len, ..] = buf[pos..] {
-        let (start, len) = (pos + 2, usize::from(len));
-        match canonical_label(buf, start, len) {
-            Some(span) if len < 0x80 => {
-                spans.push(span);
-                pos = start + len;
-            }
-            _ => break,
-        }
-    }
-    let mut r = Reader::at(buf, pos, "TimeSeries");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                let len = r.len()?;
-                let start = r.position();
-                let span = match canonical_label(buf, start, len) {
-                    Some(span) => span,
-                    None => decode_label(buf, start, len)?,
-                };
-                spans.push(span);
-                r.advance(len);
-            }
-            (2, Wire::Len) => {
-                let bytes = r.bytes()?;
-                let sample = match canonical_sample(bytes) {
-                    Some(sample) => sample,
-                    None => decode_sample(bytes)?,
-                };
-                series.samples.push(sample);
-            }
-            (3, Wire::Len) => {
-                r.bytes()?;
-                series.exemplars = series.exemplars.saturating_add(1);
-            }
-            (4, Wire::Len) => series.histograms.push(histogram::decode(r.bytes()?)?),
-            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
-            (_, wire) => r.skip(wire)?,
-        }
-    }
+    walk_series(buf, Some(spans), Some(series))?;
     labels_of(buf, spans, &mut series.labels)
 }
 
@@ -376,9 +348,15 @@ fn canonical_sample(m: &[u8]) -> Option<Sample> {
     let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], ts) = m.split_first_chunk::<10>()? else {
         return None;
     };
-    let mut r = Reader::new(ts, "Sample");
-    let timestamp = r.int64().ok()?;
-    r.at_end().then(|| Sample {
+    let timestamp = match varint_filling(m, 10) {
+        Some(t) => t as i64,
+        None => {
+            let mut r = Reader::new(ts, "Sample");
+            let t = r.int64().ok()?;
+            r.at_end().then_some(t)?
+        }
+    };
+    Some(Sample {
         value: f64::from_bits(u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7])),
         timestamp_ms: timestamp,
     })
