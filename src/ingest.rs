@@ -378,6 +378,25 @@ fn apply_known<'a>(
     in_time: &mut Vec<Sample>,
     outcome: &mut Outcome,
 ) {
+    // The common case, counted straight into the request's report: every sample in time, the
+    // group still there. (Counting into a per-series report and merging it twice, as below, cost
+    // ~50 instructions per sample.) `ingest_known` changes nothing when it returns false.
+    if let Some(k) = known
+        && !series.samples.is_empty()
+        && series.samples.iter().all(|s| s.timestamp_ms <= latest)
+    {
+        let limited = RejectReason::ActiveSeriesLimit.index();
+        let (accepted_before, limited_before) =
+            (accepted(&outcome.report), outcome.report.rejected[limited]);
+        if engine.ingest_known(k, &series.samples, now_ms, &mut outcome.report) {
+            outcome.written.samples += accepted(&outcome.report) - accepted_before;
+            if outcome.report.rejected[limited] > limited_before {
+                let reason = SeriesRejection::ActiveSeriesLimit;
+                outcome.reject_known_series(position, series, limits, reason);
+            }
+            return;
+        }
+    }
     let mut report = IngestReport::default();
     let mut refused = None;
     // Taken out for the call (put back below), so that the labels can be resolved meanwhile.
