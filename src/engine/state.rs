@@ -384,14 +384,13 @@ impl Engine {
             Route::Unused
         };
         if let Some((key, limits)) = key {
+            let unused = KnownSeries::UNUSED;
             let known = match route {
-                Route::Unused => Some(KnownSeries::UNUSED),
+                Route::Unused => Some((unused.slot, unused.generation, None)),
                 Route::Limited => None,
-                Route::Group(slot, role) => Some(KnownSeries {
-                    slot,
-                    generation: self.slots[slot as usize].generation,
-                    role: Some(role),
-                }),
+                Route::Group(slot, role) => {
+                    Some((slot, self.slots[slot as usize].generation, Some(role)))
+                }
             };
             if let Some(known) = known {
                 self.known.insert(key, known, limits, now_ms);
@@ -448,7 +447,7 @@ impl Engine {
         if !self.live(known.slot, known.generation) {
             return false;
         }
-        match known.role {
+        match self.known.role(known.role) {
             Some(role) => self.apply_routed(known.slot, role, samples, now_ms, report),
             None => report.reject(RejectReason::UnusedSeries, samples.len() as u64),
         }

@@ -321,7 +321,10 @@ pub(crate) fn count_fields<const N: usize>(
         if let Some(i) = fields.iter().position(|&f| f == field) {
             counts[i] += 1;
         }
-        r.skip(wire)?;
+        match wire {
+            Wire::Len => drop(r.bytes()?),
+            other => r.skip(other)?,
+        }
     }
     Ok(counts)
 }
