@@ -10,7 +10,7 @@ mod fixture;
 mod grafana;
 mod harness;
 mod metrics;
-mod pki;
+use test_support::pki;
 mod promql_rules;
 mod rw;
 mod secure;

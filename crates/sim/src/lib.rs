@@ -1,0 +1,45 @@
+//! A vLLM metrics simulator: seeded request lifecycles on continuous-batching engines, exposed
+//! exactly as vLLM 0.10 / 0.14 / 0.22 / 0.33 exposes them, with per-request ground truth.
+//!
+//! ```text
+//! model.rs       configuration and seeded draws (arrivals, prompt sources, n)
+//! engine.rs      one engine core: step loop, spec decoding, output batches
+//! metrics.rs     the profile's families and vLLM's observation points per batch
+//! exposition.rs  Snapshot + prometheus_client text rendering
+//! truth.rs       per-request records and window truth (`vllm bench serve` quantities)
+//! serve.rs       `simulate` subcommand: real-time /metrics, /truth, remote write
+//! ```
+//!
+//! The clock is explicit: [`Simulator::advance_to`] runs every event before the given instant
+//! (instant mode, for tests and fast ground truth); [`run`] drives it from the wall clock.
+//! Simulated time is integer nanoseconds since the epoch `SimConfig::epoch_unix_ms`.
+//! See `docs/SIMULATOR.md` for the model, the profiles and the truth schema.
+
+pub mod args;
+pub mod engine;
+mod error;
+pub mod exposition;
+pub mod families;
+pub mod metrics;
+pub mod model;
+pub mod profile;
+pub mod remote_write;
+pub mod serve;
+mod simulator;
+pub mod truth;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_engine;
+#[cfg(test)]
+mod tests_profiles;
+
+pub use args::positive_duration;
+pub use error::SimError;
+pub use exposition::{Snapshot, SnapshotFamily, SnapshotSample};
+pub use model::{FinishReason, PromptTokens, ScriptedRequest, SimConfig, SpecConfig};
+pub use profile::Profile;
+pub use serve::{SimulateArgs, run};
+pub use simulator::Simulator;
+pub use truth::{TruthDocument, WindowTruth};
