@@ -22,7 +22,8 @@ pub use api::*;
 pub use classify::{READ_NAMES, ReadName};
 pub use known::KnownSeries;
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
-pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
+pub use state::Engine;
+pub use state::persist::{STATE_FORMAT_VERSION, StateError};
 
 #[cfg(test)]
 mod accuracy_table_tests;

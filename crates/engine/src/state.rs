@@ -15,12 +15,11 @@ use protocol::{Label, MetadataRef, MetricType, Sample, SeriesKey, is_stale_marke
 #[path = "evict.rs"]
 mod evict;
 #[path = "persist.rs"]
-mod persist;
+pub(crate) mod persist;
 #[path = "sweep.rs"]
 mod sweep;
 #[path = "views.rs"]
 mod views;
-pub use persist::{STATE_FORMAT_VERSION, StateError};
 
 /// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).
 #[derive(Debug, Clone, PartialEq)]

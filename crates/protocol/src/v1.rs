@@ -454,6 +454,26 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
     Ok(valid.then_some(metadata))
 }
 
+impl SeriesRef<'_> {
+    /// Decodes labels left pending by [`decode_deferred`] into `labels`, exactly as
+    /// [`decode`] would have (same labels, same order, same errors); nothing when none are
+    /// pending. `scratch` is reused between calls.
+    ///
+    /// # Errors
+    /// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
+    /// `labels` stays empty and the labels stay pending).
+    pub fn decode_labels(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
+        match self.pending_labels {
+            Some(bytes) => {
+                decode_labels_of(bytes, scratch, &mut self.labels)?;
+                self.pending_labels = None;
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 #[path = "v1_tests.rs"]
 mod tests;
