@@ -20,15 +20,18 @@
 //! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
 //! * [`web`] is `--web.config.file`: TLS, client certificates, basic auth and bearer tokens.
 //! * [`reload`] re-reads both files on SIGHUP and `POST /-/reload`.
+//! * [`live`] holds the settings a reload swaps; [`clock`] is the service's one wall clock.
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod exposition;
 pub mod fuzz;
 pub mod http;
 pub mod ingest;
+pub mod live;
 pub mod promql_rules;
 pub mod protocol;
 pub mod relabel;

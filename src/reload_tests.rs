@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use super::Reloader;
-use crate::cli::service::now_ms;
+use crate::clock::now_ms;
 use crate::config::{Args, Config};
 use crate::engine::Engine;
 use crate::http::{AppState, app};
@@ -32,7 +32,12 @@ fn service(dir: &Scratch) -> AppState {
     let config = Config::from_args(args.clone()).unwrap();
     let web = WebSettings::load(config.web_config_file.as_deref()).unwrap();
     let state = AppState::new(Engine::new(config.engine), config.limits).with_web(web);
-    let reloader = Arc::new(Reloader::new(args, &state));
+    let reloader = Arc::new(Reloader::new(
+        args,
+        state.engine.clone(),
+        state.metrics.clone(),
+        state.live_cell().clone(),
+    ));
     state.set_ready(true);
     state.with_reloader(reloader)
 }

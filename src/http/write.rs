@@ -19,7 +19,6 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -28,11 +27,11 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::live::Live;
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
 use crate::engine::RejectReason;
 use crate::ingest::{self, Written};
+use crate::live::Live;
 use crate::protocol;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested, WritePanicked,
@@ -357,7 +356,8 @@ fn process(
     // The known-series fast path (docs/PERFORMANCE.md): one short hold of the engine lock finds
     // the series known by their label bytes; the labels of the others are decoded, checked and
     // normalised outside the lock.
-    let now = now_ms();
+    // Receive wall clock, for the idle timeout only.
+    let now = crate::clock::now_ms();
     let known = match protocol {
         WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now),
         WriteProtocol::V2 => Vec::new(),
@@ -394,13 +394,6 @@ fn process(
         }),
     };
     (outcome.written, result)
-}
-
-/// Receive wall clock, ms since the Unix epoch (for the idle timeout only).
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

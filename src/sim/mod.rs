@@ -37,7 +37,7 @@ use std::collections::VecDeque;
 pub use exposition::{Snapshot, SnapshotFamily, SnapshotSample};
 pub use model::{FinishReason, PromptTokens, ScriptedRequest, SimConfig, SpecConfig};
 pub use profile::Profile;
-pub use serve::{SimulateArgs, run};
+pub use serve::{SimulateArgs, positive_duration, run};
 pub use truth::{TruthDocument, WindowTruth};
 
 use engine::{EngineSim, Request};

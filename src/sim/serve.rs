@@ -101,7 +101,7 @@ pub struct SimulateArgs {
     #[arg(long = "remote-write.url")]
     pub remote_write_url: Option<String>,
     /// Interval between remote-written snapshots (longer than 0s).
-    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::cli::positive_duration)]
+    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = positive_duration)]
     pub remote_write_interval: Duration,
     /// Samples per remote-write request.
     #[arg(long = "remote-write.max-samples-per-send", default_value_t = 500)]
@@ -123,6 +123,23 @@ pub struct SimulateArgs {
     /// printing it to stdout).
     #[arg(long)]
     pub metrics_file: Option<PathBuf>,
+}
+
+/// Clap value parser of a duration that must be longer than zero (`--remote-write.interval`, and
+/// `demo`'s `--refresh 5s`, `--window 1m`, `--scrape-interval`): humantime syntax (`500ms`, `5s`,
+/// `1m 30s`). A zero duration would make a timer panic or a window empty, so it is refused by the
+/// argument parser (exit status 2). It lives in the simulator, the lowest module that parses such
+/// a flag, so the command line (`crate::cli`) can use it without the simulator depending on it.
+///
+/// # Errors
+/// A message for clap when `text` is not a duration, or is zero.
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; expected a duration such as 500ms, 5s or 1m"))?;
+    if duration.is_zero() {
+        return Err("must be longer than 0s".to_owned());
+    }
+    Ok(duration)
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
