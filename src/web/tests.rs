@@ -18,8 +18,7 @@ use crate::config::Limits;
 use crate::engine::{Engine, EngineConfig};
 use crate::http::{AppState, app};
 
-#[path = "../../tests/it/pki.rs"]
-pub(crate) mod pki;
+pub(crate) use test_support::pki;
 
 /// A directory removed on drop.
 pub(crate) struct Scratch(pub PathBuf);

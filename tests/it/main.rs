@@ -10,12 +10,14 @@ mod fixture;
 mod grafana;
 mod harness;
 mod metrics;
-mod pki;
 mod promql_rules;
 mod rw;
 mod secure;
 mod sharding;
 mod simdata;
+
+/// The throwaway PKI, shared with the unit tests (`crates/test-support`).
+use test_support::pki;
 
 mod accuracy_check;
 mod accuracy_e2e;

@@ -17,7 +17,6 @@ pub struct Leaf {
 
 impl Leaf {
     /// Certificate then key, the form `reqwest::Identity::from_pem` reads.
-    #[allow(dead_code)]
     pub fn identity_pem(&self) -> String {
         format!("{}{}", self.cert_pem, self.key_pem)
     }
@@ -70,7 +69,6 @@ impl Pki {
     }
 
     /// A client certificate with common name `name`.
-    #[allow(dead_code)]
     pub fn client(&self, name: &str) -> Leaf {
         self.leaf(
             vec![format!("{name}.test")],
