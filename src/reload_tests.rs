@@ -19,7 +19,7 @@ use crate::http::{AppState, app};
 use crate::protocol::Sample;
 use crate::protocol::encode::encode_v1;
 use crate::web::WebSettings;
-use crate::web::tests::Scratch;
+use crate::web::settings_tests::Scratch;
 
 /// A service state built from `config.yml` and `web.yml` in `dir`, as `service::run` builds it.
 fn service(dir: &Scratch) -> AppState {
@@ -252,7 +252,7 @@ async fn turning_tls_on_by_reload_is_refused() {
     dir.write("config.yml", "");
     dir.write("web.yml", "");
     let state = service(&dir);
-    let pki = crate::web::tests::pki::Pki::new("ca");
+    let pki = crate::web::settings_tests::pki::Pki::new("ca");
     let server = pki.server();
     dir.write("s.crt", &server.cert_pem);
     dir.write("s.key", &server.key_pem);

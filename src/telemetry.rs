@@ -592,4 +592,5 @@ pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingErr
 }
 
 #[cfg(test)]
+#[path = "telemetry_tests.rs"]
 mod tests;

@@ -24,13 +24,13 @@ pub mod status;
 pub mod write;
 
 #[cfg(test)]
+mod app_tests;
+#[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
 mod panic_tests;
 #[cfg(test)]
 mod status_tests;
-#[cfg(test)]
-mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

@@ -26,11 +26,11 @@ pub mod serve;
 pub mod truth;
 
 #[cfg(test)]
-mod tests;
+mod engine_tests;
 #[cfg(test)]
-mod tests_engine;
+mod profile_tests;
 #[cfg(test)]
-mod tests_profiles;
+mod trace_tests;
 
 use std::collections::VecDeque;
 

@@ -31,7 +31,7 @@ pub mod conn;
 pub mod tls;
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod settings_tests;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
