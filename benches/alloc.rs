@@ -5,8 +5,8 @@
 //! Run: `cargo bench --bench alloc`. Uses `dhat`'s counting global allocator: the crate forbids
 //! `unsafe` in every target, and a hand-written `GlobalAlloc` needs an `unsafe impl`.
 
-use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::protocol::{NameMemo, snappy, v1};
+use engine::{Engine, EngineConfig, IngestReport};
+use protocol::{NameMemo, snappy, v1};
 
 #[path = "support/scrape.rs"]
 mod scrape;

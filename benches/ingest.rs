@@ -11,14 +11,14 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput};
-use vllm_corrector::config::Limits;
-use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::exposition::Format;
-use vllm_corrector::http::AppState;
-use vllm_corrector::http::metrics::render_all;
-use vllm_corrector::ingest;
-use vllm_corrector::protocol::encode::SeriesSpec;
-use vllm_corrector::protocol::{NameMemo, snappy, v1, v2};
+use engine::{Engine, EngineConfig, IngestReport};
+use protocol::encode::SeriesSpec;
+use protocol::{NameMemo, snappy, v1, v2};
+use service::config::Limits;
+use service::exposition::Format;
+use service::http::AppState;
+use service::http::metrics::render_all;
+use service::ingest;
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -58,9 +58,7 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len())
     });
     // The same 500 series as an RW 2.0 request (interned symbols).
-    let raw_v2 = prost::Message::encode_to_vec(&vllm_corrector::protocol::encode::request_v2(
-        &specs_of(&raw),
-    ));
+    let raw_v2 = prost::Message::encode_to_vec(&protocol::encode::request_v2(&specs_of(&raw)));
     group.bench_function("rw2_500_sample_request", |b| {
         b.iter(|| v2::decode(black_box(&raw_v2)).unwrap().series.len())
     });

@@ -15,10 +15,10 @@
 
 use std::time::Instant;
 
-use vllm_corrector::config::Limits;
-use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::ingest;
-use vllm_corrector::protocol::{snappy, v1};
+use engine::{Engine, EngineConfig, IngestReport};
+use protocol::{snappy, v1};
+use service::config::Limits;
+use service::ingest;
 
 #[path = "../benches/support/vllm_shape.rs"]
 mod vllm_shape;
@@ -93,7 +93,7 @@ fn main() {
     measure(timed, &mut engine, &mut buffer, &mut report, now_ms);
     let secs = start.elapsed().as_secs_f64();
     // Every sample is accepted: applied, or read by no rule.
-    let unused = report.rejected[vllm_corrector::engine::RejectReason::UnusedSeries.index()];
+    let unused = report.rejected[engine::RejectReason::UnusedSeries.index()];
     assert_eq!(report.applied + unused, report.received, "{report:?}");
     println!(
         "series={} timed_samples={} applied={} wall_ns_per_sample={:.1}",

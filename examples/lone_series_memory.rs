@@ -6,8 +6,8 @@
 //!
 //! Run: `cargo run --release --example lone_series_memory [N]` (default 100 000).
 
-use vllm_corrector::engine::{Engine, EngineConfig, IngestReport};
-use vllm_corrector::protocol::{Label, Sample};
+use engine::{Engine, EngineConfig, IngestReport};
+use protocol::{Label, Sample};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;

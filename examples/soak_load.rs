@@ -1,5 +1,5 @@
 //! Bounded, paced remote-write load for `scripts/soak.sh`: a fixed fleet of vLLM engines whose
-//! series come from the simulator (`vllm_corrector::sim`, profile 0.33, speculative decoding on),
+//! series come from the simulator (`sim`, profile 0.33, speculative decoding on),
 //! sent as RW 1.0 at a steady sample rate to one loopback receiver, for a fixed time.
 //!
 //! One engine is simulated for 120 s once; its snapshot is the template of every engine (labels
@@ -24,10 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use vllm_corrector::protocol::encode::{SeriesSpec, compress, write_request_v1};
-use vllm_corrector::protocol::prompb::v1::WriteRequest;
-use vllm_corrector::sim::remote_write::metadata_request;
-use vllm_corrector::sim::{SimConfig, Simulator, SpecConfig};
+use protocol::encode::{SeriesSpec, compress, write_request_v1};
+use protocol::prompb::v1::WriteRequest;
+use sim::remote_write::metadata_request;
+use sim::{SimConfig, Simulator, SpecConfig};
 
 #[derive(Parser)]
 #[command(about = "Paced vLLM-shaped remote-write load for the soak test (loopback only)")]

@@ -12,7 +12,10 @@
 #
 # Usage: scripts/bench-compare.sh            (defaults below; about 10 minutes)
 #        QUICK=1 scripts/bench-compare.sh    (small sizes, about 2 minutes, for a smoke test)
-# Tunables (environment): PODS ENGINES SCRAPES CONNS SAT LAT REPEAT MEM_SERIES MEM_SCRAPES TARGETS
+#        BASELINE=path/to/older/vllm-corrector scripts/bench-compare.sh
+#                                    also runs that binary as target "baseline", in the same rounds,
+#                                    so a change is judged against its parent on the same machine state
+# Tunables (environment): PODS ENGINES SCRAPES CONNS SAT LAT REPEAT MEM_SERIES MEM_SCRAPES TARGETS BASELINE
 # Output: RESULT lines on stdout and in $OUT/results.txt, a Markdown table in $OUT/table.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,7 +29,12 @@ LAT=${LAT:-6}
 REPEAT=${REPEAT:-2}
 MEM_SERIES=${MEM_SERIES:-"10000 100000 1000000"}
 MEM_SCRAPES=${MEM_SCRAPES:-20}
-TARGETS=${TARGETS:-"corrector prometheus victoriametrics"}
+BASELINE=${BASELINE:-}
+if [ -n "$BASELINE" ]; then
+  TARGETS=${TARGETS:-"corrector baseline prometheus victoriametrics"}
+else
+  TARGETS=${TARGETS:-"corrector prometheus victoriametrics"}
+fi
 OUT=${OUT:-target/bench-compare}
 if [ -n "${QUICK:-}" ]; then
   SCRAPES=200; SAT=2; LAT=2; REPEAT=1; MEM_SERIES="10000 50000"; MEM_SCRAPES=18
@@ -61,8 +69,10 @@ start_target() {
   dir=$(mktemp -d "$WORK/$name.XXXX")
   METRICS_URL=""
   case "$name" in
-    corrector)
-      target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --config.file "$WORK/corrector.yml" \
+    corrector|baseline)
+      local bin=target/release/vllm-corrector
+      if [ "$name" = baseline ]; then bin=$BASELINE; fi
+      "$bin" --web.listen-address "127.0.0.1:$port" --config.file "$WORK/corrector.yml" \
         --log.level warn >"$dir/log" 2>&1 &
       PID=$!; READY="http://127.0.0.1:$port/-/ready"; METRICS_URL="http://127.0.0.1:$port/metrics" ;;
     prometheus)
@@ -89,6 +99,7 @@ stop_target() {
 
 record() { tee -a "$RESULTS"; }
 
+if [ -n "$BASELINE" ]; then echo "== baseline: $BASELINE ($("$BASELINE" --version))" | record; fi
 echo "== machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(free -g | awk '/Mem:/{print $2}') GiB; load: $(cut -d' ' -f1-3 /proc/loadavg)" | record
 "$LOADGEN" encode --pods "$PODS" --engines "$ENGINES" --scrapes "$SCRAPES" --out "$WORK/batches.bin" | record
 

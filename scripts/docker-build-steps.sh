@@ -4,7 +4,7 @@
 # of the Docker build context, since no Docker engine runs on the CI machines).
 #
 # Usage: scripts/docker-build-steps.sh OUT_DIR
-#   Run from the crate root. Builds the release binary from the committed
+#   Run from the workspace root. Builds the release binary from the committed
 #   Cargo.lock (--locked: a lock file out of date is an error, not an update) and
 #   copies it to OUT_DIR/vllm-corrector. Honours CARGO_TARGET_DIR.
 set -eu

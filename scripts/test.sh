@@ -27,12 +27,12 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
-cargo build --locked --all-targets
-cargo clippy --locked --all-targets -- -D warnings
-cargo bench --locked --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)
+cargo build --locked --workspace --all-targets
+cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo bench --locked --workspace --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)
 # The two accuracy chains (Prometheus, vmagent) each run real senders against a real-time simulator;
 # they run after the rest, one at a time, so their timing does not compete with the other tests.
-cargo test --locked -- --skip accuracy_e2e
+cargo test --locked --workspace -- --skip accuracy_e2e
 cargo test --locked --test it accuracy_e2e -- --test-threads=1
 
 # Deploy assets: Dockerfile lint and build steps, manifests against their schemas, alert rule tests.

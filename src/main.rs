@@ -1,16 +1,21 @@
 //! `vllm-corrector`: receives Prometheus remote write carrying vLLM's raw series and serves the
 //! corrected families on `/metrics`. With no subcommand it is the service (flags: `--help`); with
 //! no flags it listens on 0.0.0.0:9490 with embedded defaults. The subcommands `simulate`, `demo`
-//! and `inspect` are described in [`vllm_corrector::cli`].
+//! `inspect`, `rules` and `relabel` are described in the `cli` module (`src/cli.rs`).
+
+#![forbid(unsafe_code)]
 
 use std::future::Future;
 use std::process::ExitCode;
 
 use clap::Parser;
-use vllm_corrector::cli::{Cli, Command, demo, inspect, service};
-use vllm_corrector::config::{Args, Config, LogFormat, LogLevel};
-use vllm_corrector::web::WebSettings;
-use vllm_corrector::{sim, telemetry};
+use cli::{Cli, Command};
+use service::config::{Args, Config, LogFormat, LogLevel};
+use service::telemetry;
+use service::web::WebSettings;
+use tools::{demo, inspect};
+
+mod cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,11 +38,11 @@ fn main() -> ExitCode {
             block_on(async move { inspect::run(args).await.map_err(|e| e.to_string()) })
         }
         Some(Command::Relabel(options)) => {
-            print!("{}", vllm_corrector::relabel::render(&options));
+            print!("{}", tools::relabel::render(&options));
             ExitCode::SUCCESS
         }
         Some(Command::Rules(options)) => {
-            print!("{}", vllm_corrector::promql_rules::render(&options));
+            print!("{}", tools::promql_rules::render(&options));
             ExitCode::SUCCESS
         }
     }
@@ -66,7 +71,7 @@ fn run_service(args: Args) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
-    match runtime.block_on(service::run(args, config, web)) {
+    match runtime.block_on(service::run::run(args, config, web)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!(%error, "server stopped");

@@ -2,8 +2,8 @@
 
 #![allow(dead_code)]
 
-use vllm_corrector::engine::{Engine, IngestReport};
-use vllm_corrector::protocol::{Label, Sample, normalize_labels};
+use engine::{Engine, IngestReport};
+use protocol::{Label, Sample, normalize_labels};
 
 use super::vllm_shape::{Payloads, SeriesTemplate, compress};
 

@@ -36,6 +36,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 import jsonschema
 import kubernetes_validate
@@ -53,10 +54,11 @@ PROFILES = ("standalone", "standalone-operator", "sidecar", "sidecar-operator")
 
 
 def cargo_version():
-    """The ``version`` of ``[package]`` in Cargo.toml (a string such as "0.1.0")."""
-    text = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
-    package = text.split("[package]", 1)[1].split("\n[", 1)[0]
-    return re.search(r'^version\s*=\s*"([^"]+)"', package, re.M).group(1)
+    """The workspace's ``version`` (``[workspace.package]`` in Cargo.toml, a string such as "0.1.0"),
+    which every member, the binary's package included, inherits."""
+    with (ROOT / "Cargo.toml").open("rb") as f:
+        manifest = tomllib.load(f)
+    return manifest["workspace"]["package"]["version"]
 
 
 # --- schema validation -------------------------------------------------------------

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::accuracy_frames::{
     ACCEPTANCE, CANONICAL, Frame, GroupKey, ITERATION, RAW_ITERATION_SUM, TOKEN_WEIGHTED,
 };
-use vllm_corrector::promql_rules::{RulesOptions, render};
+use tools::promql_rules::{RulesOptions, render};
 
 use crate::accuracy_promql::{Labels, PromApi, time_param};
 use crate::accuracy_sim::SimServer;

@@ -24,8 +24,8 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use vllm_corrector::sim::serve::unix_now_ms;
-use vllm_corrector::sim::{Profile, SimConfig, SpecConfig};
+use sim::serve::unix_now_ms;
+use sim::{Profile, SimConfig, SpecConfig};
 
 use crate::accuracy_check::{
     Exposes, Failures, canonical_requests, check_exercised, check_plain_promql, check_quantiles,

@@ -1,4 +1,4 @@
-//! Accuracy suite: the vLLM simulator (`vllm_corrector::sim`) served in real time from inside the
+//! Accuracy suite: the vLLM simulator (`sim`) served in real time from inside the
 //! test on a loopback address.
 //!
 //! It serves exactly what `vllm-corrector simulate` serves (`sim::serve::router`): `/metrics` with
@@ -17,9 +17,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
+use sim::serve::{LiveSim, router, unix_now_ms};
+use sim::{SimConfig, Simulator};
 use tower::ServiceExt;
-use vllm_corrector::sim::serve::{LiveSim, router, unix_now_ms};
-use vllm_corrector::sim::{SimConfig, Simulator};
 
 /// The simulator currently served, with its router.
 type Current = Arc<Mutex<(LiveSim, Router)>>;

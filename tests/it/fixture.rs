@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use vllm_corrector::exposition::parse::{Format, parse};
+use promtext::{Format, parse};
 
 use crate::rw::Point;
 

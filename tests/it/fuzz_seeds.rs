@@ -1,17 +1,17 @@
 //! The fuzz seed corpus (`fuzz/seeds/<target>/`) on stable Rust: every seed replayed through the
-//! fuzz targets' own code ([`vllm_corrector::fuzz`]), then a seeded, bounded mutation of each, so
+//! fuzz targets' own code ([`service::fuzz`]), then a seeded, bounded mutation of each, so
 //! CI catches a decoder or ingest panic without nightly or cargo-fuzz. `write_seed_corpus`
 //! (ignored) regenerates the seeds from the encoders and the vLLM 0.33 fixtures.
 
 use std::path::PathBuf;
 
 use prost::Message;
+use protocol::encode::{self, SeriesSpec};
+use protocol::prompb::v2;
+use protocol::{MetadataRef, MetricType, Sample, snappy};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vllm_corrector::fuzz;
-use vllm_corrector::protocol::encode::{self, SeriesSpec};
-use vllm_corrector::protocol::prompb::v2;
-use vllm_corrector::protocol::{MetadataRef, MetricType, Sample, snappy};
+use service::fuzz;
 
 use crate::fixture::Scrape;
 use crate::rw2_equivalence::{rw1_native, rw2_classic, rw2_native};
@@ -62,20 +62,20 @@ fn fuzz_seeds_replay_and_decode() {
                 "exposition" => {
                     let text = std::str::from_utf8(data).unwrap();
                     let format = if name.ends_with(".om") {
-                        vllm_corrector::exposition::parse::Format::OpenMetrics
+                        promtext::Format::OpenMetrics
                     } else {
-                        vllm_corrector::exposition::parse::Format::Text004
+                        promtext::Format::Text004
                     };
-                    vllm_corrector::exposition::parse::parse(text, format)
+                    promtext::parse(text, format)
                         .unwrap_or_else(|e| panic!("{target}/{name}: {e:?}"));
                 }
                 rw => {
                     let mut raw = Vec::new();
                     snappy::decompress_into(data, fuzz::MAX_DECODED_BYTES, &mut raw).unwrap();
                     let decoded = if rw == "rw1" {
-                        vllm_corrector::protocol::v1::decode(&raw).map(|_| ())
+                        protocol::v1::decode(&raw).map(|_| ())
                     } else {
-                        vllm_corrector::protocol::v2::decode(&raw).map(|_| ())
+                        protocol::v2::decode(&raw).map(|_| ())
                     };
                     decoded.unwrap_or_else(|e| panic!("{target}/{name}: {e}"));
                 }

@@ -10,14 +10,12 @@ mod fixture;
 mod grafana;
 mod harness;
 mod metrics;
+use test_support::pki;
 mod promql_rules;
 mod rw;
 mod secure;
 mod sharding;
 mod simdata;
-
-/// The throwaway PKI, shared with the unit tests (`crates/test-support`).
-use test_support::pki;
 
 mod accuracy_check;
 mod accuracy_e2e;

@@ -1,6 +1,6 @@
 //! Reading the corrector's `/metrics` with the crate's exposition parser.
 
-use vllm_corrector::exposition::parse::{Format, ParsedSample, parse};
+use promtext::{Format, ParsedSample, parse};
 
 /// One histogram as served: `(le, cumulative count)` ascending, `_sum`, `_count`.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use vllm_corrector::exposition::parse::ParsedSample;
+use promtext::ParsedSample;
 
 use crate::expected::{check_group, fixture};
 use crate::fixture::{MODEL, Scrape, group_at};

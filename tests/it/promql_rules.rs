@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use vllm_corrector::promql_rules::{DEFAULT_PREFIX, RulesOptions, render};
+use tools::promql_rules::{DEFAULT_PREFIX, RulesOptions, render};
 
 use crate::promtool::require_tool;
 use crate::simdata::{Row, SimData, now_ms};

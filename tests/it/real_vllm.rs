@@ -19,9 +19,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use promtext::{Format, ParsedSample, parse};
 use serde_json::Value;
-use vllm_corrector::cli::inspect::{Loaded, inspect};
-use vllm_corrector::exposition::parse::{Format, ParsedSample, parse};
+use tools::inspect::{Loaded, inspect};
 
 use crate::harness::Corrector;
 use crate::rw::Point;

@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use vllm_corrector::relabel::{RelabelOptions, render};
-use vllm_corrector::sim::{Profile, SimConfig, Simulator, SpecConfig};
+use sim::{Profile, SimConfig, Simulator, SpecConfig};
+use tools::relabel::{RelabelOptions, render};
 
 use crate::harness::Corrector;
 use crate::metrics::Snapshot;

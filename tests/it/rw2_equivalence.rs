@@ -14,13 +14,13 @@
 
 use std::collections::BTreeMap;
 
+use engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use prost::Message;
-use vllm_corrector::config::Limits;
-use vllm_corrector::engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
-use vllm_corrector::ingest;
-use vllm_corrector::protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
-use vllm_corrector::protocol::prompb::{v1, v2};
-use vllm_corrector::protocol::{MetricType, Sample, WriteRequestRef, snappy};
+use protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
+use protocol::prompb::{v1, v2};
+use protocol::{MetricType, Sample, WriteRequestRef, snappy};
+use service::config::Limits;
+use service::ingest;
 
 use crate::expected::fixture;
 use crate::fixture::{Scrape, scrape_times};
@@ -62,9 +62,9 @@ impl Sender {
         let mut raw = Vec::new();
         snappy::decompress_into(body, 64 << 20, &mut raw).unwrap();
         let request: WriteRequestRef<'_> = if self.rw2 {
-            vllm_corrector::protocol::v2::decode(&raw).unwrap()
+            protocol::v2::decode(&raw).unwrap()
         } else {
-            vllm_corrector::protocol::v1::decode(&raw).unwrap()
+            protocol::v1::decode(&raw).unwrap()
         };
         let outcome = ingest::prepare(request, &Limits::default()).apply(&mut self.engine, now_ms);
         assert_eq!(outcome.first_rejected, None, "{}", self.name);

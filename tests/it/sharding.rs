@@ -2,7 +2,7 @@
 //! instances, as remote-write sharding by series would split them, are reported by both in
 //! `vllm_corrector_groups_incomplete`; one instance receiving the whole target reports 0.
 
-use vllm_corrector::sim::{SimConfig, Simulator, SpecConfig};
+use sim::{SimConfig, Simulator, SpecConfig};
 
 use crate::harness::Corrector;
 use crate::prometheus_e2e::ExpositionServer;

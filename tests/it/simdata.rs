@@ -15,7 +15,7 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use vllm_corrector::sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
+use sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
 
 use crate::harness::{Corrector, TempDir, free_port, wait_ready};
 use crate::metrics::Snapshot;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use vllm_corrector::sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
+use sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
 
 use crate::harness::{Corrector, TempDir};
 use crate::promtool::require_tool;

@@ -1,8 +1,7 @@
-//! Dev-only helpers shared by vllm-corrector's unit tests (`src/`) and integration tests
-//! (`tests/it/`). A dev-dependency only: nothing here reaches the service binary.
+//! Dev-only helpers shared by the unit tests of the workspace's crates and the integration tests in
+//! `tests/it`: one copy, reached as a dev-dependency, never built into the service.
 //!
-//! * [`pki`]: a throwaway certificate authority, server and client certificates for the TLS and
-//!   client-certificate tests.
+//! * [`pki`]: a throwaway certificate authority with server and client certificates (rcgen).
 #![forbid(unsafe_code)]
 
 pub mod pki;

@@ -1,6 +1,6 @@
 //! A throwaway PKI for TLS tests, generated with rcgen on every run: a CA, server certificates
 //! for `127.0.0.1` and `localhost`, and client certificates. Also used by the unit tests of
-//! `src/web` (through `#[path]`), so it depends on nothing but rcgen.
+//! `crates/service/src/web`, so it depends on nothing but rcgen.
 
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -17,6 +17,7 @@ pub struct Leaf {
 
 impl Leaf {
     /// Certificate then key, the form `reqwest::Identity::from_pem` reads.
+    #[allow(dead_code)]
     pub fn identity_pem(&self) -> String {
         format!("{}{}", self.cert_pem, self.key_pem)
     }
@@ -69,6 +70,7 @@ impl Pki {
     }
 
     /// A client certificate with common name `name`.
+    #[allow(dead_code)]
     pub fn client(&self, name: &str) -> Leaf {
         self.leaf(
             vec![format!("{name}.test")],

@@ -1,0 +1,379 @@
+//! Public types of the engine: reasons, reports, families and derived values.
+
+use protocol::LabelError;
+
+/// Why a received sample was not applied. Each variant is one `reason` label value of
+/// `vllm_corrector_samples_rejected_total`. Invariant: received = applied + Σ rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RejectReason {
+    /// The series is read by no rule (including every `*_created` series). Not an error.
+    UnusedSeries,
+    /// A sample with the same timestamp as the series' newest: an idempotent no-op (retry, resend).
+    DuplicateSample,
+    /// A sample older than the series' newest sample.
+    OutOfOrder,
+    /// A NaN that is not the staleness marker.
+    NanValue,
+    /// The sample's timestamp is older than every frame its group still keeps.
+    FrameEvicted,
+    /// A series the engine does not hold yet, refused because it already holds
+    /// [`EngineConfig::max_active_series`] series.
+    ActiveSeriesLimit,
+    /// A native histogram sample of a schema other than custom buckets (−53): accepted and
+    /// counted, not used.
+    NativeHistogram,
+    /// A custom-buckets native histogram sample whose bounds, spans or counts are inconsistent
+    /// (`protocol::HistogramError`).
+    InvalidNativeHistogram,
+    /// The series' label set was invalid, or over a label limit.
+    Label(LabelError),
+    /// The request held more series than `limits.max_series_per_request`: none of it was applied.
+    TooManySeries,
+    /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
+    /// would become its series' newest and make every real sample after it out of order.
+    FutureTimestamp,
+    /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
+    /// Every sample of the request is counted here, including any the engine applied before the
+    /// panic: that request's own accounting is lost with the panic.
+    InternalError,
+}
+
+impl RejectReason {
+    /// Every reason, in a fixed order (for pre-registering self-metric labels).
+    pub const ALL: [RejectReason; 21] = [
+        RejectReason::UnusedSeries,
+        RejectReason::DuplicateSample,
+        RejectReason::OutOfOrder,
+        RejectReason::NanValue,
+        RejectReason::FrameEvicted,
+        RejectReason::ActiveSeriesLimit,
+        RejectReason::NativeHistogram,
+        RejectReason::InvalidNativeHistogram,
+        RejectReason::Label(LabelError::EmptyLabelSet),
+        RejectReason::Label(LabelError::MissingMetricName),
+        RejectReason::Label(LabelError::DuplicateLabelName),
+        RejectReason::Label(LabelError::InvalidMetricName),
+        RejectReason::Label(LabelError::InvalidLabelName),
+        RejectReason::Label(LabelError::OddLabelRefs),
+        RejectReason::Label(LabelError::SymbolRefOutOfRange),
+        RejectReason::Label(LabelError::TooManyLabels),
+        RejectReason::Label(LabelError::LabelNameTooLong),
+        RejectReason::Label(LabelError::LabelValueTooLong),
+        RejectReason::TooManySeries,
+        RejectReason::FutureTimestamp,
+        RejectReason::InternalError,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::UnusedSeries => "unused_series",
+            RejectReason::DuplicateSample => "duplicate_sample",
+            RejectReason::OutOfOrder => "out_of_order",
+            RejectReason::NanValue => "nan_value",
+            RejectReason::FrameEvicted => "frame_evicted",
+            RejectReason::ActiveSeriesLimit => "active_series_limit",
+            RejectReason::NativeHistogram => "native_histogram",
+            RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
+            RejectReason::TooManySeries => "too_many_series",
+            RejectReason::FutureTimestamp => "future_timestamp",
+            RejectReason::InternalError => "internal_error",
+            RejectReason::Label(e) => e.reason(),
+        }
+    }
+
+    /// Index into [`IngestReport::rejected`]: the reason's position in [`RejectReason::ALL`].
+    ///
+    /// Checked at compile time: the match is exhaustive, so a new variant does not compile until
+    /// it has an index; [`at`] refuses an index past `ALL`'s end; and the check below refuses an
+    /// `ALL` whose entries disagree with their indexes. A new variant therefore needs the next
+    /// index, a longer `ALL` and its entry there, or the crate does not build.
+    pub const fn index(self) -> usize {
+        match self {
+            RejectReason::UnusedSeries => at::<0>(),
+            RejectReason::DuplicateSample => at::<1>(),
+            RejectReason::OutOfOrder => at::<2>(),
+            RejectReason::NanValue => at::<3>(),
+            RejectReason::FrameEvicted => at::<4>(),
+            RejectReason::ActiveSeriesLimit => at::<5>(),
+            RejectReason::NativeHistogram => at::<6>(),
+            RejectReason::InvalidNativeHistogram => at::<7>(),
+            RejectReason::Label(e) => match e {
+                LabelError::EmptyLabelSet => at::<8>(),
+                LabelError::MissingMetricName => at::<9>(),
+                LabelError::DuplicateLabelName => at::<10>(),
+                LabelError::InvalidMetricName => at::<11>(),
+                LabelError::InvalidLabelName => at::<12>(),
+                LabelError::OddLabelRefs => at::<13>(),
+                LabelError::SymbolRefOutOfRange => at::<14>(),
+                LabelError::TooManyLabels => at::<15>(),
+                LabelError::LabelNameTooLong => at::<16>(),
+                LabelError::LabelValueTooLong => at::<17>(),
+            },
+            RejectReason::TooManySeries => at::<18>(),
+            RejectReason::FutureTimestamp => at::<19>(),
+            RejectReason::InternalError => at::<20>(),
+        }
+    }
+}
+
+/// `I`, refused at compile time unless it is an index into [`RejectReason::ALL`].
+const fn at<const I: usize>() -> usize {
+    const {
+        assert!(
+            I < RejectReason::ALL.len(),
+            "a RejectReason index past the end of ALL"
+        )
+    };
+    I
+}
+
+// Every entry of `RejectReason::ALL` sits at its own index, so `ALL` holds each index once.
+const _: () = {
+    let mut i = 0;
+    while i < RejectReason::ALL.len() {
+        assert!(
+            RejectReason::ALL[i].index() == i,
+            "RejectReason::ALL disagrees with index()"
+        );
+        i += 1;
+    }
+};
+
+/// Per-request sample accounting. `received == applied + rejected.iter().sum()` always holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Samples received (float samples plus native histogram samples).
+    pub received: u64,
+    /// Samples applied to series state (stale markers included).
+    pub applied: u64,
+    /// Rejected samples, indexed by [`RejectReason::index`].
+    pub rejected: [u64; RejectReason::ALL.len()],
+}
+
+impl IngestReport {
+    /// Counts `n` samples as received and rejected for `reason`.
+    pub fn reject(&mut self, reason: RejectReason, n: u64) {
+        self.received += n;
+        self.rejected[reason.index()] += n;
+    }
+
+    /// Counts `n` samples as received and applied.
+    pub fn apply(&mut self, n: u64) {
+        self.received += n;
+        self.applied += n;
+    }
+
+    /// Total rejected samples, all reasons.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().sum()
+    }
+
+    /// Adds another report into this one.
+    pub fn merge(&mut self, other: &IngestReport) {
+        self.received += other.received;
+        self.applied += other.applied;
+        for (a, b) in self.rejected.iter_mut().zip(other.rejected.iter()) {
+            *a += *b;
+        }
+    }
+}
+
+/// The four corrected families (docs/METRICS.md, "The corrected families").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.
+    CanonicalTpot,
+    /// `vllm_corrected_token_weighted_itl_seconds`: `_sum` in seconds, `_count` in tokens.
+    TokenWeightedItl,
+    /// `vllm_corrected_acceptance_corrected_itl_seconds`: histogram, seconds per token.
+    AcceptanceCorrectedItl,
+    /// `vllm_corrected_iteration_tokens_local_compute`: `_sum` in tokens, `_count` in iterations.
+    IterationTokensLocalCompute,
+}
+
+/// Shape of a derived family on `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// `_bucket{le}`, `_sum`, `_count`.
+    Histogram,
+    /// `_sum` and `_count` only (exposed as a summary without quantiles).
+    SumCount,
+}
+
+impl Family {
+    /// Every family, in exposition order.
+    pub const ALL: [Family; 4] = [
+        Family::CanonicalTpot,
+        Family::TokenWeightedItl,
+        Family::AcceptanceCorrectedItl,
+        Family::IterationTokensLocalCompute,
+    ];
+
+    /// The exposed family name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::CanonicalTpot => "vllm_corrected_request_time_per_output_token_seconds",
+            Family::TokenWeightedItl => "vllm_corrected_token_weighted_itl_seconds",
+            Family::AcceptanceCorrectedItl => "vllm_corrected_acceptance_corrected_itl_seconds",
+            Family::IterationTokensLocalCompute => "vllm_corrected_iteration_tokens_local_compute",
+        }
+    }
+
+    /// The family's `# HELP` text.
+    pub fn help(self) -> &'static str {
+        match self {
+            Family::CanonicalTpot => {
+                "Per-request time per output token in seconds over requests with more than one output token, as vllm bench serve computes it."
+            }
+            Family::TokenWeightedItl => {
+                "Inter-token latency weighted by tokens: _sum is seconds of decode, _count is tokens generated after each request's first."
+            }
+            Family::AcceptanceCorrectedItl => {
+                "Inter-token latency per token under speculative decoding: exact _sum and _count, buckets estimated per scrape interval."
+            }
+            Family::IterationTokensLocalCompute => {
+                "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations."
+            }
+        }
+    }
+
+    /// Histogram or sum/count.
+    pub fn kind(self) -> FamilyKind {
+        match self {
+            Family::CanonicalTpot | Family::AcceptanceCorrectedItl => FamilyKind::Histogram,
+            Family::TokenWeightedItl | Family::IterationTokensLocalCompute => FamilyKind::SumCount,
+        }
+    }
+
+    /// Index into per-family arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One derived value: cumulative since the inputs' last counter reset.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DerivedValue {
+    /// A histogram: `(le, cumulative count)` pairs in ascending `le`, ending with `+Inf`; the
+    /// `+Inf` count equals `count`. Counts may be fractional for estimated families.
+    Histogram {
+        /// `(upper bound in seconds, cumulative count)`, ascending, last bound `f64::INFINITY`.
+        buckets: Vec<(f64, f64)>,
+        /// Sum of observations, seconds.
+        sum: f64,
+        /// Number of observations (requests or tokens, per family).
+        count: f64,
+    },
+    /// A sum and a count.
+    SumCount {
+        /// Sum, in the family's unit (seconds or tokens).
+        sum: f64,
+        /// Count, in the family's unit (tokens or iterations).
+        count: f64,
+    },
+}
+
+/// Why a family is absent for a group. Each variant is one `reason` label value of
+/// `vllm_corrector_groups_withheld`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WithheldReason {
+    /// A series the rule needs has never been seen for the group (for example vLLM < 0.11 has no
+    /// request TPOT histogram, and < 0.16 has no `prompt_tokens_by_source_total`).
+    MissingInput,
+    /// `vllm:request_generation_tokens` has no `le="1"` bound: canonical TPOT cannot be exact.
+    NoLeOneBound,
+    /// The inputs are present but no timestamp yet has a sample of every one of them.
+    Incomplete,
+    /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
+    InconsistentInputs,
+}
+
+impl WithheldReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [WithheldReason; 4] = [
+        WithheldReason::MissingInput,
+        WithheldReason::NoLeOneBound,
+        WithheldReason::Incomplete,
+        WithheldReason::InconsistentInputs,
+    ];
+
+    /// The `reason` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WithheldReason::MissingInput => "missing_input",
+            WithheldReason::NoLeOneBound => "no_le_1_bound",
+            WithheldReason::Incomplete => "incomplete",
+            WithheldReason::InconsistentInputs => "inconsistent_inputs",
+        }
+    }
+}
+
+/// Engine settings. Built by the service's config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    /// A group with no sample for this long (receive wall clock, ms) is dropped. Default 10 min.
+    pub idle_timeout_ms: i64,
+    /// Frames (distinct timestamps) kept per group while waiting for every input. Default 16.
+    pub max_pending_frames: usize,
+    /// Most input series (those a rule reads) held at once, stale ones included until their group
+    /// leaves. Samples of a further new series are rejected (`active_series_limit`), so a
+    /// cardinality flood cannot grow memory without bound. Default 100 000.
+    pub max_active_series: usize,
+    /// A group with no new sample for this many of its own observed scrape intervals leaves
+    /// before the idle timeout (its acceptance-corrected state is retired as for a stale group).
+    /// 0 disables it. Default 3.
+    pub missed_scrapes: u32,
+    /// The missed-scrapes removal never happens sooner than this after the group's last new
+    /// sample (ms): remote write batches a healthy group's samples for up to
+    /// `queue_config.batch_send_deadline` (5 s by default) and retries with backoff. Default 30 s.
+    pub missed_scrapes_min_wait_ms: i64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            idle_timeout_ms: 10 * 60 * 1000,
+            max_pending_frames: 16,
+            max_active_series: 100_000,
+            missed_scrapes: 3,
+            missed_scrapes_min_wait_ms: 30_000,
+        }
+    }
+}
+
+/// Counts for self-metrics, taken under the engine lock.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineStats {
+    /// Input series currently tracked (series a rule reads).
+    pub active_series: usize,
+    /// Groups currently tracked.
+    pub groups: usize,
+    /// `(family, reason, groups)`: how many groups currently withhold each family, and why.
+    pub withheld: Vec<(Family, WithheldReason, usize)>,
+    /// Frames dropped before every input arrived, since start.
+    pub frames_dropped: u64,
+    /// Groups removed because all their inputs went stale, since start.
+    pub groups_removed_stale: u64,
+    /// Groups removed by the idle timeout, since start.
+    pub groups_removed_idle: u64,
+    /// Groups evicted at `max_active_series` because they can feed no family, since start.
+    pub groups_removed_evicted: u64,
+    /// Counter resets seen in any input, since start.
+    pub counter_resets: u64,
+    /// Evaluations whose output was held at the value last served because the computed value
+    /// came out lower with no input reset (`vllm_corrector_output_holds_total{family}`), since
+    /// start, by [`Family::index`].
+    pub output_holds: [u64; 4],
+    /// Evaluations at which an input of the family was lower than at the family's previous
+    /// evaluation (a counter reset), or the family's input series changed, so the output
+    /// restarted instead of being held, since start, by [`Family::index`]. Not exported; the
+    /// engine fuzz target checks outputs against it.
+    pub output_resets: [u64; 4],
+    /// Newest sample timestamp applied so far (ms since the epoch), for the scrape-lag alarm.
+    pub newest_sample_ms: Option<i64>,
+    /// Groups whose set of input series cannot come from any vLLM version (for example a
+    /// histogram without `_count`, or ITL without generation tokens) and stayed so over more than
+    /// one later scrape: one target's series are split across instances or filtered.
+    pub groups_incomplete: usize,
+}

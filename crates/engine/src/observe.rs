@@ -1,0 +1,196 @@
+//! What the engine tells about each group, read-only: a snapshot per group (for `/status` and
+//! `/api/v1/groups`), and the events that changed a group (for the service's log). The engine never
+//! logs: it returns these values and the HTTP layer renders or logs them (`crates/service/src/http/status.rs`,
+//! `service::telemetry::events::EventLog`).
+
+use super::{Family, WithheldReason};
+
+/// One family of one group as the status page shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FamilyStatus {
+    /// The family (its corrected metric name is [`Family::name`]).
+    pub family: Family,
+    /// `None` when the family is served on `/metrics`, else why it is withheld.
+    pub withheld: Option<WithheldReason>,
+}
+
+/// A read-only copy of one group's state, built by [`super::Engine::snapshot`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupSnapshot {
+    /// Group labels (the input labels minus `__name__`, `le`, `source`, `position`,
+    /// `finished_reason`), sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// The four families, in [`Family::ALL`] order.
+    pub families: [FamilyStatus; 4],
+    /// Newest sample timestamp applied to the group (ms since the epoch, the sender's scrape
+    /// time); `None` before the first applied sample.
+    pub last_sample_ms: Option<i64>,
+    /// Receive wall clock (ms since the epoch) when the group last got a new sample.
+    pub last_received_ms: i64,
+    /// The gap between the group's two newest scrape timestamps (ms): its observed scrape
+    /// interval, `None` before a second scrape.
+    pub scrape_interval_ms: Option<i64>,
+    /// Input series (series a rule reads) that are not stale.
+    pub input_series: usize,
+    /// Counter resets seen in the group's inputs since the group appeared.
+    pub counter_resets: u64,
+    /// The group's set of input series can come from no vLLM version, and stayed so over more
+    /// than one scrape (`vllm_corrector_groups_incomplete`).
+    pub incomplete: bool,
+}
+
+/// Why a group left `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemovalReason {
+    /// Every input series got a staleness marker.
+    Stale,
+    /// No sample for `engine.idle_timeout`.
+    Idle,
+    /// No new sample for `engine.missed_scrapes` of its own scrape intervals (and at least
+    /// `engine.missed_scrapes_min_wait`). Counted as `idle` in `vllm_corrector_groups_removed_total`.
+    MissedScrapes,
+}
+
+impl RemovalReason {
+    /// The `reason` field of the log line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemovalReason::Stale => "stale",
+            RemovalReason::Idle => "idle",
+            RemovalReason::MissedScrapes => "missed_scrapes",
+        }
+    }
+}
+
+/// Something that changed a group, reported once by [`super::Engine::take_events`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineEvent {
+    /// The group served a family for the first time: its first complete scrape.
+    FirstCompleteScrape {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+        /// The families served.
+        served: Vec<Family>,
+        /// The families withheld, and why.
+        withheld: Vec<(Family, WithheldReason)>,
+    },
+    /// A family the group served is withheld now.
+    FamilyWithheld {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+        /// The family.
+        family: Family,
+        /// Why.
+        reason: WithheldReason,
+    },
+    /// A family the group had withheld since its first complete scrape is served again.
+    FamilyServed {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+        /// The family.
+        family: Family,
+    },
+    /// The group left `/metrics` and its memory was freed.
+    GroupRemoved {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+        /// Why.
+        reason: RemovalReason,
+    },
+    /// An input counter of the group went down: a vLLM restart.
+    CounterReset {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+    },
+    /// The group's series can come from no vLLM version, over more than one scrape (a logged
+    /// warning: a target split across instances, or filtered by relabelling).
+    GroupIncomplete {
+        /// Group labels.
+        labels: Vec<(String, String)>,
+    },
+}
+
+/// Most events held between two [`super::Engine::take_events`] calls; beyond it the oldest are
+/// dropped and counted ([`EventQueue::dropped`]), so an engine nobody drains stays bounded.
+pub(crate) const MAX_QUEUED_EVENTS: usize = 4096;
+
+/// The engine's pending events.
+#[derive(Debug, Default)]
+pub(crate) struct EventQueue {
+    events: std::collections::VecDeque<EngineEvent>,
+    /// Events dropped because the queue was full, since start.
+    pub dropped: u64,
+}
+
+impl EventQueue {
+    pub fn push(&mut self, event: EngineEvent) {
+        if self.events.len() >= MAX_QUEUED_EVENTS {
+            self.events.pop_front();
+            self.dropped += 1;
+        }
+        self.events.push_back(event);
+    }
+
+    pub fn take(&mut self) -> Vec<EngineEvent> {
+        self.events.drain(..).collect()
+    }
+}
+
+/// Per-group bookkeeping for the snapshot, the events and the missed-scrapes removal.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupMeta {
+    /// Newest applied sample timestamp (ms).
+    pub newest_ts: Option<i64>,
+    /// The gap between the two newest distinct sample timestamps (ms).
+    pub interval_ms: Option<i64>,
+    /// Receive wall clock (ms) of the newest sample that was applied (not a duplicate).
+    pub last_new_ms: i64,
+    /// Counter resets seen.
+    pub counter_resets: u64,
+    /// Families served when the events were last checked.
+    pub served: [bool; 4],
+    /// The first complete scrape was reported.
+    pub first_complete: bool,
+    /// The incomplete warning was reported (cleared once the group is complete again).
+    pub incomplete_reported: bool,
+    /// Queued in the engine's list of groups to check at the next `take_events`.
+    pub touched: bool,
+}
+
+impl GroupMeta {
+    pub fn new(now_ms: i64) -> GroupMeta {
+        GroupMeta {
+            newest_ts: None,
+            interval_ms: None,
+            last_new_ms: now_ms,
+            counter_resets: 0,
+            served: [false; 4],
+            first_complete: false,
+            incomplete_reported: false,
+            touched: false,
+        }
+    }
+
+    /// Records that samples up to `newest` (ms) were applied at receive time `now_ms`.
+    pub fn applied(&mut self, newest: i64, now_ms: i64) {
+        self.last_new_ms = now_ms;
+        match self.newest_ts {
+            Some(prev) if newest > prev => {
+                self.interval_ms = Some(newest - prev);
+                self.newest_ts = Some(newest);
+            }
+            Some(_) => {}
+            None => self.newest_ts = Some(newest),
+        }
+    }
+
+    /// True when the group got no new sample for `missed` of its scrape intervals, and for at
+    /// least `min_wait_ms`, at `now_ms`. Never before a second scrape (no interval is known).
+    pub fn missed_scrapes(&self, now_ms: i64, missed: u32, min_wait_ms: i64) -> bool {
+        let Some(interval) = self.interval_ms.filter(|_| missed > 0) else {
+            return false;
+        };
+        let wait = interval.saturating_mul(i64::from(missed)).max(min_wait_ms);
+        now_ms.saturating_sub(self.last_new_ms) > wait
+    }
+}

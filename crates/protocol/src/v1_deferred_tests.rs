@@ -1,0 +1,171 @@
+//! Tests of [`super::decode_deferred`]: the labels it leaves pending decode exactly as
+//! [`super::decode`] decodes them, and a series' key is a function of its label bytes alone.
+
+use prost::Message;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::{decode, decode_deferred};
+use crate::prompb::v1 as pb;
+use crate::{LabelScratch, SeriesKey, WriteRequestRef};
+
+fn label(name: &str, value: &str) -> pb::Label {
+    pb::Label {
+        name: name.into(),
+        value: value.into(),
+    }
+}
+
+/// Label text from a small alphabet, so equal label sets recur; sometimes 130 bytes, so its
+/// `Label` takes a two-byte length.
+fn text(rng: &mut StdRng) -> String {
+    const WORDS: [&str; 6] = ["a", "job", "é", "", "__name__", "vllm:x_total"];
+    if rng.random_bool(0.05) {
+        return "v".repeat(130);
+    }
+    WORDS[rng.random_range(0..WORDS.len())].to_owned()
+}
+
+fn random_request(rng: &mut StdRng) -> pb::WriteRequest {
+    pb::WriteRequest {
+        timeseries: (0..rng.random_range(0..10))
+            .map(|_| pb::TimeSeries {
+                labels: (0..rng.random_range(0..4) + if rng.random_bool(0.1) { 12 } else { 0 })
+                    .map(|_| label(&text(rng), &text(rng)))
+                    .collect(),
+                samples: (0..rng.random_range(0..3))
+                    .map(|_| pb::Sample {
+                        value: rng.random(),
+                        timestamp: rng.random(),
+                    })
+                    .collect(),
+                ..Default::default()
+            })
+            .collect(),
+        metadata: Vec::new(),
+    }
+}
+
+/// The deferred decoding of `bytes` with every series' labels decoded.
+fn deferred_in_full(bytes: &[u8]) -> Result<WriteRequestRef<'_>, crate::ProtocolError> {
+    let mut request = decode_deferred(bytes)?;
+    let mut scratch = LabelScratch::default();
+    for series in &mut request.series {
+        series.decode_labels(&mut scratch)?;
+        series.key = None;
+        assert_eq!(series.pending_labels, None);
+    }
+    Ok(request)
+}
+
+#[test]
+fn deferred_labels_decode_like_the_eager_decoder_on_random_and_corrupted_requests() {
+    let mut rng = StdRng::seed_from_u64(0xdefe_44ed);
+    let (mut compared, mut refused) = (0, 0);
+    for _ in 0..3000 {
+        let mut bytes = random_request(&mut rng).encode_to_vec();
+        if rng.random_bool(0.3) && !bytes.is_empty() {
+            let i = rng.random_range(0..bytes.len());
+            bytes[i] = rng.random();
+        }
+        match (decode(&bytes), deferred_in_full(&bytes)) {
+            (Ok(eager), Ok(deferred)) => {
+                assert_eq!(eager, deferred);
+                compared += 1;
+            }
+            (Err(_), Err(_)) => refused += 1,
+            (eager, deferred) => panic!("eager {eager:?}, deferred {deferred:?}"),
+        }
+    }
+    // Both kinds of outcome are exercised.
+    assert!(compared > 1000 && refused > 100, "{compared} {refused}");
+}
+
+#[test]
+fn series_with_one_key_have_the_same_labels_and_equal_labels_one_key() {
+    let mut rng = StdRng::seed_from_u64(0x6b65_7973);
+    let mut same_key_pairs = 0;
+    for _ in 0..500 {
+        let mut req = random_request(&mut rng);
+        // Half the series again with other samples: the same label bytes in another series.
+        for i in 0..req.timeseries.len() {
+            if rng.random_bool(0.5) {
+                let mut again = req.timeseries[i].clone();
+                again.samples = vec![pb::Sample {
+                    value: 2.0,
+                    timestamp: 9,
+                }];
+                req.timeseries.push(again);
+            }
+        }
+        let bytes = req.encode_to_vec();
+        let request = decode_deferred(&bytes).unwrap();
+        let eager = decode(&bytes).unwrap();
+        for (i, a) in request.series.iter().enumerate() {
+            for (j, b) in request.series.iter().enumerate().skip(i + 1) {
+                let (la, lb) = (&eager.series[i].labels, &eager.series[j].labels);
+                if la.is_empty() || lb.is_empty() {
+                    assert_eq!(a.key.is_none(), la.is_empty(), "no label, no key");
+                    assert_eq!(b.key.is_none(), lb.is_empty(), "no label, no key");
+                    continue;
+                }
+                assert!(
+                    a.key.is_some() && b.key.is_some(),
+                    "prost encodes labels first"
+                );
+                assert_eq!(a.key == b.key, la == lb, "{la:?} {lb:?}");
+                same_key_pairs += usize::from(a.key == b.key);
+            }
+        }
+    }
+    assert!(same_key_pairs > 500, "{same_key_pairs}");
+}
+
+/// A `TimeSeries` field: key byte, one-byte length, bytes.
+fn field(key: u8, bytes: &[u8]) -> Vec<u8> {
+    let mut out = vec![key, bytes.len() as u8];
+    out.extend_from_slice(bytes);
+    out
+}
+
+#[test]
+fn a_label_after_a_sample_gives_no_key_and_the_same_labels() {
+    let name = label("__name__", "up").encode_to_vec();
+    let job = label("job", "x").encode_to_vec();
+    let sample = pb::Sample {
+        value: 1.0,
+        timestamp: 5,
+    }
+    .encode_to_vec();
+    let series = [field(0x0a, &name), field(0x12, &sample), field(0x0a, &job)].concat();
+    let body = field(0x0a, &series);
+    let request = decode_deferred(&body).unwrap();
+    assert_eq!(request.series[0].key, None);
+    assert_eq!(deferred_in_full(&body).unwrap(), decode(&body).unwrap());
+    // The same labels encoded first get a key: that of their two fields' bytes.
+    let leading = [field(0x0a, &name), field(0x0a, &job), field(0x12, &sample)].concat();
+    let body = field(0x0a, &leading);
+    let request = decode_deferred(&body).unwrap();
+    let label_bytes = [field(0x0a, &name), field(0x0a, &job)].concat();
+    assert_eq!(request.series[0].key, Some(SeriesKey::of(&label_bytes)));
+}
+
+#[test]
+fn a_label_that_is_not_utf8_fails_when_its_labels_are_decoded_with_the_eager_error() {
+    let bad = pb::Label {
+        name: "job".into(),
+        value: "x".into(),
+    }
+    .encode_to_vec();
+    // The value byte 'x' becomes 0xff: not UTF-8.
+    let mut bad = bad;
+    *bad.last_mut().unwrap() = 0xff;
+    let body = field(0x0a, &field(0x0a, &bad));
+    let eager = decode(&body).unwrap_err();
+    let mut request = decode_deferred(&body).unwrap();
+    let deferred = request.series[0]
+        .decode_labels(&mut LabelScratch::default())
+        .unwrap_err();
+    assert_eq!(eager, deferred);
+    assert!(request.series[0].labels.is_empty());
+}

@@ -1,0 +1,541 @@
+//! Renders the derived (corrected) families for `GET /metrics`, in OpenMetrics 1.0.0 or the
+//! Prometheus text format 0.0.4.
+//!
+//! Shapes (sources: the OpenMetrics 1.0 specification and Prometheus' "Exposition formats" page):
+//! * [`FamilyKind::Histogram`]: `# TYPE name histogram`, then per group `name_bucket{…,le="…"}` for
+//!   every bound ending with `le="+Inf"`, `name_sum{…}` and `name_count{…}`.
+//! * [`FamilyKind::SumCount`]: `# TYPE name summary` with only `name_sum{…}` and `name_count{…}`
+//!   (a summary without quantiles is valid in both formats).
+//!
+//! Label values are escaped (`\` → `\\`, `"` → `\"`, newline → `\n`). `le` is printed as vLLM
+//! prints it (Python `prometheus_client`'s `floatToGoString`: `0.01`, `1.0`, `20.0`, `1e+06`,
+//! `+Inf`), so a PromQL join `on(le)` against vLLM's raw series matches. Values are printed exactly:
+//! the shortest decimal that round-trips to the same `f64`.
+//!
+//! The final `# EOF` of OpenMetrics is not written here: the caller appends it after the
+//! self-metrics.
+
+use std::fmt::Write;
+
+use engine::{DerivedValue, Engine, Family, FamilyKind};
+
+/// An exposition format of `GET /metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0.0 text (ends with `# EOF`).
+    OpenMetrics,
+    /// Prometheus text format 0.0.4 (no `# EOF`, no `# UNIT`).
+    Text,
+}
+
+impl Format {
+    /// The response `Content-Type` of this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// Appends every derived family of `engine` (in [`Family::ALL`] order) to `out`. A family with no
+/// group to show is left out entirely (no `# HELP`/`# TYPE` lines either).
+pub fn render_engine(out: &mut String, engine: &Engine, format: Format) {
+    for family in Family::ALL {
+        let mut header_written = false;
+        engine.for_each_derived(family, |labels, value| {
+            if !header_written {
+                write_header(out, family, format);
+                header_written = true;
+            }
+            write_group(out, family, labels, value);
+        });
+    }
+}
+
+/// Appends the `# HELP` and `# TYPE` lines of `family`.
+pub fn write_header(out: &mut String, family: Family, format: Format) {
+    let name = family.name();
+    out.push_str("# HELP ");
+    out.push_str(name);
+    out.push(' ');
+    escape_help(out, family.help(), format);
+    out.push_str("\n# TYPE ");
+    out.push_str(name);
+    out.push_str(match family.kind() {
+        FamilyKind::Histogram => " histogram\n",
+        FamilyKind::SumCount => " summary\n",
+    });
+}
+
+/// Appends one group's samples of `family`. `labels` are the group's labels (valid names), in
+/// the order given. A [`DerivedValue::Histogram`] under a sum/count family shows only its sum and
+/// count; a [`DerivedValue::SumCount`] under a histogram family is skipped (a histogram needs its
+/// `+Inf` bucket), which the engine never produces.
+pub fn write_group(
+    out: &mut String,
+    family: Family,
+    labels: &[(String, String)],
+    value: &DerivedValue,
+) {
+    let name = family.name();
+    let (sum, count) = match (family.kind(), value) {
+        (
+            FamilyKind::Histogram,
+            DerivedValue::Histogram {
+                buckets,
+                sum,
+                count,
+            },
+        ) => {
+            // The group's labels are escaped once, then shared by every bucket line.
+            let mut block = String::with_capacity(256);
+            write_label_pairs(&mut block, labels);
+            for &(le, cumulative) in buckets {
+                out.push_str(name);
+                out.push_str("_bucket{");
+                out.push_str(&block);
+                if !labels.is_empty() {
+                    out.push(',');
+                }
+                out.push_str("le=\"");
+                with_le_text(le, |text| out.push_str(text));
+                out.push_str("\"} ");
+                write_number(out, cumulative);
+                out.push('\n');
+            }
+            (*sum, *count)
+        }
+        (FamilyKind::SumCount, DerivedValue::Histogram { sum, count, .. })
+        | (FamilyKind::SumCount, DerivedValue::SumCount { sum, count }) => (*sum, *count),
+        (FamilyKind::Histogram, DerivedValue::SumCount { .. }) => {
+            debug_assert!(false, "{name}: a histogram family got a sum/count value");
+            return;
+        }
+    };
+    for (suffix, v) in [("_sum", sum), ("_count", count)] {
+        out.push_str(name);
+        out.push_str(suffix);
+        write_labels(out, labels, None);
+        write_number(out, v);
+        out.push('\n');
+    }
+}
+
+/// Writes `{a="x",b="y"[,le="…"]} ` (or just a space when there are no labels at all).
+fn write_labels(out: &mut String, labels: &[(String, String)], le: Option<f64>) {
+    if labels.is_empty() && le.is_none() {
+        out.push(' ');
+        return;
+    }
+    out.push('{');
+    write_label_pairs(out, labels);
+    if let Some(le) = le {
+        if !labels.is_empty() {
+            out.push(',');
+        }
+        out.push_str("le=\"");
+        with_le_text(le, |text| out.push_str(text));
+        out.push('"');
+    }
+    out.push_str("} ");
+}
+
+/// Writes `a="x",b="y"` (escaped values, no braces).
+fn write_label_pairs(out: &mut String, labels: &[(String, String)]) {
+    for (i, (name, value)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        escape_label_value(out, value);
+        out.push('"');
+    }
+}
+
+thread_local! {
+    /// `le` texts already formatted on this thread, by bits: every group repeats the same bounds.
+    static LE_TEXTS: std::cell::RefCell<Vec<(u64, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Calls `f` with [`format_le`] of `le`, formatting each distinct bound once per thread (at most
+/// 256 kept).
+fn with_le_text(le: f64, f: impl FnOnce(&str)) {
+    LE_TEXTS.with_borrow_mut(|cache| {
+        let bits = le.to_bits();
+        if let Some((_, text)) = cache.iter().find(|(b, _)| *b == bits) {
+            return f(text);
+        }
+        let text = format_le(le);
+        f(&text);
+        if cache.len() < 256 {
+            cache.push((bits, text));
+        }
+    })
+}
+
+/// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n` (same in both formats).
+fn escape_label_value(out: &mut String, value: &str) {
+    if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(value);
+        return;
+    }
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Escapes HELP text: `\` and newline in both formats, and `"` too in OpenMetrics.
+fn escape_help(out: &mut String, help: &str, format: Format) {
+    for c in help.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '"' if format == Format::OpenMetrics => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Writes a sample value exactly: `NaN`, `+Inf`, `-Inf`; an integral value below 1e15 without a
+/// fraction (`42`); anything else as the shortest decimal that round-trips (`0.30000000000000004`,
+/// `1e-7`).
+pub fn write_number(out: &mut String, v: f64) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        // Display of an integral f64 prints no fraction and no exponent.
+        let _ = write!(out, "{v}");
+    } else {
+        // Debug is Rust's shortest round-trip form, with an exponent outside 1e-4..1e16.
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+/// Formats an `le` bound as Python `prometheus_client` does (`floatToGoString`), which is how vLLM
+/// prints it: Python `repr` (`0.01`, `1.0`, `1e-05`, `1e+16`), except that a positive value with
+/// more than six integer digits switches to an exponent the way Go does (`1e+06`,
+/// `1.234567e+06`). Python pads that exponent as `e+0` followed by the digit count, so 1e10 prints
+/// `1e+010`; that quirk is kept so that `le` strings equal vLLM's. Infinities print `+Inf`/`-Inf`.
+pub fn format_le(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".to_owned();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
+    }
+    let repr = python_repr(v);
+    match repr.find('.') {
+        Some(dot) if v > 0.0 && dot > 6 => {
+            let digits: String = repr[1..dot]
+                .chars()
+                .chain(repr[dot + 1..].chars())
+                .collect();
+            let mantissa = format!("{}.{}", &repr[..1], digits);
+            let mantissa = mantissa.trim_end_matches(['0', '.']);
+            format!("{mantissa}e+0{}", dot - 1)
+        }
+        _ => repr,
+    }
+}
+
+/// Python's `repr(float)` for finite values: Rust's Debug form (same shortest digits, same
+/// fixed-notation range 1e-4 ≤ |v| < 1e16, same `.0` on integral values) with Python's exponent
+/// spelling (`e-05`, `e+16`: a sign and at least two digits).
+fn python_repr(v: f64) -> String {
+    let s = format!("{v:?}");
+    let Some(e) = s.find('e') else { return s };
+    let (mantissa, exp) = (&s[..e], &s[e + 1..]);
+    let (sign, digits) = match exp.strip_prefix('-') {
+        Some(d) => ('-', d),
+        None => ('+', exp),
+    };
+    format!("{mantissa}e{sign}{digits:0>2}")
+}
+
+#[cfg(test)]
+pub(crate) mod promtool {
+    //! Runs `promtool check metrics` (Prometheus 2.42 reads the text format 0.0.4 on stdin).
+
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+
+    use super::Format;
+
+    /// Checks `text` with promtool. Returns `false` when promtool is absent and `CI` is unset (the
+    /// caller then skips); panics when promtool is absent in CI or reports a problem.
+    ///
+    /// promtool 2.42 parses only 0.0.4. Fed OpenMetrics, it reads each counter's `x_total` samples as
+    /// an untyped family apart from `# TYPE x counter` and reports `x_total no help text`. For
+    /// OpenMetrics, exactly those reports are accepted, and only for a counter declared as `x`.
+    pub(crate) fn check(text: &str, format: Format) -> bool {
+        let child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound && std::env::var_os("CI").is_none() =>
+            {
+                eprintln!(
+                    "SKIPPED: promtool not found ({e}); install it (apt-get install prometheus) to run this check"
+                );
+                return false;
+            }
+            Err(e) => panic!("promtool is required in CI (apt-get install prometheus): {e}"),
+        };
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text.as_bytes())
+            .expect("write to promtool");
+        let output = child.wait_with_output().expect("promtool runs");
+        let report = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let unexpected: Vec<&str> = report
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .filter(|line| {
+                format != Format::OpenMetrics || !is_openmetrics_counter_artifact(line, text)
+            })
+            .collect();
+        assert!(
+            unexpected.is_empty() && (output.status.success() || format == Format::OpenMetrics),
+            "promtool check metrics failed ({}):\n{report}\n--- input ---\n{text}",
+            output.status
+        );
+        true
+    }
+
+    fn is_openmetrics_counter_artifact(line: &str, text: &str) -> bool {
+        let Some(name) = line.strip_suffix(" no help text") else {
+            return false;
+        };
+        let Some(family) = name.strip_suffix("_total") else {
+            return false;
+        };
+        text.lines()
+            .any(|l| l == format!("# TYPE {family} counter"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn tpot_value() -> DerivedValue {
+        DerivedValue::Histogram {
+            buckets: vec![
+                (0.01, 0.0),
+                (0.025, 2.0),
+                (1.0, 3.5),
+                (20.0, 4.0),
+                (f64::INFINITY, 4.0),
+            ],
+            sum: 0.125,
+            count: 4.0,
+        }
+    }
+
+    #[test]
+    fn le_prints_like_vllm() {
+        // Expected strings are Python 3's repr() of the same floats, with floatToGoString's rule
+        // for more than six integer digits.
+        let cases = [
+            (0.01, "0.01"),
+            (0.025, "0.025"),
+            (1.0, "1.0"),
+            (20.0, "20.0"),
+            (128000.0, "128000.0"),
+            (1e6, "1e+06"),
+            (1234567.0, "1.234567e+06"),
+            (1e10, "1e+010"),
+            (1e-5, "1e-05"),
+            (2.5e-7, "2.5e-07"),
+            (1e16, "1e+16"),
+            (f64::INFINITY, "+Inf"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(format_le(v), want, "le {v:e}");
+        }
+    }
+
+    #[test]
+    fn values_print_exactly() {
+        let cases = [
+            (4.0, "4"),
+            (0.0, "0"),
+            (0.125, "0.125"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e-7, "1e-7"),
+            (1e300, "1e300"),
+            (f64::NAN, "NaN"),
+            (f64::NEG_INFINITY, "-Inf"),
+        ];
+        for (v, want) in cases {
+            let mut s = String::new();
+            write_number(&mut s, v);
+            assert_eq!(s, want);
+            if v.is_finite() {
+                assert_eq!(s.parse::<f64>().unwrap(), v, "{s} must round-trip");
+            }
+        }
+    }
+
+    #[test]
+    fn histogram_renders_every_bucket_then_sum_and_count() {
+        let mut out = String::new();
+        write_header(&mut out, Family::CanonicalTpot, Format::Text);
+        write_group(
+            &mut out,
+            Family::CanonicalTpot,
+            &labels(&[("engine", "0"), ("model_name", "m")]),
+            &tpot_value(),
+        );
+        let n = "vllm_corrected_request_time_per_output_token_seconds";
+        let want = format!(
+            "# HELP {n} {help}\n\
+             # TYPE {n} histogram\n\
+             {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"0.01\"}} 0\n\
+             {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"0.025\"}} 2\n\
+             {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"1.0\"}} 3.5\n\
+             {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"20.0\"}} 4\n\
+             {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"+Inf\"}} 4\n\
+             {n}_sum{{engine=\"0\",model_name=\"m\"}} 0.125\n\
+             {n}_count{{engine=\"0\",model_name=\"m\"}} 4\n",
+            help = Family::CanonicalTpot.help()
+        );
+        assert_eq!(out, want);
+        promtool::check(&out, Format::Text);
+    }
+
+    #[test]
+    fn sum_count_family_is_a_summary_without_quantiles() {
+        let mut out = String::new();
+        write_header(&mut out, Family::TokenWeightedItl, Format::OpenMetrics);
+        write_group(
+            &mut out,
+            Family::TokenWeightedItl,
+            &labels(&[("engine", "1")]),
+            &DerivedValue::SumCount {
+                sum: 12.5,
+                count: 250.0,
+            },
+        );
+        let n = "vllm_corrected_token_weighted_itl_seconds";
+        let help = Family::TokenWeightedItl.help();
+        assert_eq!(
+            out,
+            format!(
+                "# HELP {n} {help}\n# TYPE {n} summary\n{n}_sum{{engine=\"1\"}} 12.5\n{n}_count{{engine=\"1\"}} 250\n"
+            )
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let mut out = String::new();
+        let value = DerivedValue::SumCount {
+            sum: 1.0,
+            count: 2.0,
+        };
+        write_header(&mut out, Family::IterationTokensLocalCompute, Format::Text);
+        write_group(
+            &mut out,
+            Family::IterationTokensLocalCompute,
+            &labels(&[("model_name", "a\\b \"q\"\nz")]),
+            &value,
+        );
+        let n = "vllm_corrected_iteration_tokens_local_compute";
+        // Backslash, quote and newline each become a two-character escape.
+        assert!(
+            out.contains(&format!(
+                "{n}_sum{{model_name=\"a\\\\b \\\"q\\\"\\nz\"}} 1\n"
+            )),
+            "{out}"
+        );
+        promtool::check(&out, Format::Text);
+    }
+
+    #[test]
+    fn group_without_labels_has_no_braces_except_for_le() {
+        let mut out = String::new();
+        write_group(
+            &mut out,
+            Family::AcceptanceCorrectedItl,
+            &[],
+            &DerivedValue::Histogram {
+                buckets: vec![(f64::INFINITY, 3.0)],
+                sum: 0.5,
+                count: 3.0,
+            },
+        );
+        let n = "vllm_corrected_acceptance_corrected_itl_seconds";
+        assert_eq!(
+            out,
+            format!("{n}_bucket{{le=\"+Inf\"}} 3\n{n}_sum 0.5\n{n}_count 3\n")
+        );
+    }
+
+    #[test]
+    fn promtool_check_fails_on_a_lint_problem_and_on_bad_syntax() {
+        // Guards the helper itself: a counter without `_total` and without HELP, and an unclosed
+        // label value, must both be reported.
+        for bad in ["# TYPE x counter\nx 1\n", "x{a=\"b} 1\n"] {
+            let outcome = std::panic::catch_unwind(|| promtool::check(bad, Format::Text));
+            if let Ok(ran) = outcome {
+                assert!(!ran, "promtool accepted {bad:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn all_four_families_together_pass_promtool_in_both_formats() {
+        for format in [Format::Text, Format::OpenMetrics] {
+            let mut out = String::new();
+            let groups = [
+                labels(&[("engine", "0"), ("model_name", "m")]),
+                labels(&[("engine", "1"), ("model_name", "m")]),
+            ];
+            for family in Family::ALL {
+                write_header(&mut out, family, format);
+                for g in &groups {
+                    let value = match family.kind() {
+                        FamilyKind::Histogram => tpot_value(),
+                        FamilyKind::SumCount => DerivedValue::SumCount {
+                            sum: 3.25,
+                            count: 7.0,
+                        },
+                    };
+                    write_group(&mut out, family, g, &value);
+                }
+            }
+            if format == Format::OpenMetrics {
+                out.push_str("# EOF\n");
+            }
+            promtool::check(&out, format);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! [`HttpError`]: every way a request can fail, mapped to its status code and turned into a
+//! response once. Errors of the layers below that know their own status (the reload's
+//! [`ReloadError::status`], authentication's [`AuthError::status`]) are wrapped, not re-decided.
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::reload::ReloadError;
+use crate::telemetry::RequestLimit;
+use crate::web::auth::AuthError;
+use protocol::ProtocolError;
+
+/// Why a request was refused. [`HttpError::status`] is the single place where an error of any
+/// layer becomes a status code (docs/REMOTE-WRITE.md, "Status codes"):
+/// 4xx means the sender drops the batch, 5xx means it retries, so 5xx is kept for transient
+/// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
+/// `Display` text, one line of `text/plain`.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// `Content-Encoding` other than `snappy` (gzip included). 415.
+    #[error("unsupported Content-Encoding {0:?}: remote write bodies must be snappy block format")]
+    UnsupportedEncoding(String),
+    /// Any `Content-Type` or `proto` parameter other than RW 1.0's and RW 2.0's. 415.
+    #[error(
+        "unsupported Content-Type {0:?}: expected application/x-protobuf (remote write 1.0) or \
+         application/x-protobuf;proto=io.prometheus.write.v2.Request (remote write 2.0)"
+    )]
+    UnsupportedContentType(String),
+    /// The body as sent is larger than `limits.max_body_bytes`. 413.
+    #[error("request body larger than limits.max_body_bytes = {limit} bytes")]
+    BodyTooLarge {
+        /// The configured cap, bytes.
+        limit: usize,
+    },
+    /// The body could not be read (connection error, malformed chunking). 400.
+    #[error("cannot read the request body: {0}")]
+    BodyRead(String),
+    /// A zero-byte body. 400.
+    #[error("empty request body: expected a snappy-compressed WriteRequest")]
+    EmptyBody,
+    /// Snappy or protobuf failure; [`ProtocolError::DecodedTooLarge`] is 413, the others 400.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The request holds more series than `limits.max_series_per_request`. None of it was
+    /// applied. 413: the same batch can never fit, so the sender must not retry it.
+    #[error(
+        "request holds {series} series, over limits.max_series_per_request = {limit}; \
+         lower queue_config.max_samples_per_send"
+    )]
+    TooManySeries {
+        /// Series in the request.
+        series: usize,
+        /// The configured cap.
+        limit: usize,
+    },
+    /// Some series (or some of their native histogram samples) were refused: invalid labels or
+    /// label references, a label limit, an invalid custom-buckets histogram, or the active-series
+    /// limit. Their samples were rejected; the rest was applied. 400 (docs/REMOTE-WRITE.md,
+    /// checklist item 1).
+    #[error(
+        "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
+    )]
+    InvalidSeries {
+        /// Series with a rejection in the request.
+        invalid: usize,
+        /// Series in the request.
+        total: usize,
+        /// Zero-based position of the first rejected series in the request.
+        index: usize,
+        /// Its labels, as `{name="value", …}` (shortened when long).
+        labels: String,
+        /// Why it was rejected.
+        reason: crate::ingest::SeriesRejection,
+    },
+    /// No request slot became free in time (`limits.max_concurrent_requests`). 503: transient,
+    /// the sender retries with backoff.
+    #[error(
+        "too many concurrent remote-write requests (limits.max_concurrent_requests); retry later"
+    )]
+    Overloaded,
+    /// The requests in flight hold the whole memory budget (`limits.max_inflight_bytes`) and none
+    /// freed enough in time. 503: transient, the sender retries with backoff.
+    #[error("requests in flight hold limits.max_inflight_bytes of memory; retry later")]
+    OverBudget,
+    /// The body did not arrive within `limits.request_body_timeout`; the slot and memory it held
+    /// are released. 503, not 408: a stalled body is the network's fault, not the batch's, and
+    /// Prometheus drops a batch on any 4xx but 429, while a 5xx is retried with backoff, so the
+    /// batch gets through once the connection recovers.
+    #[error("request body not received within limits.request_body_timeout")]
+    BodyTimeout,
+    /// A bug: processing the request panicked. 400, not 500: Prometheus retries a 5xx forever
+    /// with the same batch, so a panic that the batch itself triggers would stall the sender's
+    /// shard (and grow its WAL) until the process is fixed; a 400 drops that one batch and lets
+    /// the rest flow. Logged at error level and counted by [`crate::telemetry::WritePanicked`].
+    #[error(
+        "internal error: processing this request panicked ({0}). This is a bug in vllm-corrector: \
+         please report it with this message and the server log. Answered 400, not 500, so the \
+         sender drops this batch instead of retrying it forever"
+    )]
+    Panicked(String),
+    /// Authentication refused the request (any route but the probes): 403 without a verified
+    /// client certificate, 401 with a `WWW-Authenticate` challenge per configured scheme for
+    /// missing or invalid credentials ([`AuthError::status`]).
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// `/-/reload` in a process without a reloader (in-process uses such as `demo`). 404: the
+    /// route does not exist in that mode.
+    #[error("reload is not available in this mode")]
+    ReloadUnavailable,
+    /// `/-/reload` failed; the old configuration stays in force. 500 ([`ReloadError::status`]).
+    #[error(transparent)]
+    Reload(#[from] ReloadError),
+    /// The reload task panicked; the old configuration stays in force. 500, as a failed reload.
+    #[error("reload panicked: {0}")]
+    ReloadPanicked(String),
+}
+
+impl HttpError {
+    /// The request-level limit that refused the request, if this error is one: counted once, where
+    /// the answer is made, in `vllm_corrector_requests_limited_total{limit}`.
+    pub fn limit(&self) -> Option<RequestLimit> {
+        match self {
+            HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
+            HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+                Some(RequestLimit::MaxDecodedBytes)
+            }
+            HttpError::TooManySeries { .. } => Some(RequestLimit::MaxSeriesPerRequest),
+            HttpError::Overloaded => Some(RequestLimit::MaxConcurrentRequests),
+            HttpError::OverBudget => Some(RequestLimit::MaxInflightBytes),
+            HttpError::BodyTimeout => Some(RequestLimit::RequestBodyTimeout),
+            HttpError::UnsupportedEncoding(_)
+            | HttpError::UnsupportedContentType(_)
+            | HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(_)
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Panicked(_)
+            | HttpError::Auth(_)
+            | HttpError::ReloadUnavailable
+            | HttpError::Reload(_)
+            | HttpError::ReloadPanicked(_) => None,
+        }
+    }
+
+    /// The status code of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            HttpError::UnsupportedEncoding(_) | HttpError::UnsupportedContentType(_) => {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            }
+            HttpError::BodyTooLarge { .. }
+            | HttpError::TooManySeries { .. }
+            | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(
+                ProtocolError::Snappy(_)
+                | ProtocolError::Protobuf(_)
+                | ProtocolError::SymbolsStartNotEmpty(_),
+            )
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Panicked(_) => StatusCode::BAD_REQUEST,
+            HttpError::Overloaded | HttpError::OverBudget | HttpError::BodyTimeout => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            HttpError::Auth(error) => error.status(),
+            HttpError::ReloadUnavailable => StatusCode::NOT_FOUND,
+            HttpError::Reload(error) => error.status(),
+            HttpError::ReloadPanicked(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Whether this is a refused remote write, logged (rate-limited) where the answer is made.
+    /// The others are logged by their layer: a panic by `WritePanicked`, an authentication
+    /// refusal by `AuthRefused`, a failed reload by the reloader.
+    fn is_write_refusal(&self) -> bool {
+        match self {
+            HttpError::UnsupportedEncoding(_)
+            | HttpError::UnsupportedContentType(_)
+            | HttpError::BodyTooLarge { .. }
+            | HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(_)
+            | HttpError::TooManySeries { .. }
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Overloaded
+            | HttpError::OverBudget
+            | HttpError::BodyTimeout => true,
+            HttpError::Panicked(_)
+            | HttpError::Auth(_)
+            | HttpError::ReloadUnavailable
+            | HttpError::Reload(_)
+            | HttpError::ReloadPanicked(_) => false,
+        }
+    }
+}
+
+/// Refused remote writes repeat on every request of a misconfigured sender: at most 10 lines at
+/// warn or error per 10 s (`suppressed` says how many were logged at debug meanwhile).
+static REFUSALS_LOGGED: crate::telemetry::events::LogLimit =
+    crate::telemetry::events::LogLimit::new(10);
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if !self.is_write_refusal() {
+            // Logged by its own layer (see `is_write_refusal`).
+        } else if let Some(suppressed) = REFUSALS_LOGGED.allow() {
+            if status.is_server_error() {
+                tracing::error!(code = status.as_u16(), error = %self, suppressed, "remote write failed");
+            } else {
+                tracing::warn!(code = status.as_u16(), error = %self, suppressed, "remote write rejected");
+            }
+        } else {
+            tracing::debug!(code = status.as_u16(), error = %self, "remote write refused (log rate limit reached)");
+        }
+        let mut response = (
+            status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{self}\n"),
+        )
+            .into_response();
+        if let HttpError::Auth(AuthError::Unauthenticated { challenges, .. }) = self {
+            for challenge in challenges {
+                response
+                    .headers_mut()
+                    .append(header::WWW_AUTHENTICATE, challenge);
+            }
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -1,0 +1,292 @@
+//! HTTP layer: wires the protocol layer, the engine and the exposition together. It knows no
+//! rules and no wire format; it maps each layer's error to a status code once ([`HttpError`]).
+//!
+//! Routes of [`app`]:
+//! * `POST /api/v1/write`: remote write 1.0 and 2.0 receiver ([`write`]).
+//! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
+//! * `GET /-/healthy`: 200 while the process runs.
+//! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
+//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]);
+//!   200, or the error of [`HttpError::Reload`].
+//! * `GET /`, `GET /status`, `GET /api/v1/groups`, `GET /docs`: landing page, per-group status
+//!   (HTML and JSON) and the README ([`status`]).
+//!
+//! Every response, 404s and authentication refusals included, is counted in
+//! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
+//! authentication, every route but `/-/healthy` and `/-/ready` requires it
+//! ([`auth`], [`crate::web::auth`]).
+
+pub mod auth;
+mod error;
+pub mod metrics;
+pub mod negotiate;
+pub mod status;
+pub mod write;
+
+#[cfg(test)]
+mod app_tests;
+#[cfg(test)]
+mod bad_input_tests;
+#[cfg(test)]
+mod panic_tests;
+#[cfg(test)]
+mod status_tests;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use tokio::sync::Semaphore;
+
+pub use error::HttpError;
+
+use crate::config::Limits;
+use crate::live::{Live, LiveCell, kib};
+use crate::reload::Reloader;
+use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
+use crate::web::WebSettings;
+use engine::Engine;
+
+/// How long a remote-write request waits for a free slot before it is answered 503. Well within
+/// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
+pub const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Shared state of every handler. Cheap to clone (all `Arc`s).
+#[derive(Debug, Clone)]
+pub struct AppState {
+    /// The engine. Held only for the short synchronous ingest or render; decoding happens outside.
+    pub engine: Arc<Mutex<Engine>>,
+    /// Self-metrics.
+    pub metrics: Arc<SelfMetrics>,
+    /// The rate-limited log of the engine's group events.
+    pub event_log: Arc<crate::telemetry::events::EventLog>,
+    /// Reloadable settings: limits, request slots, web settings.
+    live: Arc<LiveCell>,
+    /// How long a request waits for a slot before 503.
+    permit_wait: Duration,
+    ready: Arc<AtomicBool>,
+    /// Re-reads the configuration files (`POST /-/reload`); `None` in-process (tests, `demo`).
+    reloader: Option<Arc<Reloader>>,
+    /// Test builds only: where the next write request panics ([`AppState::panic_next_write_at`]).
+    #[cfg(test)]
+    panic_at: Arc<Mutex<Option<PanicAt>>>,
+}
+
+/// Test builds only: a point in the processing of a write request where a panic can be injected,
+/// to test the panic path (`panic_tests`). Release builds have no such hook.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PanicAt {
+    /// On the blocking thread, before the body is decompressed: the samples are unknown.
+    BeforeDecode,
+    /// Holding the engine lock, after decoding and label checks: the lock is poisoned and the
+    /// decoded samples are known.
+    UnderEngineLock,
+}
+
+impl AppState {
+    /// Creates the state around an engine, with fresh self-metrics and no web configuration
+    /// (plain HTTP, no authentication). Not ready until [`AppState::set_ready`].
+    pub fn new(engine: Engine, limits: Limits) -> Self {
+        AppState {
+            engine: Arc::new(Mutex::new(engine)),
+            metrics: Arc::new(SelfMetrics::new()),
+            event_log: Arc::default(),
+            live: Arc::new(LiveCell::new(Live::new(
+                limits,
+                Arc::new(WebSettings::default()),
+            ))),
+            permit_wait: DEFAULT_PERMIT_WAIT,
+            ready: Arc::new(AtomicBool::new(false)),
+            reloader: None,
+            #[cfg(test)]
+            panic_at: Arc::default(),
+        }
+    }
+
+    /// Test builds only: the next write request (of any sender) panics at `at`.
+    #[cfg(test)]
+    pub(crate) fn panic_next_write_at(&self, at: PanicAt) {
+        *self.panic_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// Test builds only: panics when a panic was requested at `at`, once.
+    #[cfg(test)]
+    pub(crate) fn injected_panic(&self, at: PanicAt) {
+        let mut slot = self.panic_at.lock().unwrap_or_else(PoisonError::into_inner);
+        if *slot == Some(at) {
+            *slot = None;
+            drop(slot);
+            panic!("injected test panic at {at:?}");
+        }
+    }
+
+    /// Replaces the web settings (TLS, authentication, headers) of a state not yet serving.
+    pub fn with_web(self, web: WebSettings) -> Self {
+        let limits = self.limits();
+        self.live.set(Live::new(limits, Arc::new(web)));
+        self
+    }
+
+    /// Enables `POST /-/reload` with `reloader` (built on this state's engine and settings).
+    pub fn with_reloader(mut self, reloader: Arc<Reloader>) -> Self {
+        self.reloader = Some(reloader);
+        self
+    }
+
+    /// The reloader, if any.
+    pub fn reloader(&self) -> Option<&Arc<Reloader>> {
+        self.reloader.as_ref()
+    }
+
+    /// The current reloadable settings (read once per request).
+    pub fn live(&self) -> Arc<Live> {
+        self.live.get()
+    }
+
+    /// The cell holding the reloadable settings (for the reloader and the TLS listener).
+    pub fn live_cell(&self) -> &Arc<LiveCell> {
+        &self.live
+    }
+
+    /// The current receiver limits.
+    pub fn limits(&self) -> Limits {
+        self.live.get().limits
+    }
+
+    /// The current remote-write slots.
+    pub fn permits(&self) -> Arc<Semaphore> {
+        self.live.get().permits.clone()
+    }
+
+    /// Replaces the wait for a remote-write slot (default [`DEFAULT_PERMIT_WAIT`]).
+    pub fn with_permit_wait(mut self, wait: Duration) -> Self {
+        self.permit_wait = wait;
+        self
+    }
+
+    /// Reserves `bytes` of the in-flight memory budget, waiting at most the slot wait; `None` when
+    /// the budget stayed exhausted. The reservation is released when the permit is dropped.
+    pub(crate) async fn reserve_inflight(
+        &self,
+        live: &Live,
+        bytes: usize,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let wanted = kib(bytes).max(1);
+        tokio::time::timeout(
+            self.permit_wait,
+            live.inflight_kib.clone().acquire_many_owned(wanted),
+        )
+        .await
+        .ok()?
+        .ok()
+    }
+
+    /// Marks the service ready (`/-/ready` answers 200) or not (503).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
+    /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
+    /// that request's samples; every later request is applied as usual.
+    pub fn lock_engine(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Builds the router. Test it with `tower::ServiceExt::oneshot`; serve it with `axum::serve`
+/// (with `into_make_service_with_connect_info::<crate::web::tls::Peer>()`, so the client
+/// certificate policy can see the connection).
+///
+/// Layers, outermost first: response counting, `http_server_config.headers`, authentication.
+/// The remote-write body limit is applied by the handler from the current settings
+/// (`limits.max_body_bytes`), so a reload changes it.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/write", post(write::handle))
+        .route("/metrics", get(metrics::handle))
+        .route("/", get(status::landing))
+        .route("/status", get(status::status))
+        .route("/api/v1/groups", get(status::groups))
+        .route("/docs", get(status::docs))
+        .route("/-/healthy", get(healthy))
+        .route("/-/ready", get(ready))
+        .route("/-/reload", post(reload).put(reload))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_auth,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::add_headers,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_response,
+        ))
+        .with_state(state)
+}
+
+/// The `handler` label of a request path: the route, or `other` (bounded cardinality).
+fn handler_label(path: &str) -> &'static str {
+    match path {
+        "/api/v1/write" => "/api/v1/write",
+        "/metrics" => "/metrics",
+        "/-/healthy" => "/-/healthy",
+        "/-/ready" => "/-/ready",
+        "/-/reload" => "/-/reload",
+        "/" => "/",
+        "/status" => "/status",
+        "/api/v1/groups" => "/api/v1/groups",
+        "/docs" => "/docs",
+        _ => "other",
+    }
+}
+
+async fn count_response(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let handler = handler_label(request.uri().path());
+    let response = next.run(request).await;
+    HttpResponded {
+        handler,
+        status: response.status(),
+    }
+    .emit(&state.metrics);
+    response
+}
+
+/// `POST`/`PUT /-/reload`: 200 `configuration reloaded`, else [`HttpError::ReloadUnavailable`]
+/// (no reloader: in-process uses such as `demo`), [`HttpError::Reload`] or
+/// [`HttpError::ReloadPanicked`].
+async fn reload(State(state): State<AppState>) -> Result<&'static str, HttpError> {
+    let reloader = state
+        .reloader()
+        .cloned()
+        .ok_or(HttpError::ReloadUnavailable)?;
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(())) => Ok("configuration reloaded\n"),
+        Ok(Err(error)) => Err(HttpError::Reload(error)),
+        Err(panic) => Err(HttpError::ReloadPanicked(panic.to_string())),
+    }
+}
+
+async fn healthy() -> &'static str {
+    "vllm-corrector is healthy.\n"
+}
+
+async fn ready(State(state): State<AppState>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "vllm-corrector is ready.\n")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "vllm-corrector is not ready.\n",
+        )
+    }
+}

@@ -1,0 +1,455 @@
+//! The known-series fast path ([`known_series`], [`prepare_known`], [`Engine::ingest_known`])
+//! against the full path ([`protocol::v1::decode`], [`prepare`], [`Engine::ingest`]): the
+//! same requests must give exactly the same outcomes (accounting, written counts, the quoted first
+//! rejection) and the same engine outputs, across repeated scrapes, rejected label sets, a reload
+//! that tightens the label limits, `max_active_series`, stale and idle groups. The full path is the
+//! reference; the fast path must also actually hit.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::*;
+use engine::{EngineConfig, Family};
+use prost::Message;
+use protocol::encode::{SeriesSpec, write_request_v1};
+use protocol::{STALE_NAN_BITS, SeriesKey, v1};
+
+/// Full path: eager decode, [`prepare`], apply.
+fn full(
+    engine: &mut Engine,
+    body: &[u8],
+    limits: &Limits,
+    now_ms: i64,
+) -> Result<Outcome, ProtocolError> {
+    Ok(prepare(v1::decode(body)?, limits).apply(engine, now_ms))
+}
+
+/// Fast path as the HTTP handler runs it; also returns how many series were known.
+fn fast(
+    engine: &mut Engine,
+    body: &[u8],
+    limits: &Limits,
+    now_ms: i64,
+) -> Result<(Outcome, usize), ProtocolError> {
+    let request = v1::decode_deferred(body)?;
+    let known = known_series(engine, &request, limits, now_ms);
+    let hits = known.iter().flatten().count();
+    Ok((
+        prepare_known(request, known, limits)?.apply(engine, now_ms),
+        hits,
+    ))
+}
+
+/// Every derived value of every family, and the engine's counts.
+fn outputs(engine: &Engine) -> (Vec<String>, engine::EngineStats) {
+    let mut rows = Vec::new();
+    for family in Family::ALL {
+        engine.for_each_derived(family, |labels, value| {
+            rows.push(format!("{family:?} {labels:?} {value:?}"))
+        });
+    }
+    (rows, engine.stats())
+}
+
+/// The series of one vLLM engine `e` of pod `p`, as (labels in send order, kind): some read by a
+/// rule, some not, one with a 130-byte label value, and label sets the receiver rejects.
+fn universe() -> Vec<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let names = [
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:request_time_per_output_token_seconds_sum",
+        "vllm:request_time_per_output_token_seconds_count",
+        "vllm:request_generation_tokens_count",
+        "vllm:num_requests_running",
+        "vllm:generation_tokens_created",
+        "process_cpu_seconds_total",
+    ];
+    for p in 0..3 {
+        for e in 0..2 {
+            let base = |name: &str| {
+                vec![
+                    ("__name__".to_owned(), name.to_owned()),
+                    ("engine".to_owned(), e.to_string()),
+                    ("instance".to_owned(), format!("pod-{p}:8000")),
+                    ("job".to_owned(), "vllm".to_owned()),
+                    ("model_name".to_owned(), "m".to_owned()),
+                ]
+            };
+            for name in names {
+                out.push(base(name));
+            }
+            for le in ["0.01", "0.1", "+Inf"] {
+                for name in [
+                    "vllm:inter_token_latency_seconds_bucket",
+                    "vllm:request_time_per_output_token_seconds_bucket",
+                ] {
+                    let mut l = base(name);
+                    l.push(("le".to_owned(), le.to_owned()));
+                    out.push(l);
+                }
+            }
+            for le in ["1.0", "2.0"] {
+                let mut l = base("vllm:request_generation_tokens_bucket");
+                l.insert(4, ("le".to_owned(), le.to_owned()));
+                out.push(l);
+            }
+            // Unsorted, with an empty value (normalised away).
+            let mut l = base("vllm:num_requests_waiting");
+            l.swap(1, 3);
+            l.push(("zone".to_owned(), String::new()));
+            out.push(l);
+            // Six labels: rejected once the limit drops to 5.
+            let mut l = base("vllm:kv_cache_usage_perc");
+            l.push(("pod".to_owned(), "v".repeat(130)));
+            out.push(l);
+            // Rejected on every request: an invalid metric name, a duplicate label name.
+            out.push(base("bad name"));
+            let mut l = base("vllm:num_preemptions_total");
+            l.push(("job".to_owned(), "again".to_owned()));
+            out.push(l);
+        }
+    }
+    out
+}
+
+/// One scrape at `ts` of the series of `pods` (a subset of the universe), with counter values
+/// that grow by random steps (state in `values`), staleness markers, NaNs, future samples and
+/// repeats; cut into requests of random size, series shuffled.
+fn scrape(
+    rng: &mut StdRng,
+    series: &[Vec<(String, String)>],
+    values: &mut [f64],
+    ts: i64,
+    pods: &[usize],
+) -> Vec<Vec<u8>> {
+    let mut specs: Vec<SeriesSpec> = Vec::new();
+    for (i, labels) in series.iter().enumerate() {
+        let pod = labels[2].1.clone();
+        if !pods.iter().any(|p| pod.contains(&format!("pod-{p}:"))) || rng.random_bool(0.05) {
+            continue;
+        }
+        values[i] += f64::from(rng.random_range(0..50u32));
+        let (value, t) = match rng.random_range(0..100) {
+            0 => (f64::from_bits(STALE_NAN_BITS), ts),
+            1 => (f64::NAN, ts),
+            2 => (values[i], ts + 3_600_000),
+            3 => (values[i], ts - 15_000),
+            _ => (values[i], ts),
+        };
+        specs.push((
+            labels.clone(),
+            vec![protocol::Sample {
+                value,
+                timestamp_ms: t,
+            }],
+        ));
+    }
+    for i in (1..specs.len()).rev() {
+        specs.swap(i, rng.random_range(0..=i));
+    }
+    let mut bodies = Vec::new();
+    let mut rest = specs.as_slice();
+    while !rest.is_empty() {
+        let n = rng.random_range(1..=rest.len().min(40));
+        bodies.push(write_request_v1(&rest[..n], &[]).encode_to_vec());
+        rest = &rest[n..];
+    }
+    bodies
+}
+
+#[test]
+fn fast_path_gives_the_full_paths_outcomes_and_outputs_over_random_scrapes() {
+    for seed in 0..6u64 {
+        let mut rng = StdRng::seed_from_u64(0xfa57_0000 + seed);
+        let series = universe();
+        let mut values = vec![0.0; series.len()];
+        // Seeds 4 and 5: few active series, so `active_series_limit` is exercised.
+        let config = EngineConfig {
+            idle_timeout_ms: 60_000,
+            max_active_series: if seed >= 4 { 30 } else { 100_000 },
+            ..EngineConfig::default()
+        };
+        let (mut a, mut b) = (Engine::new(config.clone()), Engine::new(config));
+        let mut limits = Limits::default();
+        let (mut hits, mut hits_after_reload, mut rejected) = (0, 0, 0);
+        let mut swept = 0;
+        let t0 = 1_700_000_000_000;
+        for k in 0..30 {
+            let ts = t0 + k * 15_000;
+            // Pod 2 stops after scrape 10: its groups go idle and are swept.
+            let pods: &[usize] = if k < 10 { &[0, 1, 2] } else { &[0, 1] };
+            if k == 20 {
+                // A reload that tightens a label limit: known series must be checked again.
+                limits.labels.max_labels_per_series = 5;
+            }
+            for body in scrape(&mut rng, &series, &mut values, ts, pods) {
+                let now = ts + 1_000;
+                let want = full(&mut a, &body, &limits, now).unwrap();
+                let (got, h) = fast(&mut b, &body, &limits, now).unwrap();
+                assert_eq!(got, want, "seed {seed} scrape {k}");
+                hits += h;
+                hits_after_reload += if k > 20 { h } else { 0 };
+                rejected += want.rejected_series;
+            }
+            if k % 5 == 4 {
+                // At scrape 14, pod 2 (last seen at scrape 9, 75 s before) is past the 60 s idle
+                // timeout; the other pods are not.
+                let now = ts + 1_000;
+                let removed = a.sweep_idle(now);
+                assert_eq!(b.sweep_idle(now), removed, "seed {seed} scrape {k}");
+                swept += removed;
+            }
+            assert_eq!(outputs(&a), outputs(&b), "seed {seed} scrape {k}");
+        }
+        assert!(
+            hits > 1000 && hits_after_reload > 100,
+            "seed {seed}: {hits} hits"
+        );
+        // With the cap of 30 (seeds 4, 5), groups are evicted at the cap before they can go idle.
+        assert!(
+            seed >= 4 || swept > 0,
+            "seed {seed}: pod 2's groups are swept"
+        );
+        assert!(rejected > 100, "seed {seed}: {rejected} rejected series");
+    }
+}
+
+/// One series of a test body: labels in send order, one sample's value and timestamp (ms).
+type OneSample<'a> = (Vec<(&'a str, &'a str)>, f64, i64);
+
+fn body(series: &[OneSample<'_>]) -> Vec<u8> {
+    let specs: Vec<SeriesSpec> = series
+        .iter()
+        .map(|(labels, value, ts)| protocol::encode::series_spec(labels, &[(*value, *ts)]))
+        .collect();
+    write_request_v1(&specs, &[]).encode_to_vec()
+}
+
+#[test]
+fn a_rejected_label_set_is_rejected_and_counted_on_every_request() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let limits = Limits::default();
+    let bad = body(&[(vec![("__name__", "bad name"), ("job", "x")], 1.0, 1_000)]);
+    for _ in 0..3 {
+        let (outcome, hits) = fast(&mut engine, &bad, &limits, 2_000).unwrap();
+        assert_eq!(hits, 0);
+        assert_eq!(outcome.report.received, 1);
+        assert_eq!(
+            outcome.report.rejected[RejectReason::Label(LabelError::InvalidMetricName).index()],
+            1
+        );
+        assert_eq!(outcome.rejected_series, 1);
+        assert_eq!(
+            outcome.first_rejected.unwrap().labels,
+            r#"{__name__="bad name", job="x"}"#
+        );
+    }
+    assert_eq!(engine.known_series_count(), 0);
+}
+
+#[test]
+fn tightened_label_limits_reject_a_known_series_on_the_next_request() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut limits = Limits::default();
+    let labels = vec![
+        ("__name__", "vllm:num_requests_running"),
+        ("engine", "0"),
+        ("job", "x"),
+    ];
+    for (ts, want_hits) in [(1_000, 0), (2_000, 1)] {
+        let (outcome, hits) = fast(
+            &mut engine,
+            &body(&[(labels.clone(), 1.0, ts)]),
+            &limits,
+            3_000,
+        )
+        .unwrap();
+        assert_eq!(hits, want_hits);
+        assert_eq!(
+            outcome.report.rejected[RejectReason::UnusedSeries.index()],
+            1
+        );
+    }
+    // The reload: at most 2 labels. The series has 3: rejected, although its bytes are known.
+    limits.labels.max_labels_per_series = 2;
+    let (outcome, hits) = fast(
+        &mut engine,
+        &body(&[(labels.clone(), 1.0, 3_000)]),
+        &limits,
+        3_000,
+    )
+    .unwrap();
+    assert_eq!(hits, 0);
+    assert_eq!(
+        outcome.report.rejected[RejectReason::Label(LabelError::TooManyLabels).index()],
+        1
+    );
+    assert_eq!(engine.known_series_count(), 0);
+    // Back to the defaults: accepted again, known from the second request on.
+    limits.labels.max_labels_per_series = 64;
+    for (ts, want_hits) in [(4_000, 0), (5_000, 1)] {
+        let (_, hits) = fast(
+            &mut engine,
+            &body(&[(labels.clone(), 1.0, ts)]),
+            &limits,
+            6_000,
+        )
+        .unwrap();
+        assert_eq!(hits, want_hits);
+    }
+}
+
+#[test]
+fn a_label_that_is_not_utf8_refuses_the_request_whole_on_the_fast_path() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let good = vec![
+        ("__name__", "vllm:generation_tokens_total"),
+        ("engine", "0"),
+    ];
+    let mut bytes = body(&[
+        (good, 1.0, 1_000),
+        (vec![("__name__", "up"), ("job", "\u{e9}")], 1.0, 1_000),
+    ]);
+    // "é" is 0xc3 0xa9; 0xc3 0xff is not UTF-8.
+    let at = bytes.windows(2).position(|w| w == [0xc3, 0xa9]).unwrap();
+    bytes[at + 1] = 0xff;
+    let eager = full(
+        &mut Engine::new(EngineConfig::default()),
+        &bytes,
+        &Limits::default(),
+        2_000,
+    )
+    .unwrap_err();
+    let deferred = fast(&mut engine, &bytes, &Limits::default(), 2_000).unwrap_err();
+    assert_eq!(deferred, eager);
+    // Nothing was applied: the valid series before it is still unknown and absent.
+    assert_eq!(engine.stats().groups, 0);
+    assert_eq!(engine.known_series_count(), 0);
+}
+
+/// Labels of a token-weighted ITL input of vLLM engine `e`.
+fn itl_input(name: &str, e: &'static str) -> Vec<(&'static str, &'static str)> {
+    let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    vec![("__name__", name), ("engine", e), ("model_name", "m")]
+}
+
+const TOKEN_WEIGHTED: [&str; 3] = [
+    "vllm:inter_token_latency_seconds_sum",
+    "vllm:generation_tokens_total",
+    "vllm:time_to_first_token_seconds_count",
+];
+
+#[test]
+fn known_series_leave_with_their_group_when_it_goes_idle() {
+    let mut engine = Engine::new(EngineConfig {
+        idle_timeout_ms: 60_000,
+        ..EngineConfig::default()
+    });
+    let limits = Limits::default();
+    let scrape = |e: &'static str, ts: i64| {
+        let mut s: Vec<_> = TOKEN_WEIGHTED
+            .iter()
+            .map(|n| (itl_input(n, e), 1.0, ts))
+            .collect();
+        // Two series no rule reads, by name.
+        s.push((itl_input("vllm:num_requests_running", e), 1.0, ts));
+        s.push((itl_input("vllm:num_requests_waiting", e), 1.0, ts));
+        body(&s)
+    };
+    // Engines 0 and 1 at t = 1 s; engine 0 alone at t = 50 s.
+    fast(&mut engine, &scrape("0", 1_000), &limits, 1_000).unwrap();
+    fast(&mut engine, &scrape("1", 1_000), &limits, 1_000).unwrap();
+    let (_, hits) = fast(&mut engine, &scrape("0", 50_000), &limits, 50_000).unwrap();
+    assert_eq!(hits, 5);
+    assert_eq!(engine.known_series_count(), 10);
+    // At 70 s, engine 1 (last seen at 1 s) is past the 60 s idle timeout; engine 0 (50 s) is not.
+    assert_eq!(engine.sweep_idle(70_000), 1);
+    assert_eq!(
+        engine.known_series_count(),
+        5,
+        "engine 1's 3 grouped and 2 unused series left"
+    );
+    // Engine 1 comes back: its series are new again, then known.
+    let (_, hits) = fast(&mut engine, &scrape("1", 80_000), &limits, 80_000).unwrap();
+    assert_eq!(hits, 0);
+    let (_, hits) = fast(&mut engine, &scrape("1", 95_000), &limits, 95_000).unwrap();
+    assert_eq!(hits, 5);
+}
+
+#[test]
+fn known_series_of_a_group_removed_as_stale_are_forgotten() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let limits = Limits::default();
+    let scrape =
+        |value: f64, ts: i64| body(&TOKEN_WEIGHTED.map(|n| (itl_input(n, "0"), value, ts)));
+    fast(&mut engine, &scrape(1.0, 1_000), &limits, 1_000).unwrap();
+    let (_, hits) = fast(
+        &mut engine,
+        &scrape(f64::from_bits(STALE_NAN_BITS), 2_000),
+        &limits,
+        2_000,
+    )
+    .unwrap();
+    assert_eq!(hits, 3);
+    assert_eq!(
+        engine.stats().groups,
+        0,
+        "every input stale: the group left"
+    );
+    // The entries point at a removed group: not known any more, and dropped when looked up.
+    let (outcome, hits) = fast(&mut engine, &scrape(5.0, 3_000), &limits, 3_000).unwrap();
+    assert_eq!(hits, 0);
+    assert_eq!(outcome.report.applied, 3);
+    assert_eq!(engine.stats().groups, 1);
+}
+
+#[test]
+fn two_label_sets_whose_first_hashes_collide_stay_two_series() {
+    // Forced collision: both keys share the table hash and differ in the check hash only.
+    let (key_0, key_1) = (
+        SeriesKey { hash: 42, check: 1 },
+        SeriesKey { hash: 42, check: 2 },
+    );
+    let limits = LabelLimits::default();
+    let mut engine = Engine::new(EngineConfig::default());
+    engine.use_label_limits(limits);
+    let mut reference = Engine::new(EngineConfig::default());
+    let generated = |e: &'static str| itl_input("vllm:generation_tokens_total", e);
+    let mut report = IngestReport::default();
+    for (ts, v0, v1) in [(1_000, 100.0, 7.0), (16_000, 300.0, 9.0)] {
+        let labels_0: Vec<Label<'_>> = generated("0")
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        let labels_1: Vec<Label<'_>> = generated("1")
+            .iter()
+            .map(|(n, v)| Label { name: n, value: v })
+            .collect();
+        let s0 = [Sample {
+            value: v0,
+            timestamp_ms: ts,
+        }];
+        let s1 = [Sample {
+            value: v1,
+            timestamp_ms: ts,
+        }];
+        for (key, labels, samples) in [(key_0, &labels_0, &s0), (key_1, &labels_1, &s1)] {
+            match engine.known_series(key, ts) {
+                Some(known) => assert!(engine.ingest_known(known, samples, ts, &mut report)),
+                None => engine.ingest_keyed(Some((key, limits)), labels, samples, ts, &mut report),
+            }
+            reference.ingest(labels, samples, ts, &mut IngestReport::default());
+        }
+    }
+    assert_eq!(report.applied, 4);
+    let (h0, h1) = (
+        engine.known_series(key_0, 20_000).unwrap(),
+        engine.known_series(key_1, 20_000).unwrap(),
+    );
+    assert_ne!(h0, h1, "two entries, two groups");
+    assert_eq!(engine.stats().groups, 2);
+    assert_eq!(outputs(&engine), outputs(&reference));
+}

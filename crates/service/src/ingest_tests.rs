@@ -1,0 +1,349 @@
+//! Tests of the ingest step: accounting, written counts, rejections and the active-series cap.
+
+use super::*;
+use crate::config::Limits;
+
+#[test]
+fn quoted_labels_are_escaped_and_bounded() {
+    let labels = [
+        Label {
+            name: "__name__",
+            value: "x",
+        },
+        Label {
+            name: "a",
+            value: "q\"\n",
+        },
+    ];
+    assert_eq!(quote_labels(&labels), "{__name__=\"x\", a=\"q\\\"\\n\"}");
+    let long = "v".repeat(2000);
+    let quoted = quote_labels(&[Label {
+        name: "a",
+        value: &long,
+    }]);
+    // The first 512 bytes (the opening brace included), then "…" (3 bytes) and "}".
+    assert_eq!(quoted.len(), MAX_QUOTED_LABELS + 3 + 1);
+    assert!(
+        quoted.starts_with("{a=\"vvv") && quoted.ends_with("vv…}"),
+        "{quoted}"
+    );
+}
+
+use engine::{Engine, EngineConfig, Family};
+use prost::Message;
+use protocol::encode::{CustomBucketsSpec, RequestV2Builder};
+use protocol::prompb::v2 as pb;
+use protocol::{MetricType, v2};
+
+fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
+    labels
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+fn sample(value: f64, timestamp: i64) -> pb::Sample {
+    pb::Sample {
+        value,
+        timestamp,
+        start_timestamp: 0,
+    }
+}
+
+/// Pushes one series with `samples` and `histograms` (and optional metadata).
+fn push(
+    b: &mut RequestV2Builder,
+    labels: &[(&str, &str)],
+    samples: Vec<pb::Sample>,
+    histograms: Vec<pb::Histogram>,
+) {
+    let labels_refs = b.label_refs(&owned(labels));
+    b.push(pb::TimeSeries {
+        labels_refs,
+        samples,
+        histograms,
+        ..Default::default()
+    });
+}
+
+/// One of every kind of series, each counted by hand below.
+fn mixed_request() -> Vec<u8> {
+    let mut b = RequestV2Builder::new();
+    let base = [("engine", "0"), ("model_name", "m")];
+    let with = |name: &'static str| {
+        let mut l = vec![("__name__", name)];
+        l.extend(base);
+        l
+    };
+    // #0: a rule input, 2 samples, both applied.
+    push(
+        &mut b,
+        &with("vllm:generation_tokens_total"),
+        vec![sample(10.0, 1_000), sample(20.0, 16_000)],
+        vec![],
+    );
+    // #1: read by no rule: 1 sample, accepted as unused.
+    push(
+        &mut b,
+        &with("vllm:num_requests_running"),
+        vec![sample(3.0, 1_000)],
+        vec![],
+    );
+    // #2: no __name__: 1 sample rejected.
+    push(&mut b, &base, vec![sample(1.0, 1_000)], vec![]);
+    // #3: 65 labels, over the default 64: 1 sample rejected.
+    let many: Vec<(String, String)> = (0..64).map(|i| (format!("l{i:02}"), "v".into())).collect();
+    let mut labels: Vec<(&str, &str)> = vec![("__name__", "vllm:generation_tokens_total")];
+    labels.extend(many.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    push(&mut b, &labels, vec![sample(1.0, 1_000)], vec![]);
+    // #4: ITL as a custom-buckets histogram, bounds 0.05 and 0.1: 2 + 3 = 5 classic samples.
+    let itl = CustomBucketsSpec {
+        bounds: vec![0.05, 0.1],
+        cumulative: vec![3.0, 4.0],
+        count: 4.0,
+        sum: 0.2,
+        timestamp_ms: 1_000,
+        float: false,
+    };
+    push(
+        &mut b,
+        &with("vllm:inter_token_latency_seconds"),
+        vec![],
+        vec![itl.to_v2()],
+    );
+    // #5: an exponential histogram: 1 sample, accepted and not used.
+    let exponential = pb::Histogram {
+        schema: 2,
+        timestamp: 1_000,
+        ..Default::default()
+    };
+    push(
+        &mut b,
+        &with("vllm:other_seconds"),
+        vec![],
+        vec![exponential],
+    );
+    // #6: an invalid custom-buckets histogram (count 5 ≠ Σ buckets 4): 1 sample rejected.
+    let mut invalid = itl.to_v2();
+    invalid.count = Some(pb::histogram::Count::CountInt(5));
+    push(
+        &mut b,
+        &with("vllm:request_time_per_output_token_seconds"),
+        vec![],
+        vec![invalid],
+    );
+    // #7: a duplicate of #0's last sample and an older one: 1 duplicate (written), 1 out of order.
+    push(
+        &mut b,
+        &with("vllm:generation_tokens_total"),
+        vec![sample(20.0, 16_000), sample(5.0, 500)],
+        vec![],
+    );
+    b.build().encode_to_vec()
+}
+
+#[test]
+fn every_sample_is_accounted_and_written_counts_only_accepted_ones() {
+    let bytes = mixed_request();
+    let request = v2::decode(&bytes).unwrap();
+    let mut engine = Engine::new(EngineConfig::default());
+    let outcome = prepare(request, &Limits::default()).apply(&mut engine, 0);
+    let r = &outcome.report;
+    let n = |reason: RejectReason| r.rejected[reason.index()];
+    // Received: 2 + 1 + 1 + 1 + 5 + 1 + 1 + 2 = 14.
+    assert_eq!(r.received, 14);
+    // Applied: #0's 2 and #4's 5 classic samples.
+    assert_eq!(r.applied, 7);
+    assert_eq!(n(RejectReason::UnusedSeries), 1);
+    assert_eq!(n(RejectReason::Label(LabelError::MissingMetricName)), 1);
+    assert_eq!(n(RejectReason::Label(LabelError::TooManyLabels)), 1);
+    assert_eq!(n(RejectReason::NativeHistogram), 1);
+    assert_eq!(n(RejectReason::InvalidNativeHistogram), 1);
+    assert_eq!(n(RejectReason::DuplicateSample), 1);
+    assert_eq!(n(RejectReason::OutOfOrder), 1);
+    assert_eq!(r.received, r.applied + r.rejected_total());
+    // Written floats: #0's 2, #1's 1 (unused), #7's duplicate = 4. Histograms: #4 and #5.
+    assert_eq!(
+        outcome.written,
+        Written {
+            samples: 4,
+            histograms: 2,
+            exemplars: 0
+        }
+    );
+    // Series #2, #3 and #6 were refused with an error; #2 is quoted first.
+    assert_eq!((outcome.series, outcome.rejected_series), (8, 3));
+    let first = outcome.first_rejected.unwrap();
+    assert_eq!(first.index, 2);
+    assert_eq!(
+        first.reason,
+        SeriesRejection::Label(LabelError::MissingMetricName)
+    );
+}
+
+#[test]
+fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
+    // The ITL histogram of mixed_request() plus the token counters token-weighted ITL reads:
+    // sum = Σ ITL = 0.2 s; count = generated 20 - first outputs 4 = 16 tokens.
+    let mut b = RequestV2Builder::new();
+    let l = |name| vec![("__name__", name), ("engine", "0"), ("model_name", "m")];
+    let itl = CustomBucketsSpec {
+        bounds: vec![0.05, 0.1],
+        cumulative: vec![3.0, 4.0],
+        count: 4.0,
+        sum: 0.2,
+        timestamp_ms: 1_000,
+        float: true,
+    };
+    push(
+        &mut b,
+        &l("vllm:inter_token_latency_seconds"),
+        vec![],
+        vec![itl.to_v2()],
+    );
+    push(
+        &mut b,
+        &l("vllm:generation_tokens_total"),
+        vec![sample(20.0, 1_000)],
+        vec![],
+    );
+    push(
+        &mut b,
+        &l("vllm:time_to_first_token_seconds_count"),
+        vec![sample(4.0, 1_000)],
+        vec![],
+    );
+    let bytes = b.build().encode_to_vec();
+    let mut engine = Engine::new(EngineConfig::default());
+    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
+    let mut got = Vec::new();
+    engine.for_each_derived(Family::TokenWeightedItl, |_, v| got.push(v.clone()));
+    assert_eq!(
+        got,
+        [engine::DerivedValue::SumCount {
+            sum: 0.2,
+            count: 16.0
+        }]
+    );
+}
+
+#[test]
+fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
+    let mut b = RequestV2Builder::new();
+    for name in [
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:e2e_request_latency_seconds_sum",
+        "node_cpu_seconds_total",
+    ] {
+        let labels_refs = b.label_refs(&owned(&[("__name__", name)]));
+        let metadata = Some(b.metadata(MetricType::Histogram, "Latency.", "seconds"));
+        b.push(pb::TimeSeries {
+            labels_refs,
+            samples: vec![sample(1.0, 1)],
+            metadata,
+            ..Default::default()
+        });
+    }
+    let bytes = b.build().encode_to_vec();
+    let mut engine = Engine::new(EngineConfig::default());
+    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
+    // Only `vllm:inter_token_latency_seconds` is read by a rule: the other two are not kept.
+    assert_eq!(engine.metadata_families(), 1);
+}
+
+#[test]
+fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
+    let config = EngineConfig {
+        max_active_series: 2,
+        idle_timeout_ms: 60_000,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(config);
+    let series = |engine_label: &'static str, name: &'static str, v: f64, ts: i64| {
+        let mut b = RequestV2Builder::new();
+        push(
+            &mut b,
+            &[("__name__", name), ("engine", engine_label)],
+            vec![sample(v, ts)],
+            vec![],
+        );
+        b.build().encode_to_vec()
+    };
+    let mut apply = |bytes: Vec<u8>, now: i64| {
+        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
+    };
+    let tokens = "vllm:generation_tokens_total";
+    let ttft = "vllm:time_to_first_token_seconds_count";
+    assert_eq!(apply(series("0", tokens, 1.0, 1_000), 0).report.applied, 1);
+    assert_eq!(apply(series("0", ttft, 1.0, 1_000), 0).report.applied, 1);
+    // A third series, in a new group: refused, with its own reason and a series rejection.
+    let refused = apply(series("1", tokens, 1.0, 1_000), 0);
+    assert_eq!(
+        refused.report.rejected[RejectReason::ActiveSeriesLimit.index()],
+        1
+    );
+    assert_eq!(
+        refused.first_rejected.unwrap().reason,
+        SeriesRejection::ActiveSeriesLimit
+    );
+    // A known series keeps flowing at the cap.
+    assert_eq!(apply(series("0", tokens, 2.0, 16_000), 1).report.applied, 1);
+    // Unused series allocate nothing, so the cap never refuses them.
+    let unused = apply(series("1", "vllm:num_requests_running", 1.0, 1_000), 1);
+    assert_eq!(
+        unused.report.rejected[RejectReason::UnusedSeries.index()],
+        1
+    );
+    // Engine "0"'s group goes idle (last seen at 1 ms, cutoff 60 001 ms): its 2 series are freed.
+    assert_eq!(engine.sweep_idle(60_002), 1);
+    let mut apply = |bytes: Vec<u8>, now: i64| {
+        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
+    };
+    assert_eq!(
+        apply(series("1", tokens, 1.0, 1_000), 60_002)
+            .report
+            .applied,
+        1
+    );
+}
+
+#[test]
+fn request_refused_whole_counts_every_sample_for_its_reason() {
+    let bytes = mixed_request();
+    let request = v2::decode(&bytes).unwrap();
+    let report = reject_request(&request, RejectReason::TooManySeries);
+    // As counted in every_sample_is_accounted…: 14 samples.
+    assert_eq!(report.received, 14);
+    assert_eq!(report.rejected[RejectReason::TooManySeries.index()], 14);
+}
+
+#[test]
+fn every_label_error_has_its_own_reject_reason() {
+    // Guards RejectReason::ALL: a LabelError missing from it would be counted as index 0
+    // (unused_series) and vanish from its own counter.
+    let errors = [
+        LabelError::EmptyLabelSet,
+        LabelError::MissingMetricName,
+        LabelError::DuplicateLabelName,
+        LabelError::InvalidMetricName,
+        LabelError::InvalidLabelName,
+        LabelError::OddLabelRefs,
+        LabelError::SymbolRefOutOfRange,
+        LabelError::TooManyLabels,
+        LabelError::LabelNameTooLong,
+        LabelError::LabelValueTooLong,
+    ];
+    for e in errors {
+        let reason = RejectReason::Label(e);
+        assert_eq!(RejectReason::ALL[reason.index()], reason, "{e:?}");
+        assert_eq!(reason.as_str(), e.reason());
+    }
+    let mut names: Vec<&str> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(
+        names.len(),
+        RejectReason::ALL.len(),
+        "reason names are distinct"
+    );
+}

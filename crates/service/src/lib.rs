@@ -1,0 +1,49 @@
+//! The vllm-corrector service: a Prometheus remote-write receiver that derives corrected vLLM
+//! latency families and serves them on `/metrics`.
+//!
+//! It sits on the two layers below it, which know nothing of HTTP:
+//!
+//! ```text
+//! POST /api/v1/write
+//!   http        negotiate (v1 / v2 / 415), limits                -> bytes
+//!   protocol    snappy (length-checked) -> borrowed RW1/RW2 decode -> series with samples   (crate `protocol`)
+//!   ingest      label limits, normalise, custom buckets -> classic -> engine, every sample counted
+//!   engine      classify series -> group -> frame at ts -> rules   -> derived values        (crate `engine`)
+//!   exposition  derived values + self-metrics                      -> GET /metrics
+//! ```
+//!
+//! * [`ingest`] feeds one decoded request to the engine and accounts for every sample.
+//! * [`exposition`] renders the engine's derived values and the self-metrics.
+//! * [`http`] wires them together and maps each layer's error enum to a status code, once.
+//! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
+//! * [`web`] is `--web.config.file`: TLS, client certificates, basic auth and bearer tokens.
+//! * [`reload`] re-reads both files on SIGHUP and `POST /-/reload`.
+//! * [`telemetry`] holds the self-metrics and the log events; [`storage`] the `--storage.path` file.
+//! * [`live`] holds the settings a reload swaps; [`clock`] is the service's one wall clock.
+//! * [`run`] starts it all: the `vllm-corrector` binary with no subcommand, and `demo` in-process.
+//!
+//! The layout and the dependency direction are described in `docs/ARCHITECTURE.md`.
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod config;
+pub mod exposition;
+#[cfg(feature = "fuzzing")]
+pub mod fuzz;
+pub mod http;
+pub mod ingest;
+pub mod live;
+pub mod reload;
+pub mod run;
+pub mod storage;
+pub mod telemetry;
+pub mod web;
+
+/// `--version`'s text: the crate version and the git commit it was built from (`build.rs`:
+/// `git rev-parse --short HEAD`, or `unknown` outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("VLLM_CORRECTOR_GIT_COMMIT"),
+    ")"
+);

@@ -1,0 +1,596 @@
+//! Self-observability: logging setup and the `vllm_corrector_*` self-metrics.
+//!
+//! Self-metrics use `prometheus-client` 0.26, which encodes both OpenMetrics 1.0.0
+//! ([`SelfMetrics::encode_openmetrics`]) and the Prometheus text format 0.0.4
+//! ([`SelfMetrics::encode_text`]). Following Vector's habit, each happening worth counting is one
+//! [`InternalEvent`] type whose `emit` both logs (tracing) and counts, so the two never disagree.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family as MetricFamily;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::config::{LogFormat, LogLevel};
+use engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
+use protocol::{MetadataDropReason, MetadataDropped};
+
+pub mod connections;
+pub mod events;
+pub mod ops;
+pub mod storage;
+pub use connections::{CloseReason, ConnectionClosed};
+pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
+
+/// One `name="value"` label.
+type Label1 = [(&'static str, &'static str); 1];
+/// Two labels.
+type Label2 = [(&'static str, &'static str); 2];
+
+/// The service's own metrics, all named `vllm_corrector_*`. Cheap to update from any thread
+/// (atomics); share it behind an `Arc`.
+#[derive(Debug)]
+pub struct SelfMetrics {
+    registry: Registry,
+    samples_received: Counter,
+    samples_applied: Counter,
+    samples_rejected: MetricFamily<Label1, Counter>,
+    http_requests: MetricFamily<Label2, Counter>,
+    active_series: Gauge,
+    active_groups: Gauge,
+    groups_withheld: MetricFamily<Label2, Gauge>,
+    groups_incomplete: Gauge,
+    metadata_families: Gauge,
+    newest_sample_timestamp: Gauge<f64, AtomicU64>,
+    frames_dropped: Counter,
+    counter_resets: Counter,
+    output_holds: MetricFamily<Label1, Counter>,
+    groups_removed: MetricFamily<Label1, Counter>,
+    requests_limited: MetricFamily<Label1, Counter>,
+    metadata_dropped: MetricFamily<Label1, Counter>,
+    write_panics: Counter,
+    /// Authentication, TLS handshake and reload metrics ([`ops`]).
+    pub ops: OpsMetrics,
+}
+
+/// A request-level limit that refuses a remote-write request whole, as the `limit` label of
+/// `vllm_corrector_requests_limited_total`. Series-level limits reject samples instead and are
+/// counted in `vllm_corrector_samples_rejected_total{reason}`. What a sender sees at each one is in
+/// `docs/RELIABILITY.md`, "Limits".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLimit {
+    /// `limits.max_body_bytes`: the body as sent (413).
+    MaxBodyBytes,
+    /// `limits.max_decoded_bytes`: the decoded size snappy declares (413).
+    MaxDecodedBytes,
+    /// `limits.max_series_per_request` (413).
+    MaxSeriesPerRequest,
+    /// `limits.max_concurrent_requests`: no request slot in time (503).
+    MaxConcurrentRequests,
+    /// `limits.max_inflight_bytes`: no memory budget in time (503).
+    MaxInflightBytes,
+    /// `limits.request_body_timeout`: the body did not arrive in time (503).
+    RequestBodyTimeout,
+}
+
+impl RequestLimit {
+    /// Every limit, for pre-registering the label values.
+    pub const ALL: [RequestLimit; 6] = [
+        RequestLimit::MaxBodyBytes,
+        RequestLimit::MaxDecodedBytes,
+        RequestLimit::MaxSeriesPerRequest,
+        RequestLimit::MaxConcurrentRequests,
+        RequestLimit::MaxInflightBytes,
+        RequestLimit::RequestBodyTimeout,
+    ];
+
+    /// The `limit` label value: the configuration field's name under `limits:`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestLimit::MaxBodyBytes => "max_body_bytes",
+            RequestLimit::MaxDecodedBytes => "max_decoded_bytes",
+            RequestLimit::MaxSeriesPerRequest => "max_series_per_request",
+            RequestLimit::MaxConcurrentRequests => "max_concurrent_requests",
+            RequestLimit::MaxInflightBytes => "max_inflight_bytes",
+            RequestLimit::RequestBodyTimeout => "request_body_timeout",
+        }
+    }
+}
+
+impl Default for SelfMetrics {
+    fn default() -> Self {
+        SelfMetrics::new()
+    }
+}
+
+impl SelfMetrics {
+    /// Creates and registers every self-metric. Every `reason` of
+    /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and of
+    /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
+    /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
+    /// rate or an alert on them works before the first occurrence.
+    pub fn new() -> Self {
+        let m = SelfMetrics {
+            registry: Registry::default(),
+            samples_received: Counter::default(),
+            samples_applied: Counter::default(),
+            samples_rejected: MetricFamily::default(),
+            http_requests: MetricFamily::default(),
+            active_series: Gauge::default(),
+            active_groups: Gauge::default(),
+            groups_withheld: MetricFamily::default(),
+            groups_incomplete: Gauge::default(),
+            metadata_families: Gauge::default(),
+            newest_sample_timestamp: Gauge::default(),
+            frames_dropped: Counter::default(),
+            counter_resets: Counter::default(),
+            output_holds: MetricFamily::default(),
+            groups_removed: MetricFamily::default(),
+            requests_limited: MetricFamily::default(),
+            metadata_dropped: MetricFamily::default(),
+            write_panics: Counter::default(),
+            ops: OpsMetrics::new(),
+        };
+        for limit in RequestLimit::ALL {
+            let _ = m
+                .requests_limited
+                .get_or_create(&[("limit", limit.as_str())]);
+        }
+        for reason in RejectReason::ALL {
+            let _ = m
+                .samples_rejected
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for reason in MetadataDropReason::ALL {
+            let _ = m
+                .metadata_dropped
+                .get_or_create(&[("reason", reason.as_str())]);
+        }
+        for family in Family::ALL {
+            for reason in WithheldReason::ALL {
+                let _ = m
+                    .groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
+            }
+        }
+        for family in Family::ALL {
+            let _ = m.output_holds.get_or_create(&[("family", family.name())]);
+        }
+        for reason in ["stale", "idle", "evicted"] {
+            let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
+        }
+        let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
+        build_info
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .set(1);
+
+        let mut m = m;
+        m.ops.register(&mut m.registry);
+        let r = &mut m.registry;
+        // prometheus-client appends `_total` to counter names itself.
+        r.register(
+            "vllm_corrector_samples_received",
+            "Samples received by remote write: float samples, native histograms with custom buckets as the classic samples they stand for, other native histogram samples as one each",
+            m.samples_received.clone(),
+        );
+        r.register(
+            "vllm_corrector_samples_applied",
+            "Samples applied to series state (staleness markers included)",
+            m.samples_applied.clone(),
+        );
+        r.register(
+            "vllm_corrector_samples_rejected",
+            "Samples received but not applied, by reason. received = applied + sum of rejected",
+            m.samples_rejected.clone(),
+        );
+        r.register(
+            "vllm_corrector_requests_limited",
+            "Remote-write requests refused whole by a request-level limit, by limit (the limits.* field)",
+            m.requests_limited.clone(),
+        );
+        r.register(
+            "vllm_corrector_metadata_dropped",
+            "Remote-write metadata entries dropped by the decoder, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8) or symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols). Metadata never fails a request: its samples are still applied",
+            m.metadata_dropped.clone(),
+        );
+        r.register(
+            "vllm_corrector_write_panics",
+            "Remote-write requests whose processing panicked (a bug: please report it). Each was answered 400 so the sender drops the batch instead of retrying it forever; its samples, when already decoded, are counted as rejected with reason internal_error",
+            m.write_panics.clone(),
+        );
+        r.register(
+            "vllm_corrector_http_requests",
+            "HTTP responses sent, by handler and status code",
+            m.http_requests.clone(),
+        );
+        r.register(
+            "vllm_corrector_active_series",
+            "Input series currently tracked",
+            m.active_series.clone(),
+        );
+        r.register(
+            "vllm_corrector_active_groups",
+            "Groups (one vLLM engine's label set) currently tracked",
+            m.active_groups.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_withheld",
+            "Groups that currently withhold a corrected family, by family and reason",
+            m.groups_withheld.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_incomplete",
+            "Groups whose set of input series no vLLM version exposes (for example a histogram without _count, or ITL without generation tokens) for more than one scrape: one target's series are split across instances or filtered",
+            m.groups_incomplete.clone(),
+        );
+        r.register(
+            "vllm_corrector_metadata_families",
+            "Metric families whose remote-write metadata is cached",
+            m.metadata_families.clone(),
+        );
+        r.register(
+            "vllm_corrector_newest_sample_timestamp_seconds",
+            "Timestamp of the newest sample applied, seconds since the Unix epoch (0 before the first)",
+            m.newest_sample_timestamp.clone(),
+        );
+        r.register(
+            "vllm_corrector_frames_dropped",
+            "Frames (one scrape timestamp of one group) dropped before every input arrived",
+            m.frames_dropped.clone(),
+        );
+        // Not `vllm_corrector_counter_resets`: promtool's lint refuses a metric name that contains a
+        // type name ("counter"), and the output must pass `promtool check metrics`.
+        r.register(
+            "vllm_corrector_input_resets",
+            "Counter resets seen in any input series",
+            m.counter_resets.clone(),
+        );
+        r.register(
+            "vllm_corrector_output_holds",
+            "Corrected outputs held at the value last served because the rule computed a lower one while no input of the family reset (a torn update or aborts between two scrapes), by family",
+            m.output_holds.clone(),
+        );
+        r.register(
+            "vllm_corrector_groups_removed",
+            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
+            m.groups_removed.clone(),
+        );
+        // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
+        // gauge named `*_build_info` reads the same in both formats (as `prometheus_build_info`).
+        r.register(
+            "vllm_corrector_build_info",
+            "Build information; the value is always 1",
+            build_info,
+        );
+        m
+    }
+
+    /// Adds one request's sample accounting to the received, applied and rejected counters.
+    pub fn record_ingest(&self, report: &IngestReport) {
+        self.samples_received.inc_by(report.received);
+        self.samples_applied.inc_by(report.applied);
+        for reason in RejectReason::ALL {
+            let n = report.rejected[reason.index()];
+            if n > 0 {
+                self.samples_rejected
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(n);
+            }
+        }
+    }
+
+    /// Counts one request refused by the request-level limit `limit`.
+    pub fn record_limited(&self, limit: RequestLimit) {
+        self.requests_limited
+            .get_or_create(&[("limit", limit.as_str())])
+            .inc();
+    }
+
+    /// Adds one request's dropped metadata entries to `vllm_corrector_metadata_dropped_total`.
+    pub fn record_metadata_dropped(&self, dropped: &MetadataDropped) {
+        for reason in MetadataDropReason::ALL {
+            let n = dropped.get(reason);
+            if n > 0 {
+                self.metadata_dropped
+                    .get_or_create(&[("reason", reason.as_str())])
+                    .inc_by(u64::from(n));
+            }
+        }
+    }
+
+    /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
+    pub fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
+        let code = status_label(status);
+        self.http_requests
+            .get_or_create(&[("handler", handler), ("code", code)])
+            .inc();
+    }
+
+    /// Sets the engine gauges and mirrored counters from a snapshot taken at scrape time.
+    /// `metadata_families` is [`engine::Engine::metadata_families`].
+    pub fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
+        self.active_series.set(to_i64(stats.active_series));
+        self.active_groups.set(to_i64(stats.groups));
+        self.groups_incomplete.set(to_i64(stats.groups_incomplete));
+        self.metadata_families.set(to_i64(metadata_families));
+        for family in Family::ALL {
+            for reason in WithheldReason::ALL {
+                let n: usize = stats
+                    .withheld
+                    .iter()
+                    .filter(|(f, r, _)| *f == family && *r == reason)
+                    .map(|(_, _, n)| *n)
+                    .sum();
+                self.groups_withheld
+                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())])
+                    .set(to_i64(n));
+            }
+        }
+        let newest = stats.newest_sample_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
+        self.newest_sample_timestamp.set(newest);
+        store(&self.frames_dropped, stats.frames_dropped);
+        store(&self.counter_resets, stats.counter_resets);
+        for family in Family::ALL {
+            store(
+                &self
+                    .output_holds
+                    .get_or_create(&[("family", family.name())]),
+                stats.output_holds[family.index()],
+            );
+        }
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "stale")]),
+            stats.groups_removed_stale,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "idle")]),
+            stats.groups_removed_idle,
+        );
+        store(
+            &self.groups_removed.get_or_create(&[("reason", "evicted")]),
+            stats.groups_removed_evicted,
+        );
+    }
+
+    /// Appends the self-metrics in OpenMetrics 1.0.0 text, **without** the final `# EOF` (the
+    /// caller appends it after every family).
+    ///
+    /// # Errors
+    /// Only the `fmt::Error` of the writer.
+    pub fn encode_openmetrics(&self, out: &mut String) -> std::fmt::Result {
+        text::encode_registry(out, &self.registry)
+    }
+
+    /// Appends the self-metrics in the Prometheus text format 0.0.4.
+    ///
+    /// # Errors
+    /// Only the `fmt::Error` of the writer.
+    pub fn encode_text(&self, out: &mut String) -> std::fmt::Result {
+        prometheus_text::encode(out, &self.registry)
+    }
+}
+
+/// Sets a mirrored counter to the engine's running total (the engine owns the count).
+fn store(counter: &Counter, value: u64) {
+    counter.inner().store(value, Ordering::Relaxed);
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The status code as a `'static` label value, for the codes this service sends.
+fn status_label(status: axum::http::StatusCode) -> &'static str {
+    match status.as_u16() {
+        200 => "200",
+        204 => "204",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        413 => "413",
+        415 => "415",
+        500 => "500",
+        503 => "503",
+        c if c < 200 => "1xx",
+        c if c < 300 => "2xx",
+        c if c < 400 => "3xx",
+        c if c < 500 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// A happening that is both logged and counted. `emit` does both.
+pub trait InternalEvent {
+    /// Logs the event and updates the self-metrics.
+    fn emit(self, metrics: &SelfMetrics);
+}
+
+/// A remote-write request's samples were accounted for (applied or rejected).
+#[derive(Debug)]
+pub struct SamplesIngested<'a> {
+    /// The request's accounting.
+    pub report: &'a IngestReport,
+}
+
+impl InternalEvent for SamplesIngested<'_> {
+    fn emit(self, metrics: &SelfMetrics) {
+        let r = self.report;
+        tracing::debug!(
+            received = r.received,
+            applied = r.applied,
+            rejected = r.rejected_total(),
+            "samples ingested"
+        );
+        metrics.record_ingest(r);
+    }
+}
+
+/// A remote-write request was refused whole by a request-level limit.
+#[derive(Debug)]
+pub struct RequestLimited {
+    /// The limit.
+    pub limit: RequestLimit,
+}
+
+impl InternalEvent for RequestLimited {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::debug!(
+            limit = self.limit.as_str(),
+            "remote-write request refused by a limit"
+        );
+        metrics.record_limited(self.limit);
+    }
+}
+
+/// The decoder dropped some metadata entries of a remote-write request (the request itself goes
+/// on: metadata never fails a request). Logged at warn level: a sender sends malformed metadata.
+#[derive(Debug)]
+pub struct MetadataEntriesDropped {
+    /// The request's dropped entries, by reason ([`protocol::WriteRequestRef::metadata_dropped`]).
+    pub dropped: MetadataDropped,
+    /// `"1.0"` or `"2.0"`: the remote-write version of the request.
+    pub protocol: &'static str,
+}
+
+/// Malformed metadata can come with every request: at most 10 warn lines per 10 s.
+static METADATA_DROPS_LOGGED: events::LogLimit = events::LogLimit::new(10);
+
+impl InternalEvent for MetadataEntriesDropped {
+    fn emit(self, metrics: &SelfMetrics) {
+        let d = &self.dropped;
+        let Some(suppressed) = METADATA_DROPS_LOGGED.allow() else {
+            tracing::debug!(
+                protocol = self.protocol,
+                "remote-write metadata dropped (log rate limit reached)"
+            );
+            metrics.record_metadata_dropped(d);
+            return;
+        };
+        tracing::warn!(
+            suppressed,
+            protocol = self.protocol,
+            invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
+            symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),
+            "remote-write metadata dropped (samples still applied)"
+        );
+        metrics.record_metadata_dropped(d);
+    }
+}
+
+/// Processing a remote-write request panicked: a bug. Logged at error level with the panic
+/// message; counted in `vllm_corrector_write_panics_total` and, when the request had been decoded,
+/// its samples in `vllm_corrector_samples_rejected_total{reason="internal_error"}`.
+#[derive(Debug)]
+pub struct WritePanicked<'a> {
+    /// The panic message (its payload when a string, else a placeholder).
+    pub message: &'a str,
+    /// Samples of the request not yet counted when it panicked (received and rejected as
+    /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
+    pub samples: Option<u64>,
+}
+
+impl InternalEvent for WritePanicked<'_> {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::error!(
+            panic = self.message,
+            samples_rejected = self.samples,
+            "remote write processing panicked: this is a bug, please report it; answered 400 so \
+             the sender drops this batch instead of retrying it forever"
+        );
+        metrics.write_panics.inc();
+        if let Some(n) = self.samples {
+            let mut report = IngestReport::default();
+            report.reject(RejectReason::InternalError, n);
+            metrics.record_ingest(&report);
+        }
+    }
+}
+
+/// An HTTP response was sent.
+#[derive(Debug)]
+pub struct HttpResponded {
+    /// Route name, e.g. `/api/v1/write`.
+    pub handler: &'static str,
+    /// Status sent.
+    pub status: axum::http::StatusCode,
+}
+
+impl InternalEvent for HttpResponded {
+    fn emit(self, metrics: &SelfMetrics) {
+        tracing::trace!(
+            handler = self.handler,
+            code = self.status.as_u16(),
+            "http response"
+        );
+        metrics.record_http(self.handler, self.status);
+    }
+}
+
+/// The periodic idle sweep ran. The removal count itself is mirrored from the engine's stats.
+#[derive(Debug)]
+pub struct IdleSweep {
+    /// Groups removed by this sweep.
+    pub removed: usize,
+}
+
+impl InternalEvent for IdleSweep {
+    fn emit(self, _metrics: &SelfMetrics) {
+        if self.removed > 0 {
+            tracing::info!(removed = self.removed, "idle groups removed");
+        } else {
+            tracing::trace!("idle sweep removed nothing");
+        }
+    }
+}
+
+/// Error of [`init_logging`].
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the log subscriber: {0}")]
+pub struct LoggingError(String);
+
+/// Installs the global tracing subscriber, writing to stderr: compact `key=value` lines for
+/// [`LogFormat::Logfmt`], one JSON object per line for [`LogFormat::Json`].
+///
+/// # Errors
+/// [`LoggingError`] when a global subscriber is already installed.
+pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingError> {
+    let max = match level {
+        LogLevel::Error => tracing::Level::ERROR,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Debug => tracing::Level::DEBUG,
+        LogLevel::Trace => tracing::Level::TRACE,
+    };
+    match format {
+        // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
+        LogFormat::Logfmt => {
+            use tracing_subscriber::layer::SubscriberExt;
+            use tracing_subscriber::util::SubscriberInitExt;
+            let layer = tracing_logfmt::builder()
+                .with_span_name(false)
+                .with_span_path(false)
+                .layer()
+                .with_writer(std::io::stderr);
+            tracing_subscriber::registry()
+                .with(tracing_subscriber::filter::LevelFilter::from_level(max))
+                .with(layer)
+                .try_init()
+                .map_err(|e| LoggingError(e.to_string()))
+        }
+        LogFormat::Json => tracing_subscriber::fmt()
+            .with_max_level(max)
+            .with_writer(std::io::stderr)
+            .json()
+            .flatten_event(true)
+            .try_init()
+            .map_err(|e| LoggingError(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+#[path = "telemetry_tests.rs"]
+mod tests;

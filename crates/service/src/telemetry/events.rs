@@ -1,0 +1,197 @@
+//! The engine's group events as log lines ([`EventLog::log`]), each with the group's labels in a
+//! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
+//! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
+//! reset; at warn, a group incomplete over more than one scrape. The engine reports each event
+//! once (`engine::Engine::take_events`); this side rate-limits them, since a flapping
+//! target could otherwise log on every request: at most [`EVENTS_PER_WINDOW`] lines per kind per
+//! [`WINDOW_MS`], then one line saying how many were suppressed.
+
+use std::sync::Mutex;
+
+use engine::{EngineEvent, Family, WithheldReason};
+
+/// Log lines per event kind per window before the rest are counted and suppressed.
+pub const EVENTS_PER_WINDOW: u32 = 100;
+/// The rate-limit window, ms.
+pub const WINDOW_MS: i64 = 60_000;
+
+const KINDS: [&str; 6] = [
+    "first_complete_scrape",
+    "family_withheld",
+    "family_served",
+    "group_removed",
+    "counter_reset",
+    "group_incomplete",
+];
+
+fn kind(event: &EngineEvent) -> usize {
+    match event {
+        EngineEvent::FirstCompleteScrape { .. } => 0,
+        EngineEvent::FamilyWithheld { .. } => 1,
+        EngineEvent::FamilyServed { .. } => 2,
+        EngineEvent::GroupRemoved { .. } => 3,
+        EngineEvent::CounterReset { .. } => 4,
+        EngineEvent::GroupIncomplete { .. } => 5,
+    }
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    start_ms: i64,
+    logged: [u32; 6],
+    suppressed: [u64; 6],
+}
+
+/// The rate limiter of engine event logs, shared by the write handler and the idle sweep.
+#[derive(Debug, Default)]
+pub struct EventLog {
+    window: Mutex<Window>,
+}
+
+/// `{name="value", …}` with the values quoted as in the exposition format (unescaped text): a
+/// group's labels in log lines and on `/status`.
+pub fn label_set(labels: &[(String, String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+fn families(list: &[Family]) -> String {
+    list.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
+}
+
+fn withheld(list: &[(Family, WithheldReason)]) -> String {
+    list.iter()
+        .map(|(f, r)| format!("{}:{}", f.name(), r.as_str()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+impl EventLog {
+    /// Logs `events` at wall clock `now_ms` (ms), within the rate limit.
+    pub fn log(&self, events: Vec<EngineEvent>, now_ms: i64) {
+        if events.is_empty() {
+            self.flush(now_ms);
+            return;
+        }
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        roll(&mut window, now_ms);
+        for event in events {
+            let k = kind(&event);
+            if window.logged[k] >= EVENTS_PER_WINDOW {
+                window.suppressed[k] += 1;
+                continue;
+            }
+            window.logged[k] += 1;
+            emit(&event);
+        }
+    }
+
+    /// Reports the suppressed counts of a window that has ended (called by the idle sweep).
+    pub fn flush(&self, now_ms: i64) {
+        let mut window = self
+            .window
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        roll(&mut window, now_ms);
+    }
+}
+
+fn roll(window: &mut Window, now_ms: i64) {
+    if now_ms.saturating_sub(window.start_ms) < WINDOW_MS {
+        return;
+    }
+    for (k, n) in window.suppressed.iter().enumerate() {
+        if *n > 0 {
+            tracing::warn!(kind = %KINDS[k], suppressed = *n, window_seconds = WINDOW_MS / 1000, "group event logs suppressed by the rate limit");
+        }
+    }
+    *window = Window {
+        start_ms: now_ms,
+        ..Window::default()
+    };
+}
+
+fn emit(event: &EngineEvent) {
+    match event {
+        EngineEvent::FirstCompleteScrape {
+            labels,
+            served,
+            withheld: held,
+        } => tracing::info!(
+            group = %label_set(labels),
+            served = %families(served),
+            withheld = %withheld(held),
+            "group: first complete scrape"
+        ),
+        EngineEvent::FamilyWithheld {
+            labels,
+            family,
+            reason,
+        } => tracing::info!(
+            group = %label_set(labels),
+            family = %family.name(),
+            reason = %reason.as_str(),
+            "group: family withheld"
+        ),
+        EngineEvent::FamilyServed { labels, family } => {
+            tracing::info!(group = %label_set(labels), family = %family.name(), "group: family served again")
+        }
+        EngineEvent::GroupRemoved { labels, reason } => {
+            tracing::info!(group = %label_set(labels), reason = %reason.as_str(), "group removed from /metrics")
+        }
+        EngineEvent::CounterReset { labels } => {
+            tracing::info!(group = %label_set(labels), "group: input counter reset (vLLM restarted)")
+        }
+        EngineEvent::GroupIncomplete { labels } => tracing::warn!(
+            group = %label_set(labels),
+            "group incomplete for more than one scrape: its series are split across instances \
+             (shard by target, never by series) or filtered by relabelling"
+        ),
+    }
+}
+
+/// A per-call-site limit for log lines that can repeat on every request (a sender whose every
+/// batch is refused, malformed metadata in every request): at most `per_window` lines per
+/// 10 s window; the lines beyond it are counted and the next allowed line reports how many.
+#[derive(Debug)]
+pub struct LogLimit {
+    per_window: u32,
+    state: Mutex<(Option<std::time::Instant>, u32, u64)>,
+}
+
+impl LogLimit {
+    /// A limit of `per_window` lines per 10 s.
+    pub const fn new(per_window: u32) -> LogLimit {
+        LogLimit {
+            per_window,
+            state: Mutex::new((None, 0, 0)),
+        }
+    }
+
+    /// `Some(suppressed)` when a line may be logged now (`suppressed`: lines held back since the
+    /// previous allowed one), `None` when this one is over the limit (log it at debug instead).
+    pub fn allow(&self) -> Option<u64> {
+        let now = std::time::Instant::now();
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (start, logged, suppressed) = &mut *state;
+        if start.is_none_or(|s| now.duration_since(s) >= std::time::Duration::from_secs(10)) {
+            (*start, *logged) = (Some(now), 0);
+        }
+        if *logged >= self.per_window {
+            *suppressed += 1;
+            return None;
+        }
+        *logged += 1;
+        Some(std::mem::take(suppressed))
+    }
+}
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod tests;

@@ -1,0 +1,300 @@
+//! The server loop shared by plain HTTP and TLS: accepts connections from any
+//! [`axum::serve::Listener`] (a [`tokio::net::TcpListener`], or [`super::tls::TlsListener`] once
+//! the handshake is done), caps how many are open, and serves each with hyper's HTTP/1.1
+//! connection under two timeouts (`docs/RELIABILITY.md`, "Slow clients"):
+//!
+//! * `limits.max_connections`: a connection accepted while that many are open is closed at once;
+//! * `limits.header_read_timeout`: a request head (request line and headers) must be complete
+//!   within this time of the connection opening, or of the first byte of a later head;
+//! * `limits.idle_connection_timeout`: a keep-alive connection idle this long between requests
+//!   is closed.
+//!
+//! Each close is counted in `vllm_corrector_connections_closed_total{reason}`. The limits are read
+//! when a connection is accepted, so a reload applies to new connections. The timeouts are kept
+//! in [`TimedIo`], a wrapper of the connection's reads: hyper's own `header_read_timeout` also runs
+//! while a keep-alive connection waits for its next request, so it cannot tell a stalled head
+//! from an idle connection.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::serve::Listener;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
+use tokio_rustls::server::TlsStream;
+
+use super::tls::Peer;
+use crate::config::Limits;
+use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent, SelfMetrics};
+
+/// What the auth middleware needs to know about a connection's stream.
+pub trait PeerStream {
+    /// Whether the client presented a certificate verified during the TLS handshake.
+    fn verified_client_certificate(&self) -> bool;
+}
+
+impl PeerStream for TcpStream {
+    fn verified_client_certificate(&self) -> bool {
+        false
+    }
+}
+
+impl PeerStream for TlsStream<TcpStream> {
+    fn verified_client_certificate(&self) -> bool {
+        self.get_ref()
+            .1
+            .peer_certificates()
+            .is_some_and(|chain| !chain.is_empty())
+    }
+}
+
+/// Where a connection is between requests, for its read deadline.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Waiting for a request head since this instant.
+    Head(Instant),
+    /// A request is being handled (its body is bounded by `limits.request_body_timeout`).
+    Busy,
+    /// Idle since the last response was produced.
+    Idle(Instant),
+}
+
+/// One connection's phase and timeouts, shared by its reader ([`TimedIo`]) and its service.
+#[derive(Debug)]
+struct ConnState {
+    phase: Mutex<Phase>,
+    header_read_timeout: Duration,
+    idle_timeout: Duration,
+    timed_out: Mutex<Option<CloseReason>>,
+    /// The reader's waker while a read is pending: a new phase brings a new deadline, which only
+    /// a new poll arms (hyper may not poll the read again until the socket is readable).
+    reader: Mutex<Option<Waker>>,
+}
+
+impl ConnState {
+    fn set(&self, phase: Phase) {
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = phase;
+        if let Some(waker) = self
+            .reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            waker.wake();
+        }
+    }
+
+    /// Bytes arrived: an idle connection starts its next head.
+    fn on_bytes(&self) {
+        let mut phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*phase, Phase::Idle(_)) {
+            *phase = Phase::Head(Instant::now());
+        }
+    }
+
+    fn deadline(&self) -> Option<(Instant, CloseReason)> {
+        match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
+            Phase::Head(since) => Some((
+                since + self.header_read_timeout,
+                CloseReason::HeaderReadTimeout,
+            )),
+            Phase::Idle(since) => Some((since + self.idle_timeout, CloseReason::IdleTimeout)),
+            Phase::Busy => None,
+        }
+    }
+}
+
+/// A connection's stream whose reads fail with `TimedOut` once the phase's deadline passes (the
+/// request head's or the idle one's), so hyper closes the connection.
+struct TimedIo<T> {
+    inner: T,
+    state: Arc<ConnState>,
+    sleep: Pin<Box<Sleep>>,
+    armed_for: Option<Instant>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.state.on_bytes();
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending => {
+                *this
+                    .state
+                    .reader
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+                let Some((deadline, reason)) = this.state.deadline() else {
+                    return Poll::Pending;
+                };
+                if this.armed_for != Some(deadline) {
+                    this.sleep.as_mut().reset(deadline);
+                    this.armed_for = Some(deadline);
+                }
+                if this.sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                *this
+                    .state
+                    .timed_out
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+                Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    reason.as_str(),
+                )))
+            }
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting, lets every
+/// connection finish its in-flight request (idle ones close at once) and returns when all have
+/// closed. The caller bounds that wait (`crate::run::SHUTDOWN_GRACE`).
+///
+/// Each request carries `ConnectInfo<Peer>` for the client certificate policy. `limits` is called
+/// once per accepted connection (the service passes its reloadable settings' current limits, so
+/// a reload applies from the next connection); closed and open connections are counted in
+/// `metrics`.
+///
+/// # Errors
+/// None today (accept errors are retried inside the listener); the `Result` matches
+/// `axum::serve`'s.
+pub async fn serve<L>(
+    mut listener: L,
+    router: Router,
+    limits: impl Fn() -> Limits,
+    metrics: Arc<SelfMetrics>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    L: Listener<Addr = SocketAddr>,
+    L::Io: PeerStream + AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let open = Arc::new(AtomicUsize::new(0));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (io, address) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let limits: Limits = limits();
+        if open.load(Ordering::Acquire) >= limits.max_connections {
+            drop(io);
+            ConnectionClosed {
+                peer: address,
+                reason: CloseReason::MaxConnections,
+            }
+            .emit(&metrics);
+            continue;
+        }
+        open.fetch_add(1, Ordering::AcqRel);
+        metrics.ops.connections.open_changed(1);
+        let peer = Peer {
+            address,
+            verified_client_certificate: io.verified_client_certificate(),
+        };
+        let conn_state = Arc::new(ConnState {
+            phase: Mutex::new(Phase::Head(Instant::now())),
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_connection_timeout,
+            timed_out: Mutex::new(None),
+            reader: Mutex::new(None),
+        });
+        let io = TimedIo {
+            inner: io,
+            state: conn_state.clone(),
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed_for: None,
+        };
+        let (router, phases) = (router.clone(), conn_state.clone());
+        let service = tower::service_fn(
+            move |mut request: axum::extract::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(ConnectInfo(peer));
+                phases.set(Phase::Busy);
+                let (router, phases) = (router.clone(), phases.clone());
+                async move {
+                    let response = tower::ServiceExt::oneshot(router, request).await;
+                    phases.set(Phase::Idle(Instant::now()));
+                    response
+                }
+            },
+        );
+        let connection = hyper::server::conn::http1::Builder::new()
+            .keep_alive(true)
+            .header_read_timeout(None)
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        let connection = graceful.watch(connection);
+        let (open, metrics) = (open.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let _ = connection.await;
+            let timed_out = *conn_state
+                .timed_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(reason) = timed_out {
+                ConnectionClosed {
+                    peer: address,
+                    reason,
+                }
+                .emit(&metrics);
+            }
+            open.fetch_sub(1, Ordering::AcqRel);
+            metrics.ops.connections.open_changed(-1);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}

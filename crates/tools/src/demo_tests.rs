@@ -1,0 +1,165 @@
+//! The demo end to end in-process (service, simulator, remote write over loopback HTTP), and the
+//! table rendering on hand-made rows.
+
+use clap::Parser;
+
+use super::*;
+/// `vllm-corrector demo`'s arguments on their own, parsed as the binary parses them.
+#[derive(Debug, Parser)]
+struct DemoCommand {
+    #[command(flatten)]
+    args: DemoArgs,
+}
+
+fn demo_args(argv: &[&str]) -> DemoArgs {
+    let mut full = vec!["demo"];
+    full.extend_from_slice(argv);
+    DemoCommand::try_parse_from(full)
+        .expect("demo arguments parse")
+        .args
+}
+
+/// `key=value` of one plain line.
+fn field(line: &str, key: &str) -> Option<f64> {
+    let value = line
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))?;
+    value.parse().ok()
+}
+
+#[track_caller]
+fn within(value: Option<f64>, truth: Option<f64>, rel: f64) {
+    let (v, t) = (value.expect("a value"), truth.expect("a truth"));
+    assert!((v - t).abs() <= rel * t.abs(), "{v} vs truth {t}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
+    let args = demo_args(&[
+        "--duration",
+        "6s",
+        "--refresh",
+        "2s",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--no-color",
+    ]);
+    let mut out = Vec::new();
+    let last = run_until(args, &mut out, Style::Plain, std::future::pending())
+        .await
+        .expect("demo runs")
+        .expect("at least one window");
+    let text = String::from_utf8(out).unwrap();
+    // The table printed (plain form): the last refresh's TPOT mean line.
+    let line = text
+        .lines()
+        .rfind(|l| l.contains("quantity=tpot_mean_seconds"))
+        .unwrap_or_else(|| panic!("no TPOT line in:\n{text}"));
+    let (raw, corrected, truth) = (
+        field(line, "raw"),
+        field(line, "corrected"),
+        field(line, "truth"),
+    );
+    assert!(last.finished > 0, "no request finished:\n{text}");
+    within(corrected, truth, 1e-9);
+    if last.n_le_1 > 0 {
+        // vLLM's raw histogram counts every n ≤ 1 request as TPOT 0: its mean is too low.
+        assert!(raw.unwrap() < truth.unwrap(), "{line}");
+    }
+    // The returned comparison is what was printed, to the last digit.
+    let row = last.row("tpot_mean_seconds").unwrap();
+    assert_eq!((row.raw, row.corrected, row.truth), (raw, corrected, truth));
+    // Acceptance-corrected ITL has the token-weighted count, so the very same mean; both are exact
+    // up to first outputs that carried no token (n = 0 requests, 2 % of them here, each shortening
+    // the count by one of the window's thousands of tokens: well under 0.1 %).
+    let acc = last.row("itl_acceptance_corrected_seconds").unwrap();
+    let tw = last.row("itl_token_weighted_seconds").unwrap();
+    assert_eq!(acc.corrected, tw.corrected, "{text}");
+    within(acc.corrected, acc.truth, 1e-3);
+    if last.zero_token_first_outputs == 0 {
+        within(acc.corrected, acc.truth, 1e-9);
+    }
+    // Local-compute iteration tokens are exact.
+    let iter = last.row("iteration_tokens_mean").unwrap();
+    within(iter.corrected, iter.truth, 1e-9);
+    // Profile 0.33 counts only computed prompt tokens: raw = corrected, and a note says why.
+    within(iter.raw, iter.corrected, 1e-9);
+    assert!(
+        last.notes
+            .iter()
+            .any(|n| n.starts_with("iteration tokens: raw = corrected")),
+        "{:?}",
+        last.notes
+    );
+    // Six seconds at 6 req/s finish far fewer than 100 requests with n > 1: p99 is held.
+    assert!(
+        last.finished - last.n_le_1 < MIN_P99_REQUESTS,
+        "{}",
+        last.finished
+    );
+    let p99 = last.row("tpot_p99_seconds").unwrap();
+    assert_eq!((p99.raw, p99.corrected, p99.truth), (None, None, None));
+    assert!(
+        last.notes.iter().any(|n| n.starts_with("TPOT p99 held")),
+        "{:?}",
+        last.notes
+    );
+    // Spec decoding is on: one output carries more than one token, so the raw per-output ITL
+    // overstates the time per token.
+    assert!(acc.raw.unwrap() > acc.truth.unwrap() * 1.2, "{text}");
+    assert!(
+        text.ends_with("s\n") && text.contains("# demo stopped after"),
+        "{text}"
+    );
+}
+
+#[test]
+fn table_shows_milliseconds_and_signed_errors_with_colours() {
+    let c = Comparison {
+        at_s: 12.0,
+        window_s: 10.0,
+        finished: 40,
+        n_le_1: 5,
+        zero_token_first_outputs: 1,
+        acceptance_length: Some(2.5),
+        rows: vec![Row {
+            key: "tpot_mean_seconds",
+            label: "TPOT mean",
+            seconds: true,
+            estimate: false,
+            raw: Some(0.020),
+            corrected: Some(0.025),
+            truth: Some(0.025),
+        }],
+        notes: vec!["TPOT p99 held".to_owned()],
+    };
+    let plain = render_table(&c, false);
+    // Raw error (0.020 − 0.025) / 0.025 = −20 %; corrected 0 %.
+    let row = plain.lines().find(|l| l.starts_with("TPOT mean")).unwrap();
+    let cells: Vec<&str> = row.split("  ").filter(|c| !c.trim().is_empty()).collect();
+    assert_eq!(
+        cells.iter().map(|c| c.trim()).collect::<Vec<_>>(),
+        [
+            "TPOT mean",
+            "20.000 ms",
+            "25.000 ms",
+            "25.000 ms",
+            "-20.00 %",
+            "+0.00 %"
+        ]
+    );
+    assert!(
+        plain.contains("40 requests finished (5 with n ≤ 1, 1 with n = 0); acceptance length 2.50")
+    );
+    assert!(plain.ends_with("TPOT p99 held\n"), "{plain}");
+    let coloured = render_table(&c, true);
+    assert!(coloured.contains("\x1b[31m-20.00 %\x1b[0m"), "{coloured}");
+    assert!(coloured.contains("\x1b[32m+0.00 %\x1b[0m"), "{coloured}");
+    let lines = plain_lines(&c);
+    assert!(
+        lines.contains(
+            "at_s=12.000 quantity=tpot_mean_seconds raw=0.02 corrected=0.025 truth=0.025\n"
+        ),
+        "{lines}"
+    );
+}

@@ -1,0 +1,17 @@
+//! The client tools of vllm-corrector, apart from the service they talk to or stand in for:
+//!
+//! * [`inspect`]: corrected values against the raw readings between two `/metrics` dumps;
+//! * [`demo`]: the service and the simulator in one process, with a live comparison table;
+//! * [`promql_rules`]: `vllm-corrector rules`, recording rules for what PromQL can express;
+//! * [`relabel`]: `vllm-corrector relabel`, the narrowest `write_relabel_configs`;
+//! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print.
+#![forbid(unsafe_code)]
+
+pub mod compare;
+pub mod demo;
+pub mod inspect;
+pub mod order;
+pub mod promql_rules;
+pub mod readings;
+pub mod relabel;
+pub mod table;

@@ -1,0 +1,521 @@
+//! Cumulative readings of `/metrics` dumps, per group, and what two dumps say about the interval
+//! between them: raw vLLM histograms, the corrected families, their means and quantiles.
+//!
+//! A **group** is a series' label set minus `__name__`, `le`, `source`, `position` and
+//! `finished_reason` (docs/METRICS.md, "The corrected families"), exactly as the engine groups series, so a raw `vllm:*` series
+//! and the `vllm_corrected_*` series derived from it fall in the same group. Only `vllm:*` and
+//! `vllm_corrected_*` samples are kept; self-metrics and anything else are ignored.
+//!
+//! Interval values are increases between two dumps (PromQL `increase`, without extrapolation):
+//! a mean is `Δsum / Δcount` (what `rate(x_sum[w]) / rate(x_count[w])` gives over the same
+//! window) and a quantile is Prometheus' `histogram_quantile` on the bucket increases.
+
+use std::collections::BTreeMap;
+
+/// Labels that identify a series inside its group rather than the group (docs/METRICS.md, "The corrected families").
+pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
+
+/// The raw vLLM request TPOT histogram (seconds, one observation per finished request).
+pub const RAW_TPOT: &str = "vllm:request_time_per_output_token_seconds";
+/// The raw vLLM ITL histogram (seconds, one observation per output after the first).
+pub const RAW_ITL: &str = "vllm:inter_token_latency_seconds";
+/// The old name of the ITL histogram (vLLM ≤ 0.14), used only when [`RAW_ITL`] is absent.
+pub const RAW_ITL_OLD: &str = "vllm:time_per_output_token_seconds";
+/// The raw vLLM iteration-tokens histogram (tokens per engine iteration).
+pub const RAW_ITERATION_TOKENS: &str = "vllm:iteration_tokens_total";
+
+/// One sample of a dump.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DumpSample {
+    /// Sample name, with any `_bucket`/`_sum`/`_count`/`_total` suffix.
+    pub name: String,
+    /// Labels other than `__name__`, in any order.
+    pub labels: Vec<(String, String)>,
+    /// The value (a count, tokens, seconds).
+    pub value: f64,
+    /// The sample's own timestamp (ms since the epoch), when the dump has one.
+    pub timestamp_ms: Option<i64>,
+    /// 1-based line in the dump's text; 0 when the sample was not read from text.
+    pub line: usize,
+    /// True for a counter, histogram or summary sample (not `_created`): it only grows until a
+    /// counter reset.
+    pub cumulative: bool,
+}
+
+/// One series' reading in a dump.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reading {
+    /// The value.
+    pub value: f64,
+    /// 1-based line in the dump (0 when not from text).
+    pub line: usize,
+    /// The sample's timestamp, ms, if the dump had one.
+    pub timestamp_ms: Option<i64>,
+    /// See [`DumpSample::cumulative`].
+    pub cumulative: bool,
+}
+
+/// A series inside its group: the sample name and its rule-dimension labels, sorted, with `le`
+/// rewritten as the shortest float text (`"1.0"` and `"1"` are one bound).
+pub type SeriesKey = (String, Vec<(String, String)>);
+
+/// A group's label set: `(name, value)` sorted by name, rule dimensions and empty values removed.
+pub type GroupKey = Vec<(String, String)>;
+
+/// The series of one group in one dump.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupSeries {
+    /// Every series of the group.
+    pub series: BTreeMap<SeriesKey, Reading>,
+}
+
+/// Every group of one dump.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dump {
+    /// Groups by label set.
+    pub groups: BTreeMap<GroupKey, GroupSeries>,
+}
+
+/// A dump that cannot be read as one instant of a set of series.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DumpError {
+    /// The same series twice in one dump.
+    #[error("line {line}: series {series} appears twice (first on line {first})")]
+    DuplicateSeries {
+        /// Line of the second occurrence.
+        line: usize,
+        /// Line of the first occurrence.
+        first: usize,
+        /// The series, as `name{labels}`.
+        series: String,
+    },
+}
+
+/// An `le` label value as a float (`+Inf`/`Inf` accepted), as Prometheus reads it.
+pub fn parse_le(value: &str) -> Option<f64> {
+    match value {
+        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
+        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()),
+    }
+}
+
+fn le_text(bound: f64) -> String {
+    if bound == f64::INFINITY {
+        "+Inf".to_owned()
+    } else {
+        bound.to_string()
+    }
+}
+
+/// `name{a="x",b="y"}` for messages.
+pub fn series_text(name: &str, labels: &[(String, String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{name}{{{}}}", inner.join(","))
+}
+
+/// True for sample names of the groups this module reads: `vllm:*` and `vllm_corrected_*`.
+pub fn is_group_series(name: &str) -> bool {
+    name.starts_with("vllm:") || name.starts_with("vllm_corrected_")
+}
+
+/// Whether a sample without a `# TYPE` is cumulative, from its suffix alone.
+pub fn cumulative_by_suffix(name: &str) -> bool {
+    ["_total", "_bucket", "_count", "_sum"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+impl Dump {
+    /// Groups `samples` (those of [`is_group_series`]; others are skipped).
+    ///
+    /// # Errors
+    /// [`DumpError::DuplicateSeries`] when one series appears twice.
+    pub fn from_samples(samples: impl IntoIterator<Item = DumpSample>) -> Result<Dump, DumpError> {
+        let mut dump = Dump::default();
+        for s in samples {
+            dump.insert(s)?;
+        }
+        Ok(dump)
+    }
+
+    /// Adds one sample (skipped unless [`is_group_series`]).
+    ///
+    /// # Errors
+    /// [`DumpError::DuplicateSeries`] when the dump already holds the series.
+    pub fn insert(&mut self, s: DumpSample) -> Result<(), DumpError> {
+        if !is_group_series(&s.name) {
+            return Ok(());
+        }
+        let mut group: GroupKey = Vec::new();
+        let mut dims = Vec::new();
+        for (k, v) in &s.labels {
+            if v.is_empty() {
+                continue;
+            }
+            if RULE_DIMENSIONS.contains(&k.as_str()) {
+                let v = match (k.as_str(), parse_le(v)) {
+                    ("le", Some(bound)) => le_text(bound),
+                    _ => v.clone(),
+                };
+                dims.push((k.clone(), v));
+            } else {
+                group.push((k.clone(), v.clone()));
+            }
+        }
+        group.sort();
+        dims.sort();
+        let series = self.groups.entry(group).or_default();
+        let key = (s.name, dims);
+        if let Some(first) = series.series.get(&key) {
+            return Err(DumpError::DuplicateSeries {
+                line: s.line,
+                first: first.line,
+                series: series_text(&key.0, &s.labels),
+            });
+        }
+        let reading = Reading {
+            value: s.value,
+            line: s.line,
+            timestamp_ms: s.timestamp_ms,
+            cumulative: s.cumulative,
+        };
+        series.series.insert(key, reading);
+        Ok(())
+    }
+}
+
+/// A classic histogram (cumulative buckets) or its increase over an interval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hist {
+    /// `(upper bound, cumulative count)` ascending, last bound `+Inf`.
+    pub buckets: Vec<(f64, f64)>,
+    /// Sum of observations (seconds or tokens, per family).
+    pub sum: f64,
+    /// Number of observations.
+    pub count: f64,
+}
+
+/// A `_sum` and `_count` pair (a summary without quantiles) or its increase.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SumCount {
+    /// Sum (seconds or tokens, per family).
+    pub sum: f64,
+    /// Count (tokens, iterations or observations, per family).
+    pub count: f64,
+}
+
+fn ratio(sum: f64, count: f64) -> Option<f64> {
+    (count > 0.0).then(|| sum / count)
+}
+
+impl SumCount {
+    /// `sum / count`, or `None` when `count` is 0.
+    pub fn mean(&self) -> Option<f64> {
+        ratio(self.sum, self.count)
+    }
+
+    /// The increase from `before` to `self`; `None` when either part decreased (a reset).
+    pub fn minus(&self, before: &SumCount) -> Option<SumCount> {
+        (self.sum >= before.sum && self.count >= before.count).then_some(SumCount {
+            sum: self.sum - before.sum,
+            count: self.count - before.count,
+        })
+    }
+
+    /// Adds another pair (for totals across groups: sum numerators and denominators).
+    pub fn add(&mut self, other: &SumCount) {
+        self.sum += other.sum;
+        self.count += other.count;
+    }
+}
+
+impl Hist {
+    /// `sum / count`, or `None` when `count` is 0.
+    pub fn mean(&self) -> Option<f64> {
+        ratio(self.sum, self.count)
+    }
+
+    /// The `_sum`/`_count` pair.
+    pub fn sum_count(&self) -> SumCount {
+        SumCount {
+            sum: self.sum,
+            count: self.count,
+        }
+    }
+
+    /// The increase from `before` to `self`; `None` when the bounds differ or any count or the
+    /// sum decreased (a counter reset).
+    pub fn minus(&self, before: &Hist) -> Option<Hist> {
+        if self.buckets.len() != before.buckets.len() || self.sum < before.sum {
+            return None;
+        }
+        let mut buckets = Vec::with_capacity(self.buckets.len());
+        for ((le, c), (le0, c0)) in self.buckets.iter().zip(&before.buckets) {
+            if le != le0 || c < c0 {
+                return None;
+            }
+            buckets.push((*le, c - c0));
+        }
+        (self.count >= before.count).then_some(Hist {
+            buckets,
+            sum: self.sum - before.sum,
+            count: self.count - before.count,
+        })
+    }
+
+    /// Adds a histogram with the same bounds (totals across groups). Returns false, changing
+    /// nothing, when the bounds differ.
+    pub fn add(&mut self, other: &Hist) -> bool {
+        let same = self.buckets.len() == other.buckets.len()
+            && self
+                .buckets
+                .iter()
+                .zip(&other.buckets)
+                .all(|(a, b)| a.0 == b.0);
+        if same {
+            for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+                a.1 += b.1;
+            }
+            self.sum += other.sum;
+            self.count += other.count;
+        }
+        same
+    }
+
+    /// Prometheus' `histogram_quantile(q, …)` on these buckets: find the bucket holding rank
+    /// `q · count(+Inf)` and interpolate linearly inside it (from 0 for the first bucket); a rank in
+    /// the `+Inf` bucket answers the highest finite bound. `None` when there are no observations
+    /// or fewer than two buckets (PromQL's NaN). Source: `promql/quantile.go`, `bucketQuantile`.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let n = self.buckets.len();
+        if n < 2 || self.buckets[n - 1].0 != f64::INFINITY {
+            return None;
+        }
+        // Prometheus first makes the counts monotonic (a torn scrape can break that).
+        let mut counts: Vec<f64> = self.buckets.iter().map(|b| b.1).collect();
+        for i in 1..n {
+            counts[i] = counts[i].max(counts[i - 1]);
+        }
+        let total = counts[n - 1];
+        if total <= 0.0 || q.is_nan() {
+            return None;
+        }
+        if q < 0.0 {
+            return Some(f64::NEG_INFINITY);
+        }
+        if q > 1.0 {
+            return Some(f64::INFINITY);
+        }
+        let mut rank = q * total;
+        let b = counts[..n - 1]
+            .iter()
+            .position(|c| *c >= rank)
+            .unwrap_or(n - 1);
+        if b == n - 1 {
+            return Some(self.buckets[n - 2].0);
+        }
+        if b == 0 && self.buckets[0].0 <= 0.0 {
+            return Some(self.buckets[0].0);
+        }
+        let (start, mut in_bucket) = (if b == 0 { 0.0 } else { self.buckets[b - 1].0 }, counts[b]);
+        if b > 0 {
+            in_bucket -= counts[b - 1];
+            rank -= counts[b - 1];
+        }
+        let end = self.buckets[b].0;
+        Some(start + (end - start) * (rank / in_bucket))
+    }
+}
+
+impl GroupSeries {
+    /// The reading of `name` with rule-dimension labels `dims` (sorted), if present.
+    pub fn get(&self, name: &str, dims: &[(&str, &str)]) -> Option<&Reading> {
+        let key = (
+            name.to_owned(),
+            dims.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        self.series.get(&key)
+    }
+
+    /// True when the group has any series of histogram or summary `family`.
+    pub fn has_family(&self, family: &str) -> bool {
+        ["_bucket", "_sum", "_count"].iter().any(|suffix| {
+            let name = format!("{family}{suffix}");
+            self.series.keys().any(|(n, _)| *n == name)
+        })
+    }
+
+    /// The classic histogram `family` (`_bucket{le}`, `_sum`, `_count`); `None` unless the `+Inf`
+    /// bucket, `_sum` and `_count` are all present.
+    pub fn hist(&self, family: &str) -> Option<Hist> {
+        let bucket = format!("{family}_bucket");
+        let mut buckets: Vec<(f64, f64)> = self
+            .series
+            .iter()
+            .filter(|((n, dims), _)| *n == bucket && dims.len() == 1 && dims[0].0 == "le")
+            .filter_map(|((_, dims), r)| Some((parse_le(&dims[0].1)?, r.value)))
+            .collect();
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if buckets.last().map(|b| b.0) != Some(f64::INFINITY) {
+            return None;
+        }
+        let sc = self.sum_count(family)?;
+        Some(Hist {
+            buckets,
+            sum: sc.sum,
+            count: sc.count,
+        })
+    }
+
+    /// `family_sum` and `family_count`, when both are present.
+    pub fn sum_count(&self, family: &str) -> Option<SumCount> {
+        Some(SumCount {
+            sum: self.get(&format!("{family}_sum"), &[])?.value,
+            count: self.get(&format!("{family}_count"), &[])?.value,
+        })
+    }
+
+    /// The raw ITL family of the group: [`RAW_ITL`], or [`RAW_ITL_OLD`] when the new name is
+    /// absent (as the engine chooses).
+    pub fn itl_family(&self) -> &'static str {
+        if self.has_family(RAW_ITL) {
+            RAW_ITL
+        } else {
+            RAW_ITL_OLD
+        }
+    }
+
+    /// Evidence of a counter reset between `before` and `self` (the later dump): the first line (in
+    /// the later dump) of a cumulative series that decreased or of a `_created` series whose value
+    /// changed (the counter was recreated). `None` when there is none.
+    pub fn reset_since(&self, before: &GroupSeries) -> Option<usize> {
+        self.series
+            .iter()
+            .filter_map(|(key, after)| {
+                let old = before.series.get(key)?;
+                let recreated = key.0.ends_with("_created") && after.value != old.value;
+                let decreased = after.cumulative && after.value < old.value;
+                (recreated || decreased).then_some(after.line)
+            })
+            // A line of the dump (> 0) is better evidence than a value computed from it (0).
+            .min_by_key(|line| (*line == 0, *line))
+    }
+}
+
+/// What two dumps of one group say about the interval between them. Every field is an increase
+/// (`after − before`), or `None` when a dump lacks the family or a counter reset lies between.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interval {
+    /// Line (in the later dump) proving a counter reset; every value is then `None`.
+    pub reset_line: Option<usize>,
+    /// Raw request TPOT histogram (n ≤ 1 requests included as 0), seconds.
+    pub raw_tpot: Option<Hist>,
+    /// Raw ITL histogram, seconds per output.
+    pub raw_itl: Option<Hist>,
+    /// Raw iteration-tokens histogram, tokens per iteration.
+    pub raw_iteration_tokens: Option<Hist>,
+    /// `vllm_corrected_request_time_per_output_token_seconds`.
+    pub canonical_tpot: Option<Hist>,
+    /// `vllm_corrected_token_weighted_itl_seconds` (seconds over tokens).
+    pub token_weighted_itl: Option<SumCount>,
+    /// `vllm_corrected_acceptance_corrected_itl_seconds` (seconds per token).
+    pub acceptance_corrected_itl: Option<Hist>,
+    /// `vllm_corrected_iteration_tokens_local_compute` (tokens over iterations).
+    pub local_compute_iteration_tokens: Option<SumCount>,
+}
+
+fn hist_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option<Hist> {
+    after.hist(family)?.minus(&before.hist(family)?)
+}
+
+fn sum_count_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option<SumCount> {
+    after.sum_count(family)?.minus(&before.sum_count(family)?)
+}
+
+fn add_opt<T: Clone>(total: &mut Option<T>, part: &Option<T>, add: impl FnOnce(&mut T, &T)) {
+    match (total.as_mut(), part) {
+        (Some(t), Some(p)) => add(t, p),
+        (None, Some(p)) => *total = Some(p.clone()),
+        (_, None) => {}
+    }
+}
+
+impl Interval {
+    /// The increases of every family from `before` to `after` (one group).
+    pub fn between(before: &GroupSeries, after: &GroupSeries) -> Interval {
+        use engine::Family;
+        if let Some(line) = after.reset_since(before) {
+            return Interval {
+                reset_line: Some(line),
+                ..Interval::default()
+            };
+        }
+        let itl = after.itl_family();
+        Interval {
+            reset_line: None,
+            raw_tpot: hist_delta(before, after, RAW_TPOT),
+            raw_itl: hist_delta(before, after, itl),
+            raw_iteration_tokens: hist_delta(before, after, RAW_ITERATION_TOKENS),
+            canonical_tpot: hist_delta(before, after, Family::CanonicalTpot.name()),
+            token_weighted_itl: sum_count_delta(before, after, Family::TokenWeightedItl.name()),
+            acceptance_corrected_itl: hist_delta(
+                before,
+                after,
+                Family::AcceptanceCorrectedItl.name(),
+            ),
+            local_compute_iteration_tokens: sum_count_delta(
+                before,
+                after,
+                Family::IterationTokensLocalCompute.name(),
+            ),
+        }
+    }
+
+    /// Adds another group's interval: numerators and denominators are summed, never ratios. A
+    /// family missing in one group adds nothing; histograms with other bounds are left out.
+    pub fn add(&mut self, other: &Interval) {
+        let hist = |t: &mut Hist, p: &Hist| {
+            t.add(p);
+        };
+        add_opt(&mut self.raw_tpot, &other.raw_tpot, hist);
+        add_opt(&mut self.raw_itl, &other.raw_itl, hist);
+        add_opt(
+            &mut self.raw_iteration_tokens,
+            &other.raw_iteration_tokens,
+            hist,
+        );
+        add_opt(&mut self.canonical_tpot, &other.canonical_tpot, hist);
+        add_opt(
+            &mut self.acceptance_corrected_itl,
+            &other.acceptance_corrected_itl,
+            hist,
+        );
+        add_opt(
+            &mut self.token_weighted_itl,
+            &other.token_weighted_itl,
+            SumCount::add,
+        );
+        add_opt(
+            &mut self.local_compute_iteration_tokens,
+            &other.local_compute_iteration_tokens,
+            SumCount::add,
+        );
+    }
+
+    /// The sum of every group's interval between two dumps (groups present in both).
+    pub fn total(before: &Dump, after: &Dump) -> Interval {
+        let mut total = Interval::default();
+        for (key, a) in &after.groups {
+            if let Some(b) = before.groups.get(key) {
+                total.add(&Interval::between(b, a));
+            }
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+#[path = "readings_tests.rs"]
+mod tests;

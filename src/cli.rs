@@ -1,0 +1,60 @@
+//! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect` and
+//! `rules` subcommands.
+//!
+//! ```text
+//! vllm-corrector [--web.listen-address …] [--config.file …] [--log.level …] [--log.format …]
+//! vllm-corrector simulate …            the vLLM metrics simulator (docs/SIMULATOR.md)
+//! vllm-corrector demo …                service + simulator in one process, live comparison table
+//! vllm-corrector inspect BEFORE AFTER  corrected vs raw values between two /metrics dumps
+//! vllm-corrector rules …               recording rules for the corrections PromQL can express
+//! vllm-corrector relabel [--operator]  the narrowest write_relabel_configs for the remote write
+//! ```
+//!
+//! With no subcommand the binary is the service, exactly as before subcommands existed: the Docker
+//! image and the Kubernetes manifests call it with `--web.listen-address`/`--config.file` only.
+//! The service flags and a subcommand cannot be mixed.
+
+use clap::{Parser, Subcommand};
+
+use service::VERSION;
+use service::config::Args;
+use sim::SimulateArgs;
+use tools::{demo, inspect};
+
+/// Everything `vllm-corrector` accepts: an optional subcommand, else the service's flags.
+#[derive(Debug, Parser)]
+#[command(
+    name = "vllm-corrector",
+    version = VERSION,
+    about,
+    propagate_version = true,
+    args_conflicts_with_subcommands = true
+)]
+pub(crate) struct Cli {
+    /// What to run; none runs the service.
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// The service's flags (used when no subcommand is given).
+    #[command(flatten)]
+    pub(crate) service: Args,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the vLLM metrics simulator: seeded engines exposing vLLM's series, with ground truth
+    /// (see docs/SIMULATOR.md).
+    Simulate(Box<SimulateArgs>),
+    /// Run the service and a simulator that remote-writes into it, and print raw, corrected and
+    /// true values side by side, live. No cluster needed.
+    Demo(demo::DemoArgs),
+    /// Compare two `/metrics` dumps taken some seconds apart: corrected values over the interval
+    /// next to the raw readings.
+    Inspect(inspect::InspectArgs),
+    /// Print Prometheus recording rules for the corrections PromQL can express, for users who cannot
+    /// run the sidecar; the comment block says which families PromQL cannot express, and why.
+    Rules(tools::promql_rules::RulesOptions),
+    /// Print the narrowest `write_relabel_configs` for the remote write that feeds the corrector:
+    /// exactly the series its rules read (derived from the engine's vocabulary).
+    Relabel(tools::relabel::RelabelOptions),
+}
