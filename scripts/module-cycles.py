@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Fails when two modules of a crate import each other, directly or through others.
+
+Reads the module graph that `cargo modules dependencies` prints (Graphviz dot) on stdin, keeps the
+"uses" edges between modules, and prints every strongly connected component of more than one
+module (a cycle). Exit status 1 when there is one. With --top, modules are first collapsed to the
+crate's top-level modules (`crate::http::write` counts as `crate::http`), so a child that uses its
+parent's sibling also counts.
+
+Run (the flags keep modules and "uses" edges only; cargo-modules' own --acyclic also counts the
+edge from a type to its impl methods, so every `impl Default` would be a cycle):
+
+    cargo modules dependencies -p vllm-corrector-service --lib --no-externs --no-sysroot \
+        --no-fns --no-types --no-traits --no-owns --layout dot | scripts/module-cycles.py
+"""
+import re
+import sys
+
+EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"\s*\[label="uses"')
+
+
+def strongly_connected(nodes, edges):
+    """Tarjan's algorithm, iterative; returns the components as sorted lists."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    counter = 0
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = counter
+                    counter += 1
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(edges.get(succ, ())))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                out.append(sorted(component))
+    return out
+
+
+def main():
+    top = "--top" in sys.argv[1:]
+    edges, nodes = {}, set()
+    for line in sys.stdin:
+        match = EDGE.match(line)
+        if not match:
+            continue
+        a, b = match.groups()
+        if top:
+            a, b = ("::".join(x.split("::")[:2]) for x in (a, b))
+        if a == b:
+            continue
+        nodes.update((a, b))
+        edges.setdefault(a, set()).add(b)
+    cycles = [c for c in strongly_connected(nodes, edges) if len(c) > 1]
+    for cycle in cycles:
+        print("cycle: " + " <-> ".join(cycle))
+        for a in cycle:
+            for b in sorted(edges.get(a, ())):
+                if b in cycle:
+                    print(f"  {a} -> {b}")
+    if not nodes:
+        print("no \"uses\" edges read: is the input cargo-modules' dot output?", file=sys.stderr)
+        return 2
+    print(f"{len(nodes)} modules, {sum(len(v) for v in edges.values())} uses edges, "
+          f"{len(cycles)} cycles", file=sys.stderr)
+    return 1 if cycles else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
