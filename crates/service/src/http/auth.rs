@@ -1,4 +1,4 @@
-//! The middleware of `--web.config.file`: authentication ([`crate::web::auth::authenticate`]) and
+//! The middleware of `--web.config.file`: authentication ([`crate::web::WebSettings::authenticate`]) and
 //! `http_server_config.headers`. The web settings are read once per request, so a reload applies
 //! from the next request on; a refusal is counted in `vllm_corrector_auth_failures_total{reason}`
 //! and answered by [`HttpError::Auth`].
@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::{AppState, HttpError};
 use crate::telemetry::{AuthRefused, InternalEvent};
-use crate::web::auth::{OPEN_PATHS, authenticate};
+use crate::web::auth::OPEN_PATHS;
 use crate::web::tls::Peer;
 
 /// Middleware: refuses a request that does not pass every configured scheme (401 or 403,
@@ -27,7 +27,7 @@ pub async fn require_auth(State(state): State<AppState>, request: Request, next:
         .get::<ConnectInfo<Peer>>()
         .is_some_and(|info| info.0.verified_client_certificate);
     let authorization = request.headers().get(header::AUTHORIZATION);
-    if let Err(error) = authenticate(web, verified, authorization).await {
+    if let Err(error) = web.authenticate(verified, authorization).await {
         AuthRefused {
             reason: error.reason(),
             path,

@@ -1,6 +1,6 @@
 //! HTTP authentication: basic auth with bcrypt hashes (exporter-toolkit's `basic_auth_users`) and
-//! bearer tokens (this project's extension), and [`authenticate`], which checks a request against
-//! them together with the client-certificate policy. The middleware that calls it is
+//! bearer tokens (this project's extension), checked together with the client-certificate policy
+//! by `super::WebSettings::authenticate`. The middleware that calls it is
 //! `crate::http::auth`.
 //!
 //! Rules, once anything is configured ([`super::WebSettings::authenticates`]):
@@ -27,9 +27,7 @@ use axum::http::{HeaderValue, StatusCode};
 use base64::Engine as _;
 use ring::digest::{SHA256, digest};
 
-#[cfg(doc)]
-use super::tls::Peer;
-use super::{ClientCertPolicy, WebConfigError, WebConfigFile, WebSettings, invalid, read_file};
+use super::file::{WebConfigError, WebConfigFile, invalid, read_file};
 use crate::telemetry::AuthFailure;
 
 /// Routes open without credentials: the liveness and readiness probes.
@@ -268,31 +266,4 @@ impl AuthError {
             AuthError::Unauthenticated { reason, .. } => *reason,
         }
     }
-}
-
-/// Checks one request against every configured scheme of `web` (see the module doc): the
-/// client-certificate policy first, then the HTTP credentials in `authorization`.
-/// `verified_client_certificate` says whether the connection's TLS handshake verified a client
-/// certificate ([`Peer`]). Probes are not this function's business: the caller skips it for
-/// [`OPEN_PATHS`].
-///
-/// # Errors
-/// [`AuthError::ClientCertificateRequired`] or [`AuthError::Unauthenticated`].
-pub async fn authenticate(
-    web: &WebSettings,
-    verified_client_certificate: bool,
-    authorization: Option<&HeaderValue>,
-) -> Result<(), AuthError> {
-    if web.client_certs != ClientCertPolicy::None && !verified_client_certificate {
-        return Err(AuthError::ClientCertificateRequired);
-    }
-    if web.auth.is_configured()
-        && let Err(reason) = web.auth.check(authorization).await
-    {
-        return Err(AuthError::Unauthenticated {
-            reason,
-            challenges: web.auth.challenges(),
-        });
-    }
-    Ok(())
 }

@@ -25,7 +25,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
+use super::file::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
 use crate::telemetry::{InternalEvent, SelfMetrics, TlsHandshakeFailed};
 
 /// Longest a client may take to complete its TLS handshake.
