@@ -409,6 +409,15 @@ pub trait InternalEvent {
     fn emit(self, metrics: &SelfMetrics);
 }
 
+/// The operational events (authentication, TLS, connections) record into their own metrics
+/// ([`ops::OpsEvent`]), which know nothing of [`SelfMetrics`], so `ops` and `connections` do not
+/// import this module back.
+impl<T: ops::OpsEvent> InternalEvent for T {
+    fn emit(self, metrics: &SelfMetrics) {
+        self.record(&metrics.ops);
+    }
+}
+
 /// A remote-write request's samples were accounted for (applied or rejected).
 #[derive(Debug)]
 pub struct SamplesIngested<'a> {
