@@ -91,7 +91,7 @@ fn ingest(engine: &mut Engine, part: &[(Vec<(String, String)>, f64)], ts: i64) {
     for (labels, value) in part {
         ingest_series(
             engine,
-            &labels,
+            labels,
             &[Sample {
                 value: *value,
                 timestamp_ms: ts,
