@@ -1,22 +1,35 @@
 #!/usr/bin/env python3
 """Fails when two modules of a crate import each other, directly or through others.
 
-Reads the module graph that `cargo modules dependencies` prints (Graphviz dot) on stdin, keeps the
-"uses" edges between modules, and prints every strongly connected component of more than one
-module (a cycle). Exit status 1 when there is one. With --top, modules are first collapsed to the
-crate's top-level modules (`crate::http::write` counts as `crate::http`), so a child that uses its
-parent's sibling also counts.
+Reads the item graph that `cargo modules dependencies` prints (Graphviz dot) on stdin, credits
+each "uses" edge to the modules that hold its two ends (an item counts in its nearest enclosing
+module; cargo-modules places the items of an `impl` under their type), and prints every strongly
+connected component of more than one module (a cycle). Exit status 1 when there is one. With
+--top, modules are first collapsed to the crate's top-level modules (`crate::http::write` counts
+as `crate::http`).
 
-Run (the flags keep modules and "uses" edges only; cargo-modules' own --acyclic also counts the
-edge from a type to its impl methods, so every `impl Default` would be a cycle):
+Run (functions and types stay in the graph, so a call or a field type counts as a dependency;
+cargo-modules' own --acyclic cannot be used: it also counts the edge from a type to its impl
+methods, so every `impl Default` would be a cycle):
 
     cargo modules dependencies -p vllm-corrector-service --lib --no-externs --no-sysroot \
-        --no-fns --no-types --no-traits --no-owns --layout dot | scripts/module-cycles.py
+        --no-owns --layout dot | scripts/module-cycles.py
 """
 import re
 import sys
 
 EDGE = re.compile(r'^\s*"([^"]+)"\s*->\s*"([^"]+)"\s*\[label="uses"')
+NODE = re.compile(r'^\s*"([^"]+)"\s*\[label=.*// "(\w+)" node')
+
+
+def module_of(path, modules):
+    """The nearest module holding `path` (itself when it is a module)."""
+    parts = path.split("::")
+    for end in range(len(parts), 0, -1):
+        candidate = "::".join(parts[:end])
+        if candidate in modules:
+            return candidate
+    return parts[0]
 
 
 def strongly_connected(nodes, edges):
@@ -65,12 +78,24 @@ def strongly_connected(nodes, edges):
 
 def main():
     top = "--top" in sys.argv[1:]
-    edges, nodes = {}, set()
+    edges, nodes, modules, raw = {}, set(), set(), []
     for line in sys.stdin:
+        node = NODE.match(line)
+        if node and node.group(2) in ("mod", "crate"):
+            modules.add(node.group(1))
         match = EDGE.match(line)
-        if not match:
-            continue
-        a, b = match.groups()
+        if match:
+            raw.append(match.groups())
+    # cargo-modules does not print a node for every module: a lower-case path segment that has
+    # items below it, with only lower-case segments above it, is a module too.
+    for path in {end for edge in raw for end in edge}:
+        parts = path.split("::")
+        for end in range(1, len(parts)):
+            if not all(p[:1].islower() or p[:1] == "_" for p in parts[:end]):
+                break
+            modules.add("::".join(parts[:end]))
+    for a, b in raw:
+        a, b = module_of(a, modules), module_of(b, modules)
         if top:
             a, b = ("::".join(x.split("::")[:2]) for x in (a, b))
         if a == b:
