@@ -1,4 +1,4 @@
-//! Unit tests of `src/http/negotiate.rs`.
+//! Unit tests of `crates/service/src/http/negotiate.rs`.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Unit tests of `src/http/write.rs`.
+//! Unit tests of `crates/service/src/http/write.rs`.
 
 use super::*;
 
