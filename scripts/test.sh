@@ -27,6 +27,9 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
+# No two modules of a crate use each other (docs/ARCHITECTURE.md, "Rules of the layout").
+python3 scripts/module_cycles_test.py
+python3 scripts/module_cycles.py
 cargo build --locked --workspace --all-targets
 cargo clippy --locked --workspace --all-targets -- -D warnings
 cargo bench --locked --workspace --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)

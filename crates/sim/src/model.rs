@@ -7,8 +7,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::SimError;
 use super::profile::Profile;
+use crate::error::SimError;
 
 /// Speculative decoding: `k` draft tokens proposed per request per decode step, each accepted
 /// with probability `p` while every earlier draft was accepted (a geometric prefix).

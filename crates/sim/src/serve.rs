@@ -101,7 +101,7 @@ pub struct SimulateArgs {
     #[arg(long = "remote-write.url")]
     pub remote_write_url: Option<String>,
     /// Interval between remote-written snapshots (longer than 0s).
-    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::positive_duration)]
+    #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::args::positive_duration)]
     pub remote_write_interval: Duration,
     /// Samples per remote-write request.
     #[arg(long = "remote-write.max-samples-per-send", default_value_t = 500)]

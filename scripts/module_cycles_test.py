@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Tests of scripts/module_cycles.py on small crates written for each case."""
+import contextlib
+import io
+import pathlib
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import module_cycles  # noqa: E402
+
+
+def crate(files):
+    """A workspace with one member `crates/x` holding `files` (path under src/ -> text)."""
+    root = pathlib.Path(tempfile.mkdtemp())
+    (root / 'src').mkdir()
+    (root / 'src/main.rs').write_text('fn main() {}\n')
+    for name, text in files.items():
+        path = root / 'crates/x/src' / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def run(root):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = module_cycles.main(root)
+    return status, out.getvalue()
+
+
+class ModuleCyclesTest(unittest.TestCase):
+    def test_two_modules_using_each_other_are_a_circle(self):
+        root = crate({
+            'lib.rs': 'mod a;\nmod b;\n',
+            'a.rs': 'use crate::b::B;\npub struct A;\n',
+            'b.rs': 'pub struct B;\nfn f() { let _ = super::a::A; }\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 1, out)
+        self.assertIn('crate::a -> crate::b: crate::b::B', out)
+        self.assertIn('crate::b -> crate::a: super::a::A', out)
+
+    def test_a_use_through_a_re_export_is_a_use_of_the_defining_module(self):
+        root = crate({
+            'lib.rs': 'mod a;\nmod b;\npub use a::{A as Alpha};\npub use b::*;\n',
+            'a.rs': 'use super::B;\npub struct A;\n',
+            'b.rs': 'pub struct B;\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 0, out)
+        self.assertIn('x: 3 modules, 3 module uses, 0 circles', out)
+
+    def test_a_root_defining_what_its_children_use_and_re_exporting_them_is_a_circle(self):
+        root = crate({
+            'lib.rs': 'mod a;\npub use a::A;\npub struct Shared;\n',
+            'a.rs': 'use super::Shared;\npub struct A;\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 1, out)
+
+    def test_test_modules_comments_and_strings_are_not_uses(self):
+        root = crate({
+            'lib.rs': 'mod a;\nmod b;\n#[cfg(test)]\nmod a_tests;\n',
+            'a.rs': 'pub struct A;\n// crate::b::B in a comment\nconst S: &str = "crate::b::B";\n'
+                    '#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n',
+            'a_tests.rs': 'use crate::a::A;\nuse crate::b::B;\n',
+            'b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 0, out)
+        self.assertIn('x: 3 modules, 1 module uses, 0 circles', out)
+
+    def test_a_glob_use_of_a_re_exporting_module_uses_what_it_re_exports(self):
+        root = crate({
+            'lib.rs': 'mod a;\nmod b;\npub use b::B;\n',
+            'a.rs': 'use super::*;\npub struct A;\n',
+            'b.rs': 'use crate::a::A;\npub struct B;\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 1, out)
+
+
+if __name__ == '__main__':
+    unittest.main()
