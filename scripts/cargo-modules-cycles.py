@@ -13,7 +13,7 @@ cargo-modules' own --acyclic cannot be used: it also counts the edge from a type
 methods, so every `impl Default` would be a cycle):
 
     cargo modules dependencies -p vllm-corrector-service --lib --no-externs --no-sysroot \
-        --no-owns --layout dot | scripts/module-cycles.py
+        --no-owns --layout dot | scripts/cargo-modules-cycles.py
 """
 import re
 import sys
