@@ -133,7 +133,8 @@ pub fn check_window(
     match family {
         CANONICAL => canonical(&at, &g["requests"]["canonical_tpot"], a, b, out),
         TOKEN_WEIGHTED => {
-            // §4.2: count = generation tokens − first outputs (exact), sum = Σ ITL.
+            // docs/METRICS.md, "Token-weighted ITL": count = generation tokens − first outputs
+            // (exact), sum = Σ ITL.
             let (sum, count) = (d("_sum"), d("_count"));
             let itl_sum = f(it, "itl_sum_seconds");
             let want_count = f(it, "generation_tokens") - f(it, "first_outputs");
@@ -161,8 +162,9 @@ pub fn check_window(
             }
         }
         ACCEPTANCE => {
-            // §4.3: exact sum = Σ ITL; count = the tokens emitted after each request's first
-            // (generation − first outputs, as token-weighted), not ITL samples + accepted drafts:
+            // docs/METRICS.md, "Acceptance-corrected ITL": exact sum = Σ ITL; count = the tokens
+            // emitted after each request's first (generation − first outputs, as token-weighted),
+            // not ITL samples + accepted drafts:
             // the simulator, as vLLM, counts drafts accepted beyond a request's last token.
             let (sum, count) = (d("_sum"), d("_count"));
             let itl_sum = f(it, "itl_sum_seconds");
@@ -206,7 +208,8 @@ pub fn check_window(
             }
         }
         ITERATION => {
-            // §4.4: exact on every profile with prompts by source.
+            // docs/METRICS.md, "Local-compute iteration tokens": exact on every profile with
+            // prompts by source.
             let (sum, count) = (d("_sum"), d("_count"));
             let want_count = f(it, "iterations");
             out.check(count == want_count, || {
@@ -294,7 +297,8 @@ pub fn check_exercised(
     }
 }
 
-/// §4.1 canonical TPOT: the count and every cumulative bucket exact, sum and mean within 1e-9.
+/// Canonical TPOT (docs/METRICS.md, "Canonical TPOT"): the count and every cumulative bucket
+/// exact, sum and mean within 1e-9.
 fn canonical(at: &str, tpot: &Value, a: &Frame, b: &Frame, out: &mut Failures) {
     let d = |k: &str| b.corrected(k) - a.corrected(k);
     let count = f(tpot, "count");

@@ -9,8 +9,9 @@
 //!
 //! The engine evaluates each family as soon as that family's own inputs of a frame are complete,
 //! so one corrector scrape can show two families of a group at different frames. Each family's
-//! sample at `T'` is therefore mapped to its frame `T` separately, by a value the reference (§4)
-//! says the family passes through unchanged from one raw series ([`IDENTIFIERS`]). A corrected
+//! sample at `T'` is therefore mapped to its frame `T` separately, by a value that
+//! `docs/METRICS.md`, "The corrected families", says the family passes through unchanged from one
+//! raw series ([`IDENTIFIERS`]). A corrected
 //! value that equals no raw scrape's value is itself a failure; a value shared by several scrapes
 //! (nothing happened between them) is ambiguous and skipped. The truth of a window between two
 //! frames is then `GET /truth?from=s(Ta)&to=s(Tb)`: exactly the batches the increase covers.
@@ -117,9 +118,9 @@ pub const RAW_SERIES: [&str; 4] = [
     RAW_ITERATION_COUNT,
 ];
 
-/// `(family, its series, the raw series it equals)`: canonical `_sum` = TPOT `_sum` (§4.1);
-/// token-weighted and acceptance-corrected `_sum` = ITL `_sum` (§4.2, §4.3); local-compute
-/// `_count` = `iteration_tokens_total_count` (§4.4).
+/// `(family, its series, the raw series it equals)`, each from its heading under
+/// `docs/METRICS.md`, "The corrected families": canonical `_sum` = TPOT `_sum`; token-weighted and
+/// acceptance-corrected `_sum` = ITL `_sum`; local-compute `_count` = `iteration_tokens_total_count`.
 pub const IDENTIFIERS: [(&str, &str, &str); 4] = [
     (CANONICAL, "_sum", RAW_TPOT_SUM),
     (TOKEN_WEIGHTED, "_sum", RAW_ITL_SUM),

@@ -177,10 +177,11 @@ pub(crate) fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan,
 
 /// Evaluates a stateless family on one complete frame (`values[role]`, cumulative).
 ///
-/// Canonical TPOT (§4.1): every bucket and `_count` minus `gen_le1`, `_sum` unchanged. Token-weighted
-/// ITL (§4.2): `Σ ITL` over `generation_tokens − TTFT count`. Local-compute iteration tokens (§4.4):
-/// `local_compute + generation_tokens` over iterations. The acceptance-corrected family's buckets are
-/// stateful: see [`acceptance_interval`].
+/// Canonical TPOT: every bucket and `_count` minus `gen_le1`, `_sum` unchanged. Token-weighted ITL:
+/// `Σ ITL` over `generation_tokens − TTFT count`. Local-compute iteration tokens:
+/// `local_compute + generation_tokens` over iterations (each in `docs/METRICS.md`, "The corrected
+/// families", under its own heading). The acceptance-corrected family's buckets are stateful: see
+/// [`acceptance_interval`].
 ///
 /// # Errors
 /// [`WithheldReason::InconsistentInputs`] when a corrected count would be negative.

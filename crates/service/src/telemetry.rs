@@ -13,15 +13,16 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::config::{LogFormat, LogLevel};
 use engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use protocol::{MetadataDropReason, MetadataDropped};
 
 pub mod connections;
 pub mod events;
+mod logging;
 pub mod ops;
 pub mod storage;
 pub use connections::{CloseReason, ConnectionClosed};
+pub use logging::{LoggingError, init_logging};
 pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
 /// One `name="value"` label.
@@ -409,6 +410,15 @@ pub trait InternalEvent {
     fn emit(self, metrics: &SelfMetrics);
 }
 
+/// The operational events (authentication, TLS, connections) record into their own metrics
+/// ([`ops::OpsEvent`]), which know nothing of [`SelfMetrics`], so `ops` and `connections` do not
+/// import this module back.
+impl<T: ops::OpsEvent> InternalEvent for T {
+    fn emit(self, metrics: &SelfMetrics) {
+        self.record(&metrics.ops);
+    }
+}
+
 /// A remote-write request's samples were accounted for (applied or rejected).
 #[derive(Debug)]
 pub struct SamplesIngested<'a> {
@@ -547,49 +557,6 @@ impl InternalEvent for IdleSweep {
     }
 }
 
-/// Error of [`init_logging`].
-#[derive(Debug, thiserror::Error)]
-#[error("cannot install the log subscriber: {0}")]
-pub struct LoggingError(String);
-
-/// Installs the global tracing subscriber, writing to stderr: compact `key=value` lines for
-/// [`LogFormat::Logfmt`], one JSON object per line for [`LogFormat::Json`].
-///
-/// # Errors
-/// [`LoggingError`] when a global subscriber is already installed.
-pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingError> {
-    let max = match level {
-        LogLevel::Error => tracing::Level::ERROR,
-        LogLevel::Warn => tracing::Level::WARN,
-        LogLevel::Info => tracing::Level::INFO,
-        LogLevel::Debug => tracing::Level::DEBUG,
-        LogLevel::Trace => tracing::Level::TRACE,
-    };
-    match format {
-        // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
-        LogFormat::Logfmt => {
-            use tracing_subscriber::layer::SubscriberExt;
-            use tracing_subscriber::util::SubscriberInitExt;
-            let layer = tracing_logfmt::builder()
-                .with_span_name(false)
-                .with_span_path(false)
-                .layer()
-                .with_writer(std::io::stderr);
-            tracing_subscriber::registry()
-                .with(tracing_subscriber::filter::LevelFilter::from_level(max))
-                .with(layer)
-                .try_init()
-                .map_err(|e| LoggingError(e.to_string()))
-        }
-        LogFormat::Json => tracing_subscriber::fmt()
-            .with_max_level(max)
-            .with_writer(std::io::stderr)
-            .json()
-            .flatten_event(true)
-            .try_init()
-            .map_err(|e| LoggingError(e.to_string())),
-    }
-}
-
 #[cfg(test)]
+#[path = "telemetry_tests.rs"]
 mod tests;

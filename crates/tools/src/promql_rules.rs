@@ -3,7 +3,7 @@
 //! (`groups:`, the format of Prometheus `rule_files` and of `promtool check rules`), serialised with
 //! serde-saphyr, behind a comment block that lists what PromQL cannot express and why.
 //!
-//! The formulas are those of the reference (§4, `vllm-metrics-reference.md`), on vLLM's series as
+//! The formulas are those of `docs/METRICS.md`, "The corrected families", on vLLM's series as
 //! exposed by `vllm/v1/metrics/loggers.py`:
 //!
 //! | recorded (with the default prefix) | expression |
@@ -152,11 +152,11 @@ const ITL_SUM: &str =
 fn rules() -> Vec<(&'static str, String)> {
     let tpot = "vllm:request_time_per_output_token_seconds";
     vec![
-        // §4.1 canonical TPOT: requests with n <= 1 fall in every TPOT bucket with TPOT 0.
+        // Canonical TPOT (docs/METRICS.md, "Canonical TPOT"): requests with n <= 1 fall in every TPOT bucket with TPOT 0.
         ("request_time_per_output_token_seconds_bucket", format!("{tpot}_bucket\n  - ignoring(le) group_left\n{GEN_LE1}")),
         ("request_time_per_output_token_seconds_sum", format!("{tpot}_sum\n  and ignoring(le)\n{GEN_LE1}")),
         ("request_time_per_output_token_seconds_count", format!("{tpot}_count\n  - ignoring(le)\n{GEN_LE1}")),
-        // §4.2 token-weighted ITL: Σ ITL over the tokens generated after each request's first.
+        // Token-weighted ITL (docs/METRICS.md, "Token-weighted ITL"): Σ ITL over the tokens generated after each request's first.
         (
             "token_weighted_itl_seconds_sum",
             format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
@@ -165,9 +165,9 @@ fn rules() -> Vec<(&'static str, String)> {
             "token_weighted_itl_seconds_count",
             format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
         ),
-        // §4.3 acceptance-corrected ITL, the exact sum and count only: the tokens emitted after each
-        // request's first, as the token-weighted count (docs/METRICS.md, "Accepted drafts are counted
-        // before truncation").
+        // Acceptance-corrected ITL (docs/METRICS.md, "Acceptance-corrected ITL"), the exact sum and
+        // count only: the tokens emitted after each request's first, as the token-weighted count
+        // (docs/METRICS.md, "Accepted drafts are counted before truncation").
         (
             "acceptance_corrected_itl_seconds_sum",
             format!("{ITL_SUM}\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count"),
@@ -176,7 +176,8 @@ fn rules() -> Vec<(&'static str, String)> {
             "acceptance_corrected_itl_seconds_count",
             format!("(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and {ITL_SUM}"),
         ),
-        // §4.4 local-compute iteration tokens (vLLM >= 0.16, which has the by-source counter).
+        // Local-compute iteration tokens (docs/METRICS.md, "Local-compute iteration tokens"; vLLM
+        // >= 0.16, which has the by-source counter).
         (
             "iteration_tokens_local_compute_sum",
             "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}\n  + ignoring(source)\nvllm:generation_tokens_total"

@@ -6,30 +6,31 @@
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
-//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]).
+//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]);
+//!   200, or the error of [`HttpError::Reload`].
 //! * `GET /`, `GET /status`, `GET /api/v1/groups`, `GET /docs`: landing page, per-group status
 //!   (HTML and JSON) and the README ([`status`]).
 //!
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
 //! authentication, every route but `/-/healthy` and `/-/ready` requires it
-//! ([`crate::web::auth`]).
+//! ([`auth`], [`crate::web::auth`]).
 
+pub mod auth;
 mod error;
-pub mod live;
 pub mod metrics;
 pub mod negotiate;
 pub mod status;
 pub mod write;
 
 #[cfg(test)]
+mod app_tests;
+#[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
 mod panic_tests;
 #[cfg(test)]
 mod status_tests;
-#[cfg(test)]
-mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -44,22 +45,17 @@ use axum::routing::{get, post};
 use tokio::sync::Semaphore;
 
 pub use error::HttpError;
-use live::{Live, LiveCell};
 
 use crate::config::Limits;
+use crate::live::{Live, LiveCell, kib};
 use crate::reload::Reloader;
 use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
-use crate::web::{WebSettings, auth};
+use crate::web::WebSettings;
 use engine::Engine;
 
 /// How long a remote-write request waits for a free slot before it is answered 503. Well within
 /// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
 pub const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
-
-/// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
-pub(crate) fn kib(bytes: usize) -> u32 {
-    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
-}
 
 /// Shared state of every handler. Cheap to clone (all `Arc`s).
 #[derive(Debug, Clone)]
@@ -222,10 +218,7 @@ pub fn app(state: AppState) -> Router {
         .route("/docs", get(status::docs))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
-        .route(
-            "/-/reload",
-            post(crate::reload::handle).put(crate::reload::handle),
-        )
+        .route("/-/reload", post(reload).put(reload))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_auth,
@@ -266,6 +259,21 @@ async fn count_response(State(state): State<AppState>, request: Request, next: N
     }
     .emit(&state.metrics);
     response
+}
+
+/// `POST`/`PUT /-/reload`: 200 `configuration reloaded`, else [`HttpError::ReloadUnavailable`]
+/// (no reloader: in-process uses such as `demo`), [`HttpError::Reload`] or
+/// [`HttpError::ReloadPanicked`].
+async fn reload(State(state): State<AppState>) -> Result<&'static str, HttpError> {
+    let reloader = state
+        .reloader()
+        .cloned()
+        .ok_or(HttpError::ReloadUnavailable)?;
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(())) => Ok("configuration reloaded\n"),
+        Ok(Err(error)) => Err(HttpError::Reload(error)),
+        Err(panic) => Err(HttpError::ReloadPanicked(panic.to_string())),
+    }
 }
 
 async fn healthy() -> &'static str {

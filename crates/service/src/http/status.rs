@@ -44,12 +44,6 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// `{name="value", …}` with the values quoted as in the exposition format (unescaped text).
-pub fn label_set(labels: &[(String, String)]) -> String {
-    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
-    format!("{{{}}}", inner.join(", "))
-}
-
 fn page_head(out: &mut String, title: &str) {
     let _ = write!(
         out,
@@ -139,7 +133,7 @@ pub fn group_json(g: &GroupSnapshot) -> Value {
 /// `GET /status`: a table of the groups, rendered with the wall clock for the lag column.
 pub async fn status(State(state): State<AppState>) -> Response {
     let groups = snapshot(&state);
-    let body = render_status(&groups, crate::run::now_ms());
+    let body = render_status(&groups, crate::clock::now_ms());
     ([(header::CONTENT_TYPE, HTML)], body).into_response()
 }
 

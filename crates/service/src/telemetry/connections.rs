@@ -7,8 +7,6 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::InternalEvent;
-
 /// Why the server closed a connection: the `reason` label of
 /// `vllm_corrector_connections_closed_total`, each pre-registered at 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,12 +95,17 @@ pub struct ConnectionClosed {
     pub reason: CloseReason,
 }
 
-impl InternalEvent for ConnectionClosed {
-    fn emit(self, metrics: &super::SelfMetrics) {
+/// An event recorded into [`ConnectionMetrics`] (then into `super::ops::OpsEvent` and
+/// `super::InternalEvent` by blanket impls, so callers `emit` it like the others).
+pub trait ConnectionEvent {
+    /// Logs the event and updates `connections`.
+    fn record_connection(self, connections: &ConnectionMetrics);
+}
+
+impl ConnectionEvent for ConnectionClosed {
+    fn record_connection(self, connections: &ConnectionMetrics) {
         tracing::debug!(peer = %self.peer, reason = self.reason.as_str(), "connection closed by the server");
-        metrics
-            .ops
-            .connections
+        connections
             .closed
             .get_or_create(&[("reason", self.reason.as_str())])
             .inc();

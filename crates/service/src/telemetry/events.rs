@@ -8,7 +8,6 @@
 
 use std::sync::Mutex;
 
-use crate::http::status::label_set;
 use engine::{EngineEvent, Family, WithheldReason};
 
 /// Log lines per event kind per window before the rest are counted and suppressed.
@@ -47,6 +46,13 @@ struct Window {
 #[derive(Debug, Default)]
 pub struct EventLog {
     window: Mutex<Window>,
+}
+
+/// `{name="value", …}` with the values quoted as in the exposition format (unescaped text): a
+/// group's labels in log lines and on `/status`.
+pub fn label_set(labels: &[(String, String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+    format!("{{{}}}", inner.join(", "))
 }
 
 fn families(list: &[Family]) -> String {

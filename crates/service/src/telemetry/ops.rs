@@ -9,7 +9,7 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::InternalEvent;
+use super::connections::ConnectionEvent;
 
 /// Why a request was refused by authentication: the `reason` label of
 /// `vllm_corrector_auth_failures_total`, pre-registered at 0.
@@ -122,16 +122,27 @@ pub struct AuthRefused<'a> {
     pub path: &'a str,
 }
 
-impl InternalEvent for AuthRefused<'_> {
-    fn emit(self, metrics: &super::SelfMetrics) {
+/// An event recorded into [`OpsMetrics`]: every one is a `super::InternalEvent` (a blanket impl
+/// there), so callers `emit` it like the others.
+pub trait OpsEvent {
+    /// Logs the event and updates `ops`.
+    fn record(self, ops: &OpsMetrics);
+}
+
+impl<T: ConnectionEvent> OpsEvent for T {
+    fn record(self, ops: &OpsMetrics) {
+        self.record_connection(&ops.connections);
+    }
+}
+
+impl OpsEvent for AuthRefused<'_> {
+    fn record(self, ops: &OpsMetrics) {
         tracing::debug!(
             reason = self.reason.as_str(),
             path = self.path,
             "request refused by authentication"
         );
-        metrics
-            .ops
-            .auth_failures
+        ops.auth_failures
             .get_or_create(&[("reason", self.reason.as_str())])
             .inc();
     }
@@ -146,9 +157,9 @@ pub struct TlsHandshakeFailed {
     pub error: String,
 }
 
-impl InternalEvent for TlsHandshakeFailed {
-    fn emit(self, metrics: &super::SelfMetrics) {
+impl OpsEvent for TlsHandshakeFailed {
+    fn record(self, ops: &OpsMetrics) {
         tracing::debug!(peer = %self.peer, error = %self.error, "TLS handshake failed");
-        metrics.ops.tls_handshake_failures.inc();
+        ops.tls_handshake_failures.inc();
     }
 }

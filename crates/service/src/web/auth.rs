@@ -1,6 +1,7 @@
 //! HTTP authentication: basic auth with bcrypt hashes (exporter-toolkit's `basic_auth_users`) and
-//! bearer tokens (this project's extension), and the middleware that enforces them together with
-//! the client-certificate policy.
+//! bearer tokens (this project's extension), checked together with the client-certificate policy
+//! by `super::WebSettings::authenticate`. The middleware that calls it is
+//! `crate::http::auth`.
 //!
 //! Rules, once anything is configured ([`super::WebSettings::authenticates`]):
 //! * every configured scheme must pass: a verified client certificate when a client CA is
@@ -22,17 +23,12 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode};
 use base64::Engine as _;
 use ring::digest::{SHA256, digest};
 
-use super::tls::Peer;
-use super::{ClientCertPolicy, WebConfigError, WebConfigFile, invalid, read_file};
-use crate::http::AppState;
-use crate::telemetry::{AuthFailure, AuthRefused, InternalEvent};
+use super::file::{WebConfigError, WebConfigFile, invalid, read_file};
+use crate::telemetry::AuthFailure;
 
 /// Routes open without credentials: the liveness and readiness probes.
 pub const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
@@ -234,63 +230,40 @@ fn token_digest(field: &str, token: &str) -> Result<Digest, WebConfigError> {
     Ok(sha256(&[token.as_bytes()]))
 }
 
-/// Middleware: refuses a request that does not pass every configured scheme (see the module
-/// doc); probes ([`OPEN_PATHS`]) always pass. The web settings are read once per request, so a
-/// reload applies from the next request on.
-pub async fn require_auth(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let live = state.live();
-    let web = &live.web;
-    let path = request.uri().path();
-    if !web.authenticates() || OPEN_PATHS.contains(&path) {
-        return next.run(request).await;
-    }
-    if web.client_certs != ClientCertPolicy::None {
-        let verified = request
-            .extensions()
-            .get::<ConnectInfo<Peer>>()
-            .is_some_and(|info| info.0.verified_client_certificate);
-        if !verified {
-            AuthRefused {
-                reason: AuthFailure::MissingClientCertificate,
-                path,
-            }
-            .emit(&state.metrics);
-            return (
-                StatusCode::FORBIDDEN,
-                "a verified TLS client certificate is required\n",
-            )
-                .into_response();
-        }
-    }
-    if web.auth.is_configured() {
-        let authorization = request.headers().get(header::AUTHORIZATION);
-        if let Err(reason) = web.auth.check(authorization).await {
-            AuthRefused { reason, path }.emit(&state.metrics);
-            let mut response = (
-                StatusCode::UNAUTHORIZED,
-                match reason {
-                    AuthFailure::MissingCredentials => "credentials required\n",
-                    _ => "invalid credentials\n",
-                },
-            )
-                .into_response();
-            for challenge in web.auth.challenges() {
-                response
-                    .headers_mut()
-                    .append(header::WWW_AUTHENTICATE, challenge);
-            }
-            return response;
-        }
-    }
-    next.run(request).await
+/// Why authentication refused a request: one variant per status. The status is chosen here, by
+/// this layer ([`AuthError::status`]); the HTTP layer turns the error into a response in one
+/// place (`crate::http::HttpError`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuthError {
+    /// A client CA is configured and the connection presented no verified client certificate.
+    /// 403: credentials in a header cannot fix what the TLS handshake decided.
+    #[error("a verified TLS client certificate is required")]
+    ClientCertificateRequired,
+    /// Missing or invalid HTTP credentials. 401, with one `WWW-Authenticate` challenge per
+    /// configured scheme ([`HttpAuth::challenges`]).
+    #[error("{}", if *.reason == AuthFailure::MissingCredentials { "credentials required" } else { "invalid credentials" })]
+    Unauthenticated {
+        /// [`AuthFailure::MissingCredentials`] or [`AuthFailure::InvalidCredentials`].
+        reason: AuthFailure,
+        /// The challenges to send back.
+        challenges: Vec<HeaderValue>,
+    },
 }
 
-/// Middleware: adds `http_server_config.headers` to every response, refusals included.
-pub async fn add_headers(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let live = state.live();
-    let mut response = next.run(request).await;
-    for (name, value) in &live.web.headers {
-        response.headers_mut().insert(name.clone(), value.clone());
+impl AuthError {
+    /// The status code of this refusal: 403 or 401.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AuthError::ClientCertificateRequired => StatusCode::FORBIDDEN,
+            AuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+        }
     }
-    response
+
+    /// The `reason` label of `vllm_corrector_auth_failures_total`.
+    pub fn reason(&self) -> AuthFailure {
+        match self {
+            AuthError::ClientCertificateRequired => AuthFailure::MissingClientCertificate,
+            AuthError::Unauthenticated { reason, .. } => *reason,
+        }
+    }
 }

@@ -25,8 +25,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
-use crate::http::live::LiveCell;
+use super::file::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
 use crate::telemetry::{InternalEvent, SelfMetrics, TlsHandshakeFailed};
 
 /// Longest a client may take to complete its TLS handshake.
@@ -269,7 +268,7 @@ impl Connected<IncomingStream<'_, TlsListener>> for Peer {
 }
 
 /// A TLS listener: accepts TCP connections, completes each handshake in its own task with the
-/// server configuration current in `live`, and hands finished streams to `axum::serve`.
+/// server configuration current at accept time, and hands finished streams to `axum::serve`.
 #[derive(Debug)]
 pub struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
@@ -278,14 +277,17 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Wraps a bound TCP listener. Connections accepted while `live` holds no TLS configuration
-    /// are closed (the service never turns TLS off at run time: a reload doing so is refused).
+    /// Wraps a bound TCP listener. `current` gives the server configuration for each accepted
+    /// connection (the service passes the one its reloadable settings hold, `crate::live`, so a
+    /// reload applies from the next connection). Connections accepted while `current` gives
+    /// `None` are closed (the service never turns TLS off at run time: a reload doing so is
+    /// refused).
     ///
     /// # Errors
     /// The error of `local_addr`.
     pub fn new(
         tcp: TcpListener,
-        live: Arc<LiveCell>,
+        current: impl Fn() -> Option<Arc<ServerConfig>> + Send + 'static,
         metrics: Arc<SelfMetrics>,
     ) -> std::io::Result<TlsListener> {
         let local = tcp.local_addr()?;
@@ -305,7 +307,7 @@ impl TlsListener {
                         continue;
                     }
                 };
-                let Some(config) = live.get().web.tls.clone() else {
+                let Some(config) = current() else {
                     continue;
                 };
                 let (tx, metrics) = (tx.clone(), metrics.clone());

@@ -13,6 +13,11 @@ use tokio::sync::Semaphore;
 use crate::config::Limits;
 use crate::web::WebSettings;
 
+/// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
+pub(crate) fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
 /// One load of the reloadable settings.
 #[derive(Debug)]
 pub struct Live {
@@ -34,9 +39,7 @@ impl Live {
     pub fn new(limits: Limits, web: Arc<WebSettings>) -> Live {
         Live {
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
-            inflight_kib: Arc::new(Semaphore::new(
-                super::kib(limits.max_inflight_bytes) as usize
-            )),
+            inflight_kib: Arc::new(Semaphore::new(kib(limits.max_inflight_bytes) as usize)),
             limits,
             web,
         }
