@@ -36,7 +36,7 @@ pub struct SeriesRef<'a> {
     /// (as every sender encodes it). `None` otherwise, and always for RW 2.0.
     pub key: Option<SeriesKey>,
     /// RW 1.0 via [`v1::decode_deferred`] only: the whole `TimeSeries` message while its labels are
-    /// not decoded yet (`labels` is then empty); [`SeriesRef::decode_labels`] decodes them.
+    /// not decoded yet (`labels` is then empty); [`crate::v1::decode_pending_labels`] decodes them.
     pub pending_labels: Option<&'a [u8]>,
 }
 

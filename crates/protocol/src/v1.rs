@@ -72,13 +72,13 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 
 /// [`decode`] with the labels left undecoded: each series gets its [`SeriesRef::key`] (when its
 /// label fields lead the message) and [`SeriesRef::pending_labels`], and `labels` stays empty until
-/// [`SeriesRef::decode_labels`]. Samples, histograms, exemplars and metadata are decoded as by
+/// [`decode_pending_labels`]. Samples, histograms, exemplars and metadata are decoded as by
 /// [`decode`]. The receiver's hot path: a series whose key it knows needs no label decoding, UTF-8
 /// check or normalisation (docs/PERFORMANCE.md, "The known-series fast path").
 ///
 /// # Errors
 /// As [`decode`], except that a malformed `Label` or a label that is not UTF-8 is reported by
-/// [`SeriesRef::decode_labels`] instead (with the same error); so when a body holds several
+/// [`decode_pending_labels`] instead (with the same error); so when a body holds several
 /// errors, the one reported may differ.
 pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
@@ -132,7 +132,7 @@ fn slot<'s, 'a>(
     Ok(slot)
 }
 
-/// Scratch space of label decoding ([`SeriesRef::decode_labels`]), reused across series.
+/// Scratch space of label decoding ([`decode_pending_labels`]), reused across series.
 #[derive(Debug, Default)]
 pub struct LabelScratch(Vec<LabelSpan>);
 
@@ -454,23 +454,24 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
     Ok(valid.then_some(metadata))
 }
 
-impl SeriesRef<'_> {
-    /// Decodes labels left pending by [`decode_deferred`] into `labels`, exactly as
-    /// [`decode`] would have (same labels, same order, same errors); nothing when none are
-    /// pending. `scratch` is reused between calls.
-    ///
-    /// # Errors
-    /// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
-    /// `labels` stays empty and the labels stay pending).
-    pub fn decode_labels(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
-        match self.pending_labels {
-            Some(bytes) => {
-                decode_labels_of(bytes, scratch, &mut self.labels)?;
-                self.pending_labels = None;
-                Ok(())
-            }
-            None => Ok(()),
+/// Decodes the labels of `series` left pending by [`decode_deferred`] into its `labels`, exactly as
+/// [`decode`] would have (same labels, same order, same errors); nothing when none are
+/// pending. `scratch` is reused between calls.
+///
+/// # Errors
+/// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
+/// `labels` stays empty and the labels stay pending).
+pub fn decode_pending_labels(
+    series: &mut SeriesRef<'_>,
+    scratch: &mut LabelScratch,
+) -> Result<(), ProtocolError> {
+    match series.pending_labels {
+        Some(bytes) => {
+            decode_labels_of(bytes, scratch, &mut series.labels)?;
+            series.pending_labels = None;
+            Ok(())
         }
+        None => Ok(()),
     }
 }
 

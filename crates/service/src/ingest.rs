@@ -164,7 +164,7 @@ fn resolve_labels<'a>(
     scratch: &mut LabelScratch,
     limits: &LabelLimits,
 ) -> Result<Result<(), LabelError>, ProtocolError> {
-    series.decode_labels(scratch)?;
+    protocol::v1::decode_pending_labels(series, scratch)?;
     Ok(limits
         .check(&series.labels)
         .and_then(|()| series.normalize()))
@@ -182,7 +182,7 @@ pub fn prepare<'a>(request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a
     let mut scratch = LabelScratch::default();
     let mut request = request;
     for series in &mut request.series {
-        if series.decode_labels(&mut scratch).is_err() {
+        if protocol::v1::decode_pending_labels(series, &mut scratch).is_err() {
             series.pending_labels = None;
         }
     }
@@ -232,7 +232,7 @@ pub fn prepare_known<'a>(
             positions.push(position);
             return true;
         }
-        if let Err(e) = series.decode_labels(&mut scratch) {
+        if let Err(e) = protocol::v1::decode_pending_labels(series, &mut scratch) {
             failed = Some(e);
             return false;
         }
