@@ -129,7 +129,7 @@ impl RequestV2Builder {
     ///
     /// # Panics
     /// Past 2^32 distinct strings.
-    pub fn intern(&mut self, s: &str) -> u32 {
+    pub(crate) fn intern(&mut self, s: &str) -> u32 {
         if let Some(&i) = self.index.get(s) {
             return i;
         }

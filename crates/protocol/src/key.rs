@@ -37,7 +37,7 @@ fn pass(seed: u64, bytes: &[u8]) -> u64 {
 impl SeriesKey {
     /// The key of `label_bytes` (the raw encoded label fields), any length.
     #[inline]
-    pub fn of(label_bytes: &[u8]) -> SeriesKey {
+    pub(crate) fn of(label_bytes: &[u8]) -> SeriesKey {
         SeriesKey {
             hash: pass(SEEDS[0], label_bytes),
             check: pass(SEEDS[1], label_bytes),

@@ -143,7 +143,9 @@ pub fn normalize_labels(labels: &mut Vec<Label<'_>>) -> Result<(), LabelError> {
 ///
 /// # Errors
 /// As [`normalize_labels`], in the same order.
-pub fn normalize_labels_in_place(labels: &mut [Label<'_>]) -> (usize, Result<(), LabelError>) {
+pub(crate) fn normalize_labels_in_place(
+    labels: &mut [Label<'_>],
+) -> (usize, Result<(), LabelError>) {
     normalize_labels_memo(labels, &mut NameMemo::default())
 }
 
@@ -166,7 +168,7 @@ pub struct NameMemo<'a> {
 ///
 /// # Errors
 /// As [`normalize_labels`], in the same order.
-pub fn normalize_labels_memo<'a>(
+pub(crate) fn normalize_labels_memo<'a>(
     labels: &mut [Label<'a>],
     memo: &mut NameMemo<'a>,
 ) -> (usize, Result<(), LabelError>) {
@@ -273,17 +275,17 @@ fn normalized_already<'a>(
 }
 
 /// The label that carries the metric name.
-pub const METRIC_NAME_LABEL: &str = "__name__";
+pub(crate) const METRIC_NAME_LABEL: &str = "__name__";
 
 /// True when `name` matches `[a-zA-Z_:][a-zA-Z0-9_:]*`, the classic metric-name character set
 /// (colons are allowed: vLLM names are `vllm:*`).
-pub fn is_valid_metric_name(name: &str) -> bool {
+pub(crate) fn is_valid_metric_name(name: &str) -> bool {
     valid_name(name, true)
 }
 
 /// True when `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`, the classic label-name character set. Names
 /// starting with `__` (reserved for internal use) are accepted: `__name__` is one.
-pub fn is_valid_label_name(name: &str) -> bool {
+pub(crate) fn is_valid_label_name(name: &str) -> bool {
     valid_name(name, false)
 }
 

@@ -19,7 +19,7 @@ pub struct SeriesRef<'a> {
     /// (schema −53) decoded for conversion to classic series, other schemas only recognised.
     pub histograms: Vec<NativeHistogram>,
     /// Number of exemplars in this series (RW1 field 3, RW2 field 4). Counted, not used.
-    pub exemplars: u32,
+    pub(crate) exemplars: u32,
     /// RW 2.0 only: the metadata sent with this series (`TimeSeries.metadata`, field 5), when
     /// present and its `help_ref`/`unit_ref` are in range (metadata never fails a request).
     pub metadata: Option<SeriesMetadata<'a>>,
@@ -27,10 +27,10 @@ pub struct SeriesRef<'a> {
     /// — `TimeSeries.created_timestamp` (field 6, senders up to Prometheus 3.7) or
     /// `Sample.start_timestamp` (field 3, Prometheus ≥ 3.8); the last non-zero one in wire order
     /// wins (a sample's over the series' own).
-    pub start_timestamp_ms: Option<i64>,
+    pub(crate) start_timestamp_ms: Option<i64>,
     /// RW 2.0 only: the series' `labels_refs` were invalid (odd length, or a reference outside
     /// `symbols`), so `labels` is empty; the whole series is rejected with this reason.
-    pub labels_error: Option<LabelError>,
+    pub(crate) labels_error: Option<LabelError>,
     /// RW 1.0 via [`v1::decode_deferred`] only: the identity of the series' encoded label bytes
     /// ([`SeriesKey`]), when every label field of the `TimeSeries` comes before its other fields
     /// (as every sender encodes it). `None` otherwise, and always for RW 2.0.

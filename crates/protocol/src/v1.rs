@@ -255,7 +255,7 @@ fn walk_series<'a>(
 impl MetricType {
     /// Maps the wire value of `MetricMetadata.MetricType` (RW 1.0) to a [`MetricType`]; values
     /// outside 0..=7 become [`MetricType::Other`].
-    pub fn from_wire(value: i32) -> MetricType {
+    pub(crate) fn from_wire(value: i32) -> MetricType {
         match value {
             0 => MetricType::Unknown,
             1 => MetricType::Counter,
@@ -271,7 +271,7 @@ impl MetricType {
 
     /// The wire value of this type in `MetricMetadata.MetricType` (RW 1.0); the inverse of
     /// [`MetricType::from_wire`] (`Other(v)` maps to `v`).
-    pub fn to_wire(self) -> i32 {
+    pub(crate) fn to_wire(self) -> i32 {
         match self {
             MetricType::Unknown => 0,
             MetricType::Counter => 1,

@@ -31,39 +31,39 @@ pub(crate) struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A cursor at the start of `buf`, which holds one `message` (named in errors).
     #[inline]
-    pub fn new(buf: &'a [u8], message: &'static str) -> Self {
+    pub(crate) fn new(buf: &'a [u8], message: &'static str) -> Self {
         Reader::at(buf, 0, message)
     }
 
     /// A cursor at byte `pos` of `buf` (a caller that read the first bytes of the message itself).
     #[inline]
-    pub fn at(buf: &'a [u8], pos: usize, message: &'static str) -> Self {
+    pub(crate) fn at(buf: &'a [u8], pos: usize, message: &'static str) -> Self {
         Reader { buf, pos, message }
     }
 
     /// The offset of the next byte to read.
     #[inline]
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
     /// True when every byte of the message has been read.
     #[inline]
-    pub fn at_end(&self) -> bool {
+    pub(crate) fn at_end(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
     /// A [`ProtocolError::Protobuf`] naming the message and the byte offset.
     #[cold]
     #[inline(never)]
-    pub fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
+    pub(crate) fn error(&self, what: std::fmt::Arguments<'_>) -> ProtocolError {
         ProtocolError::Protobuf(format!("{} at byte {}: {what}", self.message, self.pos))
     }
 
     /// The error for a known field sent with another wire type than its schema's.
     #[cold]
     #[inline(never)]
-    pub fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
+    pub(crate) fn wrong_wire(&self, field: u32, wire: Wire) -> ProtocolError {
         self.error(format_args!(
             "field {field} has unexpected wire type {wire:?}"
         ))
@@ -72,7 +72,7 @@ impl<'a> Reader<'a> {
     /// Reads a base-128 varint of at most 10 bytes; the 10th byte may only carry bit 63. One- and
     /// two-byte varints (keys, lengths) take the inlined path.
     #[inline(always)]
-    pub fn varint(&mut self) -> Result<u64, ProtocolError> {
+    pub(crate) fn varint(&mut self) -> Result<u64, ProtocolError> {
         match self.buf.get(self.pos) {
             Some(&byte) if byte < 0x80 => {
                 self.pos += 1;
@@ -110,19 +110,19 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an `int64` varint: the two's complement of its 64 bits (negative values work).
-    pub fn int64(&mut self) -> Result<i64, ProtocolError> {
+    pub(crate) fn int64(&mut self) -> Result<i64, ProtocolError> {
         self.varint().map(|v| v as i64)
     }
 
     /// Reads a `sint32` varint: zigzag over the varint's low 32 bits, as protobuf specifies.
-    pub fn sint32(&mut self) -> Result<i32, ProtocolError> {
+    pub(crate) fn sint32(&mut self) -> Result<i32, ProtocolError> {
         let low = self.varint()? as u32;
         Ok(((low >> 1) as i32) ^ -((low & 1) as i32))
     }
 
     /// Reads a field key: field number (non-zero, at most 2^29 - 1) and wire type.
     #[inline(always)]
-    pub fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
+    pub(crate) fn key(&mut self) -> Result<(u32, Wire), ProtocolError> {
         let key = self.varint()?;
         let wire = match key & 7 {
             0 => Wire::Varint,
@@ -172,20 +172,20 @@ impl<'a> Reader<'a> {
 
     /// Reads 8 little-endian bytes.
     #[inline]
-    pub fn fixed64(&mut self) -> Result<u64, ProtocolError> {
+    pub(crate) fn fixed64(&mut self) -> Result<u64, ProtocolError> {
         let mut le = [0u8; 8];
         le.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(le))
     }
 
     /// Reads a `double` (fixed64), bit-exact: NaN payloads such as the staleness marker survive.
-    pub fn double(&mut self) -> Result<f64, ProtocolError> {
+    pub(crate) fn double(&mut self) -> Result<f64, ProtocolError> {
         self.fixed64().map(f64::from_bits)
     }
 
     /// Reads the length of a length-delimited value; it must fit in what is left of this message.
     #[inline(always)]
-    pub fn len(&mut self) -> Result<usize, ProtocolError> {
+    pub(crate) fn len(&mut self) -> Result<usize, ProtocolError> {
         let len = self.varint()?;
         let remaining = self.buf.len() - self.pos;
         match usize::try_from(len) {
@@ -198,7 +198,7 @@ impl<'a> Reader<'a> {
 
     /// Reads a length-delimited value; its length must fit in what is left of this message.
     #[inline(always)]
-    pub fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], ProtocolError> {
         let len = self.len()?;
         let bytes = &self.buf[self.pos..self.pos + len];
         self.pos += len;
@@ -207,12 +207,12 @@ impl<'a> Reader<'a> {
 
     /// Moves past `n` bytes that the caller read itself (at most what is left).
     #[inline]
-    pub fn advance(&mut self, n: usize) {
+    pub(crate) fn advance(&mut self, n: usize) {
         self.pos = (self.pos + n).min(self.buf.len());
     }
 
     /// Skips one value of wire type `wire`.
-    pub fn skip(&mut self, wire: Wire) -> Result<(), ProtocolError> {
+    pub(crate) fn skip(&mut self, wire: Wire) -> Result<(), ProtocolError> {
         match wire {
             Wire::Varint => self.varint().map(drop),
             Wire::Fixed64 => self.take(8).map(drop),
@@ -226,7 +226,7 @@ impl<'a> Reader<'a> {
     ///
     /// # Errors
     /// A truncated or overlong varint, or any other wire type.
-    pub fn repeated_varint(
+    pub(crate) fn repeated_varint(
         &mut self,
         field: u32,
         wire: Wire,
@@ -250,7 +250,7 @@ impl<'a> Reader<'a> {
     ///
     /// # Errors
     /// A packed length that is not a multiple of 8, or any other wire type.
-    pub fn repeated_double(
+    pub(crate) fn repeated_double(
         &mut self,
         field: u32,
         wire: Wire,
