@@ -15,7 +15,7 @@ use serde::Deserialize;
 mod error;
 mod limits;
 
-pub use error::ConfigError;
+pub(crate) use error::ConfigError;
 use error::{duration_ms, invalid, positive};
 use limits::validate_limits;
 pub use limits::{Limits, LimitsSection};
@@ -25,7 +25,7 @@ use engine::EngineConfig;
 /// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
 /// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
 /// Prometheus wiki's "Default port allocations"), so the receiver can sit beside any of them.
-pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9490";
+pub(crate) const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9490";
 
 /// Command-line arguments, as typed (Prometheus-style dotted flag names).
 #[derive(Debug, Clone, Parser)]
@@ -34,12 +34,12 @@ pub struct Args {
     /// Address to listen on for remote write (`POST /api/v1/write`), `/metrics`, `/-/healthy` and
     /// `/-/ready`. Port 9490 is used by no Prometheus component by default.
     #[arg(long = "web.listen-address", value_name = "HOST:PORT", default_value = DEFAULT_LISTEN_ADDRESS)]
-    pub listen_address: String,
+    pub(crate) listen_address: String,
 
     /// Optional YAML configuration file (engine and limits). Without it, embedded defaults apply.
     /// Re-read on SIGHUP and `POST /-/reload`.
     #[arg(long = "config.file", value_name = "PATH")]
-    pub config_file: Option<PathBuf>,
+    pub(crate) config_file: Option<PathBuf>,
 
     /// Optional web configuration file in the Prometheus exporter-toolkit format (TLS, client
     /// certificates, basic auth), plus this project's `bearer_tokens`/`bearer_token_files`; see
@@ -51,7 +51,7 @@ pub struct Args {
     /// atomically on shutdown and every `storage.write_interval`, read at start). Overrides
     /// `storage.path` of the configuration file. Without either, the state is not kept.
     #[arg(long = "storage.path", value_name = "DIR")]
-    pub storage_path: Option<PathBuf>,
+    pub(crate) storage_path: Option<PathBuf>,
 
     /// Only log messages at or above this level.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
@@ -118,25 +118,25 @@ pub enum LogFormat {
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     /// Settings of the per-scrape join engine.
-    pub engine: EngineSection,
+    pub(crate) engine: EngineSection,
     /// Resource limits of the remote-write receiver.
-    pub limits: LimitsSection,
+    pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
-    pub storage: StorageSection,
+    pub(crate) storage: StorageSection,
 }
 
 /// `storage:` section of the YAML file. Read at start only (a reload keeps the running values).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct StorageSection {
+pub(crate) struct StorageSection {
     /// Directory of the state file (`acceptance-state.json`); `--storage.path` overrides it.
     /// Default: none (the state is not kept).
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// How often the state is written while running (it is also written on shutdown). A
     /// duration (humantime syntax), at least `1s`. Default: `30s`.
-    pub write_interval: String,
+    pub(crate) write_interval: String,
 }
 
 impl Default for StorageSection {
@@ -150,33 +150,33 @@ impl Default for StorageSection {
 
 /// Validated storage settings: where and how often the state is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Storage {
+pub(crate) struct Storage {
     /// The directory holding the state file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Period of the background writes.
-    pub write_interval: Duration,
+    pub(crate) write_interval: Duration,
 }
 
 /// `engine:` section of the YAML file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct EngineSection {
+pub(crate) struct EngineSection {
     /// A group (one vLLM engine's series) that receives no sample for this long leaves `/metrics`
     /// and its memory is freed. A duration such as `90s`, `10m` or `1h 30m` (humantime syntax).
     /// Must be at least `1s`. Default: `10m`.
-    pub idle_timeout: String,
+    pub(crate) idle_timeout: String,
     /// How many distinct scrape timestamps a group keeps while it waits for every input series of
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
-    pub max_pending_frames: usize,
+    pub(crate) max_pending_frames: usize,
     /// A group that receives no new sample for this many of its own observed scrape intervals
     /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
     /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
-    pub missed_scrapes: u32,
+    pub(crate) missed_scrapes: u32,
     /// The `missed_scrapes` removal never happens sooner than this after the group's last new
     /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
     /// default `queue_config.batch_send_deadline` of 5 s.
-    pub missed_scrapes_min_wait: String,
+    pub(crate) missed_scrapes_min_wait: String,
 }
 
 impl Default for EngineSection {
@@ -194,9 +194,9 @@ impl Default for EngineSection {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Socket address to listen on.
-    pub listen_address: SocketAddr,
+    pub(crate) listen_address: SocketAddr,
     /// The YAML file read, if any.
-    pub config_file: Option<PathBuf>,
+    pub(crate) config_file: Option<PathBuf>,
     /// The web configuration file (`--web.config.file`), read by [`crate::web::WebSettings::load`].
     pub web_config_file: Option<PathBuf>,
     /// Log verbosity.
@@ -204,11 +204,11 @@ pub struct Config {
     /// Log line format.
     pub log_format: LogFormat,
     /// Engine settings.
-    pub engine: EngineConfig,
+    pub(crate) engine: EngineConfig,
     /// Receiver limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Where the state is kept across restarts (`--storage.path`, `storage:`), if anywhere.
-    pub storage: Option<Storage>,
+    pub(crate) storage: Option<Storage>,
 }
 
 impl FileConfig {
@@ -217,7 +217,7 @@ impl FileConfig {
     /// # Errors
     /// [`ConfigError::Yaml`] for malformed YAML, an unknown field or a wrong type; `path` is only
     /// used in the message.
-    pub fn from_yaml(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    pub(crate) fn from_yaml(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
@@ -239,7 +239,7 @@ impl FileConfig {
     ///
     /// # Errors
     /// [`ConfigError::Read`] when the file cannot be read, else as [`FileConfig::from_yaml`].
-    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+    pub(crate) fn read(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -266,7 +266,7 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the first invalid flag or field.
-    pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
+    pub(crate) fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;

@@ -35,19 +35,19 @@ const MAX_QUOTED_LABELS: usize = 512;
 /// histograms of schemas other than custom buckets are accepted and counted the same way.
 /// Exemplars are never stored, so none is ever written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// Float samples written.
-    pub samples: u64,
+    pub(crate) samples: u64,
     /// Native histogram samples written.
-    pub histograms: u64,
+    pub(crate) histograms: u64,
     /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
-    pub exemplars: u64,
+    pub(crate) exemplars: u64,
 }
 
 /// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
 /// applied, as the docs/REMOTE-WRITE.md' checklist item 1 asks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SeriesRejection {
+pub(crate) enum SeriesRejection {
     /// Invalid labels, label references or a label limit: the whole series is rejected.
     #[error(transparent)]
     Label(#[from] LabelError),
@@ -69,11 +69,11 @@ pub enum SeriesRejection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedSeries {
     /// Zero-based position of the series in the request.
-    pub index: usize,
+    pub(crate) index: usize,
     /// Its labels as `{name="value", …}`, shortened past 512 bytes.
-    pub labels: String,
+    pub(crate) labels: String,
     /// Why.
-    pub reason: SeriesRejection,
+    pub(crate) reason: SeriesRejection,
 }
 
 /// Everything one request did.
@@ -82,11 +82,11 @@ pub struct Outcome {
     /// Sample accounting of the request (record it in the self-metrics).
     pub report: IngestReport,
     /// What was written (RW 2.0 response headers).
-    pub written: Written,
+    pub(crate) written: Written,
     /// Series in the request.
-    pub series: usize,
+    pub(crate) series: usize,
     /// Series with at least one [`SeriesRejection`].
-    pub rejected_series: usize,
+    pub(crate) rejected_series: usize,
     /// The first of them.
     pub first_rejected: Option<RejectedSeries>,
 }
@@ -269,7 +269,7 @@ pub fn prepare_known<'a>(
 
 /// Every sample of `request` rejected for `reason` (a request refused whole after decoding, such
 /// as `limits.max_series_per_request`).
-pub fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
+pub(crate) fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
     let mut report = IngestReport::default();
     for series in &request.series {
         report.reject(reason, series.sample_count());
@@ -487,7 +487,7 @@ fn apply_histogram(
 }
 
 /// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
-pub fn quote_labels(labels: &[Label<'_>]) -> String {
+pub(crate) fn quote_labels(labels: &[Label<'_>]) -> String {
     let mut out = String::from("{");
     for (i, label) in labels.iter().enumerate() {
         if i > 0 {

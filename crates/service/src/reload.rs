@@ -33,7 +33,7 @@ use engine::Engine;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
+pub(crate) enum ReloadError {
     /// `--config.file` is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -48,7 +48,7 @@ pub enum ReloadError {
 impl ReloadError {
     /// The status code of a failed reload: always 500, since the fault is in the server's files,
     /// not in the request (see the module doc).
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             ReloadError::Config(_) | ReloadError::Web(_) | ReloadError::TlsToggle(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -59,7 +59,7 @@ impl ReloadError {
 
 /// Re-reads the configuration files and swaps the running settings.
 #[derive(Debug)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     args: Args,
     engine: Arc<Mutex<Engine>>,
     metrics: Arc<SelfMetrics>,
@@ -70,7 +70,7 @@ pub struct Reloader {
 impl Reloader {
     /// A reloader for the files named by `args`, acting on the running `engine`'s settings and
     /// swapping `live`; reloads are counted in `metrics`.
-    pub fn new(
+    pub(crate) fn new(
         args: Args,
         engine: Arc<Mutex<Engine>>,
         metrics: Arc<SelfMetrics>,
@@ -90,7 +90,7 @@ impl Reloader {
     ///
     /// # Errors
     /// [`ReloadError`]; the old configuration is then kept and the failure counted.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    pub(crate) fn reload(&self) -> Result<(), ReloadError> {
         let _one_at_a_time = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
         match self.swap() {
             Ok(()) => {
@@ -128,7 +128,7 @@ impl Reloader {
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of
 /// killing the process with the default action) and spawns a task that reloads on every SIGHUP
 /// until aborted. Without a handler (non-Unix, or the OS refused) it logs and never reloads.
-pub fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

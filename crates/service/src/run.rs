@@ -20,7 +20,7 @@ use engine::Engine;
 
 /// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
-pub const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
+pub(crate) const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 
 /// Runs the service until SIGTERM or Ctrl-C: binds `config.listen_address`, logs `listening`,
 /// then serves (TLS when `web` has it) until the signal and finishes in-flight requests. `args`
@@ -113,7 +113,7 @@ pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::
 
 /// How long in-flight requests may take to finish after SIGTERM before the remaining connections
 /// are closed.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
 /// Over TLS ([`TlsListener`]) when `state`'s web settings hold a TLS configuration, else plain

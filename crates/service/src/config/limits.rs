@@ -13,66 +13,66 @@ use super::error::{ConfigError, duration_ms, invalid, positive};
 pub struct LimitsSection {
     /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
     /// answered 413. At least 1. Default: `33554432` (32 MiB).
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
     /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `134217728`
     /// (128 MiB).
-    pub max_decoded_bytes: usize,
+    pub(crate) max_decoded_bytes: usize,
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// Most series (`TimeSeries` messages) in one request. A request with more is answered 413
     /// and none of it is applied (its samples are counted as `too_many_series`). At least 1.
     /// Default: `50000` (Prometheus sends at most `queue_config.max_samples_per_send` series per
     /// request, 500 by default in 2.42).
-    pub max_series_per_request: usize,
+    pub(crate) max_series_per_request: usize,
     /// Most labels in one series, `__name__` included. A series with more is rejected
     /// (`too_many_labels`, 400; the rest of the request is applied). At least 1. Default: `64`.
-    pub max_labels_per_series: usize,
+    pub(crate) max_labels_per_series: usize,
     /// Longest label name, bytes. A series with a longer one is rejected
     /// (`label_name_too_long`, 400). At least 1. Default: `1024`.
-    pub max_label_name_length: usize,
+    pub(crate) max_label_name_length: usize,
     /// Longest label value, bytes. A series with a longer one is rejected
     /// (`label_value_too_long`, 400). At least 1. Default: `2048`.
-    pub max_label_value_length: usize,
+    pub(crate) max_label_value_length: usize,
     /// Most input series held at once (series a rule reads; stale ones until their group
     /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
     /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
-    pub max_active_series: usize,
+    pub(crate) max_active_series: usize,
     /// How far past the receive clock a sample's timestamp may be. A later sample is rejected
     /// (`future_timestamp`, 400; the rest of the request is applied): applied, it would become its
     /// series' newest and make every real sample after it out of order. A duration (humantime
     /// syntax). Default: `10m`.
-    pub max_future_skew: String,
+    pub(crate) max_future_skew: String,
     /// Memory budget of the requests being received and decoded at once, bytes: each request
     /// holds its body size (its `Content-Length`, or `max_body_bytes` when absent) while the body is
     /// read, plus its declared decoded size while it is decoded. A request that cannot get its share
     /// within a few seconds is answered 503 (retried with backoff), so request buffers never exceed
     /// this budget whatever the senders do. At least `max_body_bytes + max_decoded_bytes`.
     /// Default: `268435456` (256 MiB).
-    pub max_inflight_bytes: usize,
+    pub(crate) max_inflight_bytes: usize,
     /// Longest time to receive a request body once its headers arrived. A slower body is answered
     /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
     /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
-    pub request_body_timeout: String,
+    pub(crate) request_body_timeout: String,
     /// Most client connections open at once (TLS connections once their handshake is done). A
     /// further connection is closed as soon as it is accepted and counted in
     /// `vllm_corrector_connections_closed_total{reason="max_connections"}`, so clients that hold
     /// connections open cannot exhaust the process' file descriptors. Keep it below `ulimit -n`.
     /// At least 1. Default: `1024` (a Prometheus opens at most `queue_config.max_shards`
     /// connections, 200 by default in 2.42).
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Longest time a client may take to send a complete request head (request line and headers),
     /// from when the connection opens or its previous request's body was received and the next
     /// head's first byte arrived. A slower connection is closed (`reason="header_read_timeout"`): a
     /// client that sends half a head and stalls holds nothing for long. A duration (humantime
     /// syntax), longer than 0s. Default: `10s`.
-    pub header_read_timeout: String,
+    pub(crate) header_read_timeout: String,
     /// Longest time a keep-alive connection may sit idle between requests (after a response,
     /// before the next request's first byte). It is then closed (`reason="idle_timeout"`); the
     /// sender opens a new one for its next request. A duration (humantime syntax), longer than 0s.
     /// Default: `2m`.
-    pub idle_connection_timeout: String,
+    pub(crate) idle_connection_timeout: String,
 }
 
 impl Default for LimitsSection {
@@ -102,27 +102,27 @@ impl Default for LimitsSection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest accepted body as sent, bytes.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded body, bytes.
-    pub max_decoded_bytes: usize,
+    pub(crate) max_decoded_bytes: usize,
     /// Remote-write requests processed at once.
-    pub max_concurrent_requests: usize,
+    pub(crate) max_concurrent_requests: usize,
     /// Most series in one request.
-    pub max_series_per_request: usize,
+    pub(crate) max_series_per_request: usize,
     /// Per-series label limits (count, name length, value length).
-    pub labels: LabelLimits,
+    pub(crate) labels: LabelLimits,
     /// How far past the receive clock a sample may be stamped, ms.
-    pub max_future_skew_ms: i64,
+    pub(crate) max_future_skew_ms: i64,
     /// Memory budget of request bodies and decode buffers at once, bytes.
-    pub max_inflight_bytes: usize,
+    pub(crate) max_inflight_bytes: usize,
     /// Longest time to receive a request body.
-    pub request_body_timeout: std::time::Duration,
+    pub(crate) request_body_timeout: std::time::Duration,
     /// Most client connections open at once.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Longest time to receive a request head.
-    pub header_read_timeout: std::time::Duration,
+    pub(crate) header_read_timeout: std::time::Duration,
     /// Longest idle time of a keep-alive connection between requests.
-    pub idle_connection_timeout: std::time::Duration,
+    pub(crate) idle_connection_timeout: std::time::Duration,
 }
 
 impl Default for Limits {

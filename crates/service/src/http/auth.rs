@@ -15,7 +15,11 @@ use crate::web::tls::Peer;
 
 /// Middleware: refuses a request that does not pass every configured scheme (401 or 403,
 /// `crate::web::auth`); probes ([`OPEN_PATHS`]) always pass.
-pub async fn require_auth(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn require_auth(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let live = state.live();
     let web = &live.web;
     let path = request.uri().path();
@@ -39,7 +43,11 @@ pub async fn require_auth(State(state): State<AppState>, request: Request, next:
 }
 
 /// Middleware: adds `http_server_config.headers` to every response, refusals included.
-pub async fn add_headers(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn add_headers(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let live = state.live();
     let mut response = next.run(request).await;
     for (name, value) in &live.web.headers {

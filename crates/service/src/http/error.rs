@@ -16,7 +16,7 @@ use protocol::ProtocolError;
 /// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
 /// `Display` text, one line of `text/plain`.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     /// `Content-Encoding` other than `snappy` (gzip included). 415.
     #[error("unsupported Content-Encoding {0:?}: remote write bodies must be snappy block format")]
     UnsupportedEncoding(String),
@@ -118,7 +118,7 @@ pub enum HttpError {
 impl HttpError {
     /// The request-level limit that refused the request, if this error is one: counted once, where
     /// the answer is made, in `vllm_corrector_requests_limited_total{limit}`.
-    pub fn limit(&self) -> Option<RequestLimit> {
+    pub(crate) fn limit(&self) -> Option<RequestLimit> {
         match self {
             HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
             HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
@@ -143,7 +143,7 @@ impl HttpError {
     }
 
     /// The status code of this error.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             HttpError::UnsupportedEncoding(_) | HttpError::UnsupportedContentType(_) => {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE

@@ -8,7 +8,7 @@ use crate::exposition::Format;
 
 /// The remote-write protocol of a request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteProtocol {
+pub(crate) enum WriteProtocol {
     /// Remote write 1.0: a snappy-compressed `prometheus.WriteRequest`.
     V1,
     /// Remote write 2.0: a snappy-compressed `io.prometheus.write.v2.Request`.
@@ -24,7 +24,7 @@ pub enum WriteProtocol {
 /// # Errors
 /// [`HttpError::UnsupportedEncoding`], or [`HttpError::UnsupportedContentType`] for any other
 /// type or `proto` (all 415).
-pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
+pub(crate) fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
     for value in headers.get_all(header::CONTENT_ENCODING) {
         let text = value.to_str().unwrap_or("<non-ASCII>");
         if !text.trim().eq_ignore_ascii_case("snappy") {
@@ -43,7 +43,7 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
 /// True when `Content-Type` names RW 2.0, whatever else is wrong with the request: such a request
 /// is answered with the `X-Prometheus-Remote-Write-*-Written` headers even when it is refused
 /// (RW 2.0 spec: a 2.0 sender reads a response without them as a 1.0-only receiver's).
-pub fn declares_rw2(headers: &HeaderMap) -> bool {
+pub(crate) fn declares_rw2(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -79,7 +79,7 @@ fn protocol_of(content_type: &str) -> Option<WriteProtocol> {
 /// is also the answer to no `Accept` at all or `*/*`. Prometheus 2.42 sends
 /// `application/openmetrics-text;version=1.0.0,…,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` and so
 /// gets OpenMetrics.
-pub fn metrics_format(accept: Option<&HeaderValue>) -> Format {
+pub(crate) fn metrics_format(accept: Option<&HeaderValue>) -> Format {
     let Some(text) = accept.and_then(|v| v.to_str().ok()) else {
         return Format::Text;
     };

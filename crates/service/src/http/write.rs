@@ -51,13 +51,13 @@ const INLINE_DECODED_BYTES: usize = 512 * 1024;
 const MAX_QUOTED_PANIC: usize = 512;
 
 /// RW 2.0 response header: float samples written.
-pub const SAMPLES_WRITTEN: HeaderName =
+pub(crate) const SAMPLES_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-samples-written");
 /// RW 2.0 response header: native histogram samples written.
-pub const HISTOGRAMS_WRITTEN: HeaderName =
+pub(crate) const HISTOGRAMS_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-histograms-written");
 /// RW 2.0 response header: exemplars written (always 0: none is stored).
-pub const EXEMPLARS_WRITTEN: HeaderName =
+pub(crate) const EXEMPLARS_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-exemplars-written");
 
 thread_local! {
@@ -67,7 +67,7 @@ thread_local! {
 
 /// Handles one remote-write request; see the module doc for the status of each outcome. An
 /// [`HttpError`] is answered with its status and a one-line reason.
-pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> Response {
     let rw2 = negotiate::declares_rw2(request.headers());
     let (written, result) = receive(&state, request).await;
     let mut response = match result {

@@ -31,7 +31,7 @@ use super::file::{WebConfigError, WebConfigFile, invalid, read_file};
 use crate::telemetry::AuthFailure;
 
 /// Routes open without credentials: the liveness and readiness probes.
-pub const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
+pub(crate) const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
 
 /// Most cached successful basic-auth checks; the cache is cleared when full.
 const MAX_CACHED: usize = 1024;
@@ -57,7 +57,7 @@ fn same_digest(a: &Digest, b: &Digest) -> bool {
 
 /// Configured HTTP credentials. `Debug` prints counts only.
 #[derive(Default)]
-pub struct HttpAuth {
+pub(crate) struct HttpAuth {
     /// User → bcrypt hash.
     users: BTreeMap<String, String>,
     /// Hash checked for an unknown user, of the users' highest cost.
@@ -86,7 +86,7 @@ impl HttpAuth {
     /// [`WebConfigError::Invalid`] for an empty user name or one containing `:` (basic auth
     /// splits at the first colon, so it could never match), a hash that is not bcrypt, an empty
     /// token or one with whitespace inside; [`WebConfigError::Read`] for an unreadable token file.
-    pub fn from_file(file: &WebConfigFile, dir: &Path) -> Result<HttpAuth, WebConfigError> {
+    pub(crate) fn from_file(file: &WebConfigFile, dir: &Path) -> Result<HttpAuth, WebConfigError> {
         let mut users = BTreeMap::new();
         let mut max_cost = 0;
         for (user, hash) in &file.basic_auth_users {
@@ -128,12 +128,12 @@ impl HttpAuth {
     }
 
     /// Whether users or tokens are configured (then every protected request needs them).
-    pub fn is_configured(&self) -> bool {
+    pub(crate) fn is_configured(&self) -> bool {
         !self.users.is_empty() || !self.tokens.is_empty()
     }
 
     /// The `WWW-Authenticate` challenges of the configured schemes.
-    pub fn challenges(&self) -> Vec<HeaderValue> {
+    pub(crate) fn challenges(&self) -> Vec<HeaderValue> {
         let mut out = Vec::new();
         if !self.users.is_empty() {
             out.push(HeaderValue::from_static(
@@ -152,7 +152,10 @@ impl HttpAuth {
     /// [`AuthFailure::MissingCredentials`] without a header, else
     /// [`AuthFailure::InvalidCredentials`] for anything but a configured scheme with valid
     /// credentials.
-    pub async fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), AuthFailure> {
+    pub(crate) async fn check(
+        &self,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<(), AuthFailure> {
         let value = authorization.ok_or(AuthFailure::MissingCredentials)?;
         let text = value
             .to_str()
@@ -234,7 +237,7 @@ fn token_digest(field: &str, token: &str) -> Result<Digest, WebConfigError> {
 /// this layer ([`AuthError::status`]); the HTTP layer turns the error into a response in one
 /// place (`crate::http::HttpError`).
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     /// A client CA is configured and the connection presented no verified client certificate.
     /// 403: credentials in a header cannot fix what the TLS handshake decided.
     #[error("a verified TLS client certificate is required")]
@@ -252,7 +255,7 @@ pub enum AuthError {
 
 impl AuthError {
     /// The status code of this refusal: 403 or 401.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthError::ClientCertificateRequired => StatusCode::FORBIDDEN,
             AuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
@@ -260,7 +263,7 @@ impl AuthError {
     }
 
     /// The `reason` label of `vllm_corrector_auth_failures_total`.
-    pub fn reason(&self) -> AuthFailure {
+    pub(crate) fn reason(&self) -> AuthFailure {
         match self {
             AuthError::ClientCertificateRequired => AuthFailure::MissingClientCertificate,
             AuthError::Unauthenticated { reason, .. } => *reason,

@@ -38,7 +38,7 @@ use crate::config::Limits;
 use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent, SelfMetrics};
 
 /// What the auth middleware needs to know about a connection's stream.
-pub trait PeerStream {
+pub(crate) trait PeerStream {
     /// Whether the client presented a certificate verified during the TLS handshake.
     fn verified_client_certificate(&self) -> bool;
 }
@@ -210,7 +210,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
 /// # Errors
 /// None today (accept errors are retried inside the listener); the `Result` matches
 /// `axum::serve`'s.
-pub async fn serve<L>(
+pub(crate) async fn serve<L>(
     mut listener: L,
     router: Router,
     limits: impl Fn() -> Limits,

@@ -11,7 +11,7 @@ use serde::de::IgnoredAny;
 /// A string that is never printed by `Debug` (passwords, tokens, private keys).
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct Secret(pub String);
+pub(crate) struct Secret(pub String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -29,67 +29,67 @@ impl std::fmt::Debug for Secret {
 /// service speaks HTTP/1.1 only, which every remote-write sender uses.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct WebConfigFile {
+pub(crate) struct WebConfigFile {
     /// TLS server settings; absent (or without `cert`/`cert_file`) means plain HTTP.
-    pub tls_server_config: Option<TlsServerConfig>,
+    pub(crate) tls_server_config: Option<TlsServerConfig>,
     /// HTTP server settings.
-    pub http_server_config: Option<HttpServerConfig>,
+    pub(crate) http_server_config: Option<HttpServerConfig>,
     /// User name → bcrypt hash of the password (`$2a$`, `$2b$`, `$2x$` or `$2y$`).
-    pub basic_auth_users: BTreeMap<String, Secret>,
+    pub(crate) basic_auth_users: BTreeMap<String, Secret>,
     /// Extension: accepted `Authorization: Bearer <token>` tokens.
-    pub bearer_tokens: Vec<Secret>,
+    pub(crate) bearer_tokens: Vec<Secret>,
     /// Extension: files each holding one accepted bearer token (surrounding whitespace trimmed,
     /// as Prometheus' `credentials_file`).
-    pub bearer_token_files: Vec<PathBuf>,
+    pub(crate) bearer_token_files: Vec<PathBuf>,
     /// The toolkit's rate limiter: refused.
-    pub rate_limit: Option<IgnoredAny>,
+    pub(crate) rate_limit: Option<IgnoredAny>,
 }
 
 /// `tls_server_config:` (exporter-toolkit names).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct TlsServerConfig {
+pub(crate) struct TlsServerConfig {
     /// Server certificate chain, PEM text (instead of `cert_file`).
-    pub cert: Option<String>,
+    pub(crate) cert: Option<String>,
     /// Server private key, PEM text (instead of `key_file`).
-    pub key: Option<Secret>,
+    pub(crate) key: Option<Secret>,
     /// Client CA certificates, PEM text (instead of `client_ca_file`).
-    pub client_ca: Option<String>,
+    pub(crate) client_ca: Option<String>,
     /// Server certificate chain file, PEM, leaf first.
-    pub cert_file: Option<PathBuf>,
+    pub(crate) cert_file: Option<PathBuf>,
     /// Server private key file, PEM (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: Option<PathBuf>,
+    pub(crate) key_file: Option<PathBuf>,
     /// `NoClientCert` (default), `VerifyClientCertIfGiven` or `RequireAndVerifyClientCert`.
-    pub client_auth_type: Option<String>,
+    pub(crate) client_auth_type: Option<String>,
     /// Client CA certificates file, PEM.
-    pub client_ca_file: Option<PathBuf>,
+    pub(crate) client_ca_file: Option<PathBuf>,
     /// Refused (not supported).
-    pub client_allowed_sans: Option<IgnoredAny>,
+    pub(crate) client_allowed_sans: Option<IgnoredAny>,
     /// `TLS12` (default) or `TLS13`.
-    pub min_version: Option<String>,
+    pub(crate) min_version: Option<String>,
     /// `TLS12` or `TLS13` (default).
-    pub max_version: Option<String>,
+    pub(crate) max_version: Option<String>,
     /// Refused (not supported): rustls' TLS 1.2 suites are all AEAD with forward secrecy.
-    pub cipher_suites: Option<IgnoredAny>,
+    pub(crate) cipher_suites: Option<IgnoredAny>,
     /// Whether the server's suite order wins (default true, as in the toolkit).
-    pub prefer_server_cipher_suites: Option<bool>,
+    pub(crate) prefer_server_cipher_suites: Option<bool>,
     /// Refused (not supported).
-    pub curve_preferences: Option<IgnoredAny>,
+    pub(crate) curve_preferences: Option<IgnoredAny>,
 }
 
 /// `http_server_config:`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct HttpServerConfig {
+pub(crate) struct HttpServerConfig {
     /// Accepted and without effect: the service speaks HTTP/1.1 only.
-    pub http2: Option<bool>,
+    pub(crate) http2: Option<bool>,
     /// Response headers added to every answer; only the toolkit's five names are accepted.
-    pub headers: BTreeMap<String, String>,
+    pub(crate) headers: BTreeMap<String, String>,
 }
 
 /// How client certificates are treated (`client_auth_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClientCertPolicy {
+pub(crate) enum ClientCertPolicy {
     /// No client certificate is requested.
     #[default]
     None,
@@ -143,7 +143,7 @@ impl WebConfigFile {
     ///
     /// # Errors
     /// [`WebConfigError::Yaml`]; `path` is only used in the message.
-    pub fn from_yaml(text: &str, path: &Path) -> Result<WebConfigFile, WebConfigError> {
+    pub(crate) fn from_yaml(text: &str, path: &Path) -> Result<WebConfigFile, WebConfigError> {
         if text.trim().is_empty() {
             return Ok(WebConfigFile::default());
         }

@@ -26,10 +26,10 @@
 //! explains the choice. What the toolkit supports and this service refuses is listed on
 //! [`WebConfigFile`]: a refused field is an error, never silently ignored.
 
-pub mod auth;
-pub mod conn;
-pub mod file;
-pub mod tls;
+pub(crate) mod auth;
+pub(crate) mod conn;
+pub(crate) mod file;
+pub(crate) mod tls;
 
 #[cfg(test)]
 pub(crate) mod settings_tests;
@@ -41,23 +41,21 @@ use std::sync::Arc;
 use axum::http::{HeaderName, HeaderValue};
 
 use auth::AuthError;
-pub use auth::HttpAuth;
+pub(crate) use auth::HttpAuth;
 use file::invalid;
-pub use file::{
-    ClientCertPolicy, HttpServerConfig, Secret, TlsServerConfig, WebConfigError, WebConfigFile,
-};
+pub(crate) use file::{ClientCertPolicy, WebConfigError, WebConfigFile};
 
 /// The validated web configuration: what the listener and the auth middleware use.
 #[derive(Debug, Default)]
 pub struct WebSettings {
     /// The rustls server configuration when TLS is on.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Client certificate policy.
-    pub client_certs: ClientCertPolicy,
+    pub(crate) client_certs: ClientCertPolicy,
     /// Basic auth users and bearer tokens.
-    pub auth: HttpAuth,
+    pub(crate) auth: HttpAuth,
     /// Headers added to every response.
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// The toolkit's configurable response headers.
@@ -78,7 +76,7 @@ impl WebSettings {
     ///
     /// # Errors
     /// [`AuthError::ClientCertificateRequired`] or [`AuthError::Unauthenticated`].
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         &self,
         verified_client_certificate: bool,
         authorization: Option<&HeaderValue>,
@@ -120,7 +118,10 @@ impl WebSettings {
     ///
     /// # Errors
     /// As [`WebSettings::load`], after parsing.
-    pub fn from_file(file: &WebConfigFile, dir: &Path) -> Result<WebSettings, WebConfigError> {
+    pub(crate) fn from_file(
+        file: &WebConfigFile,
+        dir: &Path,
+    ) -> Result<WebSettings, WebConfigError> {
         if file.rate_limit.is_some() {
             return Err(invalid("rate_limit", "not supported by vllm-corrector"));
         }
@@ -142,7 +143,7 @@ impl WebSettings {
     }
 
     /// Whether any request must authenticate (HTTP credentials or a client certificate).
-    pub fn authenticates(&self) -> bool {
+    pub(crate) fn authenticates(&self) -> bool {
         self.auth.is_configured() || self.client_certs != ClientCertPolicy::None
     }
 }
