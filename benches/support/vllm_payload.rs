@@ -13,7 +13,7 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// A series' `TimeSeries.labels` fields (field 1, each a `Label{name=1, value=2}`), pre-encoded.
-pub fn encode_labels(labels: &[(String, String)]) -> Vec<u8> {
+pub(super) fn encode_labels(labels: &[(String, String)]) -> Vec<u8> {
     let mut out = Vec::new();
     for (name, value) in labels {
         let len = 2 + name.len() + value.len() + varint_len(name.len()) + varint_len(value.len());
@@ -41,7 +41,7 @@ fn varint_len(v: usize) -> usize {
 
 /// Appends one `WriteRequest.timeseries` entry (field 1) holding `labels` (pre-encoded) and one
 /// sample (`value` as fixed64 double, `ts_ms` as int64 varint).
-pub fn push_timeseries(out: &mut Vec<u8>, labels: &[u8], value: f64, ts_ms: i64) {
+pub(super) fn push_timeseries(out: &mut Vec<u8>, labels: &[u8], value: f64, ts_ms: i64) {
     let mut sample = [0u8; 2 + 8 + 11];
     sample[0] = 0x09;
     sample[1..9].copy_from_slice(&value.to_bits().to_le_bytes());
@@ -60,7 +60,7 @@ pub fn push_timeseries(out: &mut Vec<u8>, labels: &[u8], value: f64, ts_ms: i64)
 }
 
 /// A fleet ready to be cut into requests: templates, their encoded labels and their shard.
-pub struct Payloads {
+pub(crate) struct Payloads {
     /// The series.
     pub templates: Vec<SeriesTemplate>,
     encoded: Vec<Vec<u8>>,
@@ -74,7 +74,13 @@ pub struct Payloads {
 
 impl Payloads {
     /// Prepares `pods` × `engines` with `shards` remote-write shards.
-    pub fn new(pods: usize, engines: usize, shards: usize, t0_ms: i64, step_ms: i64) -> Payloads {
+    pub(crate) fn new(
+        pods: usize,
+        engines: usize,
+        shards: usize,
+        t0_ms: i64,
+        step_ms: i64,
+    ) -> Payloads {
         let templates = fleet(pods, engines);
         let encoded = templates.iter().map(|t| encode_labels(&t.labels)).collect();
         let mut shard_of = vec![Vec::new(); shards.max(1)];
@@ -98,14 +104,19 @@ impl Payloads {
     }
 
     /// Number of series.
-    pub fn series(&self) -> usize {
+    pub(crate) fn series(&self) -> usize {
         self.templates.len()
     }
 
     /// The uncompressed `WriteRequest` bodies of scrapes `first..first + count`, cut per shard into
     /// [`SAMPLES_PER_BATCH`]-sample requests (a shard's tail joins its next scrape, as a queue does),
     /// shards interleaved round-robin. Calls `emit` with each body and its sample count, in send order.
-    pub fn for_each_request(&self, first: u64, count: u64, mut emit: impl FnMut(&[u8], usize)) {
+    pub(crate) fn for_each_request(
+        &self,
+        first: u64,
+        count: u64,
+        mut emit: impl FnMut(&[u8], usize),
+    ) {
         let mut pending: Vec<(Vec<u8>, usize)> =
             vec![(Vec::with_capacity(160 * 1024), 0); self.shards.len()];
         let mut ready: Vec<Vec<(Vec<u8>, usize)>> = vec![Vec::new(); self.shards.len()];
@@ -145,7 +156,7 @@ impl Payloads {
 }
 
 /// Snappy block-compresses a body (the remote-write `Content-Encoding: snappy`).
-pub fn compress(raw: &[u8]) -> Vec<u8> {
+pub(crate) fn compress(raw: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new()
         .compress_vec(raw)
         .expect("body under 4 GiB")

@@ -28,10 +28,10 @@
 // The RW 1.0 encoding and the batching of the fleet: `vllm_payload.rs`, beside this file.
 #[path = "vllm_payload.rs"]
 mod payload;
-pub use payload::{Payloads, compress};
+pub(crate) use payload::{Payloads, compress};
 
 /// Samples per request, Prometheus' `queue_config.max_samples_per_send` default.
-pub const SAMPLES_PER_BATCH: usize = 500;
+pub(crate) const SAMPLES_PER_BATCH: usize = 500;
 
 const ITL_BOUNDS: [f64; 19] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -63,7 +63,7 @@ enum Value {
 
 /// One series: its label pairs as encoded (sorted by name), and how its value evolves.
 #[derive(Debug, Clone)]
-pub struct SeriesTemplate {
+pub(crate) struct SeriesTemplate {
     /// `(name, value)`, sorted by name.
     pub labels: Vec<(String, String)>,
     value: Value,
@@ -71,7 +71,7 @@ pub struct SeriesTemplate {
 
 impl SeriesTemplate {
     /// The sample value at scrape `k` (from 1).
-    pub fn value_at(&self, k: u64) -> f64 {
+    pub(crate) fn value_at(&self, k: u64) -> f64 {
         match self.value {
             Value::Counter(per_scrape) => per_scrape * k as f64,
             Value::Gauge(v) => v,
@@ -79,7 +79,7 @@ impl SeriesTemplate {
     }
 
     /// The metric name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self
             .labels
             .iter()
@@ -412,7 +412,7 @@ fn pod_series(out: &mut Vec<SeriesTemplate>, pod: &PodLabels<'_>) {
 }
 
 /// Every series of `pods` pods with `engines` data-parallel engines each.
-pub fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
+pub(crate) fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
     let mut out = Vec::new();
     for p in 0..pods {
         let pod = format!("vllm-llama-8b-{:05}-7c9f", p);
@@ -431,12 +431,12 @@ pub fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
 }
 
 /// Number of series a pod with `engines` engines has (see [`fleet`]).
-pub fn series_per_pod(engines: usize) -> usize {
+pub(crate) fn series_per_pod(engines: usize) -> usize {
     fleet(1, engines).len()
 }
 
 /// Names of the series a rule reads, for reporting what fraction of the fleet is tracked.
-pub fn is_rule_input(t: &SeriesTemplate) -> bool {
+pub(crate) fn is_rule_input(t: &SeriesTemplate) -> bool {
     let le = t
         .labels
         .iter()
