@@ -23,44 +23,48 @@ ITEM = re.compile(r'\b(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+)*'
 MOD_DECL = re.compile(r'((?:#\[[^\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_][A-Za-z0-9_]*)\s*([;{])')
 
 
+def blank(part):
+    """`part` as spaces, its newlines kept: offsets into the stripped code stay offsets into the text."""
+    return re.sub(r'[^\n]', ' ', part)
+
+
 def strip(text):
-    """The code without comments, string and char literals (kept as spaces, lines preserved)."""
+    """The code without comments, string and char literals (blanked, same length and lines)."""
     out, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
         if text.startswith('//', i):
             j = text.find('\n', i)
-            i = n if j < 0 else j
+            j = n if j < 0 else j
+            out.append(blank(text[i:j]))
+            i = j
         elif text.startswith('/*', i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if text.startswith('/*', i):
-                    depth, i = depth + 1, i + 2
-                elif text.startswith('*/', i):
-                    depth, i = depth - 1, i + 2
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith('/*', j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith('*/', j):
+                    depth, j = depth - 1, j + 2
                 else:
-                    out.append('\n' if text[i] == '\n' else '')
-                    i += 1
+                    j += 1
+            out.append(blank(text[i:j]))
+            i = j
         elif c == 'r' and re.match(r'r#*"', text[i:i + 10]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == '_')):
             hashes = re.match(r'r(#*)"', text[i:]).group(1)
             end = text.find('"' + hashes, i + 2 + len(hashes))
             end = n if end < 0 else end + 1 + len(hashes)
-            out.append('""')
+            out.append('"' + blank(text[i + 1:end - 1]) + '"')
             i = end
         elif c == '"':
             j = i + 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == '\\' else 1
-            out.append('""')
+            out.append('"' + blank(text[i + 1:j]) + '"')
             i = j + 1
-        elif c == "'" and re.match(r"'(\\.|[^\\'])'", text[i:i + 4] + ' '):
+        elif c == "'" and re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", text[i:]):
             m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", text[i:])
-            if m:
-                out.append("' '")
-                i += m.end()
-            else:
-                out.append(c)
-                i += 1
+            out.append("'" + blank(m.group(1)) + "'")
+            i += m.end()
         else:
             out.append(c)
             i += 1
@@ -212,8 +216,12 @@ class Crate:
         for mod, info in self.modules.items():
             code = info['code']
             paths = []
-            for m in re.finditer(r'\buse\s+([^;]+);', code):
-                paths += expand_use(m.group(1))
+            reexported = set()
+            for m in re.finditer(r'\b(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);', code):
+                for p in expand_use(m.group(2)):
+                    paths.append(p)
+                    if m.group(1):
+                        reexported.add(tuple(p))
             no_use = re.sub(r'\buse\s+[^;]+;', ' ', code)
             for m in re.finditer(r'\b(?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]*)+', no_use):
                 paths.append(m.group(0).split('::'))
@@ -221,10 +229,22 @@ class Crate:
                 ab = self.absolute(mod, p)
                 if ab is None:
                     continue
+                if ab[-1] == '*' and ab[:-1] in self.modules and tuple(p) in reexported:
+                    if ab[:-1] != mod:  # `pub use x::*` re-exports all of x: a use of x
+                        out.setdefault(mod, {}).setdefault(ab[:-1], set()).add('::'.join(p))
+                    continue
                 if ab[-1] == '*' and ab[:-1] in self.modules:
+                    # a glob uses what the module names of it: each re-export or item of the
+                    # globbed module whose name appears in this module's code
                     globbed = ab[:-1]
-                    targets = {self.resolve(t) for _, t in self.reexports(globbed)}
-                    if ITEM.search(self.modules[globbed]['code']):
+                    named = set(re.findall(r'[A-Za-z_][A-Za-z0-9_]*', re.sub(r'\buse\s+[^;]+;', ' ', code)))
+                    targets = set()
+                    for alias, t in self.reexports(globbed):
+                        if alias == '*':
+                            targets |= {self.resolve(t + (n,)) for n in named if self.defines(self.resolve(t + (n,)), n)}
+                        elif alias in named:
+                            targets.add(self.resolve(t))
+                    if any(m.group(1) in named for m in ITEM.finditer(self.modules[globbed]['code'])):
                         targets.add(globbed)
                     for target in targets - {mod}:
                         out.setdefault(mod, {}).setdefault(target, set()).add('::'.join(p))

@@ -75,11 +75,21 @@ class ModuleCyclesTest(unittest.TestCase):
     def test_a_glob_use_of_a_re_exporting_module_uses_what_it_re_exports(self):
         root = crate({
             'lib.rs': 'mod a;\nmod b;\npub use b::B;\n',
-            'a.rs': 'use super::*;\npub struct A;\n',
+            'a.rs': 'use super::*;\npub struct A(B);\n',
             'b.rs': 'use crate::a::A;\npub struct B;\n',
         })
         status, out = run(root)
         self.assertEqual(status, 1, out)
+
+    def test_a_module_at_a_path_attribute_is_read_from_that_file(self):
+        root = crate({
+            'lib.rs': 'mod a;\n',
+            'a.rs': '#[path = "b_impl.rs"]\nmod b;\nuse b::B;\npub struct A;\n',
+            'b_impl.rs': 'use super::A;\npub struct B;\n',
+        })
+        status, out = run(root)
+        self.assertEqual(status, 1, out)
+        self.assertIn('crate::a::b -> crate::a: super::A', out)
 
 
 if __name__ == '__main__':

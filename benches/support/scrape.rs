@@ -7,8 +7,8 @@ use protocol::{Label, Sample, normalize_labels};
 
 use super::vllm_shape::{Payloads, SeriesTemplate, compress};
 
-pub const T0_MS: i64 = 1_700_000_000_000;
-pub const STEP_MS: i64 = 15_000;
+pub(crate) const T0_MS: i64 = 1_700_000_000_000;
+pub(crate) const STEP_MS: i64 = 15_000;
 
 fn labels_of(t: &SeriesTemplate) -> Vec<Label<'_>> {
     let mut labels: Vec<Label<'_>> = t
@@ -21,14 +21,14 @@ fn labels_of(t: &SeriesTemplate) -> Vec<Label<'_>> {
 }
 
 /// One scrape's worth of engine input for `templates`: labels and a one-sample vector each.
-pub struct Scrape<'t> {
+pub(crate) struct Scrape<'t> {
     /// Normalised labels, the one-sample vector, and the template.
     pub series: Vec<(Vec<Label<'t>>, [Sample; 1], &'t SeriesTemplate)>,
 }
 
 impl<'t> Scrape<'t> {
     /// Engine input for every template (samples unset until [`Scrape::at`]).
-    pub fn new(templates: &'t [SeriesTemplate]) -> Self {
+    pub(crate) fn new(templates: &'t [SeriesTemplate]) -> Self {
         Scrape {
             series: templates
                 .iter()
@@ -47,7 +47,7 @@ impl<'t> Scrape<'t> {
     }
 
     /// Sets every sample to scrape `k` (timestamp and cumulative value).
-    pub fn at(&mut self, k: u64) {
+    pub(crate) fn at(&mut self, k: u64) {
         for (_, sample, t) in &mut self.series {
             sample[0] = Sample {
                 value: t.value_at(k),
@@ -57,20 +57,20 @@ impl<'t> Scrape<'t> {
     }
 
     /// Feeds every series to `engine`.
-    pub fn ingest(&self, engine: &mut Engine, report: &mut IngestReport) {
+    pub(crate) fn ingest(&self, engine: &mut Engine, report: &mut IngestReport) {
         for (labels, samples, _) in &self.series {
             engine.ingest(labels, samples, 0, report);
         }
     }
 
     /// Samples per scrape (one per series).
-    pub fn samples(&self) -> u64 {
+    pub(crate) fn samples(&self) -> u64 {
         self.series.len() as u64
     }
 }
 
 /// The first full 500-sample request of scrape 1 of `pods` pods × 2 engines, as `(snappy body, raw body)`.
-pub fn one_request(pods: usize) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn one_request(pods: usize) -> (Vec<u8>, Vec<u8>) {
     let payloads = Payloads::new(pods, 2, 4, T0_MS, STEP_MS);
     let mut first = None;
     payloads.for_each_request(1, 1, |raw, _| {

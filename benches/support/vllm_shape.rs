@@ -4,9 +4,9 @@
 //! so both measure the same bytes. Not part of the library.
 //!
 //! **Series of one engine** (vLLM 0.33 v1 metrics, `vllm/v1/metrics/loggers.py`, as Python
-//! `prometheus_client` exposes them; bounds from `vllm-metrics-reference.md` §2): every histogram's
-//! `_bucket{le}` (bounds plus `+Inf`), `_sum`, `_count` and `_created`; every counter's `_total` and
-//! `_created`; a few gauges. About 300 series per engine, of which 51 are read by a rule (ITL and
+//! `prometheus_client` exposes them; bounds from `docs/METRICS.md`, "Default bucket bounds"):
+//! every histogram's `_bucket{le}` (bounds plus `+Inf`), `_sum`, `_count` and `_created`; every
+//! counter's `_total` and `_created`; a few gauges. About 300 series per engine, of which 51 are read by a rule (ITL and
 //! request-TPOT histograms, `request_generation_tokens{le="1.0"}` and `_count`, generation tokens,
 //! TTFT `_count`, local-compute prompt tokens, iteration `_count`, accepted draft tokens). Each pod
 //! adds Prometheus' own per-target series (`up`, `scrape_*`) and Python process series, without
@@ -25,8 +25,13 @@
 
 #![allow(dead_code)]
 
+// The RW 1.0 encoding and the batching of the fleet: `vllm_payload.rs`, beside this file.
+#[path = "vllm_payload.rs"]
+mod payload;
+pub(crate) use payload::{Payloads, compress};
+
 /// Samples per request, Prometheus' `queue_config.max_samples_per_send` default.
-pub const SAMPLES_PER_BATCH: usize = 500;
+pub(crate) const SAMPLES_PER_BATCH: usize = 500;
 
 const ITL_BOUNDS: [f64; 19] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -58,7 +63,7 @@ enum Value {
 
 /// One series: its label pairs as encoded (sorted by name), and how its value evolves.
 #[derive(Debug, Clone)]
-pub struct SeriesTemplate {
+pub(crate) struct SeriesTemplate {
     /// `(name, value)`, sorted by name.
     pub labels: Vec<(String, String)>,
     value: Value,
@@ -66,7 +71,7 @@ pub struct SeriesTemplate {
 
 impl SeriesTemplate {
     /// The sample value at scrape `k` (from 1).
-    pub fn value_at(&self, k: u64) -> f64 {
+    pub(crate) fn value_at(&self, k: u64) -> f64 {
         match self.value {
             Value::Counter(per_scrape) => per_scrape * k as f64,
             Value::Gauge(v) => v,
@@ -74,7 +79,7 @@ impl SeriesTemplate {
     }
 
     /// The metric name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self
             .labels
             .iter()
@@ -407,7 +412,7 @@ fn pod_series(out: &mut Vec<SeriesTemplate>, pod: &PodLabels<'_>) {
 }
 
 /// Every series of `pods` pods with `engines` data-parallel engines each.
-pub fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
+pub(crate) fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
     let mut out = Vec::new();
     for p in 0..pods {
         let pod = format!("vllm-llama-8b-{:05}-7c9f", p);
@@ -426,12 +431,12 @@ pub fn fleet(pods: usize, engines: usize) -> Vec<SeriesTemplate> {
 }
 
 /// Number of series a pod with `engines` engines has (see [`fleet`]).
-pub fn series_per_pod(engines: usize) -> usize {
+pub(crate) fn series_per_pod(engines: usize) -> usize {
     fleet(1, engines).len()
 }
 
 /// Names of the series a rule reads, for reporting what fraction of the fleet is tracked.
-pub fn is_rule_input(t: &SeriesTemplate) -> bool {
+pub(crate) fn is_rule_input(t: &SeriesTemplate) -> bool {
     let le = t
         .labels
         .iter()
@@ -457,151 +462,4 @@ pub fn is_rule_input(t: &SeriesTemplate) -> bool {
         "vllm:prompt_tokens_by_source_total" => source == Some("local_compute"),
         _ => false,
     }
-}
-
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// A series' `TimeSeries.labels` fields (field 1, each a `Label{name=1, value=2}`), pre-encoded.
-pub fn encode_labels(labels: &[(String, String)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, value) in labels {
-        let len = 2 + name.len() + value.len() + varint_len(name.len()) + varint_len(value.len());
-        out.push(0x0a);
-        varint(&mut out, len as u64);
-        out.push(0x0a);
-        varint(&mut out, name.len() as u64);
-        out.extend_from_slice(name.as_bytes());
-        out.push(0x12);
-        varint(&mut out, value.len() as u64);
-        out.extend_from_slice(value.as_bytes());
-    }
-    out
-}
-
-fn varint_len(v: usize) -> usize {
-    let mut n = 1;
-    let mut v = v >> 7;
-    while v > 0 {
-        n += 1;
-        v >>= 7;
-    }
-    n
-}
-
-/// Appends one `WriteRequest.timeseries` entry (field 1) holding `labels` (pre-encoded) and one
-/// sample (`value` as fixed64 double, `ts_ms` as int64 varint).
-pub fn push_timeseries(out: &mut Vec<u8>, labels: &[u8], value: f64, ts_ms: i64) {
-    let mut sample = [0u8; 2 + 8 + 11];
-    sample[0] = 0x09;
-    sample[1..9].copy_from_slice(&value.to_bits().to_le_bytes());
-    sample[9] = 0x10;
-    let mut ts = Vec::with_capacity(10);
-    varint(&mut ts, ts_ms as u64);
-    sample[10..10 + ts.len()].copy_from_slice(&ts);
-    let sample_len = 10 + ts.len();
-    let series_len = labels.len() + 1 + varint_len(sample_len) + sample_len;
-    out.push(0x0a);
-    varint(out, series_len as u64);
-    out.extend_from_slice(labels);
-    out.push(0x12);
-    varint(out, sample_len as u64);
-    out.extend_from_slice(&sample[..sample_len]);
-}
-
-/// A fleet ready to be cut into requests: templates, their encoded labels and their shard.
-pub struct Payloads {
-    /// The series.
-    pub templates: Vec<SeriesTemplate>,
-    encoded: Vec<Vec<u8>>,
-    /// Series indices per shard, in fleet order.
-    shards: Vec<Vec<usize>>,
-    /// First timestamp (scrape 0; scrape `k` is at `t0_ms + k * step_ms`).
-    pub t0_ms: i64,
-    /// Scrape interval, ms.
-    pub step_ms: i64,
-}
-
-impl Payloads {
-    /// Prepares `pods` × `engines` with `shards` remote-write shards.
-    pub fn new(pods: usize, engines: usize, shards: usize, t0_ms: i64, step_ms: i64) -> Payloads {
-        let templates = fleet(pods, engines);
-        let encoded = templates.iter().map(|t| encode_labels(&t.labels)).collect();
-        let mut shard_of = vec![Vec::new(); shards.max(1)];
-        for (i, t) in templates.iter().enumerate() {
-            // FNV-1a over the label text: a fixed, even spread, like Prometheus' label-set hash.
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for (n, v) in &t.labels {
-                for b in n.bytes().chain([0xff]).chain(v.bytes()).chain([0xff]) {
-                    h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-                }
-            }
-            shard_of[(h % shards.max(1) as u64) as usize].push(i);
-        }
-        Payloads {
-            templates,
-            encoded,
-            shards: shard_of,
-            t0_ms,
-            step_ms,
-        }
-    }
-
-    /// Number of series.
-    pub fn series(&self) -> usize {
-        self.templates.len()
-    }
-
-    /// The uncompressed `WriteRequest` bodies of scrapes `first..first + count`, cut per shard into
-    /// [`SAMPLES_PER_BATCH`]-sample requests (a shard's tail joins its next scrape, as a queue does),
-    /// shards interleaved round-robin. Calls `emit` with each body and its sample count, in send order.
-    pub fn for_each_request(&self, first: u64, count: u64, mut emit: impl FnMut(&[u8], usize)) {
-        let mut pending: Vec<(Vec<u8>, usize)> =
-            vec![(Vec::with_capacity(160 * 1024), 0); self.shards.len()];
-        let mut ready: Vec<Vec<(Vec<u8>, usize)>> = vec![Vec::new(); self.shards.len()];
-        for k in first..first + count {
-            let ts = self.t0_ms + k as i64 * self.step_ms;
-            for (s, members) in self.shards.iter().enumerate() {
-                for &i in members {
-                    let (buf, n) = &mut pending[s];
-                    push_timeseries(buf, &self.encoded[i], self.templates[i].value_at(k), ts);
-                    *n += 1;
-                    if *n == SAMPLES_PER_BATCH {
-                        ready[s].push((
-                            std::mem::replace(buf, Vec::with_capacity(160 * 1024)),
-                            SAMPLES_PER_BATCH,
-                        ));
-                        *n = 0;
-                    }
-                }
-            }
-            // Round-robin over the shards' finished requests of this scrape.
-            let most = ready.iter().map(Vec::len).max().unwrap_or(0);
-            for j in 0..most {
-                for shard in &ready {
-                    if let Some((body, n)) = shard.get(j) {
-                        emit(body, *n);
-                    }
-                }
-            }
-            ready.iter_mut().for_each(Vec::clear);
-        }
-        for (buf, n) in pending {
-            if n > 0 {
-                emit(&buf, n);
-            }
-        }
-    }
-}
-
-/// Snappy block-compresses a body (the remote-write `Content-Encoding: snappy`).
-pub fn compress(raw: &[u8]) -> Vec<u8> {
-    snap::raw::Encoder::new()
-        .compress_vec(raw)
-        .expect("body under 4 GiB")
 }

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 /// A loopback HTTP endpoint.
 #[derive(Clone)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     host: String,
     path: String,
 }
 
 impl Endpoint {
     /// Parses `http://host:port/path`; panics unless the host is a loopback address.
-    pub fn parse(url: &str) -> Endpoint {
+    pub(crate) fn parse(url: &str) -> Endpoint {
         let rest = url.strip_prefix("http://").expect("an http:// URL");
         let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         assert!(
@@ -34,7 +34,7 @@ impl Endpoint {
 }
 
 /// One keep-alive connection.
-pub struct Connection {
+pub(crate) struct Connection {
     endpoint: Endpoint,
     reader: BufReader<TcpStream>,
     request: Vec<u8>,
@@ -42,7 +42,7 @@ pub struct Connection {
 
 impl Connection {
     /// Connects, or panics.
-    pub fn open(endpoint: &Endpoint) -> Connection {
+    pub(crate) fn open(endpoint: &Endpoint) -> Connection {
         Connection::try_open(endpoint).expect("connect to the receiver")
     }
 
@@ -60,7 +60,7 @@ impl Connection {
     /// POSTs a remote-write body; returns the status code, or 0 when the connection failed twice
     /// (a receiver may close a keep-alive connection at any time, as VictoriaMetrics does every
     /// `-http.connTimeout`: the body is sent again once on a new connection).
-    pub fn write(&mut self, body: &[u8]) -> u16 {
+    pub(crate) fn write(&mut self, body: &[u8]) -> u16 {
         match self.try_write(body) {
             Ok(status) => status,
             Err(_) => {
@@ -89,7 +89,7 @@ impl Connection {
     }
 
     /// GETs the endpoint's path; returns the status and the body.
-    pub fn get(&mut self) -> (u16, Vec<u8>) {
+    pub(crate) fn get(&mut self) -> (u16, Vec<u8>) {
         self.request.clear();
         write!(
             self.request,

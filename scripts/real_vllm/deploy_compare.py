@@ -17,6 +17,8 @@ import sys
 import urllib.parse
 import urllib.request
 
+from table import count as cnt, ms as m, pct, print_table, write_json
+
 RAW_TPOT = "vllm:request_time_per_output_token_seconds"
 RAW_ITL = "vllm:inter_token_latency_seconds"
 CANON = "vllm_corrected_request_time_per_output_token_seconds"
@@ -62,13 +64,12 @@ def main() -> None:
             "raw_itl_mean_s": ratio(RAW_ITL), "token_weighted_itl_s": ratio(TW),
             "acceptance_corrected_itl_s": ratio(ACC),
         })
+    print_rows(rows)
+    write_json(out_json, rows)
 
-    def pct(v, tr):
-        return "—" if v is None or not tr else f"{(v - tr) / tr * 100:+.2f} %"
 
-    def cnt(v):
-        return "—" if v is None else f"{v:.0f}"
-
+def print_rows(rows) -> None:
+    """The comparison table of `rows` (the objects written to --json)."""
     print("through Prometheus (increase over each batch window; times in ms, errors vs truth)")
     hdr = ("batch", "canon n", "n>1", "tw n", "acc n", "Σ(n−1)", "gen tok", "bench out",
            "bench TPOT", "raw TPOT", "err", "canon TPOT", "err", "truth ITL", "raw ITL", "err",
@@ -76,7 +77,6 @@ def main() -> None:
     table = []
     for r in rows:
         i, tr = r["increase"], r["truth"]
-        m = lambda v: "—" if v is None else f"{v * 1000:.3f}"  # noqa: E731
         table.append((
             r["batch"], cnt(i[CANON + "_count"]), str(tr["requests_n_gt_1"]), cnt(i[TW + "_count"]),
             cnt(i[ACC + "_count"]), str(tr["tokens_after_first"]), cnt(i["vllm:generation_tokens_total"]),
@@ -88,14 +88,7 @@ def main() -> None:
             m(r["acceptance_corrected_itl_s"]),
             pct(r["acceptance_corrected_itl_s"], tr["server_per_token_itl_s"]),
         ))
-    widths = [max(len(h), *(len(row[k]) for row in table)) for k, h in enumerate(hdr)]
-    print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)))
-    for row in table:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    if out_json:
-        with open(out_json, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
+    print_table(hdr, table)
 
 
 if __name__ == "__main__":

@@ -19,15 +19,7 @@ import os
 import subprocess
 import sys
 
-
-def pct(v, t):
-    if v is None or t in (None, 0):
-        return "—"
-    return f"{(v - t) / t * 100:+.2f} %"
-
-
-def ms(v):
-    return "—" if v is None else f"{v * 1000:.3f}"
+from table import ms, pct, print_table, write_json
 
 
 def main() -> None:
@@ -95,16 +87,10 @@ def main() -> None:
             "—" if r["acceptance_corrected_count"] is None
             else f"{round(r['acceptance_corrected_count'] - r['tokens_after_first']):+d}",
         ))
-    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(hdr)]
     print("times in ms; errors against the truth column to their left (TPOT: bench mean over n > 1; "
           "ITL: Δ ITL _sum / Σ max(n−1, 0))")
-    print("  ".join(h.rjust(w) for h, w in zip(hdr, widths)))
-    for row in table:
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
-    if out_json:
-        with open(out_json, "w") as f:
-            json.dump(rows, f, indent=1)
-            f.write("\n")
+    print_table(hdr, table)
+    write_json(out_json, rows)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,15 @@ use crate::accuracy_promql::{Labels, PromApi, time_param};
 use crate::accuracy_sim::SimServer;
 
 /// Relative tolerance of sums and means (the "within 1e-9").
-pub const REL: f64 = 1e-9;
+pub(crate) const REL: f64 = 1e-9;
 
 /// Prefix under which the suite's Prometheus records the shipped rules, so that their series and
 /// the corrector's coexist (and stay outside the `vllm:.*` remote-write relabelling).
-pub const RULES_PREFIX: &str = "vllm_promql_";
+pub(crate) const RULES_PREFIX: &str = "vllm_promql_";
 
 /// The shipped plain-PromQL recording rules (`vllm-corrector rules`, `promql_rules::render`),
 /// recorded under [`RULES_PREFIX`] every second.
-pub fn shipped_rules_yaml() -> String {
+pub(crate) fn shipped_rules_yaml() -> String {
     render(&RulesOptions {
         name_prefix: RULES_PREFIX.to_string(),
         interval: Some("1s".to_string()),
@@ -50,7 +50,7 @@ struct Rule {
 }
 
 /// `(recorded name, PromQL)` of every rule of [`shipped_rules_yaml`], read back as YAML.
-pub fn shipped_rules() -> Vec<(String, String)> {
+pub(crate) fn shipped_rules() -> Vec<(String, String)> {
     let file: RuleFile =
         serde_saphyr::from_str(&shipped_rules_yaml()).expect("the shipped rules parse as YAML");
     file.groups
@@ -62,7 +62,7 @@ pub fn shipped_rules() -> Vec<(String, String)> {
 
 /// What the simulator behind a group exposes, hence which assertions apply.
 #[derive(Debug, Clone, Copy)]
-pub struct Exposes {
+pub(crate) struct Exposes {
     /// vLLM ≥ 0.23 (profile 0.33): raw `iteration_tokens_total_sum` already counts local compute.
     pub local_iteration_sum: bool,
     /// Speculative decoding runs, with some decode steps without drafts.
@@ -70,7 +70,7 @@ pub struct Exposes {
 }
 
 /// True when `a` and `b` agree within `rel` of the larger magnitude (both 0 agree).
-pub fn close(a: f64, b: f64, rel: f64) -> bool {
+pub(crate) fn close(a: f64, b: f64, rel: f64) -> bool {
     (a - b).abs() <= rel * a.abs().max(b.abs())
 }
 
@@ -97,11 +97,11 @@ fn group_truth<'a>(truth: &'a Value, key: &GroupKey) -> &'a Value {
 
 /// Collects failures instead of stopping at the first, so one run reports everything.
 #[derive(Debug, Default)]
-pub struct Failures(pub Vec<String>);
+pub(crate) struct Failures(pub Vec<String>);
 
 impl Failures {
     /// Records `what` when `ok` is false.
-    pub fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
+    pub(crate) fn check(&mut self, ok: bool, what: impl FnOnce() -> String) {
         if !ok {
             self.0.push(what());
         }
@@ -110,7 +110,7 @@ impl Failures {
 
 /// Asserts `family` of `key` over the window between its frames `a` and `b` against the truth of
 /// `[s(a), s(b))`.
-pub fn check_window(
+pub(crate) fn check_window(
     family: &str,
     sim: &SimServer,
     key: &GroupKey,
@@ -133,7 +133,8 @@ pub fn check_window(
     match family {
         CANONICAL => canonical(&at, &g["requests"]["canonical_tpot"], a, b, out),
         TOKEN_WEIGHTED => {
-            // §4.2: count = generation tokens − first outputs (exact), sum = Σ ITL.
+            // docs/METRICS.md, "Token-weighted ITL": count = generation tokens − first outputs
+            // (exact), sum = Σ ITL.
             let (sum, count) = (d("_sum"), d("_count"));
             let itl_sum = f(it, "itl_sum_seconds");
             let want_count = f(it, "generation_tokens") - f(it, "first_outputs");
@@ -161,8 +162,9 @@ pub fn check_window(
             }
         }
         ACCEPTANCE => {
-            // §4.3: exact sum = Σ ITL; count = the tokens emitted after each request's first
-            // (generation − first outputs, as token-weighted), not ITL samples + accepted drafts:
+            // docs/METRICS.md, "Acceptance-corrected ITL": exact sum = Σ ITL; count = the tokens
+            // emitted after each request's first (generation − first outputs, as token-weighted),
+            // not ITL samples + accepted drafts:
             // the simulator, as vLLM, counts drafts accepted beyond a request's last token.
             let (sum, count) = (d("_sum"), d("_count"));
             let itl_sum = f(it, "itl_sum_seconds");
@@ -206,7 +208,8 @@ pub fn check_window(
             }
         }
         ITERATION => {
-            // §4.4: exact on every profile with prompts by source.
+            // docs/METRICS.md, "Local-compute iteration tokens": exact on every profile with
+            // prompts by source.
             let (sum, count) = (d("_sum"), d("_count"));
             let want_count = f(it, "iterations");
             out.check(count == want_count, || {
@@ -239,7 +242,7 @@ pub fn check_window(
 /// n ≤ 1 finished (raw `_count` counts them). Spec decoding: drafts were accepted, and some decode
 /// outputs had no drafts (so `mean_itl / AL` is not exact). 0.22: prompt tokens were cached or
 /// transferred (raw iteration `_sum` is inflated).
-pub fn check_exercised(
+pub(crate) fn check_exercised(
     family: &str,
     sim: &SimServer,
     key: &GroupKey,
@@ -294,7 +297,8 @@ pub fn check_exercised(
     }
 }
 
-/// §4.1 canonical TPOT: the count and every cumulative bucket exact, sum and mean within 1e-9.
+/// Canonical TPOT (docs/METRICS.md, "Canonical TPOT"): the count and every cumulative bucket
+/// exact, sum and mean within 1e-9.
 fn canonical(at: &str, tpot: &Value, a: &Frame, b: &Frame, out: &mut Failures) {
     let d = |k: &str| b.corrected(k) - a.corrected(k);
     let count = f(tpot, "count");
@@ -338,7 +342,7 @@ fn canonical(at: &str, tpot: &Value, a: &Frame, b: &Frame, out: &mut Failures) {
 }
 
 /// The truth's canonical TPOT request count of `key` over `[from_s, to_s)`.
-pub fn canonical_requests(sim: &SimServer, key: &GroupKey, from_s: f64, to_s: f64) -> f64 {
+pub(crate) fn canonical_requests(sim: &SimServer, key: &GroupKey, from_s: f64, to_s: f64) -> f64 {
     f(
         &group_truth(&sim.truth(from_s, to_s), key)["requests"]["canonical_tpot"],
         "count",
@@ -346,7 +350,7 @@ pub fn canonical_requests(sim: &SimServer, key: &GroupKey, from_s: f64, to_s: f6
 }
 
 /// `le` as vLLM prints it (`0.01`, `1.0`, `+Inf`) as a float.
-pub fn parse_le(le: &str) -> f64 {
+pub(crate) fn parse_le(le: &str) -> f64 {
     if le == "+Inf" {
         f64::INFINITY
     } else {
@@ -370,14 +374,14 @@ fn bucket_keys(frame: &Frame, family: &str) -> Vec<(f64, String)> {
 }
 
 /// Index of the bucket holding `x` among ascending `bounds` (the first bound ≥ `x`).
-pub fn bucket_index(bounds: &[f64], x: f64) -> usize {
+pub(crate) fn bucket_index(bounds: &[f64], x: f64) -> usize {
     bounds.iter().position(|&b| x <= b).unwrap_or(bounds.len())
 }
 
 /// `histogram_quantile(0.5 | 0.99)` of the canonical TPOT increase between `a` and `b`, evaluated
 /// by Prometheus with `@` on the corrector scrapes, lands within one bucket of the true median and
 /// p99 (numpy, linear interpolation) of the window's requests.
-pub fn check_quantiles(
+pub(crate) fn check_quantiles(
     api: &PromApi,
     sim: &SimServer,
     key: &GroupKey,
@@ -442,7 +446,7 @@ fn group_values(
 /// corrected one exactly and every sum within 1e-9, at both ends; the window means of canonical
 /// TPOT (`tpot_sum / (tpot_count − gen_tokens_bucket{le="1.0"})`) and token-weighted ITL agree
 /// within 1e-9; and Prometheus really records each rule's series for the group.
-pub fn check_plain_promql(
+pub(crate) fn check_plain_promql(
     api: &PromApi,
     rules: &[(String, String)],
     family: &str,

@@ -9,8 +9,9 @@
 //!
 //! The engine evaluates each family as soon as that family's own inputs of a frame are complete,
 //! so one corrector scrape can show two families of a group at different frames. Each family's
-//! sample at `T'` is therefore mapped to its frame `T` separately, by a value the reference (§4)
-//! says the family passes through unchanged from one raw series ([`IDENTIFIERS`]). A corrected
+//! sample at `T'` is therefore mapped to its frame `T` separately, by a value that
+//! `docs/METRICS.md`, "The corrected families", says the family passes through unchanged from one
+//! raw series ([`IDENTIFIERS`]). A corrected
 //! value that equals no raw scrape's value is itself a failure; a value shared by several scrapes
 //! (nothing happened between them) is ambiguous and skipped. The truth of a window between two
 //! frames is then `GET /truth?from=s(Ta)&to=s(Tb)`: exactly the batches the increase covers.
@@ -21,7 +22,7 @@ use crate::accuracy_promql::{PromApi, RangeSeries, quote};
 
 /// One corrector group as the suite names it: the simulator target and vLLM's labels.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GroupKey {
+pub(crate) struct GroupKey {
     /// The simulator's `instance` label (its `host:port`).
     pub instance: String,
     /// vLLM's `model_name`.
@@ -40,7 +41,7 @@ impl GroupKey {
     }
 
     /// A PromQL label matcher list selecting this group: `instance="…",model_name="…",engine="…"`.
-    pub fn matchers(&self) -> String {
+    pub(crate) fn matchers(&self) -> String {
         format!(
             "instance={},model_name={},engine={}",
             quote(&self.instance),
@@ -52,7 +53,7 @@ impl GroupKey {
 
 /// A span of wall-clock time, Unix ms, during which nothing in the chain changed.
 #[derive(Debug, Clone)]
-pub struct Phase {
+pub(crate) struct Phase {
     /// Name used in failure messages.
     pub name: String,
     /// Start (exclusive), Unix ms: after the previous fault was complete.
@@ -61,7 +62,7 @@ pub struct Phase {
 
 /// One source scrape of a group, as the corrector served it back.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Frame {
+pub(crate) struct Frame {
     /// The sender's scrape timestamp of the simulator, Unix ms (the frame's timestamp).
     pub source_ms: i64,
     /// Timestamp of the first corrector scrape that served this frame, Unix ms.
@@ -76,7 +77,7 @@ pub struct Frame {
 
 impl Frame {
     /// The corrected value `key` (`name` or `name{le}`); panics naming it when absent.
-    pub fn corrected(&self, key: &str) -> f64 {
+    pub(crate) fn corrected(&self, key: &str) -> f64 {
         *self
             .corrected
             .get(key)
@@ -84,7 +85,7 @@ impl Frame {
     }
 
     /// The raw value of `name` at the frame's scrape; panics naming it when absent.
-    pub fn raw(&self, name: &str) -> f64 {
+    pub(crate) fn raw(&self, name: &str) -> f64 {
         *self
             .raw
             .get(name)
@@ -93,34 +94,34 @@ impl Frame {
 }
 
 /// Canonical TPOT family.
-pub const CANONICAL: &str = "vllm_corrected_request_time_per_output_token_seconds";
+pub(crate) const CANONICAL: &str = "vllm_corrected_request_time_per_output_token_seconds";
 /// Token-weighted ITL family.
-pub const TOKEN_WEIGHTED: &str = "vllm_corrected_token_weighted_itl_seconds";
+pub(crate) const TOKEN_WEIGHTED: &str = "vllm_corrected_token_weighted_itl_seconds";
 /// Acceptance-corrected ITL family.
-pub const ACCEPTANCE: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
+pub(crate) const ACCEPTANCE: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
 /// Local-compute iteration tokens family.
-pub const ITERATION: &str = "vllm_corrected_iteration_tokens_local_compute";
+pub(crate) const ITERATION: &str = "vllm_corrected_iteration_tokens_local_compute";
 
 /// vLLM's ITL sum (seconds).
-pub const RAW_ITL_SUM: &str = "vllm:inter_token_latency_seconds_sum";
+pub(crate) const RAW_ITL_SUM: &str = "vllm:inter_token_latency_seconds_sum";
 /// vLLM's per-request TPOT sum (seconds).
-pub const RAW_TPOT_SUM: &str = "vllm:request_time_per_output_token_seconds_sum";
+pub(crate) const RAW_TPOT_SUM: &str = "vllm:request_time_per_output_token_seconds_sum";
 /// vLLM's iteration-tokens sum (tokens).
-pub const RAW_ITERATION_SUM: &str = "vllm:iteration_tokens_total_sum";
+pub(crate) const RAW_ITERATION_SUM: &str = "vllm:iteration_tokens_total_sum";
 /// vLLM's iteration count.
-pub const RAW_ITERATION_COUNT: &str = "vllm:iteration_tokens_total_count";
+pub(crate) const RAW_ITERATION_COUNT: &str = "vllm:iteration_tokens_total_count";
 /// Raw per-group series fetched with every frame.
-pub const RAW_SERIES: [&str; 4] = [
+pub(crate) const RAW_SERIES: [&str; 4] = [
     RAW_ITL_SUM,
     RAW_TPOT_SUM,
     RAW_ITERATION_SUM,
     RAW_ITERATION_COUNT,
 ];
 
-/// `(family, its series, the raw series it equals)`: canonical `_sum` = TPOT `_sum` (§4.1);
-/// token-weighted and acceptance-corrected `_sum` = ITL `_sum` (§4.2, §4.3); local-compute
-/// `_count` = `iteration_tokens_total_count` (§4.4).
-pub const IDENTIFIERS: [(&str, &str, &str); 4] = [
+/// `(family, its series, the raw series it equals)`, each from its heading under
+/// `docs/METRICS.md`, "The corrected families": canonical `_sum` = TPOT `_sum`; token-weighted and
+/// acceptance-corrected `_sum` = ITL `_sum`; local-compute `_count` = `iteration_tokens_total_count`.
+pub(crate) const IDENTIFIERS: [(&str, &str, &str); 4] = [
     (CANONICAL, "_sum", RAW_TPOT_SUM),
     (TOKEN_WEIGHTED, "_sum", RAW_ITL_SUM),
     (ACCEPTANCE, "_sum", RAW_ITL_SUM),
@@ -128,7 +129,7 @@ pub const IDENTIFIERS: [(&str, &str, &str); 4] = [
 ];
 
 /// Frames per family (keyed by family name), ascending, one per distinct source scrape.
-pub type FamilyFrames = BTreeMap<&'static str, Vec<Frame>>;
+pub(crate) type FamilyFrames = BTreeMap<&'static str, Vec<Frame>>;
 
 /// How far before a phase raw scrapes are fetched, so that a corrected sample early in the phase
 /// that still shows an older frame is recognised rather than reported as unmatched.
@@ -148,7 +149,7 @@ fn series_key(series: &RangeSeries) -> String {
 /// Errors (each is an accuracy failure, the message says which): a corrected identifying value in
 /// the phase that equals no raw scrape's value; one frame served with different values at two
 /// corrector scrapes; a corrector scrape serving an older frame than a previous one.
-pub fn collect(
+pub(crate) fn collect(
     api: &PromApi,
     instance: &str,
     phase: &Phase,
@@ -290,7 +291,7 @@ fn family_frames(
 }
 
 /// The groups with at least one frame of some family.
-pub fn groups_of(frames: &BTreeMap<GroupKey, FamilyFrames>) -> BTreeSet<GroupKey> {
+pub(crate) fn groups_of(frames: &BTreeMap<GroupKey, FamilyFrames>) -> BTreeSet<GroupKey> {
     frames
         .iter()
         .filter(|(_, f)| f.values().any(|v| !v.is_empty()))

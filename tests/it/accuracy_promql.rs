@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A series' labels, `__name__` included.
-pub type Labels = BTreeMap<String, String>;
+pub(crate) type Labels = BTreeMap<String, String>;
 
 /// One series of a range-vector answer: its labels and raw samples `(timestamp ms, value)`,
 /// oldest first.
 #[derive(Debug, Clone)]
-pub struct RangeSeries {
+pub(crate) struct RangeSeries {
     /// Labels, `__name__` included.
     pub labels: Labels,
     /// `(Unix timestamp in ms, value)` as stored by Prometheus.
@@ -25,20 +25,20 @@ pub struct RangeSeries {
 
 impl RangeSeries {
     /// The label `name`, or `""` (PromQL's view of a missing label).
-    pub fn label(&self, name: &str) -> &str {
+    pub(crate) fn label(&self, name: &str) -> &str {
         self.labels.get(name).map_or("", String::as_str)
     }
 }
 
 /// A client of one Prometheus server's query API.
 #[derive(Debug, Clone)]
-pub struct PromApi {
+pub(crate) struct PromApi {
     base: String,
     client: reqwest::blocking::Client,
 }
 
 /// Unix milliseconds as the `time=` parameter (float seconds, exactly the same instant).
-pub fn time_param(ms: i64) -> String {
+pub(crate) fn time_param(ms: i64) -> String {
     format!("{}.{:03}", ms.div_euclid(1000), ms.rem_euclid(1000))
 }
 
@@ -74,7 +74,7 @@ fn json_labels(v: &serde_json::Value) -> Result<Labels, String> {
 
 impl PromApi {
     /// A client of the Prometheus at `base` (`http://127.0.0.1:9090`).
-    pub fn new(base: &str) -> PromApi {
+    pub(crate) fn new(base: &str) -> PromApi {
         PromApi {
             base: base.to_string(),
             client: reqwest::blocking::Client::builder()
@@ -86,7 +86,7 @@ impl PromApi {
 
     /// Runs `expr` as an instant query at `at_ms`; returns `data` of a successful answer.
     /// Errors: transport, non-JSON, or `status` other than `success` (the message holds the body).
-    pub fn query(&self, expr: &str, at_ms: i64) -> Result<serde_json::Value, String> {
+    pub(crate) fn query(&self, expr: &str, at_ms: i64) -> Result<serde_json::Value, String> {
         let response = self
             .client
             .get(format!("{}/api/v1/query", self.base))
@@ -104,7 +104,7 @@ impl PromApi {
 
     /// An instant vector: `(labels, value)` per series of `expr` at `at_ms`.
     /// Errors: as [`PromApi::query`], or when the result is not a vector.
-    pub fn vector(&self, expr: &str, at_ms: i64) -> Result<Vec<(Labels, f64)>, String> {
+    pub(crate) fn vector(&self, expr: &str, at_ms: i64) -> Result<Vec<(Labels, f64)>, String> {
         let data = self.query(expr, at_ms)?;
         if data["resultType"] != "vector" {
             return Err(format!("{expr:?} is not a vector: {data}"));
@@ -118,7 +118,7 @@ impl PromApi {
 
     /// The raw samples of `selector` in `(at_ms − range_ms, at_ms]`, per series.
     /// Errors: as [`PromApi::query`], or when the result is not a matrix.
-    pub fn matrix(
+    pub(crate) fn matrix(
         &self,
         selector: &str,
         range_ms: i64,
@@ -145,7 +145,7 @@ impl PromApi {
 }
 
 /// A PromQL string literal for `value` (double quotes; `\` and `"` escaped).
-pub fn quote(value: &str) -> String {
+pub(crate) fn quote(value: &str) -> String {
     format!("\"{}\"", value.replace('\\', "\\\\").replace('"', "\\\""))
 }
 

@@ -35,7 +35,7 @@ fn live(cfg: SimConfig) -> (LiveSim, Router) {
 }
 
 /// One simulator target serving HTTP on `address` until dropped.
-pub struct SimServer {
+pub(crate) struct SimServer {
     /// `127.0.0.1:<port>`: the scrape target, hence the `instance` label of its series.
     pub address: String,
     current: Current,
@@ -47,7 +47,7 @@ impl SimServer {
     /// Starts a simulator with `cfg` (its epoch replaced by the current Unix ms) serving on a free
     /// loopback port. Like `simulate`, a 100 ms ticker keeps simulated time close to the wall
     /// clock between scrapes. Panics when `cfg` is invalid.
-    pub fn start(cfg: SimConfig) -> SimServer {
+    pub(crate) fn start(cfg: SimConfig) -> SimServer {
         let current: Current = Arc::new(Mutex::new(live(cfg)));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -90,14 +90,14 @@ impl SimServer {
 
     /// Replaces the simulator by a fresh one with `cfg` (new epoch, every counter at 0), behind
     /// the same listener and connections.
-    pub fn restart(&self, cfg: SimConfig) {
+    pub(crate) fn restart(&self, cfg: SimConfig) {
         let fresh = live(cfg);
         *self.current.lock().unwrap() = fresh;
     }
 
     /// `GET /truth?from=&to=` (Unix seconds, rounded to ms by the simulator): the truth over
     /// `[from, to)` as JSON (`WindowTruth`, docs/SIMULATOR.md). Panics on an HTTP error.
-    pub fn truth(&self, from_s: f64, to_s: f64) -> serde_json::Value {
+    pub(crate) fn truth(&self, from_s: f64, to_s: f64) -> serde_json::Value {
         let url = format!("http://{}/truth?from={from_s}&to={to_s}", self.address);
         let response = self
             .client

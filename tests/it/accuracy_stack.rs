@@ -82,14 +82,14 @@ impl Drop for Proc {
 }
 
 /// The last `lines` lines of the file at `path`.
-pub fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// A `127.0.0.1:<port>` address that was free a moment ago.
-pub fn free_address() -> String {
+pub(crate) fn free_address() -> String {
     format!("127.0.0.1:{}", free_port())
 }
 
@@ -112,7 +112,7 @@ fn post_ok(url: &str) {
 }
 
 /// The `vllm-corrector` binary under test on a fixed address, restartable in place.
-pub struct CorrectorProc {
+pub(crate) struct CorrectorProc {
     /// `127.0.0.1:<port>`: the remote-write target and the scrape target.
     pub address: String,
     dir: TempDir,
@@ -122,7 +122,7 @@ pub struct CorrectorProc {
 
 impl CorrectorProc {
     /// Starts the binary (embedded default configuration) on `address` and waits for `/-/ready`.
-    pub fn start(address: &str) -> CorrectorProc {
+    pub(crate) fn start(address: &str) -> CorrectorProc {
         let mut corrector = CorrectorProc {
             address: address.to_string(),
             dir: TempDir::new("acc-corrector"),
@@ -165,7 +165,7 @@ impl CorrectorProc {
     }
 
     /// Kills the process and starts a fresh one on the same address (all in-memory state lost).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         if let Some(mut p) = self.proc.take() {
             p.kill();
         }
@@ -173,12 +173,12 @@ impl CorrectorProc {
     }
 
     /// How many times the process was started.
-    pub fn starts(&self) -> u32 {
+    pub(crate) fn starts(&self) -> u32 {
         self.starts
     }
 
     /// `GET /metrics` (text format 0.0.4). Errors: transport or non-2xx.
-    pub fn metrics_text(&self) -> Result<String, String> {
+    pub(crate) fn metrics_text(&self) -> Result<String, String> {
         let response = reqwest::blocking::Client::new()
             .get(format!("http://{}/metrics", self.address))
             .timeout(Duration::from_secs(10))
@@ -191,13 +191,13 @@ impl CorrectorProc {
     }
 
     /// The last lines of the log (every start appends to the same file).
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         tail(&self.log_path(), 60)
     }
 }
 
 /// A Prometheus 2.42 server with a generated configuration and rules file, reloadable.
-pub struct PrometheusProc {
+pub(crate) struct PrometheusProc {
     /// `http://127.0.0.1:<port>`.
     pub base: String,
     dir: TempDir,
@@ -208,7 +208,7 @@ impl PrometheusProc {
     /// Starts `binary` with `config` (YAML; may name `rules.yml`, written from `rules`) and
     /// `--web.enable-lifecycle` (for `/-/reload`) plus `--web.enable-remote-write-receiver`
     /// (so that vmagent can write raw series into it). Waits for `/-/ready` (60 s).
-    pub fn start(binary: &Path, config: &str, rules: &str) -> PrometheusProc {
+    pub(crate) fn start(binary: &Path, config: &str, rules: &str) -> PrometheusProc {
         let dir = TempDir::new("acc-prometheus");
         std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
@@ -235,20 +235,20 @@ impl PrometheusProc {
 
     /// Replaces the configuration with `config` and asks Prometheus to reload it (`POST /-/reload`,
     /// answered once the new configuration is applied).
-    pub fn reload(&self, config: &str) {
+    pub(crate) fn reload(&self, config: &str) {
         std::fs::write(self.dir.path().join("prometheus.yml"), config).unwrap();
         post_ok(&format!("{}/-/reload", self.base));
     }
 
     /// The last lines of the log.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         tail(&self.proc.log, 60)
     }
 }
 
 /// vmagent 1.79 scraping with a Prometheus-style `scrape_configs` file and remote-writing to
 /// several URLs, each with its own relabelling.
-pub struct VmagentProc {
+pub(crate) struct VmagentProc {
     /// `http://127.0.0.1:<port>` (its own HTTP server: `/-/reload`, `/metrics`).
     pub base: String,
     dir: TempDir,
@@ -271,7 +271,11 @@ impl VmagentProc {
     /// `max_samples_per_send` and `batch_send_deadline`: every scrape is split over many requests
     /// on `-remoteWrite.queues=4` concurrent queues, so one scrape's series arrive in any order.
     /// Significant figures and rounding stay off (their defaults), so values pass bit-exact.
-    pub fn start(binary: &Path, scrape_config: &str, writes: &[(String, String)]) -> VmagentProc {
+    pub(crate) fn start(
+        binary: &Path,
+        scrape_config: &str,
+        writes: &[(String, String)],
+    ) -> VmagentProc {
         let dir = TempDir::new("acc-vmagent");
         std::fs::write(dir.path().join("scrape.yml"), scrape_config).unwrap();
         let address = free_address();
@@ -307,7 +311,7 @@ impl VmagentProc {
     /// Replaces the scrape configuration with `scrape_config` and makes vmagent re-read it
     /// (`/-/reload`, vmagent's HTTP form of `SIGHUP`). Waits until vmagent's `/api/v1/targets` no
     /// longer lists `removed_target`.
-    pub fn reload(&self, scrape_config: &str, removed_target: &str) {
+    pub(crate) fn reload(&self, scrape_config: &str, removed_target: &str) {
         std::fs::write(self.dir.path().join("scrape.yml"), scrape_config).unwrap();
         post_ok(&format!("{}/-/reload", self.base));
         let client = reqwest::blocking::Client::new();
@@ -332,7 +336,7 @@ impl VmagentProc {
     }
 
     /// The last lines of the log.
-    pub fn log_tail(&self) -> String {
+    pub(crate) fn log_tail(&self) -> String {
         tail(&self.proc.log, 60)
     }
 }

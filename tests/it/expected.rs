@@ -5,15 +5,15 @@ use crate::fixture::Scrape;
 use crate::metrics::{Histogram, Snapshot};
 
 /// The output families' names.
-pub const CANONICAL_TPOT: &str = "vllm_corrected_request_time_per_output_token_seconds";
+pub(crate) const CANONICAL_TPOT: &str = "vllm_corrected_request_time_per_output_token_seconds";
 /// Token-weighted ITL.
-pub const TOKEN_WEIGHTED_ITL: &str = "vllm_corrected_token_weighted_itl_seconds";
+pub(crate) const TOKEN_WEIGHTED_ITL: &str = "vllm_corrected_token_weighted_itl_seconds";
 /// Acceptance-corrected ITL.
-pub const ACCEPTANCE_ITL: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
+pub(crate) const ACCEPTANCE_ITL: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
 /// Local-compute iteration tokens.
-pub const LOCAL_COMPUTE: &str = "vllm_corrected_iteration_tokens_local_compute";
+pub(crate) const LOCAL_COMPUTE: &str = "vllm_corrected_iteration_tokens_local_compute";
 /// All four, in exposition order.
-pub const FAMILIES: [&str; 4] = [
+pub(crate) const FAMILIES: [&str; 4] = [
     CANONICAL_TPOT,
     TOKEN_WEIGHTED_ITL,
     ACCEPTANCE_ITL,
@@ -21,14 +21,14 @@ pub const FAMILIES: [&str; 4] = [
 ];
 
 /// vLLM's ITL and request-TPOT bounds (docs/METRICS.md, "Default bucket bounds"), without `+Inf`.
-pub const ITL_BOUNDS: [f64; 19] = [
+pub(crate) const ITL_BOUNDS: [f64; 19] = [
     0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
     40.0, 80.0,
 ];
 
 /// Every family's values for one group.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Expected {
+pub(crate) struct Expected {
     /// Canonical TPOT, or `None` when it must be absent.
     pub canonical: Option<Histogram>,
     /// Token-weighted ITL `(_sum, _count)`.
@@ -41,7 +41,7 @@ pub struct Expected {
 
 /// A histogram over [`ITL_BOUNDS`] and `+Inf`: `head` gives the first bounds' cumulative counts,
 /// every later bound (and `+Inf`) holds `tail`.
-pub fn itl_histogram(head: &[f64], tail: f64, sum: f64, count: f64) -> Histogram {
+pub(crate) fn itl_histogram(head: &[f64], tail: f64, sum: f64, count: f64) -> Histogram {
     let mut buckets: Vec<(f64, f64)> = ITL_BOUNDS
         .iter()
         .enumerate()
@@ -56,7 +56,7 @@ pub fn itl_histogram(head: &[f64], tail: f64, sum: f64, count: f64) -> Histogram
 }
 
 /// EXPECTED.md, for `engine` ("0" or "1") after `scrape`.
-pub fn fixture(scrape: Scrape, engine: &str) -> Expected {
+pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
     let h = itl_histogram;
     match (scrape, engine) {
         // §1: TPOT buckets − G(4); §2: 1240 − 40; §3: interval 0→t1, classes 300/100/100/100 of
@@ -146,7 +146,7 @@ pub fn fixture(scrape: Scrape, engine: &str) -> Expected {
 }
 
 /// `actual` equals `expected` within 1e-9 relative (1e-9 absolute around 0).
-pub fn close(actual: f64, expected: f64) -> bool {
+pub(crate) fn close(actual: f64, expected: f64) -> bool {
     if expected == 0.0 {
         actual.abs() <= 1e-9
     } else {
@@ -155,7 +155,11 @@ pub fn close(actual: f64, expected: f64) -> bool {
 }
 
 /// `Ok` when `actual` has exactly the bounds of `expected` and every value matches.
-pub fn check_histogram(actual: &Histogram, expected: &Histogram, what: &str) -> Result<(), String> {
+pub(crate) fn check_histogram(
+    actual: &Histogram,
+    expected: &Histogram,
+    what: &str,
+) -> Result<(), String> {
     let bounds = |h: &Histogram| h.buckets.iter().map(|(b, _)| *b).collect::<Vec<_>>();
     if bounds(actual) != bounds(expected) {
         return Err(format!(
@@ -203,7 +207,7 @@ fn check_sum_count(
 }
 
 /// `Ok` when `snapshot` serves exactly `expected` for `group`, absent families absent.
-pub fn check_group(
+pub(crate) fn check_group(
     snapshot: &Snapshot,
     group: &[(String, String)],
     expected: &Expected,
@@ -240,7 +244,7 @@ pub fn check_group(
 }
 
 /// Panics (with the served text) unless `snapshot` serves exactly `expected` for `group`.
-pub fn assert_group(
+pub(crate) fn assert_group(
     snapshot: &Snapshot,
     group: &[(String, String)],
     expected: &Expected,
@@ -252,7 +256,7 @@ pub fn assert_group(
 }
 
 /// Panics unless `snapshot` serves no corrected family at all for `group`.
-pub fn assert_group_absent(snapshot: &Snapshot, group: &[(String, String)], what: &str) {
+pub(crate) fn assert_group_absent(snapshot: &Snapshot, group: &[(String, String)], what: &str) {
     for family in FAMILIES {
         assert!(
             !snapshot.has(family, group),

@@ -7,15 +7,15 @@ use promtext::{Format, parse};
 use crate::rw::Point;
 
 /// Target label `job` the tests add, as Prometheus would.
-pub const JOB: &str = "vllm";
+pub(crate) const JOB: &str = "vllm";
 /// Target label `instance` the tests add, as Prometheus would.
-pub const INSTANCE: &str = "vllm-0.test:8000";
+pub(crate) const INSTANCE: &str = "vllm-0.test:8000";
 /// The fixtures' `model_name`.
-pub const MODEL: &str = "Qwen/Qwen3-8B";
+pub(crate) const MODEL: &str = "Qwen/Qwen3-8B";
 
 /// One fixture scrape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scrape {
+pub(crate) enum Scrape {
     /// `t1.prom`: the first scrape.
     T1,
     /// `t2.prom`: the second scrape.
@@ -34,7 +34,7 @@ impl Scrape {
     }
 
     /// The fixture file's text.
-    pub fn text(self) -> String {
+    pub(crate) fn text(self) -> String {
         let path = format!(
             "{}/tests/fixtures/vllm-0.33/{}",
             env!("CARGO_MANIFEST_DIR"),
@@ -45,7 +45,7 @@ impl Scrape {
 
     /// Every sample of the scrape at `timestamp_ms`, with `job` and `instance` added and the labels
     /// sorted by name (as Prometheus sends them), in file order.
-    pub fn points(self, timestamp_ms: i64) -> Vec<Point> {
+    pub(crate) fn points(self, timestamp_ms: i64) -> Vec<Point> {
         let exposition = parse(&self.text(), Format::Text004).expect("fixture parses");
         exposition
             .samples
@@ -67,17 +67,17 @@ impl Scrape {
 }
 
 /// The group labels of a fixture engine, as derived series carry them.
-pub fn group(engine: &str) -> Vec<(String, String)> {
+pub(crate) fn group(engine: &str) -> Vec<(String, String)> {
     group_of(MODEL, engine)
 }
 
 /// Group labels `{engine, instance, job, model_name}` for any model name, at [`INSTANCE`].
-pub fn group_of(model: &str, engine: &str) -> Vec<(String, String)> {
+pub(crate) fn group_of(model: &str, engine: &str) -> Vec<(String, String)> {
     group_at(model, engine, INSTANCE)
 }
 
 /// Group labels `{engine, instance, job, model_name}` with job [`JOB`] at any `instance`.
-pub fn group_at(model: &str, engine: &str, instance: &str) -> Vec<(String, String)> {
+pub(crate) fn group_at(model: &str, engine: &str, instance: &str) -> Vec<(String, String)> {
     vec![
         ("engine".into(), engine.into()),
         ("instance".into(), instance.into()),
@@ -87,7 +87,7 @@ pub fn group_at(model: &str, engine: &str, instance: &str) -> Vec<(String, Strin
 }
 
 /// Three scrape timestamps 15 s apart, ending a little before now (ms since the epoch).
-pub fn scrape_times() -> [i64; 3] {
+pub(crate) fn scrape_times() -> [i64; 3] {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

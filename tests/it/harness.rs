@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use crate::rw::{self, Point};
 
 /// A directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
     /// Creates a fresh, uniquely named directory.
-    pub fn new(tag: &str) -> TempDir {
+    pub(crate) fn new(tag: &str) -> TempDir {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -27,7 +27,7 @@ impl TempDir {
     }
 
     /// The directory's path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -39,7 +39,7 @@ impl Drop for TempDir {
 }
 
 /// A loopback port that was free a moment ago.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind an ephemeral port")
         .local_addr()
@@ -48,7 +48,7 @@ pub fn free_port() -> u16 {
 }
 
 /// A running corrector; killed on drop. Its log goes to a file that failures print.
-pub struct Corrector {
+pub(crate) struct Corrector {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
@@ -61,12 +61,12 @@ pub struct Corrector {
 
 impl Corrector {
     /// Starts the binary with embedded defaults.
-    pub fn start() -> Corrector {
+    pub(crate) fn start() -> Corrector {
         Self::start_with_config(None)
     }
 
     /// Starts the binary, with `--config.file` holding `yaml` when given, and waits for `/-/ready`.
-    pub fn start_with_config(yaml: Option<&str>) -> Corrector {
+    pub(crate) fn start_with_config(yaml: Option<&str>) -> Corrector {
         let dir = TempDir::new("corrector");
         let config = yaml.map(|text| {
             let path = dir.path().join("config.yml");
@@ -127,7 +127,7 @@ impl Corrector {
     }
 
     /// Sends SIGTERM and waits for the exit: the exit status and how long it took.
-    pub fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+    pub(crate) fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
         let started = std::time::Instant::now();
         let sent = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -139,12 +139,12 @@ impl Corrector {
     }
 
     /// The corrector's log so far.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Posts one RW1 body built from `points`; returns the HTTP status.
-    pub fn post(&self, points: &[Point]) -> u16 {
+    pub(crate) fn post(&self, points: &[Point]) -> u16 {
         let response = self
             .client
             .post(format!("{}/api/v1/write", self.base))
@@ -163,7 +163,7 @@ impl Corrector {
     }
 
     /// Posts `points` and asserts a 2xx answer.
-    pub fn write(&self, points: &[Point]) {
+    pub(crate) fn write(&self, points: &[Point]) {
         let status = self.post(points);
         assert!(
             (200..300).contains(&status),
@@ -173,12 +173,12 @@ impl Corrector {
     }
 
     /// `GET /metrics` in text format 0.0.4 (no `Accept` header).
-    pub fn metrics_text(&self) -> String {
+    pub(crate) fn metrics_text(&self) -> String {
         self.get_metrics(None)
     }
 
     /// `GET /metrics` with `Accept: application/openmetrics-text`.
-    pub fn metrics_openmetrics(&self) -> String {
+    pub(crate) fn metrics_openmetrics(&self) -> String {
         self.get_metrics(Some("application/openmetrics-text; version=1.0.0"))
     }
 
@@ -199,13 +199,13 @@ impl Corrector {
     }
 
     /// `/metrics` (text 0.0.4), parsed.
-    pub fn snapshot(&self) -> crate::metrics::Snapshot {
+    pub(crate) fn snapshot(&self) -> crate::metrics::Snapshot {
         crate::metrics::Snapshot::parse_text(&self.metrics_text())
     }
 }
 
 /// Polls `ready_url` until it answers 2xx; fails if `child` exits or `timeout` passes.
-pub fn wait_ready(
+pub(crate) fn wait_ready(
     child: &mut Child,
     client: &reqwest::blocking::Client,
     ready_url: &str,

@@ -4,7 +4,7 @@ use promtext::{Format, ParsedSample, parse};
 
 /// One histogram as served: `(le, cumulative count)` ascending, `_sum`, `_count`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     /// `(upper bound, cumulative count)`, ascending, last bound `+Inf`.
     pub buckets: Vec<(f64, f64)>,
     /// `_sum`.
@@ -15,7 +15,7 @@ pub struct Histogram {
 
 /// A parsed `/metrics` response.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The raw text.
     pub text: String,
     /// Every sample.
@@ -37,12 +37,12 @@ fn same_labels(sample: &ParsedSample, want: &[(String, String)]) -> bool {
 
 impl Snapshot {
     /// Parses text format 0.0.4; panics with the text on a parse error.
-    pub fn parse_text(text: &str) -> Snapshot {
+    pub(crate) fn parse_text(text: &str) -> Snapshot {
         Self::parse_as(text, Format::Text004)
     }
 
     /// Parses OpenMetrics; panics with the text on a parse error.
-    pub fn parse_openmetrics(text: &str) -> Snapshot {
+    pub(crate) fn parse_openmetrics(text: &str) -> Snapshot {
         Self::parse_as(text, Format::OpenMetrics)
     }
 
@@ -56,7 +56,7 @@ impl Snapshot {
     }
 
     /// The value of the sample `name` whose labels are exactly `labels` (any order).
-    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let mut want: Vec<(&str, &str)> = labels.to_vec();
         want.sort();
         self.samples
@@ -74,7 +74,7 @@ impl Snapshot {
     }
 
     /// Every sample of `family` (any suffix) carrying exactly the `group` labels (plus `le`).
-    pub fn group_samples<'a>(
+    pub(crate) fn group_samples<'a>(
         &'a self,
         family: &'a str,
         group: &'a [(String, String)],
@@ -88,12 +88,12 @@ impl Snapshot {
     }
 
     /// True when `family` has any sample for `group`.
-    pub fn has(&self, family: &str, group: &[(String, String)]) -> bool {
+    pub(crate) fn has(&self, family: &str, group: &[(String, String)]) -> bool {
         self.group_samples(family, group).next().is_some()
     }
 
     /// The histogram `family` of `group`, if served; `le` is parsed as a float.
-    pub fn histogram(&self, family: &str, group: &[(String, String)]) -> Option<Histogram> {
+    pub(crate) fn histogram(&self, family: &str, group: &[(String, String)]) -> Option<Histogram> {
         let mut h = Histogram {
             buckets: Vec::new(),
             sum: f64::NAN,
@@ -120,7 +120,7 @@ impl Snapshot {
     }
 
     /// `(_sum, _count)` of `family` for `group`, if both are served.
-    pub fn sum_count(&self, family: &str, group: &[(String, String)]) -> Option<(f64, f64)> {
+    pub(crate) fn sum_count(&self, family: &str, group: &[(String, String)]) -> Option<(f64, f64)> {
         let get = |suffix: &str| {
             self.group_samples(family, group)
                 .find(|s| s.name.ends_with(suffix))
@@ -130,7 +130,7 @@ impl Snapshot {
     }
 
     /// The `vllm_corrected_*` sample lines, sorted: what must not depend on arrival order.
-    pub fn derived_lines(&self) -> Vec<String> {
+    pub(crate) fn derived_lines(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
             .text
             .lines()

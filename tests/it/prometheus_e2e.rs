@@ -20,7 +20,7 @@ use crate::metrics::Snapshot;
 use crate::promtool::require_tool;
 
 /// A tiny HTTP server answering every request with the current exposition text.
-pub struct ExpositionServer {
+pub(crate) struct ExpositionServer {
     /// `host:port` it listens on.
     pub address: String,
     body: Arc<Mutex<String>>,
@@ -30,7 +30,7 @@ pub struct ExpositionServer {
 
 impl ExpositionServer {
     /// Serves `body` on a free loopback port until dropped.
-    pub fn start(body: String) -> ExpositionServer {
+    pub(crate) fn start(body: String) -> ExpositionServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind exposition server");
         listener.set_nonblocking(true).unwrap();
         let address = listener.local_addr().unwrap().to_string();
@@ -57,7 +57,7 @@ impl ExpositionServer {
     }
 
     /// Replaces the exposition text served from now on.
-    pub fn set(&self, text: String) {
+    pub(crate) fn set(&self, text: String) {
         *self.body.lock().unwrap() = text;
     }
 }
@@ -90,7 +90,7 @@ impl Drop for ExpositionServer {
 }
 
 /// A Prometheus child process, killed on drop.
-pub struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     base: String,
     dir: TempDir,
@@ -125,7 +125,7 @@ remote_write:
     }
 
     /// Starts Prometheus with the configuration text `config` and waits for `/-/ready`.
-    pub fn start_with(binary: &std::path::Path, config: &str) -> Prometheus {
+    pub(crate) fn start_with(binary: &std::path::Path, config: &str) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).unwrap();
@@ -162,7 +162,7 @@ remote_write:
     }
 
     /// Prometheus' log so far.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 

@@ -9,7 +9,7 @@ use crate::harness::Corrector;
 use crate::metrics::Snapshot;
 
 /// The path of `tool` on `PATH`; `None` means skip loudly, except under CI where it is a failure.
-pub fn require_tool(tool: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn require_tool(tool: &str) -> Option<std::path::PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join(tool))

@@ -8,7 +8,7 @@ use prost::Message;
 
 /// RW 1.0 `WriteRequest` (only the fields the tests send).
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct WriteRequest {
+pub(crate) struct WriteRequest {
     /// `repeated TimeSeries timeseries = 1`.
     #[prost(message, repeated, tag = "1")]
     pub timeseries: Vec<TimeSeries>,
@@ -16,7 +16,7 @@ pub struct WriteRequest {
 
 /// RW 1.0 `TimeSeries`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct TimeSeries {
+pub(crate) struct TimeSeries {
     /// `repeated Label labels = 1`.
     #[prost(message, repeated, tag = "1")]
     pub labels: Vec<Label>,
@@ -27,7 +27,7 @@ pub struct TimeSeries {
 
 /// RW 1.0 `Label`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Label {
+pub(crate) struct Label {
     /// `string name = 1`.
     #[prost(string, tag = "1")]
     pub name: String,
@@ -38,7 +38,7 @@ pub struct Label {
 
 /// RW 1.0 `Sample`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// `double value = 1`.
     #[prost(double, tag = "1")]
     pub value: f64,
@@ -48,11 +48,11 @@ pub struct Sample {
 }
 
 /// The Prometheus staleness marker, by bits.
-pub const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
+pub(crate) const STALE_NAN: u64 = 0x7ff0_0000_0000_0002;
 
 /// One sample of one series: labels (with `__name__`), value and timestamp in ms.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Point {
+pub(crate) struct Point {
     /// Label pairs, `__name__` included, sorted by name.
     pub labels: Vec<(String, String)>,
     /// Sample value.
@@ -63,7 +63,7 @@ pub struct Point {
 
 impl Point {
     /// The value of label `name`.
-    pub fn label(&self, name: &str) -> Option<&str> {
+    pub(crate) fn label(&self, name: &str) -> Option<&str> {
         self.labels
             .iter()
             .find(|(n, _)| n == name)
@@ -71,7 +71,7 @@ impl Point {
     }
 
     /// The same series with a staleness marker at `timestamp_ms`.
-    pub fn stale_at(&self, timestamp_ms: i64) -> Point {
+    pub(crate) fn stale_at(&self, timestamp_ms: i64) -> Point {
         Point {
             labels: self.labels.clone(),
             value: f64::from_bits(STALE_NAN),
@@ -81,7 +81,7 @@ impl Point {
 }
 
 /// A snappy-compressed RW 1.0 body with one `TimeSeries` per point, in the given order.
-pub fn body(points: &[Point]) -> Vec<u8> {
+pub(crate) fn body(points: &[Point]) -> Vec<u8> {
     let request = WriteRequest {
         timeseries: points
             .iter()

@@ -12,7 +12,7 @@ use crate::metrics::Snapshot;
 use crate::pki::Leaf;
 
 /// A running `vllm-corrector`, killed on drop, with its working files in `dir`.
-pub struct Service {
+pub(crate) struct Service {
     child: Child,
     /// `host:port` it listens on.
     pub address: String,
@@ -26,7 +26,7 @@ pub struct Service {
 impl Service {
     /// Starts the binary on a free loopback port with `args`, and waits until `probe` (a
     /// client able to complete the handshake) gets a 2xx from `/-/ready`.
-    pub fn start(
+    pub(crate) fn start(
         dir: TempDir,
         args: &[String],
         scheme: &'static str,
@@ -72,17 +72,17 @@ impl Service {
     }
 
     /// `scheme://address/path`.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}://{}{path}", self.scheme, self.address)
     }
 
     /// The log so far.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Sends SIGHUP to this child (by its own process id).
-    pub fn hangup(&self) {
+    pub(crate) fn hangup(&self) {
         let status = Command::new("kill")
             .args(["-HUP", &self.child.id().to_string()])
             .status()
@@ -91,7 +91,7 @@ impl Service {
     }
 
     /// `/metrics` read by `client` (with whatever credentials `auth` adds), parsed.
-    pub fn snapshot(
+    pub(crate) fn snapshot(
         &self,
         client: &reqwest::blocking::Client,
         auth: impl Fn(reqwest::blocking::RequestBuilder) -> reqwest::blocking::RequestBuilder,
@@ -104,7 +104,7 @@ impl Service {
     }
 
     /// Polls `check` on `/metrics` until it holds, or panics after `timeout` with the log.
-    pub fn wait_for(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    pub(crate) fn wait_for(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if check() {
@@ -128,7 +128,7 @@ impl Drop for Service {
 
 /// A blocking client trusting only `ca` (when given; else plain HTTP use), presenting `identity`
 /// when given, and speaking at most TLS 1.2 when `tls12_only`.
-pub fn client(
+pub(crate) fn client(
     ca: Option<&str>,
     identity: Option<&Leaf>,
     tls12_only: bool,
@@ -152,7 +152,7 @@ pub fn client(
 }
 
 /// Writes `text` to `name` in `dir`, returning the path.
-pub fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     path

@@ -10,7 +10,7 @@ use crate::rw::Point;
 
 /// The simulator's exposition at its current instant as remote-write points, with the target
 /// labels a scrape adds.
-pub fn snapshot_points(sim: &Simulator, target: &[(&str, &str)]) -> Vec<Point> {
+pub(crate) fn snapshot_points(sim: &Simulator, target: &[(&str, &str)]) -> Vec<Point> {
     let snapshot = sim.snapshot();
     snapshot
         .samples()

@@ -24,17 +24,17 @@ use crate::rw::{self, Point};
 
 /// How much history is written before the tests query: ten minutes of dashboard range plus a
 /// five-minute rate window.
-pub const HISTORY_MS: i64 = 15 * 60 * 1000;
+pub(crate) const HISTORY_MS: i64 = 15 * 60 * 1000;
 /// The simulated scrape interval.
-pub const SCRAPE_MS: i64 = 15_000;
+pub(crate) const SCRAPE_MS: i64 = 15_000;
 /// The namespace of every simulated vLLM pod.
-pub const NAMESPACE: &str = "inference";
+pub(crate) const NAMESPACE: &str = "inference";
 
 /// One query result row: labels (without `__name__` unless the query keeps it) and value.
-pub type Row = (BTreeMap<String, String>, f64);
+pub(crate) type Row = (BTreeMap<String, String>, f64);
 
 /// Wall clock in ms since the Unix epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -88,7 +88,7 @@ fn target(
 }
 
 /// A Prometheus child process with its own data directory, killed on drop.
-pub struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     /// `http://127.0.0.1:<port>`.
     pub base: String,
@@ -98,7 +98,7 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts `binary` with `config` (YAML or JSON text) and the remote-write receiver enabled,
     /// and waits for `/-/ready`; panics with its log when it does not get ready in 60 s.
-    pub fn start(binary: &std::path::Path, config: &str) -> Prometheus {
+    pub(crate) fn start(binary: &std::path::Path, config: &str) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write prometheus.yml");
@@ -135,7 +135,7 @@ impl Prometheus {
     }
 
     /// Its log so far, for failure messages.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
     }
 }
@@ -148,7 +148,7 @@ impl Drop for Prometheus {
 }
 
 /// Prometheus fed with simulated data, and the corrector.
-pub struct SimData {
+pub(crate) struct SimData {
     prometheus: Prometheus,
     /// `http://127.0.0.1:<port>` of Prometheus.
     pub base: String,
@@ -165,7 +165,7 @@ impl SimData {
     /// Starts Prometheus (with `rules` as its only rule file, evaluated every second, when given)
     /// and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most 1 s ago.
     /// `None` when `prometheus` is not installed outside CI (see [`require_tool`]).
-    pub fn start(rules: Option<&str>) -> Option<SimData> {
+    pub(crate) fn start(rules: Option<&str>) -> Option<SimData> {
         let binary = require_tool("prometheus")?;
         let dir = TempDir::new("rules");
         let mut config =
@@ -229,7 +229,7 @@ impl SimData {
     }
 
     /// Prometheus's log so far, for failure messages.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         self.prometheus.log_text()
     }
 
@@ -254,7 +254,7 @@ impl SimData {
 
     /// One scrape of every target at `ts_ms`: raw series to Prometheus and the corrector, then
     /// the corrector's `/metrics` to Prometheus, all with timestamp `ts_ms`.
-    pub fn step(&mut self, ts_ms: i64) {
+    pub(crate) fn step(&mut self, ts_ms: i64) {
         let corrector_url = format!("{}/api/v1/write", self.corrector.base);
         let prometheus_url = format!("{}/api/v1/write", self.base);
         let mut bodies = Vec::new();
@@ -323,7 +323,7 @@ impl SimData {
     }
 
     /// An instant query at `time_s` (Unix seconds). Errors: the query error Prometheus returned.
-    pub fn query(&self, expr: &str, time_s: f64) -> Result<Vec<Row>, String> {
+    pub(crate) fn query(&self, expr: &str, time_s: f64) -> Result<Vec<Row>, String> {
         let data = self.get_json(
             "/api/v1/query",
             &[
@@ -336,7 +336,7 @@ impl SimData {
 
     /// A range query over `[start_s, end_s]` every `step_s`; one row per series, holding its
     /// newest value. Errors: the query error Prometheus returned.
-    pub fn query_range(
+    pub(crate) fn query_range(
         &self,
         expr: &str,
         start_s: f64,
@@ -354,7 +354,11 @@ impl SimData {
     }
 
     /// The values of `label` on the series `selector` matches (Grafana's `label_values`).
-    pub fn label_values(&self, label: &str, selector: Option<&str>) -> Result<Vec<String>, String> {
+    pub(crate) fn label_values(
+        &self,
+        label: &str,
+        selector: Option<&str>,
+    ) -> Result<Vec<String>, String> {
         let params: Vec<(&str, String)> = selector
             .map(|s| ("match[]", s.to_string()))
             .into_iter()

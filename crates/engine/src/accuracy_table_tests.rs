@@ -20,8 +20,9 @@
 
 use std::collections::BTreeMap;
 
+use super::test_support::ingest_series;
 use super::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
-use protocol::{Label, Sample};
+use protocol::Sample;
 use sim::families::ITL_BOUNDS;
 use sim::{Profile, SimConfig, SimConfig as Cfg, Simulator, SpecConfig};
 
@@ -88,12 +89,9 @@ fn samples(sim: &Simulator) -> Vec<(Vec<(String, String)>, f64)> {
 fn ingest(engine: &mut Engine, part: &[(Vec<(String, String)>, f64)], ts: i64) {
     let mut report = IngestReport::default();
     for (labels, value) in part {
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
-            &labels,
+        ingest_series(
+            engine,
+            labels,
             &[Sample {
                 value: *value,
                 timestamp_ms: ts,

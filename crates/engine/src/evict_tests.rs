@@ -1,6 +1,7 @@
 //! A cardinality flood at `max_active_series` (`crates/engine/src/evict.rs`): lone series that can feed
 //! no family must not lock a new vLLM engine out.
 
+use super::test_support::*;
 use super::*;
 
 fn flood(n: usize) -> Vec<Raw> {
@@ -14,24 +15,6 @@ fn flood(n: usize) -> Vec<Raw> {
             )
         })
         .collect()
-}
-
-fn feed_at(engine: &mut Engine, raw: &[Raw], ts: i64, now_ms: i64, report: &mut IngestReport) {
-    for (labels, value) in raw {
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
-            &labels,
-            &[Sample {
-                value: *value,
-                timestamp_ms: ts,
-            }],
-            now_ms,
-            report,
-        );
-    }
 }
 
 fn config(max_active_series: usize) -> EngineConfig {

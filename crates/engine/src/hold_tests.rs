@@ -1,6 +1,7 @@
 //! The output hold ([`crate::hold`]) on the engine: torn updates and aborts replayed with
 //! hand-computed outputs, and a simulator run with torn scrapes that converges to the truth.
 
+use super::test_support::*;
 use super::*;
 use sim::{SimConfig, Simulator, SpecConfig};
 
@@ -220,24 +221,13 @@ fn ingest_snapshot(
         {
             value = p.value;
         }
-        let mut labels = vec![protocol::Label {
-            name: "__name__",
-            value: &s.name,
-        }];
-        labels.extend(
-            s.labels
-                .iter()
-                .map(|(k, v)| protocol::Label { name: k, value: v }),
-        );
-        engine.ingest(
-            &labels,
-            &[protocol::Sample {
-                value,
-                timestamp_ms: snap.timestamp_ms,
-            }],
-            0,
-            &mut report,
-        );
+        let mut labels = vec![("__name__", s.name.as_str())];
+        labels.extend(s.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let sample = Sample {
+            value,
+            timestamp_ms: snap.timestamp_ms,
+        };
+        ingest_series(engine, &labels, &[sample], 0, &mut report);
     }
     assert_eq!(report.received, report.applied + report.rejected_total());
 }

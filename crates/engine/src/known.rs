@@ -34,8 +34,10 @@ pub struct KnownSeries {
     pub(super) slot: u32,
     /// The slot's generation when the entry was made (0 with [`NO_GROUP`]).
     pub(super) generation: u32,
-    /// The series' role in its group; `None`: read by no rule.
-    pub(super) role: Option<RoleKey>,
+    /// The series' role in its group, as 1 + its index in [`KnownTable::roles`]
+    /// ([`KnownTable::role`]); 0: read by no rule. An index, not the 24-byte role, so that the
+    /// per-request vector of look-ups stays small (12 bytes a series).
+    pub(super) role: u32,
 }
 
 impl KnownSeries {
@@ -43,7 +45,7 @@ impl KnownSeries {
     pub(super) const UNUSED: KnownSeries = KnownSeries {
         slot: NO_GROUP,
         generation: 0,
-        role: None,
+        role: 0,
     };
 
     /// True when the series belongs to no group.
@@ -119,15 +121,17 @@ impl KnownTable {
             entry.generation_or_seen = seconds(now_ms);
             return Some(KnownSeries::UNUSED);
         }
-        let entry = *entry;
         Some(KnownSeries {
             slot: entry.slot,
             generation: entry.generation_or_seen,
-            role: entry
-                .role
-                .checked_sub(1)
-                .and_then(|i| self.roles.get(i as usize).copied()),
+            role: entry.role,
         })
+    }
+
+    /// The role of a [`KnownSeries`] (its `role` field); `None`: read by no rule.
+    pub fn role(&self, role: u32) -> Option<RoleKey> {
+        let index = role.checked_sub(1)?;
+        self.roles.get(index as usize).copied()
     }
 
     /// 1 + the index of `role` in `roles`, interned; `None` when [`MAX_ROLES`] are held.
@@ -156,12 +160,14 @@ impl KnownTable {
         }
     }
 
-    /// Remembers `key` → `series` (replacing an entry of the same key), unless the table is full
-    /// or `limits` are not the ones it holds entries for.
+    /// Remembers `key` → the group in `slot` at `generation`, as `role` (`None`: read by no rule),
+    /// or, with `slot` [`NO_GROUP`] ([`KnownSeries::UNUSED`]), a series no rule reads by its name
+    /// (replacing an entry of the same key), unless the table is full or `limits` are not the ones
+    /// it holds entries for.
     pub fn insert(
         &mut self,
         key: SeriesKey,
-        series: KnownSeries,
+        (slot, generation, role): (u32, u32, Option<RoleKey>),
         limits: LabelLimits,
         now_ms: i64,
     ) {
@@ -169,17 +175,17 @@ impl KnownTable {
             return;
         }
         let check = key.check as u32;
-        let Some(role) = self.intern(series.role) else {
+        let Some(role) = self.intern(role) else {
             return;
         };
         let entry = Entry {
             hash: key.hash,
             check,
-            slot: series.slot,
-            generation_or_seen: if series.groupless() {
+            slot,
+            generation_or_seen: if slot == NO_GROUP {
                 seconds(now_ms)
             } else {
-                series.generation
+                generation
             },
             role,
         };
@@ -218,7 +224,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_takes_24_bytes() {
+    fn an_entry_takes_24_bytes_and_a_look_up_16() {
         assert_eq!(std::mem::size_of::<Entry>(), 24);
+        assert_eq!(std::mem::size_of::<Option<KnownSeries>>(), 16);
     }
 }

@@ -24,8 +24,11 @@ pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use known::KnownSeries;
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
-pub use state::{Engine, STATE_FORMAT_VERSION, StateError};
+pub use state::Engine;
+pub use state::persist::{STATE_FORMAT_VERSION, StateError};
 
+#[cfg(test)]
+mod acceptance_tests;
 #[cfg(test)]
 mod accuracy_table_tests;
 #[cfg(test)]
@@ -33,4 +36,16 @@ mod cache_tests;
 #[cfg(test)]
 mod distribution_tests;
 #[cfg(test)]
-mod tests;
+mod evict_tests;
+#[cfg(test)]
+mod frame_tests;
+#[cfg(test)]
+mod hold_tests;
+#[cfg(test)]
+mod observe_tests;
+#[cfg(test)]
+mod persist_tests;
+#[cfg(test)]
+mod stale_value_tests;
+#[cfg(test)]
+mod test_support;

@@ -1,18 +1,16 @@
 //! Snapshot, events and missed-scrapes removal, with an explicit (deterministic) engine clock:
-//! every `now_ms` is passed in, nothing reads the wall clock. A child of `tests.rs`, whose
-//! hand-worked scrape (`scrape`) it reuses.
+//! every `now_ms` is passed in, nothing reads the wall clock. It reuses the hand-worked
+//! scrape of `test_support` (`scrape`).
 
+use super::test_support::*;
 use super::*;
 
 /// Feeds one scrape of engine `e` (scaled by `k`) stamped `ts`, received at `now`.
 fn scrape_at(engine: &mut Engine, e: &str, k: f64, spec: bool, ts: i64, now: i64) -> IngestReport {
     let mut report = IngestReport::default();
     for (labels, value) in scrape(e, k, spec) {
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
+        ingest_series(
+            engine,
             &labels,
             &[Sample {
                 value,
@@ -66,11 +64,8 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
         {
             continue;
         }
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        old.ingest(
+        ingest_series(
+            &mut old,
             &labels,
             &[Sample {
                 value,
@@ -185,11 +180,8 @@ fn counter_reset_and_stale_removal_are_reported_once() {
     let stale = f64::from_bits(STALE_NAN_BITS);
     let mut report = IngestReport::default();
     for (labels, _) in scrape("0", 1.0, true) {
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
+        ingest_series(
+            &mut engine,
             &labels,
             &[Sample {
                 value: stale,
@@ -224,11 +216,8 @@ fn incomplete_group_is_reported_once() {
             {
                 continue;
             }
-            let labels: Vec<Label<'_>> = labels
-                .iter()
-                .map(|(n, v)| Label { name: n, value: v })
-                .collect();
-            engine.ingest(
+            ingest_series(
+                &mut engine,
                 &labels,
                 &[Sample {
                     value,
@@ -338,11 +327,8 @@ fn third_scrape(engine: &mut Engine) {
             (Some("vllm:inter_token_latency_seconds_bucket"), Some("0.05")) => 60.0,
             _ => value,
         };
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
+        ingest_series(
+            engine,
             &labels,
             &[Sample {
                 value,

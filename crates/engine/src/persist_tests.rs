@@ -1,6 +1,7 @@
 //! The stateful rule's state across a restart (`crates/engine/src/persist.rs`): an engine serialised and
 //! restored halfway through a sequence gives exactly the outputs of one that never stopped.
 
+use super::test_support::*;
 use super::*;
 
 fn scaled(raw: &[Raw], m: f64) -> Vec<Raw> {

@@ -2,6 +2,7 @@
 //! however the two are batched (`docs/RELIABILITY.md`, "A staleness marker and a real value at
 //! one timestamp").
 
+use super::test_support::*;
 use super::*;
 
 /// One series of a request: its labels and its samples.
@@ -10,11 +11,7 @@ type SeriesRow = (Vec<(&'static str, String)>, Vec<Sample>);
 /// Ingests each `(series, samples)` as one call, as one series of a request.
 fn feed_series(engine: &mut Engine, rows: &[SeriesRow], report: &mut IngestReport) {
     for (labels, samples) in rows {
-        let labels: Vec<Label<'_>> = labels
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(&labels, samples, 0, report);
+        ingest_series(engine, labels, samples, 0, report);
     }
 }
 

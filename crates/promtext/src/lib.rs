@@ -112,7 +112,7 @@ pub struct Exposition {
     /// `# TYPE` by family name, as written on the `# TYPE` line.
     pub(crate) types: BTreeMap<String, MetricKind>,
     /// `# HELP` text by family name, unescaped.
-    pub(crate) help: BTreeMap<String, String>,
+    pub help: BTreeMap<String, String>,
     /// `# UNIT` by family name (OpenMetrics).
     pub(crate) units: BTreeMap<String, String>,
 }

@@ -23,7 +23,7 @@ use super::wire::{Reader, Wire};
 use super::{Label, ProtocolError, STALE_NAN_BITS, Sample, is_stale_marker};
 
 /// The schema number of native histograms with custom bucket bounds.
-pub const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
+pub(crate) const CUSTOM_BUCKETS_SCHEMA: i32 = -53;
 
 /// One native histogram sample of a series, as far as the receiver reads it.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,7 +58,7 @@ pub struct CustomBuckets {
     /// Timestamp, ms since the Unix epoch (field 15).
     pub timestamp_ms: i64,
     /// Start (created) timestamp, ms (RW 2.0 field 17), when sent and non-zero.
-    pub start_timestamp_ms: Option<i64>,
+    pub(crate) start_timestamp_ms: Option<i64>,
     /// Finite upper bounds (`custom_values`), strictly increasing, in the observations' unit
     /// (seconds or tokens for vLLM). `+Inf` is implicit.
     pub bounds: Vec<f64>,
@@ -72,7 +72,8 @@ pub struct CustomBuckets {
 
 impl CustomBuckets {
     /// True when this sample is a staleness marker (its `sum` has the stale NaN bits).
-    pub fn is_stale(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_stale(&self) -> bool {
         is_stale_marker(self.sum)
     }
 }

@@ -21,7 +21,7 @@
 //! keeps its data in fields 4 and 5, unknown to RW 1.0, and reserves 1 to 3. The HTTP layer must
 //! therefore pick the schema from the `Content-Type` (`proto=`) and never by trying to decode.
 
-use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8};
+use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8, varint_filling};
 use super::{
     Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError,
     Sample, SeriesKey, SeriesRef, WriteRequestRef, histogram,
@@ -44,20 +44,18 @@ use super::{
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
     let mut request = WriteRequestRef {
-        series: Vec::with_capacity(n_series),
+        series: empty_series(n_series),
         metadata: Vec::with_capacity(n_metadata),
         metadata_dropped: MetadataDropped::default(),
     };
     let mut spans = Vec::with_capacity(32);
+    let mut next = 0;
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
-                // Built in place: a `SeriesRef` holds its labels inline, and moving ~450 bytes per
-                // series into the vector cost more than the decoding of its sample.
-                request.series.push(SeriesRef::default());
-                let series = request.series.last_mut().expect("just pushed");
-                decode_series(r.bytes()?, &mut spans, series)?;
+                let bytes = r.bytes()?;
+                decode_series(bytes, &mut spans, slot(&mut request.series, &mut next, &r)?)?;
             }
             (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
                 Some(metadata) => request.metadata.push(metadata),
@@ -74,28 +72,28 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 
 /// [`decode`] with the labels left undecoded: each series gets its [`SeriesRef::key`] (when its
 /// label fields lead the message) and [`SeriesRef::pending_labels`], and `labels` stays empty until
-/// [`SeriesRef::decode_labels`]. Samples, histograms, exemplars and metadata are decoded as by
+/// [`decode_pending_labels`]. Samples, histograms, exemplars and metadata are decoded as by
 /// [`decode`]. The receiver's hot path: a series whose key it knows needs no label decoding, UTF-8
 /// check or normalisation (docs/PERFORMANCE.md, "The known-series fast path").
 ///
 /// # Errors
 /// As [`decode`], except that a malformed `Label` or a label that is not UTF-8 is reported by
-/// [`SeriesRef::decode_labels`] instead (with the same error); so when a body holds several
+/// [`decode_pending_labels`] instead (with the same error); so when a body holds several
 /// errors, the one reported may differ.
 pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
     let mut request = WriteRequestRef {
-        series: Vec::with_capacity(n_series),
+        series: empty_series(n_series),
         metadata: Vec::with_capacity(n_metadata),
         metadata_dropped: MetadataDropped::default(),
     };
+    let mut next = 0;
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
-                request.series.push(SeriesRef::default());
-                let series = request.series.last_mut().expect("just pushed");
-                decode_series_deferred(r.bytes()?, series)?;
+                let bytes = r.bytes()?;
+                decode_series_deferred(bytes, slot(&mut request.series, &mut next, &r)?)?;
             }
             (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
                 Some(metadata) => request.metadata.push(metadata),
@@ -110,7 +108,31 @@ pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError>
     Ok(request)
 }
 
-/// Scratch space of label decoding ([`SeriesRef::decode_labels`]), reused across series.
+/// `n` empty series, written in place in one pass. A `SeriesRef` holds its labels inline (~450
+/// bytes); pushing one per series built it aside and copied it in (`memcpy`, ~90 instructions per
+/// series, more than the decoding of its sample).
+fn empty_series<'a>(n: usize) -> Vec<SeriesRef<'a>> {
+    let mut series = Vec::with_capacity(n);
+    series.resize_with(n, SeriesRef::default);
+    series
+}
+
+/// The next of the series [`empty_series`] made (as many as [`count_fields`] counted `TimeSeries`
+/// fields, so one is always left; an error, never a panic, if not).
+#[inline]
+fn slot<'s, 'a>(
+    series: &'s mut [SeriesRef<'a>],
+    next: &mut usize,
+    r: &Reader<'_>,
+) -> Result<&'s mut SeriesRef<'a>, ProtocolError> {
+    let slot = series
+        .get_mut(*next)
+        .ok_or_else(|| r.error(format_args!("more series than counted")))?;
+    *next += 1;
+    Ok(slot)
+}
+
+/// Scratch space of label decoding ([`decode_pending_labels`]), reused across series.
 #[derive(Debug, Default)]
 pub struct LabelScratch(Vec<LabelSpan>);
 
@@ -120,54 +142,8 @@ fn decode_series_deferred<'a>(
     buf: &'a [u8],
     series: &mut SeriesRef<'a>,
 ) -> Result<(), ProtocolError> {
-    // Tight loop over the framing of the leading labels (key 0x0a, a one-byte length).
-    let mut pos = 0;
-    while let [0x0a, len, ..] = buf[pos..] {
-        let end = pos + 2 + usize::from(len);
-        if len >= 0x80 || end > buf.len() {
-            break;
-        }
-        pos = end;
-    }
-    // `run_end`: the end of the leading run of label fields; `contiguous`: no label field after it.
-    let (mut run_end, mut leading, mut contiguous) = (pos, true, true);
-    let mut r = Reader::at(buf, pos, "TimeSeries");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                r.bytes()?;
-                if leading {
-                    run_end = r.position();
-                } else {
-                    contiguous = false;
-                }
-            }
-            (2, Wire::Len) => {
-                leading = false;
-                let bytes = r.bytes()?;
-                let sample = match canonical_sample(bytes) {
-                    Some(sample) => sample,
-                    None => decode_sample(bytes)?,
-                };
-                series.samples.push(sample);
-            }
-            (3, Wire::Len) => {
-                leading = false;
-                r.bytes()?;
-                series.exemplars = series.exemplars.saturating_add(1);
-            }
-            (4, Wire::Len) => {
-                leading = false;
-                series.histograms.push(histogram::decode(r.bytes()?)?);
-            }
-            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
-            (_, wire) => {
-                leading = false;
-                r.skip(wire)?;
-            }
-        }
-    }
-    series.key = (contiguous && run_end > 0).then(|| SeriesKey::of(&buf[..run_end]));
+    let run_end = walk_series(buf, None, Some(series))?;
+    series.key = run_end.map(|end| SeriesKey::of(&buf[..end]));
     series.pending_labels = Some(buf);
     Ok(())
 }
@@ -182,44 +158,104 @@ pub(crate) fn decode_labels_of<'a>(
     let spans = &mut scratch.0;
     spans.clear();
     labels.clear();
-    let mut pos = 0;
-    while let [0x0a, len, ..] = buf[pos..] {
-        let (start, len) = (pos + 2, usize::from(len));
-        match canonical_label(buf, start, len) {
-            Some(span) if len < 0x80 => {
-                spans.push(span);
-                pos = start + len;
-            }
-            _ => break,
-        }
-    }
-    let mut r = Reader::at(buf, pos, "TimeSeries");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                let len = r.len()?;
-                let start = r.position();
-                let span = match canonical_label(buf, start, len) {
-                    Some(span) => span,
-                    None => decode_label(buf, start, len)?,
-                };
-                spans.push(span);
-                r.advance(len);
-            }
-            (_, wire) => r.skip(wire)?,
-        }
-    }
-    let result = labels_of(buf, spans, labels);
+    let result = walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels));
     if result.is_err() {
         labels.clear();
     }
     result
 }
 
+/// The one walk over a `TimeSeries` message (fields 1 labels, 2 samples, 3 exemplars, 4
+/// histograms) behind [`decode_series`], [`decode_series_deferred`] and [`decode_labels_of`]: the
+/// same framing checks and errors in each. With `spans`, each label's name and value ranges are
+/// pushed (in wire order); with `series`, its samples, histograms and exemplar count are decoded
+/// into it; without either, only the framing is read. Returns the end of the leading run of label
+/// fields when every label field comes before the other fields and there is at least one (`None`
+/// otherwise): the bytes a [`SeriesKey`] covers.
+///
+/// Labels encoded as every sender encodes them (key 0x0a, a one-byte length, and with `spans` a
+/// canonical `Label`) take a tight loop; the general loop takes over at the first other byte.
+#[inline(always)]
+fn walk_series<'a>(
+    buf: &'a [u8],
+    mut spans: Option<&mut Vec<LabelSpan>>,
+    mut series: Option<&mut SeriesRef<'a>>,
+) -> Result<Option<usize>, ProtocolError> {
+    let mut pos = 0;
+    while let [0x0a, len, ..] = buf[pos..] {
+        let (start, len) = (pos + 2, usize::from(len));
+        if len >= 0x80 || start + len > buf.len() {
+            break;
+        }
+        if let Some(spans) = spans.as_deref_mut() {
+            match canonical_label(buf, start, len) {
+                Some(span) => spans.push(span),
+                None => break,
+            }
+        }
+        pos = start + len;
+    }
+    // `run_end`: the end of the leading run of label fields; `contiguous`: no label field after it.
+    let (mut run_end, mut leading, mut contiguous) = (pos, true, true);
+    let mut r = Reader::at(buf, pos, "TimeSeries");
+    while !r.at_end() {
+        match r.key()? {
+            (1, Wire::Len) => {
+                let len = r.len()?;
+                if let Some(spans) = spans.as_deref_mut() {
+                    let start = r.position();
+                    let span = match canonical_label(buf, start, len) {
+                        Some(span) => span,
+                        None => decode_label(buf, start, len)?,
+                    };
+                    spans.push(span);
+                }
+                r.advance(len);
+                if leading {
+                    run_end = r.position();
+                } else {
+                    contiguous = false;
+                }
+            }
+            (2, Wire::Len) => {
+                leading = false;
+                let bytes = r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    let sample = match canonical_sample(bytes) {
+                        Some(sample) => sample,
+                        None => decode_sample(bytes)?,
+                    };
+                    series.samples.push(sample);
+                }
+            }
+            (3, Wire::Len) => {
+                leading = false;
+                r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    series.exemplars = series.exemplars.saturating_add(1);
+                }
+            }
+            (4, Wire::Len) => {
+                leading = false;
+                let bytes = r.bytes()?;
+                if let Some(series) = series.as_deref_mut() {
+                    series.histograms.push(histogram::decode(bytes)?);
+                }
+            }
+            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
+            (_, wire) => {
+                leading = false;
+                r.skip(wire)?;
+            }
+        }
+    }
+    Ok((contiguous && run_end > 0).then_some(run_end))
+}
+
 impl MetricType {
     /// Maps the wire value of `MetricMetadata.MetricType` (RW 1.0) to a [`MetricType`]; values
     /// outside 0..=7 become [`MetricType::Other`].
-    pub fn from_wire(value: i32) -> MetricType {
+    pub(crate) fn from_wire(value: i32) -> MetricType {
         match value {
             0 => MetricType::Unknown,
             1 => MetricType::Counter,
@@ -235,7 +271,7 @@ impl MetricType {
 
     /// The wire value of this type in `MetricMetadata.MetricType` (RW 1.0); the inverse of
     /// [`MetricType::from_wire`] (`Other(v)` maps to `v`).
-    pub fn to_wire(self) -> i32 {
+    pub(crate) fn to_wire(self) -> i32 {
         match self {
             MetricType::Unknown => 0,
             MetricType::Counter => 1,
@@ -258,49 +294,7 @@ fn decode_series<'a>(
     series: &mut SeriesRef<'a>,
 ) -> Result<(), ProtocolError> {
     spans.clear();
-    // Tight loop over the leading labels as senders encode them (key 0x0a, a one-byte length, a
-    // canonical `Label`); the general loop below takes over at the first other byte.
-    let mut pos = 0;
-    while let [0x0a, len, ..] = buf[pos..] {
-        let (start, len) = (pos + 2, usize::from(len));
-        match canonical_label(buf, start, len) {
-            Some(span) if len < 0x80 => {
-                spans.push(span);
-                pos = start + len;
-            }
-            _ => break,
-        }
-    }
-    let mut r = Reader::at(buf, pos, "TimeSeries");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                let len = r.len()?;
-                let start = r.position();
-                let span = match canonical_label(buf, start, len) {
-                    Some(span) => span,
-                    None => decode_label(buf, start, len)?,
-                };
-                spans.push(span);
-                r.advance(len);
-            }
-            (2, Wire::Len) => {
-                let bytes = r.bytes()?;
-                let sample = match canonical_sample(bytes) {
-                    Some(sample) => sample,
-                    None => decode_sample(bytes)?,
-                };
-                series.samples.push(sample);
-            }
-            (3, Wire::Len) => {
-                r.bytes()?;
-                series.exemplars = series.exemplars.saturating_add(1);
-            }
-            (4, Wire::Len) => series.histograms.push(histogram::decode(r.bytes()?)?),
-            (field @ 1..=4, wire) => return Err(r.wrong_wire(field, wire)),
-            (_, wire) => r.skip(wire)?,
-        }
-    }
+    walk_series(buf, Some(spans), Some(series))?;
     labels_of(buf, spans, &mut series.labels)
 }
 
@@ -376,9 +370,15 @@ fn canonical_sample(m: &[u8]) -> Option<Sample> {
     let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], ts) = m.split_first_chunk::<10>()? else {
         return None;
     };
-    let mut r = Reader::new(ts, "Sample");
-    let timestamp = r.int64().ok()?;
-    r.at_end().then(|| Sample {
+    let timestamp = match varint_filling(m, 10) {
+        Some(t) => t as i64,
+        None => {
+            let mut r = Reader::new(ts, "Sample");
+            let t = r.int64().ok()?;
+            r.at_end().then_some(t)?
+        }
+    };
+    Some(Sample {
         value: f64::from_bits(u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7])),
         timestamp_ms: timestamp,
     })
@@ -452,6 +452,27 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
         }
     }
     Ok(valid.then_some(metadata))
+}
+
+/// Decodes the labels of `series` left pending by [`decode_deferred`] into its `labels`, exactly as
+/// [`decode`] would have (same labels, same order, same errors); nothing when none are
+/// pending. `scratch` is reused between calls.
+///
+/// # Errors
+/// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
+/// `labels` stays empty and the labels stay pending).
+pub fn decode_pending_labels(
+    series: &mut SeriesRef<'_>,
+    scratch: &mut LabelScratch,
+) -> Result<(), ProtocolError> {
+    match series.pending_labels {
+        Some(bytes) => {
+            decode_labels_of(bytes, scratch, &mut series.labels)?;
+            series.pending_labels = None;
+            Ok(())
+        }
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

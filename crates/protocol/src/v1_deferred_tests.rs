@@ -5,7 +5,7 @@ use prost::Message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{decode, decode_deferred};
+use super::{decode, decode_deferred, decode_pending_labels};
 use crate::prompb::v1 as pb;
 use crate::{LabelScratch, SeriesKey, WriteRequestRef};
 
@@ -51,7 +51,7 @@ fn deferred_in_full(bytes: &[u8]) -> Result<WriteRequestRef<'_>, crate::Protocol
     let mut request = decode_deferred(bytes)?;
     let mut scratch = LabelScratch::default();
     for series in &mut request.series {
-        series.decode_labels(&mut scratch)?;
+        decode_pending_labels(series, &mut scratch)?;
         series.key = None;
         assert_eq!(series.pending_labels, None);
     }
@@ -163,9 +163,8 @@ fn a_label_that_is_not_utf8_fails_when_its_labels_are_decoded_with_the_eager_err
     let body = field(0x0a, &field(0x0a, &bad));
     let eager = decode(&body).unwrap_err();
     let mut request = decode_deferred(&body).unwrap();
-    let deferred = request.series[0]
-        .decode_labels(&mut LabelScratch::default())
-        .unwrap_err();
+    let deferred =
+        decode_pending_labels(&mut request.series[0], &mut LabelScratch::default()).unwrap_err();
     assert_eq!(eager, deferred);
     assert!(request.series[0].labels.is_empty());
 }

@@ -12,13 +12,20 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
+mod error;
+mod limits;
+
+pub(crate) use error::ConfigError;
+use error::{duration_ms, invalid, positive};
+use limits::validate_limits;
+pub use limits::{Limits, LimitsSection};
+
 use engine::EngineConfig;
-use protocol::labels::LabelLimits;
 
 /// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
 /// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
 /// Prometheus wiki's "Default port allocations"), so the receiver can sit beside any of them.
-pub const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9490";
+pub(crate) const DEFAULT_LISTEN_ADDRESS: &str = "0.0.0.0:9490";
 
 /// Command-line arguments, as typed (Prometheus-style dotted flag names).
 #[derive(Debug, Clone, Parser)]
@@ -27,12 +34,12 @@ pub struct Args {
     /// Address to listen on for remote write (`POST /api/v1/write`), `/metrics`, `/-/healthy` and
     /// `/-/ready`. Port 9490 is used by no Prometheus component by default.
     #[arg(long = "web.listen-address", value_name = "HOST:PORT", default_value = DEFAULT_LISTEN_ADDRESS)]
-    pub listen_address: String,
+    pub(crate) listen_address: String,
 
     /// Optional YAML configuration file (engine and limits). Without it, embedded defaults apply.
     /// Re-read on SIGHUP and `POST /-/reload`.
     #[arg(long = "config.file", value_name = "PATH")]
-    pub config_file: Option<PathBuf>,
+    pub(crate) config_file: Option<PathBuf>,
 
     /// Optional web configuration file in the Prometheus exporter-toolkit format (TLS, client
     /// certificates, basic auth), plus this project's `bearer_tokens`/`bearer_token_files`; see
@@ -44,7 +51,7 @@ pub struct Args {
     /// atomically on shutdown and every `storage.write_interval`, read at start). Overrides
     /// `storage.path` of the configuration file. Without either, the state is not kept.
     #[arg(long = "storage.path", value_name = "DIR")]
-    pub storage_path: Option<PathBuf>,
+    pub(crate) storage_path: Option<PathBuf>,
 
     /// Only log messages at or above this level.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
@@ -111,25 +118,25 @@ pub enum LogFormat {
 /// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     /// Settings of the per-scrape join engine.
-    pub engine: EngineSection,
+    pub(crate) engine: EngineSection,
     /// Resource limits of the remote-write receiver.
-    pub limits: LimitsSection,
+    pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
-    pub storage: StorageSection,
+    pub(crate) storage: StorageSection,
 }
 
 /// `storage:` section of the YAML file. Read at start only (a reload keeps the running values).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct StorageSection {
+pub(crate) struct StorageSection {
     /// Directory of the state file (`acceptance-state.json`); `--storage.path` overrides it.
     /// Default: none (the state is not kept).
-    pub path: Option<PathBuf>,
+    pub(crate) path: Option<PathBuf>,
     /// How often the state is written while running (it is also written on shutdown). A
     /// duration (humantime syntax), at least `1s`. Default: `30s`.
-    pub write_interval: String,
+    pub(crate) write_interval: String,
 }
 
 impl Default for StorageSection {
@@ -143,33 +150,33 @@ impl Default for StorageSection {
 
 /// Validated storage settings: where and how often the state is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Storage {
+pub(crate) struct Storage {
     /// The directory holding the state file.
-    pub path: PathBuf,
+    pub(crate) path: PathBuf,
     /// Period of the background writes.
-    pub write_interval: Duration,
+    pub(crate) write_interval: Duration,
 }
 
 /// `engine:` section of the YAML file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct EngineSection {
+pub(crate) struct EngineSection {
     /// A group (one vLLM engine's series) that receives no sample for this long leaves `/metrics`
     /// and its memory is freed. A duration such as `90s`, `10m` or `1h 30m` (humantime syntax).
     /// Must be at least `1s`. Default: `10m`.
-    pub idle_timeout: String,
+    pub(crate) idle_timeout: String,
     /// How many distinct scrape timestamps a group keeps while it waits for every input series of
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
-    pub max_pending_frames: usize,
+    pub(crate) max_pending_frames: usize,
     /// A group that receives no new sample for this many of its own observed scrape intervals
     /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
     /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
-    pub missed_scrapes: u32,
+    pub(crate) missed_scrapes: u32,
     /// The `missed_scrapes` removal never happens sooner than this after the group's last new
     /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
     /// default `queue_config.batch_send_deadline` of 5 s.
-    pub missed_scrapes_min_wait: String,
+    pub(crate) missed_scrapes_min_wait: String,
 }
 
 impl Default for EngineSection {
@@ -183,150 +190,13 @@ impl Default for EngineSection {
     }
 }
 
-/// `limits:` section of the YAML file.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LimitsSection {
-    /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
-    /// answered 413. At least 1. Default: `33554432` (32 MiB).
-    pub max_body_bytes: usize,
-    /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
-    /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `134217728`
-    /// (128 MiB).
-    pub max_decoded_bytes: usize,
-    /// Remote-write requests processed at once. A request that finds no free slot within a few
-    /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
-    pub max_concurrent_requests: usize,
-    /// Most series (`TimeSeries` messages) in one request. A request with more is answered 413
-    /// and none of it is applied (its samples are counted as `too_many_series`). At least 1.
-    /// Default: `50000` (Prometheus sends at most `queue_config.max_samples_per_send` series per
-    /// request, 500 by default in 2.42).
-    pub max_series_per_request: usize,
-    /// Most labels in one series, `__name__` included. A series with more is rejected
-    /// (`too_many_labels`, 400; the rest of the request is applied). At least 1. Default: `64`.
-    pub max_labels_per_series: usize,
-    /// Longest label name, bytes. A series with a longer one is rejected
-    /// (`label_name_too_long`, 400). At least 1. Default: `1024`.
-    pub max_label_name_length: usize,
-    /// Longest label value, bytes. A series with a longer one is rejected
-    /// (`label_value_too_long`, 400). At least 1. Default: `2048`.
-    pub max_label_value_length: usize,
-    /// Most input series held at once (series a rule reads; stale ones until their group
-    /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
-    /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
-    pub max_active_series: usize,
-    /// How far past the receive clock a sample's timestamp may be. A later sample is rejected
-    /// (`future_timestamp`, 400; the rest of the request is applied): applied, it would become its
-    /// series' newest and make every real sample after it out of order. A duration (humantime
-    /// syntax). Default: `10m`.
-    pub max_future_skew: String,
-    /// Memory budget of the requests being received and decoded at once, bytes: each request
-    /// holds its body size (its `Content-Length`, or `max_body_bytes` when absent) while the body is
-    /// read, plus its declared decoded size while it is decoded. A request that cannot get its share
-    /// within a few seconds is answered 503 (retried with backoff), so request buffers never exceed
-    /// this budget whatever the senders do. At least `max_body_bytes + max_decoded_bytes`.
-    /// Default: `268435456` (256 MiB).
-    pub max_inflight_bytes: usize,
-    /// Longest time to receive a request body once its headers arrived. A slower body is answered
-    /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
-    /// receiver (or a graceful shutdown). A duration (humantime syntax). Default: `10s`.
-    pub request_body_timeout: String,
-    /// Most client connections open at once (TLS connections once their handshake is done). A
-    /// further connection is closed as soon as it is accepted and counted in
-    /// `vllm_corrector_connections_closed_total{reason="max_connections"}`, so clients that hold
-    /// connections open cannot exhaust the process' file descriptors. Keep it below `ulimit -n`.
-    /// At least 1. Default: `1024` (a Prometheus opens at most `queue_config.max_shards`
-    /// connections, 200 by default in 2.42).
-    pub max_connections: usize,
-    /// Longest time a client may take to send a complete request head (request line and headers),
-    /// from when the connection opens or its previous request's body was received and the next
-    /// head's first byte arrived. A slower connection is closed (`reason="header_read_timeout"`): a
-    /// client that sends half a head and stalls holds nothing for long. A duration (humantime
-    /// syntax), longer than 0s. Default: `10s`.
-    pub header_read_timeout: String,
-    /// Longest time a keep-alive connection may sit idle between requests (after a response,
-    /// before the next request's first byte). It is then closed (`reason="idle_timeout"`); the
-    /// sender opens a new one for its next request. A duration (humantime syntax), longer than 0s.
-    /// Default: `2m`.
-    pub idle_connection_timeout: String,
-}
-
-impl Default for LimitsSection {
-    fn default() -> Self {
-        let labels = LabelLimits::default();
-        LimitsSection {
-            max_body_bytes: 32 * 1024 * 1024,
-            max_decoded_bytes: 128 * 1024 * 1024,
-            max_concurrent_requests: 64,
-            max_series_per_request: 50_000,
-            max_labels_per_series: labels.max_labels_per_series,
-            max_label_name_length: labels.max_label_name_length,
-            max_label_value_length: labels.max_label_value_length,
-            max_active_series: EngineConfig::default().max_active_series,
-            max_future_skew: "10m".to_owned(),
-            max_inflight_bytes: 256 * 1024 * 1024,
-            request_body_timeout: "10s".to_owned(),
-            max_connections: 1024,
-            header_read_timeout: "10s".to_owned(),
-            idle_connection_timeout: "2m".to_owned(),
-        }
-    }
-}
-
-/// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings;
-/// `limits.max_active_series` lives in [`EngineConfig::max_active_series`], where it is enforced).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Largest accepted body as sent, bytes.
-    pub max_body_bytes: usize,
-    /// Largest accepted decoded body, bytes.
-    pub max_decoded_bytes: usize,
-    /// Remote-write requests processed at once.
-    pub max_concurrent_requests: usize,
-    /// Most series in one request.
-    pub max_series_per_request: usize,
-    /// Per-series label limits (count, name length, value length).
-    pub labels: LabelLimits,
-    /// How far past the receive clock a sample may be stamped, ms.
-    pub max_future_skew_ms: i64,
-    /// Memory budget of request bodies and decode buffers at once, bytes.
-    pub max_inflight_bytes: usize,
-    /// Longest time to receive a request body.
-    pub request_body_timeout: std::time::Duration,
-    /// Most client connections open at once.
-    pub max_connections: usize,
-    /// Longest time to receive a request head.
-    pub header_read_timeout: std::time::Duration,
-    /// Longest idle time of a keep-alive connection between requests.
-    pub idle_connection_timeout: std::time::Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        let d = LimitsSection::default();
-        Limits {
-            max_body_bytes: d.max_body_bytes,
-            max_decoded_bytes: d.max_decoded_bytes,
-            max_concurrent_requests: d.max_concurrent_requests,
-            max_series_per_request: d.max_series_per_request,
-            labels: LabelLimits::default(),
-            max_future_skew_ms: 10 * 60 * 1000,
-            max_inflight_bytes: d.max_inflight_bytes,
-            request_body_timeout: std::time::Duration::from_secs(10),
-            max_connections: d.max_connections,
-            header_read_timeout: std::time::Duration::from_secs(10),
-            idle_connection_timeout: std::time::Duration::from_secs(120),
-        }
-    }
-}
-
 /// The validated configuration the service runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// Socket address to listen on.
-    pub listen_address: SocketAddr,
+    pub(crate) listen_address: SocketAddr,
     /// The YAML file read, if any.
-    pub config_file: Option<PathBuf>,
+    pub(crate) config_file: Option<PathBuf>,
     /// The web configuration file (`--web.config.file`), read by [`crate::web::WebSettings::load`].
     pub web_config_file: Option<PathBuf>,
     /// Log verbosity.
@@ -334,47 +204,11 @@ pub struct Config {
     /// Log line format.
     pub log_format: LogFormat,
     /// Engine settings.
-    pub engine: EngineConfig,
+    pub(crate) engine: EngineConfig,
     /// Receiver limits.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Where the state is kept across restarts (`--storage.path`, `storage:`), if anywhere.
-    pub storage: Option<Storage>,
-}
-
-/// Why the configuration was refused. Each message names the flag, file or field at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The configuration file could not be read.
-    #[error("--config.file {path}: cannot read: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// The configuration file is not valid YAML for [`FileConfig`] (unknown field, wrong type).
-    #[error("--config.file {path}: {message}")]
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// The parser's message, with the location.
-        message: String,
-    },
-    /// A value is out of range or malformed.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The flag (`--web.listen-address`) or YAML field (`engine.idle_timeout`).
-        field: &'static str,
-        /// What is wrong and what is accepted.
-        message: String,
-    },
-}
-
-fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field,
-        message: message.into(),
-    }
+    pub(crate) storage: Option<Storage>,
 }
 
 impl FileConfig {
@@ -383,7 +217,7 @@ impl FileConfig {
     /// # Errors
     /// [`ConfigError::Yaml`] for malformed YAML, an unknown field or a wrong type; `path` is only
     /// used in the message.
-    pub fn from_yaml(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    pub(crate) fn from_yaml(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
@@ -405,7 +239,7 @@ impl FileConfig {
     ///
     /// # Errors
     /// [`ConfigError::Read`] when the file cannot be read, else as [`FileConfig::from_yaml`].
-    pub fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+    pub(crate) fn read(path: &Path) -> Result<FileConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -432,7 +266,7 @@ impl Config {
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] naming the first invalid flag or field.
-    pub fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
+    pub(crate) fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
         let limits = validate_limits(&file.limits)?;
@@ -531,18 +365,6 @@ fn parse_listen_address(text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn duration_ms(field: &'static str, text: &str) -> Result<(Duration, i64), ConfigError> {
-    let d: Duration = humantime::parse_duration(text).map_err(|e| {
-        invalid(
-            field,
-            format!("{text:?} is not a duration like 10m or 90s: {e}"),
-        )
-    })?;
-    let ms = i64::try_from(d.as_millis())
-        .map_err(|_| invalid(field, format!("{text:?} is too long")))?;
-    Ok((d, ms))
-}
-
 fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError> {
     let (idle, idle_timeout_ms) = duration_ms("engine.idle_timeout", &section.idle_timeout)?;
     if idle < Duration::from_secs(1) {
@@ -574,88 +396,6 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
         missed_scrapes: section.missed_scrapes,
         missed_scrapes_min_wait_ms: min_wait_ms,
         ..EngineConfig::default()
-    })
-}
-
-fn positive(field: &'static str, v: usize) -> Result<usize, ConfigError> {
-    if v == 0 {
-        Err(invalid(field, "must be at least 1"))
-    } else {
-        Ok(v)
-    }
-}
-
-fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigError> {
-    // (0 is refused below, with the message every zero limit gets.)
-    if section.max_decoded_bytes != 0 && section.max_decoded_bytes < section.max_body_bytes {
-        return Err(invalid(
-            "limits.max_decoded_bytes",
-            format!(
-                "{} is below limits.max_body_bytes ({}): a snappy body decodes to at least about \
-                 its own size, so bodies the body limit admits would all be refused (413)",
-                section.max_decoded_bytes, section.max_body_bytes
-            ),
-        ));
-    }
-    let largest_request = section
-        .max_body_bytes
-        .saturating_add(section.max_decoded_bytes);
-    if section.max_inflight_bytes < largest_request {
-        return Err(invalid(
-            "limits.max_inflight_bytes",
-            "must be at least limits.max_body_bytes + limits.max_decoded_bytes, or the largest \
-             accepted request could never be admitted",
-        ));
-    }
-    let body_timeout_ms =
-        duration_ms("limits.request_body_timeout", &section.request_body_timeout)?.1;
-    if body_timeout_ms <= 0 {
-        return Err(invalid(
-            "limits.request_body_timeout",
-            "must be longer than 0s",
-        ));
-    }
-    let timeout = |field: &'static str, text: &str| -> Result<std::time::Duration, ConfigError> {
-        let (d, ms) = duration_ms(field, text)?;
-        if ms <= 0 {
-            return Err(invalid(field, "must be longer than 0s"));
-        }
-        Ok(d)
-    };
-    Ok(Limits {
-        max_connections: positive("limits.max_connections", section.max_connections)?,
-        header_read_timeout: timeout("limits.header_read_timeout", &section.header_read_timeout)?,
-        idle_connection_timeout: timeout(
-            "limits.idle_connection_timeout",
-            &section.idle_connection_timeout,
-        )?,
-        max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
-        max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,
-        max_concurrent_requests: positive(
-            "limits.max_concurrent_requests",
-            section.max_concurrent_requests,
-        )?,
-        max_series_per_request: positive(
-            "limits.max_series_per_request",
-            section.max_series_per_request,
-        )?,
-        labels: LabelLimits {
-            max_labels_per_series: positive(
-                "limits.max_labels_per_series",
-                section.max_labels_per_series,
-            )?,
-            max_label_name_length: positive(
-                "limits.max_label_name_length",
-                section.max_label_name_length,
-            )?,
-            max_label_value_length: positive(
-                "limits.max_label_value_length",
-                section.max_label_value_length,
-            )?,
-        },
-        max_future_skew_ms: duration_ms("limits.max_future_skew", &section.max_future_skew)?.1,
-        max_inflight_bytes: section.max_inflight_bytes,
-        request_body_timeout: std::time::Duration::from_millis(body_timeout_ms as u64),
     })
 }
 

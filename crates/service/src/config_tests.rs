@@ -1,6 +1,7 @@
 //! Tests of [`super`]: flags, YAML sections, defaults and validation messages.
 
 use super::*;
+use protocol::labels::LabelLimits;
 
 fn args(extra: &[&str]) -> Args {
     let mut argv = vec!["vllm-corrector"];

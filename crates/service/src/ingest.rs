@@ -35,19 +35,19 @@ const MAX_QUOTED_LABELS: usize = 512;
 /// histograms of schemas other than custom buckets are accepted and counted the same way.
 /// Exemplars are never stored, so none is ever written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// Float samples written.
-    pub samples: u64,
+    pub(crate) samples: u64,
     /// Native histogram samples written.
-    pub histograms: u64,
+    pub(crate) histograms: u64,
     /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
-    pub exemplars: u64,
+    pub(crate) exemplars: u64,
 }
 
 /// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
 /// applied, as the docs/REMOTE-WRITE.md' checklist item 1 asks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SeriesRejection {
+pub(crate) enum SeriesRejection {
     /// Invalid labels, label references or a label limit: the whole series is rejected.
     #[error(transparent)]
     Label(#[from] LabelError),
@@ -69,11 +69,11 @@ pub enum SeriesRejection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RejectedSeries {
     /// Zero-based position of the series in the request.
-    pub index: usize,
+    pub(crate) index: usize,
     /// Its labels as `{name="value", …}`, shortened past 512 bytes.
-    pub labels: String,
+    pub(crate) labels: String,
     /// Why.
-    pub reason: SeriesRejection,
+    pub(crate) reason: SeriesRejection,
 }
 
 /// Everything one request did.
@@ -82,11 +82,11 @@ pub struct Outcome {
     /// Sample accounting of the request (record it in the self-metrics).
     pub report: IngestReport,
     /// What was written (RW 2.0 response headers).
-    pub written: Written,
+    pub(crate) written: Written,
     /// Series in the request.
-    pub series: usize,
+    pub(crate) series: usize,
     /// Series with at least one [`SeriesRejection`].
-    pub rejected_series: usize,
+    pub(crate) rejected_series: usize,
     /// The first of them.
     pub first_rejected: Option<RejectedSeries>,
 }
@@ -164,7 +164,7 @@ fn resolve_labels<'a>(
     scratch: &mut LabelScratch,
     limits: &LabelLimits,
 ) -> Result<Result<(), LabelError>, ProtocolError> {
-    series.decode_labels(scratch)?;
+    protocol::v1::decode_pending_labels(series, scratch)?;
     Ok(limits
         .check(&series.labels)
         .and_then(|()| series.normalize()))
@@ -182,7 +182,7 @@ pub fn prepare<'a>(request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a
     let mut scratch = LabelScratch::default();
     let mut request = request;
     for series in &mut request.series {
-        if series.decode_labels(&mut scratch).is_err() {
+        if protocol::v1::decode_pending_labels(series, &mut scratch).is_err() {
             series.pending_labels = None;
         }
     }
@@ -232,7 +232,7 @@ pub fn prepare_known<'a>(
             positions.push(position);
             return true;
         }
-        if let Err(e) = series.decode_labels(&mut scratch) {
+        if let Err(e) = protocol::v1::decode_pending_labels(series, &mut scratch) {
             failed = Some(e);
             return false;
         }
@@ -269,7 +269,7 @@ pub fn prepare_known<'a>(
 
 /// Every sample of `request` rejected for `reason` (a request refused whole after decoding, such
 /// as `limits.max_series_per_request`).
-pub fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
+pub(crate) fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
     let mut report = IngestReport::default();
     for series in &request.series {
         report.reject(reason, series.sample_count());
@@ -378,6 +378,25 @@ fn apply_known<'a>(
     in_time: &mut Vec<Sample>,
     outcome: &mut Outcome,
 ) {
+    // The common case, counted straight into the request's report: every sample in time, the
+    // group still there. (Counting into a per-series report and merging it twice, as below, cost
+    // ~50 instructions per sample.) `ingest_known` changes nothing when it returns false.
+    if let Some(k) = known
+        && !series.samples.is_empty()
+        && series.samples.iter().all(|s| s.timestamp_ms <= latest)
+    {
+        let limited = RejectReason::ActiveSeriesLimit.index();
+        let (accepted_before, limited_before) =
+            (accepted(&outcome.report), outcome.report.rejected[limited]);
+        if engine.ingest_known(k, &series.samples, now_ms, &mut outcome.report) {
+            outcome.written.samples += accepted(&outcome.report) - accepted_before;
+            if outcome.report.rejected[limited] > limited_before {
+                let reason = SeriesRejection::ActiveSeriesLimit;
+                outcome.reject_known_series(position, series, limits, reason);
+            }
+            return;
+        }
+    }
     let mut report = IngestReport::default();
     let mut refused = None;
     // Taken out for the call (put back below), so that the labels can be resolved meanwhile.
@@ -468,7 +487,7 @@ fn apply_histogram(
 }
 
 /// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
-pub fn quote_labels(labels: &[Label<'_>]) -> String {
+pub(crate) fn quote_labels(labels: &[Label<'_>]) -> String {
     let mut out = String::from("{");
     for (i, label) in labels.iter().enumerate() {
         if i > 0 {

@@ -19,17 +19,20 @@
 //! * [`web`] is `--web.config.file`: TLS, client certificates, basic auth and bearer tokens.
 //! * [`reload`] re-reads both files on SIGHUP and `POST /-/reload`.
 //! * [`telemetry`] holds the self-metrics and the log events; [`storage`] the `--storage.path` file.
+//! * [`live`] holds the settings a reload swaps; [`clock`] is the service's one wall clock.
 //! * [`run`] starts it all: the `vllm-corrector` binary with no subcommand, and `demo` in-process.
 //!
 //! The layout and the dependency direction are described in `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 
+pub mod clock;
 pub mod config;
 pub mod exposition;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;
 pub mod http;
 pub mod ingest;
+pub mod live;
 pub mod reload;
 pub mod run;
 pub mod storage;

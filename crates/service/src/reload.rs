@@ -4,7 +4,7 @@
 //! A reload validates both files completely before changing anything. Then the engine settings
 //! (idle timeout, pending frames, active-series limit) are applied under the engine lock, keeping
 //! every series and group, and the receiver limits and web settings are swapped as one value
-//! ([`crate::http::live`]): they apply from the next request, and TLS certificates, keys and
+//! ([`crate::live`]): they apply from the next request, and TLS certificates, keys and
 //! client CAs from the next connection. Flags (`--web.listen-address`, `--log.*`) are not
 //! reloaded.
 //!
@@ -16,25 +16,24 @@
 //! `/-/reload` answers 200 on success and **500** with the error on failure, as Prometheus does:
 //! config reloaders (prometheus-config-reloader, configmap-reload) treat any non-2xx as a failed
 //! reload and retry when the file changes again, and the fault is in the server's files, not in
-//! the request, so a 4xx would misplace the blame.
+//! the request, so a 4xx would misplace the blame. This layer chooses that status
+//! ([`ReloadError::status`]); the HTTP layer serves the route and maps the error to a response
+//! (`crate::http::HttpError::Reload`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 
+use crate::clock::now_ms;
 use crate::config::{Args, Config, ConfigError};
-use crate::http::AppState;
-use crate::http::live::LiveCell;
-use crate::run::now_ms;
+use crate::live::LiveCell;
 use crate::telemetry::SelfMetrics;
 use crate::web::{WebConfigError, WebSettings};
 use engine::Engine;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
+pub(crate) enum ReloadError {
     /// `--config.file` is unreadable or invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
@@ -46,9 +45,21 @@ pub enum ReloadError {
     TlsToggle(&'static str),
 }
 
+impl ReloadError {
+    /// The status code of a failed reload: always 500, since the fault is in the server's files,
+    /// not in the request (see the module doc).
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            ReloadError::Config(_) | ReloadError::Web(_) | ReloadError::TlsToggle(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+}
+
 /// Re-reads the configuration files and swaps the running settings.
 #[derive(Debug)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     args: Args,
     engine: Arc<Mutex<Engine>>,
     metrics: Arc<SelfMetrics>,
@@ -57,13 +68,19 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader for the files named by `args`, acting on `state`'s engine and settings.
-    pub fn new(args: Args, state: &AppState) -> Reloader {
+    /// A reloader for the files named by `args`, acting on the running `engine`'s settings and
+    /// swapping `live`; reloads are counted in `metrics`.
+    pub(crate) fn new(
+        args: Args,
+        engine: Arc<Mutex<Engine>>,
+        metrics: Arc<SelfMetrics>,
+        live: Arc<LiveCell>,
+    ) -> Reloader {
         Reloader {
             args,
-            engine: state.engine.clone(),
-            metrics: state.metrics.clone(),
-            live: state.live_cell().clone(),
+            engine,
+            metrics,
+            live,
             serial: Mutex::new(()),
         }
     }
@@ -73,7 +90,7 @@ impl Reloader {
     ///
     /// # Errors
     /// [`ReloadError`]; the old configuration is then kept and the failure counted.
-    pub fn reload(&self) -> Result<(), ReloadError> {
+    pub(crate) fn reload(&self) -> Result<(), ReloadError> {
         let _one_at_a_time = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
         match self.swap() {
             Ok(()) => {
@@ -108,31 +125,10 @@ impl Reloader {
     }
 }
 
-/// `POST`/`PUT /-/reload`: 200 `configuration reloaded`, 500 with the error, or 404 when the
-/// state has no reloader (in-process uses such as `demo`).
-pub async fn handle(State(state): State<AppState>) -> Response {
-    let Some(reloader) = state.reloader().cloned() else {
-        return (
-            StatusCode::NOT_FOUND,
-            "reload is not available in this mode\n",
-        )
-            .into_response();
-    };
-    match tokio::task::spawn_blocking(move || reloader.reload()).await {
-        Ok(Ok(())) => (StatusCode::OK, "configuration reloaded\n").into_response(),
-        Ok(Err(error)) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")).into_response(),
-        Err(panic) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("reload panicked: {panic}\n"),
-        )
-            .into_response(),
-    }
-}
-
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of
 /// killing the process with the default action) and spawns a task that reloads on every SIGHUP
 /// until aborted. Without a handler (non-Unix, or the OS refused) it logs and never reloads.
-pub fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::JoinHandle<()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -12,11 +12,11 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use super::Reloader;
+use crate::clock::now_ms;
 use crate::config::{Args, Config};
 use crate::http::{AppState, app};
-use crate::run::now_ms;
 use crate::web::WebSettings;
-use crate::web::tests::Scratch;
+use crate::web::settings_tests::Scratch;
 use engine::Engine;
 use protocol::Sample;
 use protocol::encode::encode_v1;
@@ -32,7 +32,12 @@ fn service(dir: &Scratch) -> AppState {
     let config = Config::from_args(args.clone()).unwrap();
     let web = WebSettings::load(config.web_config_file.as_deref()).unwrap();
     let state = AppState::new(Engine::new(config.engine), config.limits).with_web(web);
-    let reloader = Arc::new(Reloader::new(args, &state));
+    let reloader = Arc::new(Reloader::new(
+        args,
+        state.engine.clone(),
+        state.metrics.clone(),
+        state.live_cell().clone(),
+    ));
     state.set_ready(true);
     state.with_reloader(reloader)
 }
@@ -247,7 +252,7 @@ async fn turning_tls_on_by_reload_is_refused() {
     dir.write("config.yml", "");
     dir.write("web.yml", "");
     let state = service(&dir);
-    let pki = crate::web::tests::pki::Pki::new("ca");
+    let pki = crate::web::settings_tests::pki::Pki::new("ca");
     let server = pki.server();
     dir.write("s.crt", &server.cert_pem);
     dir.write("s.key", &server.key_pem);

@@ -4,10 +4,11 @@
 //! in-process.
 
 use std::future::Future;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use std::sync::Arc;
 
+use crate::clock::now_ms;
 use crate::config::{Args, Config};
 use crate::http::{AppState, app};
 use crate::reload::{self, Reloader};
@@ -19,7 +20,7 @@ use engine::Engine;
 
 /// The longest pause between two sweeps for groups silent longer than `engine.idle_timeout`; a
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
-pub const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
+pub(crate) const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 
 /// Runs the service until SIGTERM or Ctrl-C: binds `config.listen_address`, logs `listening`,
 /// then serves (TLS when `web` has it) until the signal and finishes in-flight requests. `args`
@@ -49,7 +50,12 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
             &state.metrics,
         );
     }
-    let reloader = Arc::new(Reloader::new(args, &state));
+    let reloader = Arc::new(Reloader::new(
+        args,
+        state.engine.clone(),
+        state.metrics.clone(),
+        state.live_cell().clone(),
+    ));
     let state = state.with_reloader(reloader.clone());
     state.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
     let listener = bind(config.listen_address).await?;
@@ -107,7 +113,7 @@ pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::
 
 /// How long in-flight requests may take to finish after SIGTERM before the remaining connections
 /// are closed.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
 /// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
 /// Over TLS ([`TlsListener`]) when `state`'s web settings hold a TLS configuration, else plain
@@ -152,14 +158,21 @@ pub async fn serve(
         let _ = signalled.send(());
     };
     // One server loop for both (`crate::web::conn`): connection cap, header-read and idle timeouts.
+    // Limits are read per connection and TLS settings per handshake, from the settings a reload
+    // swaps (`crate::live`).
     let router = app(state.clone());
+    let (live, metrics) = (state.live_cell().clone(), state.metrics.clone());
+    let limits = {
+        let live = live.clone();
+        move || live.get().limits
+    };
     let server: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> =
-        if state.live().web.tls.is_some() {
-            let listener =
-                TlsListener::new(listener, state.live_cell().clone(), state.metrics.clone())?;
-            Box::pin(conn::serve(listener, router, state, graceful))
+        if live.get().web.tls.is_some() {
+            let tls = move || live.get().web.tls.clone();
+            let listener = TlsListener::new(listener, tls, metrics.clone())?;
+            Box::pin(conn::serve(listener, router, limits, metrics, graceful))
         } else {
-            Box::pin(conn::serve(listener, router, state, graceful))
+            Box::pin(conn::serve(listener, router, limits, metrics, graceful))
         };
     // In-flight requests get SHUTDOWN_GRACE to finish after the signal; a connection that still
     // holds a request then (a stalled body past its timeout, a hung client) is closed, so the
@@ -209,11 +222,4 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
-}
-
-/// Wall clock, ms since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

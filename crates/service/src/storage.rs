@@ -12,17 +12,17 @@ use crate::telemetry::SelfMetrics;
 use engine::{Engine, StateError};
 
 /// The state file's name inside `--storage.path`.
-pub const STATE_FILE: &str = "acceptance-state.json";
+pub(crate) const STATE_FILE: &str = "acceptance-state.json";
 
 /// The state file of `dir`.
-pub fn state_file(dir: &Path) -> PathBuf {
+pub(crate) fn state_file(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
 
 /// Restores the state file of `dir` into `engine` at `now_ms` (receive clock). A missing file is a
 /// fresh start; an unreadable, corrupt or other-version file is ignored with a warning and counted
 /// in `vllm_corrector_state_loads_ignored_total{reason}`. Returns the groups restored.
-pub fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfMetrics) -> usize {
+pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfMetrics) -> usize {
     let path = state_file(dir);
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
@@ -57,7 +57,7 @@ pub fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfMetrics)
 ///
 /// # Errors
 /// The I/O error of creating, writing, syncing or renaming the file; the old file is then intact.
-pub fn write_atomically(dir: &Path, document: &str) -> std::io::Result<()> {
+pub(crate) fn write_atomically(dir: &Path, document: &str) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = state_file(dir);
     let tmp = dir.join(format!("{STATE_FILE}.tmp"));
@@ -72,7 +72,11 @@ pub fn write_atomically(dir: &Path, document: &str) -> std::io::Result<()> {
 
 /// Serialises the engine's state under its lock, then writes it off the lock (on a blocking
 /// thread); a failure is logged and counted in `vllm_corrector_state_write_failures_total`.
-pub async fn save(dir: PathBuf, engine: Arc<std::sync::Mutex<Engine>>, metrics: Arc<SelfMetrics>) {
+pub(crate) async fn save(
+    dir: PathBuf,
+    engine: Arc<std::sync::Mutex<Engine>>,
+    metrics: Arc<SelfMetrics>,
+) {
     let document = engine
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -13,16 +13,17 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::config::{LogFormat, LogLevel};
 use engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
 use protocol::{MetadataDropReason, MetadataDropped};
 
-pub mod connections;
-pub mod events;
-pub mod ops;
-pub mod storage;
-pub use connections::{CloseReason, ConnectionClosed};
-pub use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
+pub(crate) mod connections;
+pub(crate) mod events;
+mod logging;
+pub(crate) mod ops;
+pub(crate) mod storage;
+pub(crate) use connections::{CloseReason, ConnectionClosed};
+pub use logging::{LoggingError, init_logging};
+pub(crate) use ops::{AuthFailure, AuthRefused, OpsMetrics, TlsHandshakeFailed};
 
 /// One `name="value"` label.
 type Label1 = [(&'static str, &'static str); 1];
@@ -32,7 +33,7 @@ type Label2 = [(&'static str, &'static str); 2];
 /// The service's own metrics, all named `vllm_corrector_*`. Cheap to update from any thread
 /// (atomics); share it behind an `Arc`.
 #[derive(Debug)]
-pub struct SelfMetrics {
+pub(crate) struct SelfMetrics {
     registry: Registry,
     samples_received: Counter,
     samples_applied: Counter,
@@ -52,7 +53,7 @@ pub struct SelfMetrics {
     metadata_dropped: MetricFamily<Label1, Counter>,
     write_panics: Counter,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
-    pub ops: OpsMetrics,
+    pub(crate) ops: OpsMetrics,
 }
 
 /// A request-level limit that refuses a remote-write request whole, as the `limit` label of
@@ -60,7 +61,7 @@ pub struct SelfMetrics {
 /// counted in `vllm_corrector_samples_rejected_total{reason}`. What a sender sees at each one is in
 /// `docs/RELIABILITY.md`, "Limits".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestLimit {
+pub(crate) enum RequestLimit {
     /// `limits.max_body_bytes`: the body as sent (413).
     MaxBodyBytes,
     /// `limits.max_decoded_bytes`: the decoded size snappy declares (413).
@@ -77,7 +78,7 @@ pub enum RequestLimit {
 
 impl RequestLimit {
     /// Every limit, for pre-registering the label values.
-    pub const ALL: [RequestLimit; 6] = [
+    pub(crate) const ALL: [RequestLimit; 6] = [
         RequestLimit::MaxBodyBytes,
         RequestLimit::MaxDecodedBytes,
         RequestLimit::MaxSeriesPerRequest,
@@ -87,7 +88,7 @@ impl RequestLimit {
     ];
 
     /// The `limit` label value: the configuration field's name under `limits:`.
-    pub const fn as_str(self) -> &'static str {
+    pub(crate) const fn as_str(self) -> &'static str {
         match self {
             RequestLimit::MaxBodyBytes => "max_body_bytes",
             RequestLimit::MaxDecodedBytes => "max_decoded_bytes",
@@ -111,7 +112,7 @@ impl SelfMetrics {
     /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
     /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
     /// rate or an alert on them works before the first occurrence.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let m = SelfMetrics {
             registry: Registry::default(),
             samples_received: Counter::default(),
@@ -268,7 +269,7 @@ impl SelfMetrics {
     }
 
     /// Adds one request's sample accounting to the received, applied and rejected counters.
-    pub fn record_ingest(&self, report: &IngestReport) {
+    pub(crate) fn record_ingest(&self, report: &IngestReport) {
         self.samples_received.inc_by(report.received);
         self.samples_applied.inc_by(report.applied);
         for reason in RejectReason::ALL {
@@ -282,14 +283,14 @@ impl SelfMetrics {
     }
 
     /// Counts one request refused by the request-level limit `limit`.
-    pub fn record_limited(&self, limit: RequestLimit) {
+    pub(crate) fn record_limited(&self, limit: RequestLimit) {
         self.requests_limited
             .get_or_create(&[("limit", limit.as_str())])
             .inc();
     }
 
     /// Adds one request's dropped metadata entries to `vllm_corrector_metadata_dropped_total`.
-    pub fn record_metadata_dropped(&self, dropped: &MetadataDropped) {
+    pub(crate) fn record_metadata_dropped(&self, dropped: &MetadataDropped) {
         for reason in MetadataDropReason::ALL {
             let n = dropped.get(reason);
             if n > 0 {
@@ -301,7 +302,7 @@ impl SelfMetrics {
     }
 
     /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
-    pub fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
+    pub(crate) fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
         let code = status_label(status);
         self.http_requests
             .get_or_create(&[("handler", handler), ("code", code)])
@@ -310,7 +311,7 @@ impl SelfMetrics {
 
     /// Sets the engine gauges and mirrored counters from a snapshot taken at scrape time.
     /// `metadata_families` is [`engine::Engine::metadata_families`].
-    pub fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
+    pub(crate) fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
         self.active_series.set(to_i64(stats.active_series));
         self.active_groups.set(to_i64(stats.groups));
         self.groups_incomplete.set(to_i64(stats.groups_incomplete));
@@ -359,7 +360,7 @@ impl SelfMetrics {
     ///
     /// # Errors
     /// Only the `fmt::Error` of the writer.
-    pub fn encode_openmetrics(&self, out: &mut String) -> std::fmt::Result {
+    pub(crate) fn encode_openmetrics(&self, out: &mut String) -> std::fmt::Result {
         text::encode_registry(out, &self.registry)
     }
 
@@ -367,7 +368,7 @@ impl SelfMetrics {
     ///
     /// # Errors
     /// Only the `fmt::Error` of the writer.
-    pub fn encode_text(&self, out: &mut String) -> std::fmt::Result {
+    pub(crate) fn encode_text(&self, out: &mut String) -> std::fmt::Result {
         prometheus_text::encode(out, &self.registry)
     }
 }
@@ -404,14 +405,23 @@ fn status_label(status: axum::http::StatusCode) -> &'static str {
 }
 
 /// A happening that is both logged and counted. `emit` does both.
-pub trait InternalEvent {
+pub(crate) trait InternalEvent {
     /// Logs the event and updates the self-metrics.
     fn emit(self, metrics: &SelfMetrics);
 }
 
+/// The operational events (authentication, TLS, connections) record into their own metrics
+/// ([`ops::OpsEvent`]), which know nothing of [`SelfMetrics`], so `ops` and `connections` do not
+/// import this module back.
+impl<T: ops::OpsEvent> InternalEvent for T {
+    fn emit(self, metrics: &SelfMetrics) {
+        self.record(&metrics.ops);
+    }
+}
+
 /// A remote-write request's samples were accounted for (applied or rejected).
 #[derive(Debug)]
-pub struct SamplesIngested<'a> {
+pub(crate) struct SamplesIngested<'a> {
     /// The request's accounting.
     pub report: &'a IngestReport,
 }
@@ -431,9 +441,9 @@ impl InternalEvent for SamplesIngested<'_> {
 
 /// A remote-write request was refused whole by a request-level limit.
 #[derive(Debug)]
-pub struct RequestLimited {
+pub(crate) struct RequestLimited {
     /// The limit.
-    pub limit: RequestLimit,
+    pub(crate) limit: RequestLimit,
 }
 
 impl InternalEvent for RequestLimited {
@@ -449,11 +459,11 @@ impl InternalEvent for RequestLimited {
 /// The decoder dropped some metadata entries of a remote-write request (the request itself goes
 /// on: metadata never fails a request). Logged at warn level: a sender sends malformed metadata.
 #[derive(Debug)]
-pub struct MetadataEntriesDropped {
+pub(crate) struct MetadataEntriesDropped {
     /// The request's dropped entries, by reason ([`protocol::WriteRequestRef::metadata_dropped`]).
-    pub dropped: MetadataDropped,
+    pub(crate) dropped: MetadataDropped,
     /// `"1.0"` or `"2.0"`: the remote-write version of the request.
-    pub protocol: &'static str,
+    pub(crate) protocol: &'static str,
 }
 
 /// Malformed metadata can come with every request: at most 10 warn lines per 10 s.
@@ -485,12 +495,12 @@ impl InternalEvent for MetadataEntriesDropped {
 /// message; counted in `vllm_corrector_write_panics_total` and, when the request had been decoded,
 /// its samples in `vllm_corrector_samples_rejected_total{reason="internal_error"}`.
 #[derive(Debug)]
-pub struct WritePanicked<'a> {
+pub(crate) struct WritePanicked<'a> {
     /// The panic message (its payload when a string, else a placeholder).
-    pub message: &'a str,
+    pub(crate) message: &'a str,
     /// Samples of the request not yet counted when it panicked (received and rejected as
     /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
-    pub samples: Option<u64>,
+    pub(crate) samples: Option<u64>,
 }
 
 impl InternalEvent for WritePanicked<'_> {
@@ -512,11 +522,11 @@ impl InternalEvent for WritePanicked<'_> {
 
 /// An HTTP response was sent.
 #[derive(Debug)]
-pub struct HttpResponded {
+pub(crate) struct HttpResponded {
     /// Route name, e.g. `/api/v1/write`.
-    pub handler: &'static str,
+    pub(crate) handler: &'static str,
     /// Status sent.
-    pub status: axum::http::StatusCode,
+    pub(crate) status: axum::http::StatusCode,
 }
 
 impl InternalEvent for HttpResponded {
@@ -532,9 +542,9 @@ impl InternalEvent for HttpResponded {
 
 /// The periodic idle sweep ran. The removal count itself is mirrored from the engine's stats.
 #[derive(Debug)]
-pub struct IdleSweep {
+pub(crate) struct IdleSweep {
     /// Groups removed by this sweep.
-    pub removed: usize,
+    pub(crate) removed: usize,
 }
 
 impl InternalEvent for IdleSweep {
@@ -547,49 +557,6 @@ impl InternalEvent for IdleSweep {
     }
 }
 
-/// Error of [`init_logging`].
-#[derive(Debug, thiserror::Error)]
-#[error("cannot install the log subscriber: {0}")]
-pub struct LoggingError(String);
-
-/// Installs the global tracing subscriber, writing to stderr: compact `key=value` lines for
-/// [`LogFormat::Logfmt`], one JSON object per line for [`LogFormat::Json`].
-///
-/// # Errors
-/// [`LoggingError`] when a global subscriber is already installed.
-pub fn init_logging(level: LogLevel, format: LogFormat) -> Result<(), LoggingError> {
-    let max = match level {
-        LogLevel::Error => tracing::Level::ERROR,
-        LogLevel::Warn => tracing::Level::WARN,
-        LogLevel::Info => tracing::Level::INFO,
-        LogLevel::Debug => tracing::Level::DEBUG,
-        LogLevel::Trace => tracing::Level::TRACE,
-    };
-    match format {
-        // Real logfmt (`ts=… level=info target=… msg=… key=value`), as Prometheus components log.
-        LogFormat::Logfmt => {
-            use tracing_subscriber::layer::SubscriberExt;
-            use tracing_subscriber::util::SubscriberInitExt;
-            let layer = tracing_logfmt::builder()
-                .with_span_name(false)
-                .with_span_path(false)
-                .layer()
-                .with_writer(std::io::stderr);
-            tracing_subscriber::registry()
-                .with(tracing_subscriber::filter::LevelFilter::from_level(max))
-                .with(layer)
-                .try_init()
-                .map_err(|e| LoggingError(e.to_string()))
-        }
-        LogFormat::Json => tracing_subscriber::fmt()
-            .with_max_level(max)
-            .with_writer(std::io::stderr)
-            .json()
-            .flatten_event(true)
-            .try_init()
-            .map_err(|e| LoggingError(e.to_string())),
-    }
-}
-
 #[cfg(test)]
+#[path = "telemetry_tests.rs"]
 mod tests;

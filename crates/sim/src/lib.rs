@@ -29,11 +29,11 @@ mod simulator;
 pub mod truth;
 
 #[cfg(test)]
-mod tests;
+mod engine_tests;
 #[cfg(test)]
-mod tests_engine;
+mod profile_tests;
 #[cfg(test)]
-mod tests_profiles;
+mod trace_tests;
 
 pub use args::positive_duration;
 pub use error::SimError;

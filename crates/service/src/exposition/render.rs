@@ -30,7 +30,7 @@ pub enum Format {
 
 impl Format {
     /// The response `Content-Type` of this format.
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
             Format::Text => "text/plain; version=0.0.4; charset=utf-8",
@@ -40,7 +40,7 @@ impl Format {
 
 /// Appends every derived family of `engine` (in [`Family::ALL`] order) to `out`. A family with no
 /// group to show is left out entirely (no `# HELP`/`# TYPE` lines either).
-pub fn render_engine(out: &mut String, engine: &Engine, format: Format) {
+pub(crate) fn render_engine(out: &mut String, engine: &Engine, format: Format) {
     for family in Family::ALL {
         let mut header_written = false;
         engine.for_each_derived(family, |labels, value| {
@@ -54,7 +54,7 @@ pub fn render_engine(out: &mut String, engine: &Engine, format: Format) {
 }
 
 /// Appends the `# HELP` and `# TYPE` lines of `family`.
-pub fn write_header(out: &mut String, family: Family, format: Format) {
+pub(crate) fn write_header(out: &mut String, family: Family, format: Format) {
     let name = family.name();
     out.push_str("# HELP ");
     out.push_str(name);
@@ -72,7 +72,7 @@ pub fn write_header(out: &mut String, family: Family, format: Format) {
 /// the order given. A [`DerivedValue::Histogram`] under a sum/count family shows only its sum and
 /// count; a [`DerivedValue::SumCount`] under a histogram family is skipped (a histogram needs its
 /// `+Inf` bucket), which the engine never produces.
-pub fn write_group(
+pub(crate) fn write_group(
     out: &mut String,
     family: Family,
     labels: &[(String, String)],
@@ -206,7 +206,7 @@ fn escape_help(out: &mut String, help: &str, format: Format) {
 /// Writes a sample value exactly: `NaN`, `+Inf`, `-Inf`; an integral value below 1e15 without a
 /// fraction (`42`); anything else as the shortest decimal that round-trips (`0.30000000000000004`,
 /// `1e-7`).
-pub fn write_number(out: &mut String, v: f64) {
+pub(crate) fn write_number(out: &mut String, v: f64) {
     if v.is_nan() {
         out.push_str("NaN");
     } else if v.is_infinite() {
@@ -225,7 +225,7 @@ pub fn write_number(out: &mut String, v: f64) {
 /// more than six integer digits switches to an exponent the way Go does (`1e+06`,
 /// `1.234567e+06`). Python pads that exponent as `e+0` followed by the digit count, so 1e10 prints
 /// `1e+010`; that quirk is kept so that `le` strings equal vLLM's. Infinities print `+Inf`/`-Inf`.
-pub fn format_le(v: f64) -> String {
+pub(crate) fn format_le(v: f64) -> String {
     if v.is_nan() {
         return "NaN".to_owned();
     }

@@ -1,8 +1,6 @@
 //! The rows of the bad-input table (`super`): one per input class, with the status, reason and
 //! counts each must get, worked out per row. The harness that sends and checks them is `super`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::http::StatusCode;
 use prost::Message;
 
@@ -124,13 +122,6 @@ fn v2_bad_unit_ref() -> pb::Request {
         ..Default::default()
     });
     b.build()
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 pub(super) fn rows() -> Vec<Row> {
@@ -269,7 +260,10 @@ pub(super) fn rows() -> Vec<Row> {
         Row::new(
             "sample far in the future",
             V1,
-            v1(&[tokens("0", &[(1.0, T), (2.0, now_ms() + 86_400_000)])]),
+            v1(&[tokens(
+                "0",
+                &[(1.0, T), (2.0, crate::clock::now_ms() + 86_400_000)],
+            )]),
         )
         .status(S::BAD_REQUEST, "max_future_skew")
         .counts(2, 1, &[("future_timestamp", 1)]),

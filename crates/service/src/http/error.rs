@@ -1,9 +1,13 @@
-//! [`HttpError`]: every way a request can fail, mapped to its status code once.
+//! [`HttpError`]: every way a request can fail, mapped to its status code and turned into a
+//! response once. Errors of the layers below that know their own status (the reload's
+//! [`ReloadError::status`], authentication's [`AuthError::status`]) are wrapped, not re-decided.
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::reload::ReloadError;
 use crate::telemetry::RequestLimit;
+use crate::web::auth::AuthError;
 use protocol::ProtocolError;
 
 /// Why a request was refused. [`HttpError::status`] is the single place where an error of any
@@ -12,7 +16,7 @@ use protocol::ProtocolError;
 /// trouble — which a panic is not (see [`HttpError::Panicked`]). The response body is the
 /// `Display` text, one line of `text/plain`.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     /// `Content-Encoding` other than `snappy` (gzip included). 415.
     #[error("unsupported Content-Encoding {0:?}: remote write bodies must be snappy block format")]
     UnsupportedEncoding(String),
@@ -94,12 +98,27 @@ pub enum HttpError {
          sender drops this batch instead of retrying it forever"
     )]
     Panicked(String),
+    /// Authentication refused the request (any route but the probes): 403 without a verified
+    /// client certificate, 401 with a `WWW-Authenticate` challenge per configured scheme for
+    /// missing or invalid credentials ([`AuthError::status`]).
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// `/-/reload` in a process without a reloader (in-process uses such as `demo`). 404: the
+    /// route does not exist in that mode.
+    #[error("reload is not available in this mode")]
+    ReloadUnavailable,
+    /// `/-/reload` failed; the old configuration stays in force. 500 ([`ReloadError::status`]).
+    #[error(transparent)]
+    Reload(#[from] ReloadError),
+    /// The reload task panicked; the old configuration stays in force. 500, as a failed reload.
+    #[error("reload panicked: {0}")]
+    ReloadPanicked(String),
 }
 
 impl HttpError {
     /// The request-level limit that refused the request, if this error is one: counted once, where
     /// the answer is made, in `vllm_corrector_requests_limited_total{limit}`.
-    pub fn limit(&self) -> Option<RequestLimit> {
+    pub(crate) fn limit(&self) -> Option<RequestLimit> {
         match self {
             HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
             HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
@@ -115,12 +134,16 @@ impl HttpError {
             | HttpError::EmptyBody
             | HttpError::Protocol(_)
             | HttpError::InvalidSeries { .. }
-            | HttpError::Panicked(_) => None,
+            | HttpError::Panicked(_)
+            | HttpError::Auth(_)
+            | HttpError::ReloadUnavailable
+            | HttpError::Reload(_)
+            | HttpError::ReloadPanicked(_) => None,
         }
     }
 
     /// The status code of this error.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             HttpError::UnsupportedEncoding(_) | HttpError::UnsupportedContentType(_) => {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE
@@ -142,6 +165,34 @@ impl HttpError {
             HttpError::Overloaded | HttpError::OverBudget | HttpError::BodyTimeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
+            HttpError::Auth(error) => error.status(),
+            HttpError::ReloadUnavailable => StatusCode::NOT_FOUND,
+            HttpError::Reload(error) => error.status(),
+            HttpError::ReloadPanicked(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Whether this is a refused remote write, logged (rate-limited) where the answer is made.
+    /// The others are logged by their layer: a panic by `WritePanicked`, an authentication
+    /// refusal by `AuthRefused`, a failed reload by the reloader.
+    fn is_write_refusal(&self) -> bool {
+        match self {
+            HttpError::UnsupportedEncoding(_)
+            | HttpError::UnsupportedContentType(_)
+            | HttpError::BodyTooLarge { .. }
+            | HttpError::BodyRead(_)
+            | HttpError::EmptyBody
+            | HttpError::Protocol(_)
+            | HttpError::TooManySeries { .. }
+            | HttpError::InvalidSeries { .. }
+            | HttpError::Overloaded
+            | HttpError::OverBudget
+            | HttpError::BodyTimeout => true,
+            HttpError::Panicked(_)
+            | HttpError::Auth(_)
+            | HttpError::ReloadUnavailable
+            | HttpError::Reload(_)
+            | HttpError::ReloadPanicked(_) => false,
         }
     }
 }
@@ -154,8 +205,8 @@ static REFUSALS_LOGGED: crate::telemetry::events::LogLimit =
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
         let status = self.status();
-        if matches!(self, HttpError::Panicked(_)) {
-            // Already logged at error level, with the panic message, by `WritePanicked`.
+        if !self.is_write_refusal() {
+            // Logged by its own layer (see `is_write_refusal`).
         } else if let Some(suppressed) = REFUSALS_LOGGED.allow() {
             if status.is_server_error() {
                 tracing::error!(code = status.as_u16(), error = %self, suppressed, "remote write failed");
@@ -165,51 +216,23 @@ impl IntoResponse for HttpError {
         } else {
             tracing::debug!(code = status.as_u16(), error = %self, "remote write refused (log rate limit reached)");
         }
-        (
+        let mut response = (
             status,
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!("{self}\n"),
         )
-            .into_response()
+            .into_response();
+        if let HttpError::Auth(AuthError::Unauthenticated { challenges, .. }) = self {
+            for challenge in challenges {
+                response
+                    .headers_mut()
+                    .append(header::WWW_AUTHENTICATE, challenge);
+            }
+        }
+        response
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_protocol_error_has_its_status() {
-        let too_large = ProtocolError::DecodedTooLarge {
-            declared: 10,
-            cap: 5,
-        };
-        assert_eq!(
-            HttpError::from(too_large).status(),
-            StatusCode::PAYLOAD_TOO_LARGE
-        );
-        assert_eq!(
-            HttpError::from(ProtocolError::Snappy("x".into())).status(),
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            HttpError::from(ProtocolError::Protobuf("x".into())).status(),
-            StatusCode::BAD_REQUEST
-        );
-        assert_eq!(
-            HttpError::from(ProtocolError::SymbolsStartNotEmpty("x".into())).status(),
-            StatusCode::BAD_REQUEST
-        );
-    }
-
-    #[test]
-    fn a_panic_is_a_non_retryable_400_that_asks_to_be_reported() {
-        let error = HttpError::Panicked("index out of bounds".into());
-        assert_eq!(error.status(), StatusCode::BAD_REQUEST);
-        let text = error.to_string();
-        assert!(text.starts_with("internal error: "), "{text}");
-        assert!(text.contains("(index out of bounds)"), "{text}");
-        assert!(text.contains("please report it"), "{text}");
-        assert!(!text.contains('\n'), "one line: {text}");
-    }
-}
+#[path = "error_tests.rs"]
+mod tests;

@@ -10,7 +10,7 @@ use crate::exposition::{Format, render};
 /// Renders the corrected families of every group (from the engine's snapshot: a scrape never
 /// computes rules), then the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
 /// (ending with `# EOF`) or text 0.0.4, as [`negotiate::metrics_format`] chooses from `Accept`.
-pub async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
     let body = render_all(&state, format);
     ([(header::CONTENT_TYPE, format.content_type())], body).into_response()

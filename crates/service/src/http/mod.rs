@@ -6,30 +6,31 @@
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
 //! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
-//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]).
+//! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]);
+//!   200, or the error of [`HttpError::Reload`].
 //! * `GET /`, `GET /status`, `GET /api/v1/groups`, `GET /docs`: landing page, per-group status
 //!   (HTML and JSON) and the README ([`status`]).
 //!
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
 //! authentication, every route but `/-/healthy` and `/-/ready` requires it
-//! ([`crate::web::auth`]).
+//! ([`auth`], [`crate::web::auth`]).
 
+pub(crate) mod auth;
 mod error;
-pub mod live;
 pub mod metrics;
-pub mod negotiate;
-pub mod status;
-pub mod write;
+pub(crate) mod negotiate;
+pub(crate) mod status;
+pub(crate) mod write;
 
+#[cfg(test)]
+mod app_tests;
 #[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
 mod panic_tests;
 #[cfg(test)]
 mod status_tests;
-#[cfg(test)]
-mod tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -41,35 +42,31 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
+#[cfg(test)]
 use tokio::sync::Semaphore;
 
-pub use error::HttpError;
-use live::{Live, LiveCell};
+pub(crate) use error::HttpError;
 
 use crate::config::Limits;
+use crate::live::{Live, LiveCell, kib};
 use crate::reload::Reloader;
 use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
-use crate::web::{WebSettings, auth};
+use crate::web::WebSettings;
 use engine::Engine;
 
 /// How long a remote-write request waits for a free slot before it is answered 503. Well within
 /// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
-pub const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
-
-/// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
-pub(crate) fn kib(bytes: usize) -> u32 {
-    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
-}
+pub(crate) const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Shared state of every handler. Cheap to clone (all `Arc`s).
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// The engine. Held only for the short synchronous ingest or render; decoding happens outside.
-    pub engine: Arc<Mutex<Engine>>,
+    pub(crate) engine: Arc<Mutex<Engine>>,
     /// Self-metrics.
-    pub metrics: Arc<SelfMetrics>,
+    pub(crate) metrics: Arc<SelfMetrics>,
     /// The rate-limited log of the engine's group events.
-    pub event_log: Arc<crate::telemetry::events::EventLog>,
+    pub(crate) event_log: Arc<crate::telemetry::events::EventLog>,
     /// Reloadable settings: limits, request slots, web settings.
     live: Arc<LiveCell>,
     /// How long a request waits for a slot before 503.
@@ -132,45 +129,47 @@ impl AppState {
     }
 
     /// Replaces the web settings (TLS, authentication, headers) of a state not yet serving.
-    pub fn with_web(self, web: WebSettings) -> Self {
+    pub(crate) fn with_web(self, web: WebSettings) -> Self {
         let limits = self.limits();
         self.live.set(Live::new(limits, Arc::new(web)));
         self
     }
 
     /// Enables `POST /-/reload` with `reloader` (built on this state's engine and settings).
-    pub fn with_reloader(mut self, reloader: Arc<Reloader>) -> Self {
+    pub(crate) fn with_reloader(mut self, reloader: Arc<Reloader>) -> Self {
         self.reloader = Some(reloader);
         self
     }
 
     /// The reloader, if any.
-    pub fn reloader(&self) -> Option<&Arc<Reloader>> {
+    pub(crate) fn reloader(&self) -> Option<&Arc<Reloader>> {
         self.reloader.as_ref()
     }
 
     /// The current reloadable settings (read once per request).
-    pub fn live(&self) -> Arc<Live> {
+    pub(crate) fn live(&self) -> Arc<Live> {
         self.live.get()
     }
 
     /// The cell holding the reloadable settings (for the reloader and the TLS listener).
-    pub fn live_cell(&self) -> &Arc<LiveCell> {
+    pub(crate) fn live_cell(&self) -> &Arc<LiveCell> {
         &self.live
     }
 
     /// The current receiver limits.
-    pub fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         self.live.get().limits
     }
 
-    /// The current remote-write slots.
-    pub fn permits(&self) -> Arc<Semaphore> {
+    /// The current remote-write slots (tests hold them to fill the server).
+    #[cfg(test)]
+    pub(crate) fn permits(&self) -> Arc<Semaphore> {
         self.live.get().permits.clone()
     }
 
     /// Replaces the wait for a remote-write slot (default [`DEFAULT_PERMIT_WAIT`]).
-    pub fn with_permit_wait(mut self, wait: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_permit_wait(mut self, wait: Duration) -> Self {
         self.permit_wait = wait;
         self
     }
@@ -193,14 +192,14 @@ impl AppState {
     }
 
     /// Marks the service ready (`/-/ready` answers 200) or not (503).
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
     /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
     /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
     /// that request's samples; every later request is applied as usual.
-    pub fn lock_engine(&self) -> MutexGuard<'_, Engine> {
+    pub(crate) fn lock_engine(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -212,7 +211,7 @@ impl AppState {
 /// Layers, outermost first: response counting, `http_server_config.headers`, authentication.
 /// The remote-write body limit is applied by the handler from the current settings
 /// (`limits.max_body_bytes`), so a reload changes it.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/write", post(write::handle))
         .route("/metrics", get(metrics::handle))
@@ -222,10 +221,7 @@ pub fn app(state: AppState) -> Router {
         .route("/docs", get(status::docs))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
-        .route(
-            "/-/reload",
-            post(crate::reload::handle).put(crate::reload::handle),
-        )
+        .route("/-/reload", post(reload).put(reload))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_auth,
@@ -266,6 +262,21 @@ async fn count_response(State(state): State<AppState>, request: Request, next: N
     }
     .emit(&state.metrics);
     response
+}
+
+/// `POST`/`PUT /-/reload`: 200 `configuration reloaded`, else [`HttpError::ReloadUnavailable`]
+/// (no reloader: in-process uses such as `demo`), [`HttpError::Reload`] or
+/// [`HttpError::ReloadPanicked`].
+async fn reload(State(state): State<AppState>) -> Result<&'static str, HttpError> {
+    let reloader = state
+        .reloader()
+        .cloned()
+        .ok_or(HttpError::ReloadUnavailable)?;
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(())) => Ok("configuration reloaded\n"),
+        Ok(Err(error)) => Err(HttpError::Reload(error)),
+        Err(panic) => Err(HttpError::ReloadPanicked(panic.to_string())),
+    }
 }
 
 async fn healthy() -> &'static str {

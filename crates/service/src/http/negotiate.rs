@@ -8,7 +8,7 @@ use crate::exposition::Format;
 
 /// The remote-write protocol of a request body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteProtocol {
+pub(crate) enum WriteProtocol {
     /// Remote write 1.0: a snappy-compressed `prometheus.WriteRequest`.
     V1,
     /// Remote write 2.0: a snappy-compressed `io.prometheus.write.v2.Request`.
@@ -24,7 +24,7 @@ pub enum WriteProtocol {
 /// # Errors
 /// [`HttpError::UnsupportedEncoding`], or [`HttpError::UnsupportedContentType`] for any other
 /// type or `proto` (all 415).
-pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
+pub(crate) fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
     for value in headers.get_all(header::CONTENT_ENCODING) {
         let text = value.to_str().unwrap_or("<non-ASCII>");
         if !text.trim().eq_ignore_ascii_case("snappy") {
@@ -43,7 +43,7 @@ pub fn write_protocol(headers: &HeaderMap) -> Result<WriteProtocol, HttpError> {
 /// True when `Content-Type` names RW 2.0, whatever else is wrong with the request: such a request
 /// is answered with the `X-Prometheus-Remote-Write-*-Written` headers even when it is refused
 /// (RW 2.0 spec: a 2.0 sender reads a response without them as a 1.0-only receiver's).
-pub fn declares_rw2(headers: &HeaderMap) -> bool {
+pub(crate) fn declares_rw2(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -79,7 +79,7 @@ fn protocol_of(content_type: &str) -> Option<WriteProtocol> {
 /// is also the answer to no `Accept` at all or `*/*`. Prometheus 2.42 sends
 /// `application/openmetrics-text;version=1.0.0,…,text/plain;version=0.0.4;q=0.5,*/*;q=0.1` and so
 /// gets OpenMetrics.
-pub fn metrics_format(accept: Option<&HeaderValue>) -> Format {
+pub(crate) fn metrics_format(accept: Option<&HeaderValue>) -> Format {
     let Some(text) = accept.and_then(|v| v.to_str().ok()) else {
         return Format::Text;
     };
@@ -107,119 +107,5 @@ pub fn metrics_format(accept: Option<&HeaderValue>) -> Format {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (name, value) in pairs {
-            h.append(name.clone(), HeaderValue::from_str(value).unwrap());
-        }
-        h
-    }
-
-    #[test]
-    fn rw1_content_types_and_absent_headers_are_v1() {
-        for ct in [
-            None,
-            Some("application/x-protobuf"),
-            Some("application/x-protobuf;proto=prometheus.WriteRequest"),
-            Some("Application/X-Protobuf; proto=\"prometheus.WriteRequest\""),
-        ] {
-            let mut pairs = vec![(header::CONTENT_ENCODING, "snappy")];
-            if let Some(ct) = ct {
-                pairs.push((header::CONTENT_TYPE, ct));
-            }
-            assert_eq!(
-                write_protocol(&headers(&pairs)).unwrap(),
-                WriteProtocol::V1,
-                "{ct:?}"
-            );
-        }
-        assert_eq!(
-            write_protocol(&HeaderMap::new()).unwrap(),
-            WriteProtocol::V1
-        );
-    }
-
-    #[test]
-    fn rw2_content_type_is_v2_even_with_a_bad_encoding() {
-        for ct in [
-            "application/x-protobuf;proto=io.prometheus.write.v2.Request",
-            "application/x-protobuf; proto=\"io.prometheus.write.v2.Request\"",
-        ] {
-            let rw2 = headers(&[(header::CONTENT_TYPE, ct)]);
-            assert_eq!(write_protocol(&rw2).unwrap(), WriteProtocol::V2, "{ct}");
-            assert!(declares_rw2(&rw2));
-        }
-        let gzip_rw2 = headers(&[
-            (
-                header::CONTENT_TYPE,
-                "application/x-protobuf;proto=io.prometheus.write.v2.Request",
-            ),
-            (header::CONTENT_ENCODING, "gzip"),
-        ]);
-        assert!(write_protocol(&gzip_rw2).is_err());
-        assert!(declares_rw2(&gzip_rw2), "refused, but still a 2.0 request");
-        assert!(!declares_rw2(&headers(&[(
-            header::CONTENT_TYPE,
-            "application/x-protobuf"
-        )])));
-        assert!(!declares_rw2(&HeaderMap::new()));
-    }
-
-    #[test]
-    fn unknown_proto_and_other_types_are_refused() {
-        for ct in [
-            "application/x-protobuf;proto=foo.Bar",
-            "application/json",
-            "text/plain",
-        ] {
-            let h = headers(&[(header::CONTENT_TYPE, ct)]);
-            assert!(
-                matches!(
-                    write_protocol(&h),
-                    Err(HttpError::UnsupportedContentType(_))
-                ),
-                "{ct}"
-            );
-        }
-    }
-
-    #[test]
-    fn only_snappy_encoding_is_accepted() {
-        for ce in ["gzip", "snappy, gzip", "identity", "zstd"] {
-            let h = headers(&[(header::CONTENT_ENCODING, ce)]);
-            assert!(
-                matches!(write_protocol(&h), Err(HttpError::UnsupportedEncoding(_))),
-                "{ce}"
-            );
-        }
-        assert!(write_protocol(&headers(&[(header::CONTENT_ENCODING, "SNAPPY")])).is_ok());
-    }
-
-    #[test]
-    fn accept_header_chooses_the_exposition_format() {
-        let cases = [
-            (None, Format::Text),
-            (Some("*/*"), Format::Text),
-            (Some("text/plain;version=0.0.4"), Format::Text),
-            (Some("application/openmetrics-text"), Format::OpenMetrics),
-            (
-                Some(
-                    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
-                ),
-                Format::OpenMetrics,
-            ),
-            (
-                Some("text/plain;q=0.9,application/openmetrics-text;q=0.5"),
-                Format::Text,
-            ),
-            (Some("application/openmetrics-text;q=0"), Format::Text),
-        ];
-        for (accept, want) in cases {
-            let value = accept.map(|a| HeaderValue::from_str(a).unwrap());
-            assert_eq!(metrics_format(value.as_ref()), want, "{accept:?}");
-        }
-    }
-}
+#[path = "negotiate_tests.rs"]
+mod tests;

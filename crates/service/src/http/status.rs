@@ -19,7 +19,7 @@ use engine::GroupSnapshot;
 const HTML: &str = "text/html; charset=utf-8";
 
 /// The version line shown on the pages: crate version and git commit (`build.rs`).
-pub fn version_text() -> String {
+pub(crate) fn version_text() -> String {
     format!(
         "{} (commit {})",
         env!("CARGO_PKG_VERSION"),
@@ -29,7 +29,7 @@ pub fn version_text() -> String {
 
 /// `text` with `&`, `<`, `>`, `"` and `'` replaced by character references: safe in HTML text and
 /// in quoted attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -42,12 +42,6 @@ pub fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// `{name="value", …}` with the values quoted as in the exposition format (unescaped text).
-pub fn label_set(labels: &[(String, String)]) -> String {
-    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
-    format!("{{{}}}", inner.join(", "))
 }
 
 fn page_head(out: &mut String, title: &str) {
@@ -63,7 +57,7 @@ fn page_head(out: &mut String, title: &str) {
 }
 
 /// `GET /`: version and links.
-pub async fn landing() -> Response {
+pub(crate) async fn landing() -> Response {
     let mut out = String::new();
     page_head(&mut out, "vllm-corrector");
     let _ = write!(
@@ -81,7 +75,7 @@ pub async fn landing() -> Response {
 }
 
 /// `GET /docs`: the README this binary was built with, as plain text.
-pub async fn docs() -> Response {
+pub(crate) async fn docs() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         include_str!("../../../../README.md"),
@@ -94,7 +88,7 @@ fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
 }
 
 /// `GET /api/v1/groups`: one object per group, in ascending label order.
-pub async fn groups(State(state): State<AppState>) -> Response {
+pub(crate) async fn groups(State(state): State<AppState>) -> Response {
     let data: Vec<Value> = snapshot(&state).iter().map(group_json).collect();
     let body = json!({"status": "success", "data": data});
     (
@@ -108,7 +102,7 @@ pub async fn groups(State(state): State<AppState>) -> Response {
 /// "served"}` or `{"state": "withheld", "reason": …}`), `lastScrapeTimestampMs` (the newest
 /// applied sample timestamp: the sender's scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
 /// `incomplete`.
-pub fn group_json(g: &GroupSnapshot) -> Value {
+pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     let labels: Map<String, Value> = g
         .labels
         .iter()
@@ -137,9 +131,9 @@ pub fn group_json(g: &GroupSnapshot) -> Value {
 }
 
 /// `GET /status`: a table of the groups, rendered with the wall clock for the lag column.
-pub async fn status(State(state): State<AppState>) -> Response {
+pub(crate) async fn status(State(state): State<AppState>) -> Response {
     let groups = snapshot(&state);
-    let body = render_status(&groups, crate::run::now_ms());
+    let body = render_status(&groups, crate::clock::now_ms());
     ([(header::CONTENT_TYPE, HTML)], body).into_response()
 }
 
@@ -153,7 +147,7 @@ fn age(ms: i64) -> String {
 }
 
 /// The `/status` page for `groups` at wall clock `now_ms`.
-pub fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
+pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
     let mut out = String::with_capacity(1024 + groups.len() * 1024);
     page_head(&mut out, "vllm-corrector status");
     let _ = write!(

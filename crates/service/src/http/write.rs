@@ -19,7 +19,6 @@ use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
@@ -28,10 +27,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::live::Live;
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
 use crate::ingest::{self, Written};
+use crate::live::Live;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, RequestLimited, SamplesIngested, WritePanicked,
 };
@@ -52,13 +51,13 @@ const INLINE_DECODED_BYTES: usize = 512 * 1024;
 const MAX_QUOTED_PANIC: usize = 512;
 
 /// RW 2.0 response header: float samples written.
-pub const SAMPLES_WRITTEN: HeaderName =
+pub(crate) const SAMPLES_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-samples-written");
 /// RW 2.0 response header: native histogram samples written.
-pub const HISTOGRAMS_WRITTEN: HeaderName =
+pub(crate) const HISTOGRAMS_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-histograms-written");
 /// RW 2.0 response header: exemplars written (always 0: none is stored).
-pub const EXEMPLARS_WRITTEN: HeaderName =
+pub(crate) const EXEMPLARS_WRITTEN: HeaderName =
     HeaderName::from_static("x-prometheus-remote-write-exemplars-written");
 
 thread_local! {
@@ -68,7 +67,7 @@ thread_local! {
 
 /// Handles one remote-write request; see the module doc for the status of each outcome. An
 /// [`HttpError`] is answered with its status and a one-line reason.
-pub async fn handle(State(state): State<AppState>, request: Request) -> Response {
+pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> Response {
     let rw2 = negotiate::declares_rw2(request.headers());
     let (written, result) = receive(&state, request).await;
     let mut response = match result {
@@ -357,7 +356,8 @@ fn process(
     // The known-series fast path (docs/PERFORMANCE.md): one short hold of the engine lock finds
     // the series known by their label bytes; the labels of the others are decoded, checked and
     // normalised outside the lock.
-    let now = now_ms();
+    // Receive wall clock, for the idle timeout only.
+    let now = crate::clock::now_ms();
     let known = match protocol {
         WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now),
         WriteProtocol::V2 => Vec::new(),
@@ -396,34 +396,6 @@ fn process(
     (outcome.written, result)
 }
 
-/// Receive wall clock, ms since the Unix epoch (for the idle timeout only).
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_multiline_panic_message_is_quoted_on_one_bounded_line() {
-        let assert_eq_message = "assertion `left == right` failed\n  left: 1\n right: 2";
-        assert_eq!(
-            one_line(assert_eq_message),
-            "assertion `left == right` failed / left: 1 / right: 2"
-        );
-        // 300 two-byte characters = 600 bytes: cut at the last boundary within 512 bytes (256
-        // characters), then the ellipsis.
-        let long = "é".repeat(300);
-        let quoted = one_line(&long);
-        assert_eq!(quoted, format!("{}…", "é".repeat(256)));
-        assert_eq!(panic_message(&"static str"), "static str");
-        assert_eq!(panic_message(&String::from("owned")), "owned");
-        assert_eq!(
-            panic_message(&42_u32),
-            "a panic payload that is not a string"
-        );
-    }
-}
+#[path = "write_tests.rs"]
+mod tests;

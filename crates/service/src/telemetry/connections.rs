@@ -7,12 +7,10 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::InternalEvent;
-
 /// Why the server closed a connection: the `reason` label of
 /// `vllm_corrector_connections_closed_total`, each pre-registered at 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CloseReason {
+pub(crate) enum CloseReason {
     /// `limits.max_connections` connections were already open: closed as soon as accepted.
     MaxConnections,
     /// No complete request head within `limits.header_read_timeout`.
@@ -23,14 +21,14 @@ pub enum CloseReason {
 
 impl CloseReason {
     /// Every reason, in label order.
-    pub const ALL: [CloseReason; 3] = [
+    pub(crate) const ALL: [CloseReason; 3] = [
         CloseReason::MaxConnections,
         CloseReason::HeaderReadTimeout,
         CloseReason::IdleTimeout,
     ];
 
     /// The label value (the `limits.*` field that closed it).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CloseReason::MaxConnections => "max_connections",
             CloseReason::HeaderReadTimeout => "header_read_timeout",
@@ -41,14 +39,14 @@ impl CloseReason {
 
 /// Connection self-metrics.
 #[derive(Debug, Default)]
-pub struct ConnectionMetrics {
+pub(crate) struct ConnectionMetrics {
     closed: MetricFamily<[(&'static str, &'static str); 1], Counter>,
     open: Gauge,
 }
 
 impl ConnectionMetrics {
     /// Creates the metrics with every close reason at 0.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let m = ConnectionMetrics::default();
         for reason in CloseReason::ALL {
             let _ = m.closed.get_or_create(&[("reason", reason.as_str())]);
@@ -57,7 +55,7 @@ impl ConnectionMetrics {
     }
 
     /// Registers both metrics in `registry`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_connections_closed",
             "Client connections the server closed itself, by reason: max_connections (refused at accept, limits.max_connections open), header_read_timeout (no complete request head within limits.header_read_timeout), idle_timeout (keep-alive connection idle for limits.idle_connection_timeout)",
@@ -71,38 +69,31 @@ impl ConnectionMetrics {
     }
 
     /// Counts a connection opened (`+1`) or finished (`-1`).
-    pub fn open_changed(&self, delta: i64) {
+    pub(crate) fn open_changed(&self, delta: i64) {
         self.open.inc_by(delta);
-    }
-
-    /// The number of open connections.
-    pub fn open(&self) -> i64 {
-        self.open.get()
-    }
-
-    /// How many connections were closed for `reason` since start.
-    pub fn closed(&self, reason: CloseReason) -> u64 {
-        self.closed
-            .get_or_create(&[("reason", reason.as_str())])
-            .get()
     }
 }
 
 /// The server closed a connection itself.
 #[derive(Debug)]
-pub struct ConnectionClosed {
+pub(crate) struct ConnectionClosed {
     /// The client's address.
-    pub peer: std::net::SocketAddr,
+    pub(crate) peer: std::net::SocketAddr,
     /// Why.
-    pub reason: CloseReason,
+    pub(crate) reason: CloseReason,
 }
 
-impl InternalEvent for ConnectionClosed {
-    fn emit(self, metrics: &super::SelfMetrics) {
+/// An event recorded into [`ConnectionMetrics`] (then into `super::ops::OpsEvent` and
+/// `super::InternalEvent` by blanket impls, so callers `emit` it like the others).
+pub(crate) trait ConnectionEvent {
+    /// Logs the event and updates `connections`.
+    fn record_connection(self, connections: &ConnectionMetrics);
+}
+
+impl ConnectionEvent for ConnectionClosed {
+    fn record_connection(self, connections: &ConnectionMetrics) {
         tracing::debug!(peer = %self.peer, reason = self.reason.as_str(), "connection closed by the server");
-        metrics
-            .ops
-            .connections
+        connections
             .closed
             .get_or_create(&[("reason", self.reason.as_str())])
             .inc();

@@ -8,13 +8,12 @@
 
 use std::sync::Mutex;
 
-use crate::http::status::label_set;
 use engine::{EngineEvent, Family, WithheldReason};
 
 /// Log lines per event kind per window before the rest are counted and suppressed.
-pub const EVENTS_PER_WINDOW: u32 = 100;
+pub(crate) const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
-pub const WINDOW_MS: i64 = 60_000;
+pub(crate) const WINDOW_MS: i64 = 60_000;
 
 const KINDS: [&str; 6] = [
     "first_complete_scrape",
@@ -45,8 +44,15 @@ struct Window {
 
 /// The rate limiter of engine event logs, shared by the write handler and the idle sweep.
 #[derive(Debug, Default)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     window: Mutex<Window>,
+}
+
+/// `{name="value", …}` with the values quoted as in the exposition format (unescaped text): a
+/// group's labels in log lines and on `/status`.
+pub(crate) fn label_set(labels: &[(String, String)]) -> String {
+    let inner: Vec<String> = labels.iter().map(|(n, v)| format!("{n}={v:?}")).collect();
+    format!("{{{}}}", inner.join(", "))
 }
 
 fn families(list: &[Family]) -> String {
@@ -62,7 +68,7 @@ fn withheld(list: &[(Family, WithheldReason)]) -> String {
 
 impl EventLog {
     /// Logs `events` at wall clock `now_ms` (ms), within the rate limit.
-    pub fn log(&self, events: Vec<EngineEvent>, now_ms: i64) {
+    pub(crate) fn log(&self, events: Vec<EngineEvent>, now_ms: i64) {
         if events.is_empty() {
             self.flush(now_ms);
             return;
@@ -84,7 +90,7 @@ impl EventLog {
     }
 
     /// Reports the suppressed counts of a window that has ended (called by the idle sweep).
-    pub fn flush(&self, now_ms: i64) {
+    pub(crate) fn flush(&self, now_ms: i64) {
         let mut window = self
             .window
             .lock()
@@ -151,14 +157,14 @@ fn emit(event: &EngineEvent) {
 /// batch is refused, malformed metadata in every request): at most `per_window` lines per
 /// 10 s window; the lines beyond it are counted and the next allowed line reports how many.
 #[derive(Debug)]
-pub struct LogLimit {
+pub(crate) struct LogLimit {
     per_window: u32,
     state: Mutex<(Option<std::time::Instant>, u32, u64)>,
 }
 
 impl LogLimit {
     /// A limit of `per_window` lines per 10 s.
-    pub const fn new(per_window: u32) -> LogLimit {
+    pub(crate) const fn new(per_window: u32) -> LogLimit {
         LogLimit {
             per_window,
             state: Mutex::new((None, 0, 0)),
@@ -167,7 +173,7 @@ impl LogLimit {
 
     /// `Some(suppressed)` when a line may be logged now (`suppressed`: lines held back since the
     /// previous allowed one), `None` when this one is over the limit (log it at debug instead).
-    pub fn allow(&self) -> Option<u64> {
+    pub(crate) fn allow(&self) -> Option<u64> {
         let now = std::time::Instant::now();
         let mut state = self
             .state

@@ -9,12 +9,12 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use super::InternalEvent;
+use super::connections::ConnectionEvent;
 
 /// Why a request was refused by authentication: the `reason` label of
 /// `vllm_corrector_auth_failures_total`, pre-registered at 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthFailure {
+pub(crate) enum AuthFailure {
     /// No `Authorization` header while basic auth or bearer tokens are configured. 401.
     MissingCredentials,
     /// An `Authorization` header of an unconfigured scheme, malformed, an unknown user, a wrong
@@ -27,14 +27,14 @@ pub enum AuthFailure {
 
 impl AuthFailure {
     /// Every reason, in label order.
-    pub const ALL: [AuthFailure; 3] = [
+    pub(crate) const ALL: [AuthFailure; 3] = [
         AuthFailure::MissingCredentials,
         AuthFailure::InvalidCredentials,
         AuthFailure::MissingClientCertificate,
     ];
 
     /// The label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AuthFailure::MissingCredentials => "missing_credentials",
             AuthFailure::InvalidCredentials => "invalid_credentials",
@@ -45,22 +45,22 @@ impl AuthFailure {
 
 /// Authentication, TLS and reload self-metrics.
 #[derive(Debug, Default)]
-pub struct OpsMetrics {
+pub(crate) struct OpsMetrics {
     auth_failures: MetricFamily<[(&'static str, &'static str); 1], Counter>,
     tls_handshake_failures: Counter,
     reload_successful: Gauge,
     reload_success_timestamp: Gauge<f64, AtomicU64>,
     /// Open connections and connections the server closed ([`super::connections`]).
-    pub connections: super::connections::ConnectionMetrics,
+    pub(crate) connections: super::connections::ConnectionMetrics,
     /// State files ignored and failed writes ([`super::storage`]).
-    pub storage: super::storage::StorageMetrics,
+    pub(crate) storage: super::storage::StorageMetrics,
 }
 
 impl OpsMetrics {
     /// Creates the metrics: every auth failure reason at 0, the last reload marked successful
     /// (the start-up load is the first successful load, as in Prometheus) with timestamp 0 until
     /// [`OpsMetrics::reload_succeeded`] is first called.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let m = OpsMetrics::default();
         for reason in AuthFailure::ALL {
             let _ = m
@@ -76,7 +76,7 @@ impl OpsMetrics {
     }
 
     /// Registers every metric in `registry`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_auth_failures",
             "Requests refused by authentication (--web.config.file), by reason",
@@ -102,36 +102,47 @@ impl OpsMetrics {
     }
 
     /// Records a successful (re)load at `unix_seconds`.
-    pub fn reload_succeeded(&self, unix_seconds: f64) {
+    pub(crate) fn reload_succeeded(&self, unix_seconds: f64) {
         self.reload_successful.set(1);
         self.reload_success_timestamp.set(unix_seconds);
     }
 
     /// Records a failed reload; the success timestamp keeps the last success.
-    pub fn reload_failed(&self) {
+    pub(crate) fn reload_failed(&self) {
         self.reload_successful.set(0);
     }
 }
 
 /// A request was refused by authentication.
 #[derive(Debug)]
-pub struct AuthRefused<'a> {
+pub(crate) struct AuthRefused<'a> {
     /// Why.
-    pub reason: AuthFailure,
+    pub(crate) reason: AuthFailure,
     /// The request path (logged at debug level only).
-    pub path: &'a str,
+    pub(crate) path: &'a str,
 }
 
-impl InternalEvent for AuthRefused<'_> {
-    fn emit(self, metrics: &super::SelfMetrics) {
+/// An event recorded into [`OpsMetrics`]: every one is a `super::InternalEvent` (a blanket impl
+/// there), so callers `emit` it like the others.
+pub(crate) trait OpsEvent {
+    /// Logs the event and updates `ops`.
+    fn record(self, ops: &OpsMetrics);
+}
+
+impl<T: ConnectionEvent> OpsEvent for T {
+    fn record(self, ops: &OpsMetrics) {
+        self.record_connection(&ops.connections);
+    }
+}
+
+impl OpsEvent for AuthRefused<'_> {
+    fn record(self, ops: &OpsMetrics) {
         tracing::debug!(
             reason = self.reason.as_str(),
             path = self.path,
             "request refused by authentication"
         );
-        metrics
-            .ops
-            .auth_failures
+        ops.auth_failures
             .get_or_create(&[("reason", self.reason.as_str())])
             .inc();
     }
@@ -139,16 +150,16 @@ impl InternalEvent for AuthRefused<'_> {
 
 /// A TLS handshake failed or timed out.
 #[derive(Debug)]
-pub struct TlsHandshakeFailed {
+pub(crate) struct TlsHandshakeFailed {
     /// The client's address.
-    pub peer: std::net::SocketAddr,
+    pub(crate) peer: std::net::SocketAddr,
     /// What went wrong.
-    pub error: String,
+    pub(crate) error: String,
 }
 
-impl InternalEvent for TlsHandshakeFailed {
-    fn emit(self, metrics: &super::SelfMetrics) {
+impl OpsEvent for TlsHandshakeFailed {
+    fn record(self, ops: &OpsMetrics) {
         tracing::debug!(peer = %self.peer, error = %self.error, "TLS handshake failed");
-        metrics.ops.tls_handshake_failures.inc();
+        ops.tls_handshake_failures.inc();
     }
 }

@@ -7,18 +7,18 @@ use prometheus_client::registry::Registry;
 
 /// Why a state file found at start was not used: the `reason` label of
 /// `vllm_corrector_state_loads_ignored_total`.
-pub const IGNORED_REASONS: [&str; 3] = ["corrupt", "version", "unreadable"];
+pub(crate) const IGNORED_REASONS: [&str; 3] = ["corrupt", "version", "unreadable"];
 
 /// Storage self-metrics.
 #[derive(Debug, Default)]
-pub struct StorageMetrics {
+pub(crate) struct StorageMetrics {
     ignored: MetricFamily<[(&'static str, &'static str); 1], Counter>,
     write_failures: Counter,
 }
 
 impl StorageMetrics {
     /// Creates the metrics with every reason at 0.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let m = StorageMetrics::default();
         for reason in IGNORED_REASONS {
             let _ = m.ignored.get_or_create(&[("reason", reason)]);
@@ -27,7 +27,7 @@ impl StorageMetrics {
     }
 
     /// Registers both metrics in `registry`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_state_loads_ignored",
             "State files (--storage.path) found at start and not used, by reason: corrupt (not a state document), version (another format version), unreadable (an I/O error). The acceptance-corrected buckets then start afresh",
@@ -41,12 +41,12 @@ impl StorageMetrics {
     }
 
     /// Counts a state file ignored at start for `reason` (one of [`IGNORED_REASONS`]).
-    pub fn load_ignored(&self, reason: &'static str) {
+    pub(crate) fn load_ignored(&self, reason: &'static str) {
         self.ignored.get_or_create(&[("reason", reason)]).inc();
     }
 
     /// Counts a failed write.
-    pub fn write_failed(&self) {
+    pub(crate) fn write_failed(&self) {
         self.write_failures.inc();
     }
 }

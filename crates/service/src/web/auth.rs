@@ -1,6 +1,7 @@
 //! HTTP authentication: basic auth with bcrypt hashes (exporter-toolkit's `basic_auth_users`) and
-//! bearer tokens (this project's extension), and the middleware that enforces them together with
-//! the client-certificate policy.
+//! bearer tokens (this project's extension), checked together with the client-certificate policy
+//! by `super::WebSettings::authenticate`. The middleware that calls it is
+//! `crate::http::auth`.
 //!
 //! Rules, once anything is configured ([`super::WebSettings::authenticates`]):
 //! * every configured scheme must pass: a verified client certificate when a client CA is
@@ -22,20 +23,15 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderValue, StatusCode};
 use base64::Engine as _;
 use ring::digest::{SHA256, digest};
 
-use super::tls::Peer;
-use super::{ClientCertPolicy, WebConfigError, WebConfigFile, invalid, read_file};
-use crate::http::AppState;
-use crate::telemetry::{AuthFailure, AuthRefused, InternalEvent};
+use super::file::{WebConfigError, WebConfigFile, invalid, read_file};
+use crate::telemetry::AuthFailure;
 
 /// Routes open without credentials: the liveness and readiness probes.
-pub const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
+pub(crate) const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
 
 /// Most cached successful basic-auth checks; the cache is cleared when full.
 const MAX_CACHED: usize = 1024;
@@ -61,7 +57,7 @@ fn same_digest(a: &Digest, b: &Digest) -> bool {
 
 /// Configured HTTP credentials. `Debug` prints counts only.
 #[derive(Default)]
-pub struct HttpAuth {
+pub(crate) struct HttpAuth {
     /// User → bcrypt hash.
     users: BTreeMap<String, String>,
     /// Hash checked for an unknown user, of the users' highest cost.
@@ -90,7 +86,7 @@ impl HttpAuth {
     /// [`WebConfigError::Invalid`] for an empty user name or one containing `:` (basic auth
     /// splits at the first colon, so it could never match), a hash that is not bcrypt, an empty
     /// token or one with whitespace inside; [`WebConfigError::Read`] for an unreadable token file.
-    pub fn from_file(file: &WebConfigFile, dir: &Path) -> Result<HttpAuth, WebConfigError> {
+    pub(crate) fn from_file(file: &WebConfigFile, dir: &Path) -> Result<HttpAuth, WebConfigError> {
         let mut users = BTreeMap::new();
         let mut max_cost = 0;
         for (user, hash) in &file.basic_auth_users {
@@ -132,12 +128,12 @@ impl HttpAuth {
     }
 
     /// Whether users or tokens are configured (then every protected request needs them).
-    pub fn is_configured(&self) -> bool {
+    pub(crate) fn is_configured(&self) -> bool {
         !self.users.is_empty() || !self.tokens.is_empty()
     }
 
     /// The `WWW-Authenticate` challenges of the configured schemes.
-    pub fn challenges(&self) -> Vec<HeaderValue> {
+    pub(crate) fn challenges(&self) -> Vec<HeaderValue> {
         let mut out = Vec::new();
         if !self.users.is_empty() {
             out.push(HeaderValue::from_static(
@@ -156,7 +152,10 @@ impl HttpAuth {
     /// [`AuthFailure::MissingCredentials`] without a header, else
     /// [`AuthFailure::InvalidCredentials`] for anything but a configured scheme with valid
     /// credentials.
-    pub async fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), AuthFailure> {
+    pub(crate) async fn check(
+        &self,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<(), AuthFailure> {
         let value = authorization.ok_or(AuthFailure::MissingCredentials)?;
         let text = value
             .to_str()
@@ -234,63 +233,40 @@ fn token_digest(field: &str, token: &str) -> Result<Digest, WebConfigError> {
     Ok(sha256(&[token.as_bytes()]))
 }
 
-/// Middleware: refuses a request that does not pass every configured scheme (see the module
-/// doc); probes ([`OPEN_PATHS`]) always pass. The web settings are read once per request, so a
-/// reload applies from the next request on.
-pub async fn require_auth(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let live = state.live();
-    let web = &live.web;
-    let path = request.uri().path();
-    if !web.authenticates() || OPEN_PATHS.contains(&path) {
-        return next.run(request).await;
-    }
-    if web.client_certs != ClientCertPolicy::None {
-        let verified = request
-            .extensions()
-            .get::<ConnectInfo<Peer>>()
-            .is_some_and(|info| info.0.verified_client_certificate);
-        if !verified {
-            AuthRefused {
-                reason: AuthFailure::MissingClientCertificate,
-                path,
-            }
-            .emit(&state.metrics);
-            return (
-                StatusCode::FORBIDDEN,
-                "a verified TLS client certificate is required\n",
-            )
-                .into_response();
-        }
-    }
-    if web.auth.is_configured() {
-        let authorization = request.headers().get(header::AUTHORIZATION);
-        if let Err(reason) = web.auth.check(authorization).await {
-            AuthRefused { reason, path }.emit(&state.metrics);
-            let mut response = (
-                StatusCode::UNAUTHORIZED,
-                match reason {
-                    AuthFailure::MissingCredentials => "credentials required\n",
-                    _ => "invalid credentials\n",
-                },
-            )
-                .into_response();
-            for challenge in web.auth.challenges() {
-                response
-                    .headers_mut()
-                    .append(header::WWW_AUTHENTICATE, challenge);
-            }
-            return response;
-        }
-    }
-    next.run(request).await
+/// Why authentication refused a request: one variant per status. The status is chosen here, by
+/// this layer ([`AuthError::status`]); the HTTP layer turns the error into a response in one
+/// place (`crate::http::HttpError`).
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum AuthError {
+    /// A client CA is configured and the connection presented no verified client certificate.
+    /// 403: credentials in a header cannot fix what the TLS handshake decided.
+    #[error("a verified TLS client certificate is required")]
+    ClientCertificateRequired,
+    /// Missing or invalid HTTP credentials. 401, with one `WWW-Authenticate` challenge per
+    /// configured scheme ([`HttpAuth::challenges`]).
+    #[error("{}", if *.reason == AuthFailure::MissingCredentials { "credentials required" } else { "invalid credentials" })]
+    Unauthenticated {
+        /// [`AuthFailure::MissingCredentials`] or [`AuthFailure::InvalidCredentials`].
+        reason: AuthFailure,
+        /// The challenges to send back.
+        challenges: Vec<HeaderValue>,
+    },
 }
 
-/// Middleware: adds `http_server_config.headers` to every response, refusals included.
-pub async fn add_headers(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let live = state.live();
-    let mut response = next.run(request).await;
-    for (name, value) in &live.web.headers {
-        response.headers_mut().insert(name.clone(), value.clone());
+impl AuthError {
+    /// The status code of this refusal: 403 or 401.
+    pub(crate) fn status(&self) -> StatusCode {
+        match self {
+            AuthError::ClientCertificateRequired => StatusCode::FORBIDDEN,
+            AuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+        }
     }
-    response
+
+    /// The `reason` label of `vllm_corrector_auth_failures_total`.
+    pub(crate) fn reason(&self) -> AuthFailure {
+        match self {
+            AuthError::ClientCertificateRequired => AuthFailure::MissingClientCertificate,
+            AuthError::Unauthenticated { reason, .. } => *reason,
+        }
+    }
 }

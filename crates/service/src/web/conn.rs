@@ -35,11 +35,10 @@ use tokio_rustls::server::TlsStream;
 
 use super::tls::Peer;
 use crate::config::Limits;
-use crate::http::AppState;
-use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent};
+use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent, SelfMetrics};
 
 /// What the auth middleware needs to know about a connection's stream.
-pub trait PeerStream {
+pub(crate) trait PeerStream {
     /// Whether the client presented a certificate verified during the TLS handshake.
     fn verified_client_certificate(&self) -> bool;
 }
@@ -203,16 +202,19 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
 /// connection finish its in-flight request (idle ones close at once) and returns when all have
 /// closed. The caller bounds that wait (`crate::run::SHUTDOWN_GRACE`).
 ///
-/// Each request carries `ConnectInfo<Peer>` for the client certificate policy. Limits are read
-/// from `state` per accepted connection.
+/// Each request carries `ConnectInfo<Peer>` for the client certificate policy. `limits` is called
+/// once per accepted connection (the service passes its reloadable settings' current limits, so
+/// a reload applies from the next connection); closed and open connections are counted in
+/// `metrics`.
 ///
 /// # Errors
 /// None today (accept errors are retried inside the listener); the `Result` matches
 /// `axum::serve`'s.
-pub async fn serve<L>(
+pub(crate) async fn serve<L>(
     mut listener: L,
     router: Router,
-    state: AppState,
+    limits: impl Fn() -> Limits,
+    metrics: Arc<SelfMetrics>,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()>
 where
@@ -227,18 +229,18 @@ where
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let limits: Limits = state.limits();
+        let limits: Limits = limits();
         if open.load(Ordering::Acquire) >= limits.max_connections {
             drop(io);
             ConnectionClosed {
                 peer: address,
                 reason: CloseReason::MaxConnections,
             }
-            .emit(&state.metrics);
+            .emit(&metrics);
             continue;
         }
         open.fetch_add(1, Ordering::AcqRel);
-        state.metrics.ops.connections.open_changed(1);
+        metrics.ops.connections.open_changed(1);
         let peer = Peer {
             address,
             verified_client_certificate: io.verified_client_certificate(),
@@ -274,7 +276,7 @@ where
             .header_read_timeout(None)
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
-        let (open, metrics) = (open.clone(), state.metrics.clone());
+        let (open, metrics) = (open.clone(), metrics.clone());
         tokio::spawn(async move {
             let _ = connection.await;
             let timed_out = *conn_state

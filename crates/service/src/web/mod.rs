@@ -26,164 +26,36 @@
 //! explains the choice. What the toolkit supports and this service refuses is listed on
 //! [`WebConfigFile`]: a refused field is an error, never silently ignored.
 
-pub mod auth;
-pub mod conn;
-pub mod tls;
+pub(crate) mod auth;
+pub(crate) mod conn;
+pub(crate) mod file;
+pub(crate) mod tls;
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod settings_tests;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use axum::http::{HeaderName, HeaderValue};
-use serde::Deserialize;
-use serde::de::IgnoredAny;
 
-pub use auth::HttpAuth;
-
-/// A string that is never printed by `Debug` (passwords, tokens, private keys).
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("<secret>")
-    }
-}
-
-/// The web configuration file as written. Unknown fields are an error, as in the toolkit.
-///
-/// Fields of the toolkit format that this service refuses with an error naming them (rather than
-/// ignoring a security setting): `tls_server_config.client_allowed_sans`, `cipher_suites`,
-/// `curve_preferences`, `client_auth_type` `RequestClientCert`/`RequireAnyClientCert` (they accept
-/// unverified certificates, so they authenticate nobody), `min_version` `TLS10`/`TLS11` (rustls
-/// speaks TLS 1.2 and 1.3 only) and `rate_limit`. `http_server_config.http2` is accepted: the
-/// service speaks HTTP/1.1 only, which every remote-write sender uses.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WebConfigFile {
-    /// TLS server settings; absent (or without `cert`/`cert_file`) means plain HTTP.
-    pub tls_server_config: Option<TlsServerConfig>,
-    /// HTTP server settings.
-    pub http_server_config: Option<HttpServerConfig>,
-    /// User name → bcrypt hash of the password (`$2a$`, `$2b$`, `$2x$` or `$2y$`).
-    pub basic_auth_users: BTreeMap<String, Secret>,
-    /// Extension: accepted `Authorization: Bearer <token>` tokens.
-    pub bearer_tokens: Vec<Secret>,
-    /// Extension: files each holding one accepted bearer token (surrounding whitespace trimmed,
-    /// as Prometheus' `credentials_file`).
-    pub bearer_token_files: Vec<PathBuf>,
-    /// The toolkit's rate limiter: refused.
-    pub rate_limit: Option<IgnoredAny>,
-}
-
-/// `tls_server_config:` (exporter-toolkit names).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TlsServerConfig {
-    /// Server certificate chain, PEM text (instead of `cert_file`).
-    pub cert: Option<String>,
-    /// Server private key, PEM text (instead of `key_file`).
-    pub key: Option<Secret>,
-    /// Client CA certificates, PEM text (instead of `client_ca_file`).
-    pub client_ca: Option<String>,
-    /// Server certificate chain file, PEM, leaf first.
-    pub cert_file: Option<PathBuf>,
-    /// Server private key file, PEM (PKCS#8, PKCS#1 or SEC1).
-    pub key_file: Option<PathBuf>,
-    /// `NoClientCert` (default), `VerifyClientCertIfGiven` or `RequireAndVerifyClientCert`.
-    pub client_auth_type: Option<String>,
-    /// Client CA certificates file, PEM.
-    pub client_ca_file: Option<PathBuf>,
-    /// Refused (not supported).
-    pub client_allowed_sans: Option<IgnoredAny>,
-    /// `TLS12` (default) or `TLS13`.
-    pub min_version: Option<String>,
-    /// `TLS12` or `TLS13` (default).
-    pub max_version: Option<String>,
-    /// Refused (not supported): rustls' TLS 1.2 suites are all AEAD with forward secrecy.
-    pub cipher_suites: Option<IgnoredAny>,
-    /// Whether the server's suite order wins (default true, as in the toolkit).
-    pub prefer_server_cipher_suites: Option<bool>,
-    /// Refused (not supported).
-    pub curve_preferences: Option<IgnoredAny>,
-}
-
-/// `http_server_config:`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HttpServerConfig {
-    /// Accepted and without effect: the service speaks HTTP/1.1 only.
-    pub http2: Option<bool>,
-    /// Response headers added to every answer; only the toolkit's five names are accepted.
-    pub headers: BTreeMap<String, String>,
-}
-
-/// How client certificates are treated (`client_auth_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ClientCertPolicy {
-    /// No client certificate is requested.
-    #[default]
-    None,
-    /// Requested and verified when sent; a connection without one is accepted, but every
-    /// request on it except the probes is refused (403).
-    VerifyIfGiven,
-    /// Required and verified during the handshake.
-    RequireAndVerify,
-}
+use auth::AuthError;
+pub(crate) use auth::HttpAuth;
+use file::invalid;
+pub(crate) use file::{ClientCertPolicy, WebConfigError, WebConfigFile};
 
 /// The validated web configuration: what the listener and the auth middleware use.
 #[derive(Debug, Default)]
 pub struct WebSettings {
     /// The rustls server configuration when TLS is on.
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
     /// Client certificate policy.
-    pub client_certs: ClientCertPolicy,
+    pub(crate) client_certs: ClientCertPolicy,
     /// Basic auth users and bearer tokens.
-    pub auth: HttpAuth,
+    pub(crate) auth: HttpAuth,
     /// Headers added to every response.
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-}
-
-/// Why the web configuration was refused. Each message names the file and field at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum WebConfigError {
-    /// A file could not be read.
-    #[error("{what} {path}: cannot read: {source}")]
-    Read {
-        /// What the file is (`--web.config.file`, `tls_server_config.cert_file`, …).
-        what: String,
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        source: std::io::Error,
-    },
-    /// Malformed YAML, an unknown field or a wrong type.
-    #[error("--web.config.file {path}: {message}")]
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// The parser's message, with the location.
-        message: String,
-    },
-    /// A value is refused.
-    #[error("--web.config.file: {field}: {message}")]
-    Invalid {
-        /// The field, e.g. `tls_server_config.client_auth_type`.
-        field: String,
-        /// What is wrong and what is accepted.
-        message: String,
-    },
-}
-
-pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> WebConfigError {
-    WebConfigError::Invalid {
-        field: field.into(),
-        message: message.into(),
-    }
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// The toolkit's configurable response headers.
@@ -195,33 +67,34 @@ const HEADER_NAMES: [&str; 5] = [
     "Strict-Transport-Security",
 ];
 
-impl WebConfigFile {
-    /// Parses the YAML text of a web configuration file; an empty document is an empty config.
+impl WebSettings {
+    /// Checks one request against every configured scheme (see `auth`'s module doc): the
+    /// client-certificate policy first, then the HTTP credentials in `authorization`.
+    /// `verified_client_certificate` says whether the connection's TLS handshake verified a client
+    /// certificate ([`tls::Peer`]). Probes are not this function's business: the caller skips it for
+    /// [`auth::OPEN_PATHS`].
     ///
     /// # Errors
-    /// [`WebConfigError::Yaml`]; `path` is only used in the message.
-    pub fn from_yaml(text: &str, path: &Path) -> Result<WebConfigFile, WebConfigError> {
-        if text.trim().is_empty() {
-            return Ok(WebConfigFile::default());
+    /// [`AuthError::ClientCertificateRequired`] or [`AuthError::Unauthenticated`].
+    pub(crate) async fn authenticate(
+        &self,
+        verified_client_certificate: bool,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<(), AuthError> {
+        if self.client_certs != ClientCertPolicy::None && !verified_client_certificate {
+            return Err(AuthError::ClientCertificateRequired);
         }
-        serde_saphyr::from_str(text).map_err(|e| WebConfigError::Yaml {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })
+        if self.auth.is_configured()
+            && let Err(reason) = self.auth.check(authorization).await
+        {
+            return Err(AuthError::Unauthenticated {
+                reason,
+                challenges: self.auth.challenges(),
+            });
+        }
+        Ok(())
     }
-}
 
-/// Reads a file named by the configuration, resolving a relative `path` against `dir`.
-pub(crate) fn read_file(what: &str, dir: &Path, path: &Path) -> Result<Vec<u8>, WebConfigError> {
-    let full = dir.join(path);
-    std::fs::read(&full).map_err(|source| WebConfigError::Read {
-        what: what.to_owned(),
-        path: full,
-        source,
-    })
-}
-
-impl WebSettings {
     /// Reads and validates `--web.config.file`; `None` gives plain HTTP without authentication.
     ///
     /// # Errors
@@ -245,7 +118,10 @@ impl WebSettings {
     ///
     /// # Errors
     /// As [`WebSettings::load`], after parsing.
-    pub fn from_file(file: &WebConfigFile, dir: &Path) -> Result<WebSettings, WebConfigError> {
+    pub(crate) fn from_file(
+        file: &WebConfigFile,
+        dir: &Path,
+    ) -> Result<WebSettings, WebConfigError> {
         if file.rate_limit.is_some() {
             return Err(invalid("rate_limit", "not supported by vllm-corrector"));
         }
@@ -267,7 +143,7 @@ impl WebSettings {
     }
 
     /// Whether any request must authenticate (HTTP credentials or a client certificate).
-    pub fn authenticates(&self) -> bool {
+    pub(crate) fn authenticates(&self) -> bool {
         self.auth.is_configured() || self.client_certs != ClientCertPolicy::None
     }
 }

@@ -25,15 +25,14 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use super::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
-use crate::http::live::LiveCell;
+use super::file::{ClientCertPolicy, TlsServerConfig, WebConfigError, invalid, read_file};
 use crate::telemetry::{InternalEvent, SelfMetrics, TlsHandshakeFailed};
 
 /// Longest a client may take to complete its TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Most handshakes in progress at once; further connections wait in the kernel's backlog.
-pub const MAX_PENDING_HANDSHAKES: usize = 256;
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 256;
 
 /// Builds the rustls configuration of `tls_server_config`; `(None, None)` when neither `cert`
 /// nor `cert_file` is set and no other TLS field is (plain HTTP, as in the toolkit).
@@ -42,7 +41,7 @@ pub const MAX_PENDING_HANDSHAKES: usize = 256;
 /// [`WebConfigError`] naming the field: a certificate or key given twice (inline and file) or
 /// not at all, unreadable or invalid PEM, a key that does not match the certificate, a client
 /// CA without a verifying `client_auth_type` or the reverse, a refused field or version.
-pub fn server_config(
+pub(crate) fn server_config(
     section: &TlsServerConfig,
     dir: &Path,
 ) -> Result<(Option<Arc<ServerConfig>>, ClientCertPolicy), WebConfigError> {
@@ -239,12 +238,12 @@ fn protocol_versions(
 
 /// What the auth middleware learns about a request's connection (`ConnectInfo<Peer>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
+pub(crate) struct Peer {
     /// The client's address.
-    pub address: SocketAddr,
+    pub(crate) address: SocketAddr,
     /// Whether the client presented a certificate, verified during the handshake against the
     /// client CA (rustls fails the handshake on an unverifiable one).
-    pub verified_client_certificate: bool,
+    pub(crate) verified_client_certificate: bool,
 }
 
 impl Connected<IncomingStream<'_, TcpListener>> for Peer {
@@ -269,23 +268,26 @@ impl Connected<IncomingStream<'_, TlsListener>> for Peer {
 }
 
 /// A TLS listener: accepts TCP connections, completes each handshake in its own task with the
-/// server configuration current in `live`, and hands finished streams to `axum::serve`.
+/// server configuration current at accept time, and hands finished streams to `axum::serve`.
 #[derive(Debug)]
-pub struct TlsListener {
+pub(crate) struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
     local: SocketAddr,
     accept_loop: tokio::task::JoinHandle<()>,
 }
 
 impl TlsListener {
-    /// Wraps a bound TCP listener. Connections accepted while `live` holds no TLS configuration
-    /// are closed (the service never turns TLS off at run time: a reload doing so is refused).
+    /// Wraps a bound TCP listener. `current` gives the server configuration for each accepted
+    /// connection (the service passes the one its reloadable settings hold, `crate::live`, so a
+    /// reload applies from the next connection). Connections accepted while `current` gives
+    /// `None` are closed (the service never turns TLS off at run time: a reload doing so is
+    /// refused).
     ///
     /// # Errors
     /// The error of `local_addr`.
-    pub fn new(
+    pub(crate) fn new(
         tcp: TcpListener,
-        live: Arc<LiveCell>,
+        current: impl Fn() -> Option<Arc<ServerConfig>> + Send + 'static,
         metrics: Arc<SelfMetrics>,
     ) -> std::io::Result<TlsListener> {
         let local = tcp.local_addr()?;
@@ -305,7 +307,7 @@ impl TlsListener {
                         continue;
                     }
                 };
-                let Some(config) = live.get().web.tls.clone() else {
+                let Some(config) = current() else {
                     continue;
                 };
                 let (tx, metrics) = (tx.clone(), metrics.clone());

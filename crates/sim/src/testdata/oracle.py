@@ -1,4 +1,4 @@
-"""Independent oracle for the simulator's exposition (see crates/sim/src/tests_profiles.rs).
+"""Independent oracle for the simulator's exposition (see crates/sim/src/profile_tests.rs).
 
 Registers the 0.33 profile's families with Python prometheus_client in vLLM's registration
 order (vllm/v1/metrics/loggers.py), feeds it the *hand-computed* observations of the trace in

@@ -13,30 +13,33 @@ use tokio::sync::Semaphore;
 use crate::config::Limits;
 use crate::web::WebSettings;
 
+/// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
+pub(crate) fn kib(bytes: usize) -> u32 {
+    u32::try_from(bytes.div_ceil(1024)).unwrap_or(u32::MAX)
+}
+
 /// One load of the reloadable settings.
 #[derive(Debug)]
-pub struct Live {
+pub(crate) struct Live {
     /// Receiver limits (`limits:` of `--config.file`).
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Remote-write slots: `limits.max_concurrent_requests` permits. A reload that changes the
     /// limit brings a new semaphore; requests holding a slot of the old one finish normally, so
     /// for a moment the old holders and the new limit add up.
-    pub permits: Arc<Semaphore>,
+    pub(crate) permits: Arc<Semaphore>,
     /// Memory budget of request bodies and decode buffers in flight, in KiB permits
     /// (`limits.max_inflight_bytes`); kept across a reload that does not change it.
-    pub inflight_kib: Arc<Semaphore>,
+    pub(crate) inflight_kib: Arc<Semaphore>,
     /// `--web.config.file`, validated.
-    pub web: Arc<WebSettings>,
+    pub(crate) web: Arc<WebSettings>,
 }
 
 impl Live {
     /// Settings with fresh request slots for `limits`.
-    pub fn new(limits: Limits, web: Arc<WebSettings>) -> Live {
+    pub(crate) fn new(limits: Limits, web: Arc<WebSettings>) -> Live {
         Live {
             permits: Arc::new(Semaphore::new(limits.max_concurrent_requests)),
-            inflight_kib: Arc::new(Semaphore::new(
-                super::kib(limits.max_inflight_bytes) as usize
-            )),
+            inflight_kib: Arc::new(Semaphore::new(kib(limits.max_inflight_bytes) as usize)),
             limits,
             web,
         }
@@ -44,7 +47,7 @@ impl Live {
 
     /// The settings after a reload to `limits` and `web`: the request slots and the memory budget
     /// are kept when their limit is unchanged, so a reload never lets extra requests in.
-    pub fn reloaded(&self, limits: Limits, web: Arc<WebSettings>) -> Live {
+    pub(crate) fn reloaded(&self, limits: Limits, web: Arc<WebSettings>) -> Live {
         let mut live = Live::new(limits, web);
         if live.limits.max_concurrent_requests == self.limits.max_concurrent_requests {
             live.permits = self.permits.clone();
@@ -58,16 +61,16 @@ impl Live {
 
 /// The current [`Live`] settings, swapped whole.
 #[derive(Debug)]
-pub struct LiveCell(RwLock<Arc<Live>>);
+pub(crate) struct LiveCell(RwLock<Arc<Live>>);
 
 impl LiveCell {
     /// A cell holding `live`.
-    pub fn new(live: Live) -> LiveCell {
+    pub(crate) fn new(live: Live) -> LiveCell {
         LiveCell(RwLock::new(Arc::new(live)))
     }
 
     /// The current settings.
-    pub fn get(&self) -> Arc<Live> {
+    pub(crate) fn get(&self) -> Arc<Live> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -75,7 +78,7 @@ impl LiveCell {
     }
 
     /// Replaces the settings; requests that already read the old ones keep them.
-    pub fn set(&self, live: Live) {
+    pub(crate) fn set(&self, live: Live) {
         *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(live);
     }
 }

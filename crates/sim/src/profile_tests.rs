@@ -3,7 +3,7 @@
 
 use super::exposition::{float_to_go_string, python_float_repr};
 use super::metrics::{Fam, bounds_1_2_5};
-use super::tests::{hand_config, r0, r1_r2};
+use super::trace_tests::{hand_config, r0, r1_r2};
 use super::truth::{median, percentile_linear};
 use super::*;
 

@@ -1,0 +1,345 @@
+//! Engine-level tests of the acceptance-corrected buckets (the stateful family): across stale
+//! gaps and counter resets, retired state and its idle timeout, bucket layouts that change, plans
+//! that change without a reset, and inputs that are not finite. Expected numbers are worked by
+//! hand in comments; the scrapes are `test_support`'s.
+
+use super::test_support::*;
+use super::*;
+
+#[test]
+fn acceptance_buckets_continue_across_a_stale_gap() {
+    // A failed scrape makes Prometheus write staleness markers for every series of the target;
+    // the next scrape brings the group back. The acceptance-corrected buckets must then be those
+    // of the uninterrupted run, not a re-seed from vLLM's cumulative counts. The t2 scrape has
+    // 10 accepted tokens for 40 drafts in its interval (acceptance length 1.25, against 2 up to
+    // t1), so a re-seed at t2 (cumulative acceptance length 1.625) gives other buckets.
+    let t1 = scrape("0", 1.0, true);
+    let t2 = t2_with_low_acceptance();
+    let at = |raw: &[Raw], ts| raw.iter().cloned().map(|r| (r, ts)).collect::<Vec<_>>();
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let markers: Vec<_> = t1
+        .iter()
+        .map(|(l, _)| ((l.clone(), stale), 8_000))
+        .collect();
+    let run = |parts: &[&[(Raw, i64)]]| {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        for part in parts {
+            feed(&mut engine, part, &mut report);
+        }
+        assert_eq!(report.applied + report.rejected_total(), report.received);
+        (
+            value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+            engine.stats(),
+        )
+    };
+    let (uninterrupted, _) = run(&[&at(&t1, 1_000), &at(&t2, 16_000)]);
+    let (gap, stats) = run(&[&at(&t1, 1_000), &markers, &at(&t2, 16_000)]);
+    let (reseeded, _) = run(&[&at(&t2, 16_000)]);
+    assert_eq!(
+        stats.groups_removed_stale, 1,
+        "the markers removed the group"
+    );
+    assert_eq!(gap, uninterrupted);
+    assert_ne!(
+        reseeded, uninterrupted,
+        "the test needs a run where re-seeding differs"
+    );
+    // Count and sum: generation 210 − TTFT 80 = 130 tokens; the raw ITL sum.
+    let DerivedValue::Histogram { sum, count, .. } = gap else {
+        panic!("a histogram")
+    };
+    assert_eq!((sum, count), (4.8, 130.0));
+}
+
+#[test]
+fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
+    // vLLM restarted during the gap: its counters are back at the k = 1 values, below t2. The
+    // resumed group treats that as a reset, as a live group does: the buckets restart from the new
+    // values (20, 80, 80, 80 as in `counter_reset_restarts_acceptance_buckets_from_the_new_values`).
+    let mut all = two_scrapes();
+    all.retain(|((labels, _), _)| labels.iter().any(|(n, v)| *n == "engine" && v == "0"));
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    all.extend(
+        scrape("0", 1.0, true)
+            .into_iter()
+            .map(|(l, _)| ((l, stale), 20_000)),
+    );
+    all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
+    let mut engine = Engine::new(EngineConfig::default());
+    feed(&mut engine, &all, &mut IngestReport::default());
+    assert_eq!(
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
+        first_interval_at_k1()
+    );
+    assert_eq!(engine.stats().counter_resets, 1);
+}
+
+#[test]
+fn retired_acceptance_state_expires_with_the_idle_timeout() {
+    // Past idle_timeout the stale group's state is forgotten: the group comes back re-seeded.
+    let t2 = t2_with_low_acceptance();
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let feed_at = |engine: &mut Engine, raw: Vec<Raw>, ts: i64, now_ms: i64| {
+        for (labels, value) in raw {
+            let labels: Vec<Label<'_>> = labels
+                .iter()
+                .map(|(n, v)| Label { name: n, value: v })
+                .collect();
+            engine.ingest(
+                &labels,
+                &[Sample {
+                    value,
+                    timestamp_ms: ts,
+                }],
+                now_ms,
+                &mut IngestReport::default(),
+            );
+        }
+    };
+    let run = |sweep_at: i64| {
+        let mut engine = Engine::new(EngineConfig {
+            idle_timeout_ms: 60_000,
+            ..EngineConfig::default()
+        });
+        feed_at(&mut engine, scrape("0", 1.0, true), 1_000, 1_000);
+        feed_at(
+            &mut engine,
+            scrape("0", 1.0, true)
+                .into_iter()
+                .map(|(l, _)| (l, stale))
+                .collect(),
+            8_000,
+            8_000,
+        );
+        engine.sweep_idle(sweep_at);
+        feed_at(&mut engine, t2.clone(), 16_000, sweep_at);
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+    };
+    let mut fresh = Engine::new(EngineConfig::default());
+    feed_at(&mut fresh, t2.clone(), 16_000, 16_000);
+    let reseeded = value_of(&outputs(&fresh), Family::AcceptanceCorrectedItl, "0");
+    assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
+    assert_eq!(
+        run(68_001),
+        reseeded,
+        "removed more than 60 s before the sweep: forgotten"
+    );
+}
+
+/// Engine 0's k = 2 scrape with its ITL histogram replaced by one on `bounds` (cumulative
+/// `cumulative`, the last one `+Inf` = the count), Σ 4.8 s.
+fn scrape_with_itl_bounds(bounds: &[&str], cumulative: &[f64]) -> Vec<Raw> {
+    let mut raw: Vec<Raw> = scrape("0", 2.0, true)
+        .into_iter()
+        .filter(|(l, _)| !l[0].1.starts_with("vllm:inter_token_latency_seconds"))
+        .collect();
+    hist(&mut raw, "itl", "0", bounds, cumulative, 4.8);
+    raw
+}
+
+/// Issue 13, item 1: scrapes at t and t + 15 s, staleness markers for every series at t + 30 s,
+/// then the same series with other ITL `le` bounds at t + 15 s again. The retired state's
+/// committed timestamp (t + 15 s) used to survive the re-seed, hide the frame and panic.
+#[test]
+fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
+    let at = |raw: Vec<Raw>, ts| raw.into_iter().map(|r| (r, ts)).collect::<Vec<_>>();
+    let stale = f64::from_bits(STALE_NAN_BITS);
+    let markers: Vec<_> = scrape("0", 2.0, true)
+        .into_iter()
+        .map(|(l, _)| ((l, stale), 31_000))
+        .collect();
+    // The returning frame: 80 outputs, cumulative 0, 20, 50, 80 at 0.025, 0.05, 0.075, 0.1; tokens
+    // 240 − 80 = 160, so w = 2 from 0 (a re-seed): 0.025 → 2·F(0.05) = 40, 0.05 → 2·F(0.1) = 160,
+    // then 160 (flat past the last bound), `+Inf` = 160.
+    let five = scrape_with_itl_bounds(
+        &["0.025", "0.05", "0.075", "0.1", "+Inf"],
+        &[0.0, 20.0, 50.0, 80.0, 80.0],
+    );
+    let want5 = DerivedValue::Histogram {
+        buckets: vec![
+            (0.025, 40.0),
+            (0.05, 160.0),
+            (0.075, 160.0),
+            (0.1, 160.0),
+            (f64::INFINITY, 160.0),
+        ],
+        sum: 4.8,
+        count: 160.0,
+    };
+    // Same number of bounds, other values: 0.02 → 2·F(0.04) = 2·(20·0.02/0.03) = 80/3, then 160.
+    let moved = scrape_with_itl_bounds(&["0.02", "0.05", "0.1", "+Inf"], &[0.0, 20.0, 80.0, 80.0]);
+    let want_moved = DerivedValue::Histogram {
+        buckets: vec![
+            (0.02, 80.0 / 3.0),
+            (0.05, 160.0),
+            (0.1, 160.0),
+            (f64::INFINITY, 160.0),
+        ],
+        sum: 4.8,
+        count: 160.0,
+    };
+    for (returning, want) in [(five, want5), (moved, want_moved)] {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        feed(&mut engine, &at(scrape("0", 1.0, true), 1_000), &mut report);
+        feed(
+            &mut engine,
+            &at(scrape("0", 2.0, true), 16_000),
+            &mut report,
+        );
+        feed(&mut engine, &markers, &mut report);
+        assert_eq!(engine.stats().groups_removed_stale, 1);
+        feed(&mut engine, &at(returning, 16_000), &mut report);
+        assert_eq!(report.applied + report.rejected_total(), report.received);
+        let DerivedValue::Histogram {
+            buckets,
+            sum,
+            count,
+        } = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+        else {
+            panic!("a histogram")
+        };
+        let DerivedValue::Histogram {
+            buckets: wb,
+            sum: ws,
+            count: wc,
+        } = &want
+        else {
+            unreachable!()
+        };
+        assert_eq!((sum, count), (*ws, *wc));
+        assert_eq!(buckets.len(), wb.len());
+        for ((le, c), (wle, w)) in buckets.iter().zip(wb) {
+            assert!(le == wle && (c - w).abs() < 1e-9, "{buckets:?} vs {wb:?}");
+        }
+    }
+}
+
+/// A group of engine 0 at `ts`: ITL (0.025, 0.05, 0.1, +Inf) cumulative `itl`, generation tokens
+/// `generated` over 10 first outputs, and, when given, accepted drafts per position.
+fn acceptance_frame(
+    itl: [f64; 3],
+    generated: f64,
+    per_pos: Option<[f64; 3]>,
+    ts: i64,
+) -> Vec<(Raw, i64)> {
+    let mut raw = Vec::new();
+    hist(
+        &mut raw,
+        "itl",
+        "0",
+        &["0.025", "0.05", "0.1", "+Inf"],
+        &[itl[0], itl[1], itl[2], itl[2]],
+        itl[2] * 0.05,
+    );
+    raw.push(series("vllm:generation_tokens_total", "0", &[], generated));
+    raw.push(series(
+        "vllm:time_to_first_token_seconds_count",
+        "0",
+        &[],
+        10.0,
+    ));
+    for (p, v) in per_pos.iter().flat_map(|v| v.iter().enumerate()) {
+        let pos = ["0", "1", "2"][p];
+        raw.push(series(
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+            "0",
+            &[("position", pos)],
+            *v,
+        ));
+    }
+    raw.into_iter().map(|r| (r, ts)).collect()
+}
+
+#[test]
+fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
+    // t1: 10 outputs in (0.025, 0.05], 10 tokens (w = 1). t2: 10 more in (0.05, 0.1] with 30
+    // tokens (w = 3). At t2, le 0.05 holds 1·F1(0.05) + 3·F2(0.15) = 10 + 30 = 40.
+    // t3: nothing new, but the per-position series appear (10 outputs accepted 3 drafts): the plan
+    // now needs them, t1 and t2 no longer count, and a replay from 0 to t3 gives classes j = 1
+    // (10 outputs) and j = 4 (10), 50 tokens scaled to the 40 emitted: le 0.05 = 0.8·(10·F(0.05) +
+    // 40·F(0.2))/20 = 0.8·(100 + 800)/20 = 36 < 40. No input fell: the bucket must stay at 40.
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000),
+        &mut report,
+    );
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 16_000),
+        &mut report,
+    );
+    let at_t2 = value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0");
+    let DerivedValue::Histogram { buckets, .. } = &at_t2 else {
+        panic!("a histogram")
+    };
+    assert_eq!(buckets[1], (0.05, 40.0));
+    feed(
+        &mut engine,
+        &acceptance_frame([0.0, 10.0, 20.0], 50.0, Some([10.0, 10.0, 10.0]), 31_000),
+        &mut report,
+    );
+    let DerivedValue::Histogram { buckets, count, .. } =
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+    else {
+        panic!("a histogram")
+    };
+    let DerivedValue::Histogram {
+        buckets: before, ..
+    } = at_t2
+    else {
+        unreachable!()
+    };
+    assert!(
+        buckets.iter().zip(&before).all(|(a, b)| a.1 >= b.1),
+        "{before:?} -> {buckets:?}"
+    );
+    assert_eq!(buckets[1], (0.05, 40.0), "held, not 36");
+    assert_eq!((buckets[3].1, count), (40.0, 40.0));
+    assert_eq!(engine.stats().counter_resets, 0);
+}
+
+#[test]
+fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_buckets() {
+    for bad in [f64::INFINITY, -5.0] {
+        let mut engine = Engine::new(EngineConfig::default());
+        let mut report = IngestReport::default();
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 10.0], 20.0, None, 1_000),
+            &mut report,
+        );
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 20.0], bad, None, 16_000),
+            &mut report,
+        );
+        assert!(
+            outputs(&engine)
+                .iter()
+                .all(|(f, _, _)| *f != Family::AcceptanceCorrectedItl),
+            "{bad}"
+        );
+        assert!(engine.stats().withheld.contains(&(
+            Family::AcceptanceCorrectedItl,
+            WithheldReason::InconsistentInputs,
+            1
+        )));
+        // A good scrape after it continues from t1, as if the bad frame had not been there:
+        // t1 → t3 adds 10 outputs in (0.05, 0.1] with 30 tokens (w = 3): le 0.05 = 10 + 3·F(0.15) = 40.
+        feed(
+            &mut engine,
+            &acceptance_frame([0.0, 10.0, 20.0], 50.0, None, 31_000),
+            &mut report,
+        );
+        let DerivedValue::Histogram { buckets, count, .. } =
+            value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+        else {
+            panic!("a histogram")
+        };
+        assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");
+    }
+}

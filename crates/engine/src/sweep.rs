@@ -1,0 +1,68 @@
+//! The periodic sweep: groups that went idle or missed their scrapes leave, and with them the
+//! known series and cached series that pointed at them. Split from `state.rs`.
+
+use super::*;
+
+impl Engine {
+    /// Drops groups that received no sample for longer than the idle timeout, and groups that
+    /// received no new sample for [`EngineConfig::missed_scrapes`] of their own scrape intervals
+    /// (but at least [`EngineConfig::missed_scrapes_min_wait_ms`]). Returns how many. A group
+    /// removed for missed scrapes leaves its acceptance-corrected state behind exactly as a stale
+    /// group does, kept for the idle timeout, so it continues its buckets if it comes back.
+    ///
+    /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
+    pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
+        let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
+        self.retired
+            .retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
+        let (missed, min_wait) = (
+            self.config.missed_scrapes,
+            self.config.missed_scrapes_min_wait_ms,
+        );
+        let leaving: Vec<(u32, RemovalReason)> = (0..self.slots.len() as u32)
+            .filter_map(|i| {
+                let e = self.slots[i as usize].entry.as_ref()?;
+                if e.group.last_seen_ms < cutoff {
+                    Some((i, RemovalReason::Idle))
+                } else {
+                    e.meta
+                        .missed_scrapes(now_ms, missed, min_wait)
+                        .then_some((i, RemovalReason::MissedScrapes))
+                }
+            })
+            .collect();
+        let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
+        for (slot, reason) in &leaving {
+            let entry = self.slots[*slot as usize]
+                .entry
+                .as_mut()
+                .expect("a live slot");
+            if *reason == RemovalReason::MissedScrapes
+                && let Some(state) = entry.group.acceptance_state()
+            {
+                self.retired
+                    .insert(entry.group.labels.clone(), (state, now_ms));
+            }
+            self.events.push(EngineEvent::GroupRemoved {
+                labels: entry.group.labels.clone(),
+                reason: *reason,
+            });
+            self.remove_group(*slot);
+        }
+        let slots = &self.slots;
+        self.known.sweep(cutoff, |slot, generation| {
+            slots
+                .get(slot as usize)
+                .is_some_and(|s| s.generation == generation && s.entry.is_some())
+        });
+        // Forget cached series of every removed group (idle here, stale since the last sweep).
+        let slots = &self.slots;
+        self.series.retain(|c| {
+            slots
+                .get(c.slot as usize)
+                .is_some_and(|s| s.generation == c.generation && s.entry.is_some())
+        });
+        self.removed_idle += idle.len() as u64;
+        idle.len()
+    }
+}

@@ -1,0 +1,185 @@
+//! What the engine shows of its state, read-only or draining queues: derived values for
+//! `/metrics`, group snapshots for `/status` and `/api/v1/groups`, events for the event log, and
+//! the self-metrics counts. Split from `state.rs` (the write side) to keep each file short.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn live_groups(&self) -> impl Iterator<Item = &Group> {
+        self.slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref().map(|e| &e.group))
+    }
+
+    /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
+    /// `family` was computed from, and that output, in no particular order (for invariant checks).
+    pub fn for_each_output_at(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], i64, &DerivedValue),
+    ) {
+        for group in self.live_groups() {
+            if let (Some(ts), Some(value)) = (group.output_ts(family), group.output(family)) {
+                f(&group.labels, ts, value);
+            }
+        }
+    }
+
+    /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
+    /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
+    /// are skipped.
+    pub fn for_each_derived(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], &DerivedValue),
+    ) {
+        let mut rows: Vec<(&[(String, String)], &DerivedValue)> = self
+            .live_groups()
+            .filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v)))
+            .collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (labels, value) in rows {
+            f(labels, value);
+        }
+    }
+
+    /// Calls `f` with each group's labels (as [`Engine::for_each_derived`]) and the reason it
+    /// withholds `family`, for every group that has no value of `family`, in ascending label order.
+    pub fn for_each_withheld(
+        &self,
+        family: Family,
+        mut f: impl FnMut(&[(String, String)], WithheldReason),
+    ) {
+        let mut rows: Vec<(&[(String, String)], WithheldReason)> = self
+            .live_groups()
+            .filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r)))
+            .collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (labels, reason) in rows {
+            f(labels, reason);
+        }
+    }
+
+    /// A read-only copy of every group's state (families served or withheld and why, newest
+    /// sample, scrape interval, input series, counter resets, incompleteness), in ascending label
+    /// order: what `/status` and `/api/v1/groups` render. O(groups × roles); not for the hot path.
+    pub fn snapshot(&self) -> Vec<GroupSnapshot> {
+        let mut out: Vec<GroupSnapshot> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+            .map(|Entry { group, meta, .. }| GroupSnapshot {
+                labels: group.labels.clone(),
+                families: Family::ALL.map(|family| FamilyStatus {
+                    family,
+                    withheld: group.withheld(family),
+                }),
+                last_sample_ms: meta.newest_ts,
+                last_received_ms: meta.last_new_ms,
+                scrape_interval_ms: meta.interval_ms,
+                input_series: group.active_series(),
+                counter_resets: meta.counter_resets,
+                incomplete: group.incomplete(),
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+        out
+    }
+
+    /// The events since the last call, each reported once: counter resets and removals as they
+    /// happened, then, for every group that took samples, its first complete scrape (the first
+    /// time it serves a family), families withheld or served again since, and the group becoming
+    /// incomplete. At most [`super::observe::MAX_QUEUED_EVENTS`] are held; older ones are dropped.
+    pub fn take_events(&mut self) -> Vec<EngineEvent> {
+        for (slot, generation) in std::mem::take(&mut self.touched) {
+            if !self.live(slot, generation) {
+                continue;
+            }
+            let Entry { group, meta, .. } = self.slots[slot as usize]
+                .entry
+                .as_mut()
+                .expect("a live slot");
+            meta.touched = false;
+            let served = Family::ALL.map(|f| group.output(f).is_some());
+            if !meta.first_complete {
+                if served.iter().any(|s| *s) {
+                    meta.first_complete = true;
+                    self.events.push(EngineEvent::FirstCompleteScrape {
+                        labels: group.labels.clone(),
+                        served: Family::ALL
+                            .into_iter()
+                            .filter(|f| served[f.index()])
+                            .collect(),
+                        withheld: Family::ALL
+                            .into_iter()
+                            .filter_map(|f| group.withheld(f).map(|r| (f, r)))
+                            .collect(),
+                    });
+                }
+            } else {
+                for family in Family::ALL {
+                    match (meta.served[family.index()], served[family.index()]) {
+                        (true, false) => {
+                            let reason =
+                                group.withheld(family).unwrap_or(WithheldReason::Incomplete);
+                            self.events.push(EngineEvent::FamilyWithheld {
+                                labels: group.labels.clone(),
+                                family,
+                                reason,
+                            });
+                        }
+                        (false, true) => self.events.push(EngineEvent::FamilyServed {
+                            labels: group.labels.clone(),
+                            family,
+                        }),
+                        _ => {}
+                    }
+                }
+            }
+            meta.served = served;
+            let incomplete = group.incomplete();
+            if incomplete && !meta.incomplete_reported {
+                self.events.push(EngineEvent::GroupIncomplete {
+                    labels: group.labels.clone(),
+                });
+            }
+            meta.incomplete_reported = incomplete;
+        }
+        self.events.take()
+    }
+
+    /// Events dropped because nobody took them in time (more than
+    /// [`super::observe::MAX_QUEUED_EVENTS`] pending), since start.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped
+    }
+
+    /// Counts for self-metrics.
+    pub fn stats(&self) -> EngineStats {
+        let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
+        for group in self.live_groups() {
+            for family in Family::ALL {
+                if let Some(reason) = group.withheld(family) {
+                    *withheld.entry((family, reason)).or_default() += 1;
+                }
+            }
+        }
+        let mut withheld: Vec<(Family, WithheldReason, usize)> =
+            withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
+        withheld.sort();
+        EngineStats {
+            active_series: self.live_groups().map(Group::active_series).sum(),
+            groups: self.groups.len(),
+            withheld,
+            frames_dropped: self.frames_dropped,
+            groups_removed_stale: self.removed_stale,
+            groups_removed_idle: self.removed_idle,
+            groups_removed_evicted: self.removed_evicted,
+            counter_resets: self.counter_resets,
+            output_holds: self.output_holds,
+            output_resets: self.output_resets,
+            newest_sample_ms: self.newest_sample_ms,
+            groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
+        }
+    }
+}

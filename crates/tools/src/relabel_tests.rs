@@ -1,0 +1,103 @@
+//! Unit tests of `crates/tools/src/relabel.rs`.
+
+use super::*;
+
+#[test]
+fn keep_regex_names_every_read_series_once_in_vllm_namespace() {
+    let regex = keep_regex();
+    assert!(
+        regex.starts_with("vllm:(") && regex.ends_with(')'),
+        "{regex}"
+    );
+    for read in READ_NAMES {
+        let bare = read.name.strip_prefix("vllm:").unwrap();
+        assert_eq!(
+            regex.matches(&format!("|{bare};")).count()
+                + regex.matches(&format!("|{bare}|")).count()
+                + regex.matches(&format!("({bare}|")).count()
+                + regex.matches(&format!("|{bare})")).count(),
+            1,
+            "{bare} in {regex}"
+        );
+    }
+    assert!(
+        regex.contains(r"request_generation_tokens_bucket;1(\.0+)?;.*"),
+        "{regex}"
+    );
+    assert!(
+        regex.contains("prompt_tokens_by_source_total;[^;]*;local_compute"),
+        "{regex}"
+    );
+    // No single quote: the YAML uses a single-quoted scalar.
+    assert!(!regex.contains('\''));
+}
+
+#[test]
+fn shipped_relabel_file_is_the_generated_one() {
+    // Regenerate with: vllm-corrector relabel > deploy/prometheus/relabel.yml
+    assert_eq!(
+        include_str!("../../../deploy/prometheus/relabel.yml"),
+        render(&RelabelOptions::default())
+    );
+}
+
+#[test]
+fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
+    let shipped = [
+        (
+            "deploy/prometheus/sidecar.yml",
+            include_str!("../../../deploy/prometheus/sidecar.yml"),
+            1,
+        ),
+        (
+            "deploy/prometheus/standalone.yml",
+            include_str!("../../../deploy/prometheus/standalone.yml"),
+            1,
+        ),
+        (
+            "deploy/prometheus/sharded.yml",
+            include_str!("../../../deploy/prometheus/sharded.yml"),
+            2,
+        ),
+        (
+            "deploy/vmagent/shard-0.relabel.yml",
+            include_str!("../../../deploy/vmagent/shard-0.relabel.yml"),
+            1,
+        ),
+        (
+            "deploy/vmagent/shard-1.relabel.yml",
+            include_str!("../../../deploy/vmagent/shard-1.relabel.yml"),
+            1,
+        ),
+        (
+            "components/sidecar-operator",
+            include_str!("../../../deploy/kubernetes/components/sidecar-operator/prometheus.yaml"),
+            1,
+        ),
+        (
+            "components/remote-write-operator",
+            include_str!(
+                "../../../deploy/kubernetes/components/remote-write-operator/prometheus.yaml"
+            ),
+            1,
+        ),
+        (
+            "deploy/kube-prometheus-stack/values.yaml",
+            include_str!("../../../deploy/kube-prometheus-stack/values.yaml"),
+            1,
+        ),
+        ("README.md", include_str!("../../../README.md"), 1),
+    ];
+    let quoted = format!("regex: '{}'", keep_regex());
+    for (path, text, writes) in shipped {
+        assert_eq!(
+            text.matches(&quoted).count(),
+            writes,
+            "{path} lacks the generated keep rule"
+        );
+        assert!(
+            !text.contains("regex: \"vllm:.*\""),
+            "{path} still keeps every vllm:* series"
+        );
+    }
+}
