@@ -57,4 +57,5 @@ const _: () = {
 };
 
 #[cfg(test)]
+#[path = "rules_tests.rs"]
 mod tests;

@@ -1,0 +1,204 @@
+//! Tests of `render.rs`.
+
+use super::*;
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+fn tpot_value() -> DerivedValue {
+    DerivedValue::Histogram {
+        buckets: vec![
+            (0.01, 0.0),
+            (0.025, 2.0),
+            (1.0, 3.5),
+            (20.0, 4.0),
+            (f64::INFINITY, 4.0),
+        ],
+        sum: 0.125,
+        count: 4.0,
+    }
+}
+
+#[test]
+fn le_prints_like_vllm() {
+    // Expected strings are Python 3's repr() of the same floats, with floatToGoString's rule
+    // for more than six integer digits.
+    let cases = [
+        (0.01, "0.01"),
+        (0.025, "0.025"),
+        (1.0, "1.0"),
+        (20.0, "20.0"),
+        (128000.0, "128000.0"),
+        (1e6, "1e+06"),
+        (1234567.0, "1.234567e+06"),
+        (1e10, "1e+010"),
+        (1e-5, "1e-05"),
+        (2.5e-7, "2.5e-07"),
+        (1e16, "1e+16"),
+        (f64::INFINITY, "+Inf"),
+    ];
+    for (v, want) in cases {
+        assert_eq!(format_le(v), want, "le {v:e}");
+    }
+}
+
+#[test]
+fn values_print_exactly() {
+    let cases = [
+        (4.0, "4"),
+        (0.0, "0"),
+        (0.125, "0.125"),
+        (0.1 + 0.2, "0.30000000000000004"),
+        (1e-7, "1e-7"),
+        (1e300, "1e300"),
+        (f64::NAN, "NaN"),
+        (f64::NEG_INFINITY, "-Inf"),
+    ];
+    for (v, want) in cases {
+        let mut s = String::new();
+        write_number(&mut s, v);
+        assert_eq!(s, want);
+        if v.is_finite() {
+            assert_eq!(s.parse::<f64>().unwrap(), v, "{s} must round-trip");
+        }
+    }
+}
+
+#[test]
+fn histogram_renders_every_bucket_then_sum_and_count() {
+    let mut out = String::new();
+    write_header(&mut out, Family::CanonicalTpot, Format::Text);
+    write_group(
+        &mut out,
+        Family::CanonicalTpot,
+        &labels(&[("engine", "0"), ("model_name", "m")]),
+        &tpot_value(),
+    );
+    let n = "vllm_corrected_request_time_per_output_token_seconds";
+    let want = format!(
+        "# HELP {n} {help}\n\
+         # TYPE {n} histogram\n\
+         {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"0.01\"}} 0\n\
+         {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"0.025\"}} 2\n\
+         {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"1.0\"}} 3.5\n\
+         {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"20.0\"}} 4\n\
+         {n}_bucket{{engine=\"0\",model_name=\"m\",le=\"+Inf\"}} 4\n\
+         {n}_sum{{engine=\"0\",model_name=\"m\"}} 0.125\n\
+         {n}_count{{engine=\"0\",model_name=\"m\"}} 4\n",
+        help = Family::CanonicalTpot.help()
+    );
+    assert_eq!(out, want);
+    promtool::check(&out, Format::Text);
+}
+
+#[test]
+fn sum_count_family_is_a_summary_without_quantiles() {
+    let mut out = String::new();
+    write_header(&mut out, Family::TokenWeightedItl, Format::OpenMetrics);
+    write_group(
+        &mut out,
+        Family::TokenWeightedItl,
+        &labels(&[("engine", "1")]),
+        &DerivedValue::SumCount {
+            sum: 12.5,
+            count: 250.0,
+        },
+    );
+    let n = "vllm_corrected_token_weighted_itl_seconds";
+    let help = Family::TokenWeightedItl.help();
+    assert_eq!(
+        out,
+        format!(
+            "# HELP {n} {help}\n# TYPE {n} summary\n{n}_sum{{engine=\"1\"}} 12.5\n{n}_count{{engine=\"1\"}} 250\n"
+        )
+    );
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let mut out = String::new();
+    let value = DerivedValue::SumCount {
+        sum: 1.0,
+        count: 2.0,
+    };
+    write_header(&mut out, Family::IterationTokensLocalCompute, Format::Text);
+    write_group(
+        &mut out,
+        Family::IterationTokensLocalCompute,
+        &labels(&[("model_name", "a\\b \"q\"\nz")]),
+        &value,
+    );
+    let n = "vllm_corrected_iteration_tokens_local_compute";
+    // Backslash, quote and newline each become a two-character escape.
+    assert!(
+        out.contains(&format!(
+            "{n}_sum{{model_name=\"a\\\\b \\\"q\\\"\\nz\"}} 1\n"
+        )),
+        "{out}"
+    );
+    promtool::check(&out, Format::Text);
+}
+
+#[test]
+fn group_without_labels_has_no_braces_except_for_le() {
+    let mut out = String::new();
+    write_group(
+        &mut out,
+        Family::AcceptanceCorrectedItl,
+        &[],
+        &DerivedValue::Histogram {
+            buckets: vec![(f64::INFINITY, 3.0)],
+            sum: 0.5,
+            count: 3.0,
+        },
+    );
+    let n = "vllm_corrected_acceptance_corrected_itl_seconds";
+    assert_eq!(
+        out,
+        format!("{n}_bucket{{le=\"+Inf\"}} 3\n{n}_sum 0.5\n{n}_count 3\n")
+    );
+}
+
+#[test]
+fn promtool_check_fails_on_a_lint_problem_and_on_bad_syntax() {
+    // Guards the helper itself: a counter without `_total` and without HELP, and an unclosed
+    // label value, must both be reported.
+    for bad in ["# TYPE x counter\nx 1\n", "x{a=\"b} 1\n"] {
+        let outcome = std::panic::catch_unwind(|| promtool::check(bad, Format::Text));
+        if let Ok(ran) = outcome {
+            assert!(!ran, "promtool accepted {bad:?}");
+        }
+    }
+}
+
+#[test]
+fn all_four_families_together_pass_promtool_in_both_formats() {
+    for format in [Format::Text, Format::OpenMetrics] {
+        let mut out = String::new();
+        let groups = [
+            labels(&[("engine", "0"), ("model_name", "m")]),
+            labels(&[("engine", "1"), ("model_name", "m")]),
+        ];
+        for family in Family::ALL {
+            write_header(&mut out, family, format);
+            for g in &groups {
+                let value = match family.kind() {
+                    FamilyKind::Histogram => tpot_value(),
+                    FamilyKind::SumCount => DerivedValue::SumCount {
+                        sum: 3.25,
+                        count: 7.0,
+                    },
+                };
+                write_group(&mut out, family, g, &value);
+            }
+        }
+        if format == Format::OpenMetrics {
+            out.push_str("# EOF\n");
+        }
+        promtool::check(&out, format);
+    }
+}
