@@ -244,7 +244,7 @@ impl Family {
     ///
     /// # Panics
     /// When no registered rule has that name (use [`Family::by_name`] for names from input).
-    pub const fn named(name: &str) -> Family {
+    pub(crate) const fn named(name: &str) -> Family {
         match Family::by_name(name) {
             Some(f) => f,
             None => panic!("no registered rule has this family name"),
@@ -252,7 +252,7 @@ impl Family {
     }
 
     /// The family exposed as `name`, if a registered rule has it.
-    pub const fn by_name(name: &str) -> Option<Family> {
+    pub(crate) const fn by_name(name: &str) -> Option<Family> {
         let mut i = 0;
         while i < FAMILIES {
             if same_str(REGISTRY[i].spec.name, name) {

@@ -60,15 +60,15 @@ pub(crate) enum Input {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) struct RoleKey {
     /// Which input.
-    pub input: Input,
+    pub(crate) input: Input,
     /// `f64::to_bits` of the `le` bound for buckets (`+Inf` included), of the position for
     /// [`Input::AcceptedPerPos`]; 0 otherwise.
-    pub le_bits: u64,
+    pub(crate) le_bits: u64,
 }
 
 impl RoleKey {
     /// The `le` bound as a float (meaningful for buckets only).
-    pub fn bound(self) -> f64 {
+    pub(crate) fn bound(self) -> f64 {
         f64::from_bits(self.le_bits)
     }
 }

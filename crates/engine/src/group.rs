@@ -78,7 +78,7 @@ pub(crate) struct GroupEvents {
     pub frames_dropped: u64,
     pub counter_resets: u64,
     /// Evaluations whose output was held above the computed value, by [`Family::index`].
-    pub holds: [u64; FAMILIES],
+    pub(crate) holds: [u64; FAMILIES],
     /// Evaluations that found an input of the family lower than at the previous one (so the
     /// output may fall), by [`Family::index`].
     pub output_resets: [u64; FAMILIES],
@@ -118,14 +118,14 @@ pub(crate) struct Group {
     /// Group labels, sorted by name.
     pub labels: Vec<(String, String)>,
     /// Receive wall clock (ms) of the newest sample, for the idle timeout.
-    pub last_seen_ms: i64,
+    pub(crate) last_seen_ms: i64,
     roles: Vec<Role>,
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
     slots: [Slot; FAMILIES],
     /// The stateful family's state (at most one family is stateful, `rules::REGISTRY`).
     state: RuleState,
-    pub events: GroupEvents,
+    pub(crate) events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
     /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
@@ -134,7 +134,7 @@ pub(crate) struct Group {
 
 impl Group {
     /// Creates an empty group with these (sorted) labels.
-    pub fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
+    pub(crate) fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
         Group {
             labels,
             last_seen_ms: now_ms,
@@ -150,27 +150,27 @@ impl Group {
     }
 
     /// Number of input series the group holds state for, stale ones included.
-    pub fn series(&self) -> usize {
+    pub(crate) fn series(&self) -> usize {
         self.roles.len()
     }
 
     /// True when the group already holds the series `key`.
-    pub fn has_role(&self, key: RoleKey) -> bool {
+    pub(crate) fn has_role(&self, key: RoleKey) -> bool {
         self.index.contains_key(&key)
     }
 
     /// Number of input series that are not stale.
-    pub fn active_series(&self) -> usize {
+    pub(crate) fn active_series(&self) -> usize {
         self.roles.iter().filter(|r| !r.stale).count()
     }
 
     /// True when every series of the group has gone stale: the group should be removed.
-    pub fn all_stale(&self) -> bool {
+    pub(crate) fn all_stale(&self) -> bool {
         self.roles.iter().all(|r| r.stale)
     }
 
     /// Current output of `family`, if any.
-    pub fn output(&self, family: Family) -> Option<&DerivedValue> {
+    pub(crate) fn output(&self, family: Family) -> Option<&DerivedValue> {
         self.slots[family.index()].output.as_ref()
     }
 
@@ -180,7 +180,7 @@ impl Group {
     }
 
     /// Why `family` has no output, or `None` when it has one.
-    pub fn withheld(&self, family: Family) -> Option<WithheldReason> {
+    pub(crate) fn withheld(&self, family: Family) -> Option<WithheldReason> {
         let slot = &self.slots[family.index()];
         if slot.output.is_some() {
             return None;
@@ -197,14 +197,14 @@ impl Group {
     /// True when the learned role set cannot come from any vLLM version
     /// ([`completeness::check`]) and has stayed unchanged over more than one later scrape, so a
     /// scrape split across requests (or one shard lagging by a scrape) is not reported.
-    pub fn incomplete(&self) -> bool {
+    pub(crate) fn incomplete(&self) -> bool {
         self.scrapes_since_roles_changed >= 2
             && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
     }
 
     /// True when the learned role set plans no family (every plan is an error):
     /// the group's series can feed nothing. Uses the cached plans where they are decided.
-    pub fn feeds_no_family(&self) -> bool {
+    pub(crate) fn feeds_no_family(&self) -> bool {
         let learned = std::cell::OnceCell::new();
         Family::ALL
             .iter()
@@ -224,7 +224,7 @@ impl Group {
     }
 
     /// Offers one sample of the series `key`. `max_frames` bounds the pending window.
-    pub fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
+    pub(crate) fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {

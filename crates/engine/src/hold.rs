@@ -57,7 +57,7 @@ impl Hold {
 
     /// Records that a frame with `inputs` was evaluated; on an input reset the floor is dropped
     /// and `true` returned. Called for every evaluation, including one whose family is withheld.
-    pub fn observe_inputs(&mut self, inputs: Vec<(usize, f64)>) -> bool {
+    pub(crate) fn observe_inputs(&mut self, inputs: Vec<(usize, f64)>) -> bool {
         let reset = self.input_reset(&inputs);
         if reset {
             self.served = None;
@@ -77,7 +77,7 @@ impl Hold {
     /// evaluated again as the group learns each new input, and each evaluation replaces the one
     /// before, so the output at `ts` does not depend on the order its series arrived in
     /// (`docs/ENGINE.md`, invariants 2 and 7).
-    pub fn apply(&mut self, ts: i64, value: DerivedValue) -> (DerivedValue, bool) {
+    pub(crate) fn apply(&mut self, ts: i64, value: DerivedValue) -> (DerivedValue, bool) {
         if self.served_ts != Some(ts) {
             self.floor = self.served.take();
         }

@@ -85,12 +85,12 @@ pub(super) struct KnownTable {
     /// The label limits every entry was checked under; `None` until the first use.
     limits: Option<LabelLimits>,
     /// Most entries.
-    pub cap: usize,
+    pub(crate) cap: usize,
 }
 
 impl KnownTable {
     /// An empty table of at most `cap` entries.
-    pub fn new(cap: usize) -> KnownTable {
+    pub(crate) fn new(cap: usize) -> KnownTable {
         KnownTable {
             cap,
             ..KnownTable::default()
@@ -98,13 +98,13 @@ impl KnownTable {
     }
 
     /// Entries held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.table.len()
     }
 
     /// Makes the table valid for series checked under `limits`: emptied when they differ from the
     /// limits its entries were checked under.
-    pub fn use_limits(&mut self, limits: LabelLimits) {
+    pub(crate) fn use_limits(&mut self, limits: LabelLimits) {
         if self.limits != Some(limits) {
             self.table.clear();
             self.limits = Some(limits);
@@ -112,7 +112,7 @@ impl KnownTable {
     }
 
     /// The entry of `key`, if any; a groupless entry is marked seen at `now_ms`.
-    pub fn get(&mut self, key: SeriesKey, now_ms: i64) -> Option<KnownSeries> {
+    pub(crate) fn get(&mut self, key: SeriesKey, now_ms: i64) -> Option<KnownSeries> {
         let check = key.check as u32;
         let entry = self
             .table
@@ -129,7 +129,7 @@ impl KnownTable {
     }
 
     /// The role of a [`KnownSeries`] (its `role` field); `None`: read by no rule.
-    pub fn role(&self, role: u32) -> Option<RoleKey> {
+    pub(crate) fn role(&self, role: u32) -> Option<RoleKey> {
         let index = role.checked_sub(1)?;
         self.roles.get(index as usize).copied()
     }
@@ -150,7 +150,7 @@ impl KnownTable {
     }
 
     /// Forgets `key`.
-    pub fn remove(&mut self, key: SeriesKey) {
+    pub(crate) fn remove(&mut self, key: SeriesKey) {
         let check = key.check as u32;
         if let Ok(found) = self
             .table
@@ -164,7 +164,7 @@ impl KnownTable {
     /// or, with `slot` [`NO_GROUP`] ([`KnownSeries::UNUSED`]), a series no rule reads by its name
     /// (replacing an entry of the same key), unless the table is full or `limits` are not the ones
     /// it holds entries for.
-    pub fn insert(
+    pub(crate) fn insert(
         &mut self,
         key: SeriesKey,
         (slot, generation, role): (u32, u32, Option<RoleKey>),
@@ -204,7 +204,7 @@ impl KnownTable {
 
     /// Drops the entries of removed groups (`live(slot, generation)` false) and groupless entries
     /// not seen since `cutoff_ms`.
-    pub fn sweep(&mut self, cutoff_ms: i64, live: impl Fn(u32, u32) -> bool) {
+    pub(crate) fn sweep(&mut self, cutoff_ms: i64, live: impl Fn(u32, u32) -> bool) {
         let cutoff = seconds(cutoff_ms);
         self.table.retain(|e| {
             if e.slot == NO_GROUP {

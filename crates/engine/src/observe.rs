@@ -28,7 +28,7 @@ pub struct GroupSnapshot {
     /// time); `None` before the first applied sample.
     pub last_sample_ms: Option<i64>,
     /// Receive wall clock (ms since the epoch) when the group last got a new sample.
-    pub last_received_ms: i64,
+    pub(crate) last_received_ms: i64,
     /// The gap between the group's two newest scrape timestamps (ms): its observed scrape
     /// interval, `None` before a second scrape.
     pub scrape_interval_ms: Option<i64>,
@@ -121,11 +121,11 @@ pub(crate) const MAX_QUEUED_EVENTS: usize = 4096;
 pub(crate) struct EventQueue {
     events: std::collections::VecDeque<EngineEvent>,
     /// Events dropped because the queue was full, since start.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 impl EventQueue {
-    pub fn push(&mut self, event: EngineEvent) {
+    pub(crate) fn push(&mut self, event: EngineEvent) {
         if self.events.len() >= MAX_QUEUED_EVENTS {
             self.events.pop_front();
             self.dropped += 1;
@@ -133,7 +133,7 @@ impl EventQueue {
         self.events.push_back(event);
     }
 
-    pub fn take(&mut self) -> Vec<EngineEvent> {
+    pub(crate) fn take(&mut self) -> Vec<EngineEvent> {
         self.events.drain(..).collect()
     }
 }
@@ -142,25 +142,25 @@ impl EventQueue {
 #[derive(Debug, Clone)]
 pub(crate) struct GroupMeta {
     /// Newest applied sample timestamp (ms).
-    pub newest_ts: Option<i64>,
+    pub(crate) newest_ts: Option<i64>,
     /// The gap between the two newest distinct sample timestamps (ms).
-    pub interval_ms: Option<i64>,
+    pub(crate) interval_ms: Option<i64>,
     /// Receive wall clock (ms) of the newest sample that was applied (not a duplicate).
-    pub last_new_ms: i64,
+    pub(crate) last_new_ms: i64,
     /// Counter resets seen.
     pub counter_resets: u64,
     /// Families served when the events were last checked.
-    pub served: [bool; FAMILIES],
+    pub(crate) served: [bool; FAMILIES],
     /// The first complete scrape was reported.
-    pub first_complete: bool,
+    pub(crate) first_complete: bool,
     /// The incomplete warning was reported (cleared once the group is complete again).
-    pub incomplete_reported: bool,
+    pub(crate) incomplete_reported: bool,
     /// Queued in the engine's list of groups to check at the next `take_events`.
-    pub touched: bool,
+    pub(crate) touched: bool,
 }
 
 impl GroupMeta {
-    pub fn new(now_ms: i64) -> GroupMeta {
+    pub(crate) fn new(now_ms: i64) -> GroupMeta {
         GroupMeta {
             newest_ts: None,
             interval_ms: None,
@@ -174,7 +174,7 @@ impl GroupMeta {
     }
 
     /// Records that samples up to `newest` (ms) were applied at receive time `now_ms`.
-    pub fn applied(&mut self, newest: i64, now_ms: i64) {
+    pub(crate) fn applied(&mut self, newest: i64, now_ms: i64) {
         self.last_new_ms = now_ms;
         match self.newest_ts {
             Some(prev) if newest > prev => {
@@ -188,7 +188,7 @@ impl GroupMeta {
 
     /// True when the group got no new sample for `missed` of its scrape intervals, and for at
     /// least `min_wait_ms`, at `now_ms`. Never before a second scrape (no interval is known).
-    pub fn missed_scrapes(&self, now_ms: i64, missed: u32, min_wait_ms: i64) -> bool {
+    pub(crate) fn missed_scrapes(&self, now_ms: i64, missed: u32, min_wait_ms: i64) -> bool {
         let Some(interval) = self.interval_ms.filter(|_| missed > 0) else {
             return false;
         };

@@ -148,12 +148,6 @@ impl Engine {
         self.events.take()
     }
 
-    /// Events dropped because nobody took them in time (more than
-    /// [`super::observe::MAX_QUEUED_EVENTS`] pending), since start.
-    pub fn events_dropped(&self) -> u64 {
-        self.events.dropped
-    }
-
     /// Counts for self-metrics.
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();

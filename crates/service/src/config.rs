@@ -120,7 +120,7 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct FileConfig {
     /// Settings of the per-scrape join engine.
-    pub(crate) engine: EngineSection,
+    pub engine: EngineSection,
     /// Resource limits of the remote-write receiver.
     pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
@@ -168,11 +168,11 @@ pub(crate) struct EngineSection {
     /// How many distinct scrape timestamps a group keeps while it waits for every input series of
     /// that scrape to arrive. Older incomplete frames are dropped and counted in
     /// `vllm_corrector_frames_dropped_total`. From 1 to 1024. Default: `16`.
-    pub(crate) max_pending_frames: usize,
+    pub max_pending_frames: usize,
     /// A group that receives no new sample for this many of its own observed scrape intervals
     /// leaves `/metrics` before `idle_timeout` (a sender that changed its external labels or
     /// stopped). `0` turns it off. From 0 to 1000. Default: `3`.
-    pub(crate) missed_scrapes: u32,
+    pub missed_scrapes: u32,
     /// The `missed_scrapes` removal never happens sooner than this after the group's last new
     /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
     /// default `queue_config.batch_send_deadline` of 5 s.
@@ -204,7 +204,7 @@ pub struct Config {
     /// Log line format.
     pub log_format: LogFormat,
     /// Engine settings.
-    pub(crate) engine: EngineConfig,
+    pub engine: EngineConfig,
     /// Receiver limits.
     pub(crate) limits: Limits,
     /// Where the state is kept across restarts (`--storage.path`, `storage:`), if anywhere.

@@ -37,7 +37,7 @@ const MAX_QUOTED_LABELS: usize = 512;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Written {
     /// Float samples written.
-    pub(crate) samples: u64,
+    pub samples: u64,
     /// Native histogram samples written.
     pub(crate) histograms: u64,
     /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
@@ -71,7 +71,7 @@ pub struct RejectedSeries {
     /// Zero-based position of the series in the request.
     pub(crate) index: usize,
     /// Its labels as `{name="value", …}`, shortened past 512 bytes.
-    pub(crate) labels: String,
+    pub labels: String,
     /// Why.
     pub(crate) reason: SeriesRejection,
 }

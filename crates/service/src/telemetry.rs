@@ -500,7 +500,7 @@ pub(crate) struct WritePanicked<'a> {
     pub(crate) message: &'a str,
     /// Samples of the request not yet counted when it panicked (received and rejected as
     /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
-    pub(crate) samples: Option<u64>,
+    pub samples: Option<u64>,
 }
 
 impl InternalEvent for WritePanicked<'_> {

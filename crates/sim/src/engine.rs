@@ -28,9 +28,9 @@ pub struct OutputRecord {
     /// last token.
     pub tokens: u32,
     /// Draft tokens verified in the step that produced it.
-    pub drafts: u32,
+    pub(crate) drafts: u32,
     /// Drafts accepted, counted before the cut (what `spec_decode_num_accepted_tokens` adds).
-    pub accepted: u32,
+    pub(crate) accepted: u32,
 }
 
 /// A request inside the simulator, from arrival to finish.
@@ -43,11 +43,11 @@ pub struct Request {
     /// Engine index within the model.
     pub engine: u32,
     /// Arrival time, ns of simulated time.
-    pub arrival_ns: u64,
+    pub(crate) arrival_ns: u64,
     /// Prompt tokens by source.
     pub prompt: PromptTokens,
     /// Tokens this request will generate.
-    pub target_n: u32,
+    pub(crate) target_n: u32,
     /// The `max_tokens` parameter.
     pub max_tokens: u32,
     /// Reason it will finish with.
@@ -55,11 +55,11 @@ pub struct Request {
     /// Scripted `(drafts, accepted)` per decode step, or `None` for random draws.
     pub(crate) script: Option<VecDeque<(u32, u32)>>,
     /// Time first scheduled, ns.
-    pub scheduled_ns: u64,
+    pub(crate) scheduled_ns: u64,
     /// Time of the first output, ns.
-    pub first_ns: Option<u64>,
+    pub(crate) first_ns: Option<u64>,
     /// Time of the newest output, ns.
-    pub last_ns: u64,
+    pub(crate) last_ns: u64,
     /// Tokens generated so far.
     pub tokens: u32,
     /// Outputs so far.
@@ -103,14 +103,14 @@ impl Request {
     }
 
     /// Decode time as vLLM computes it: last output − first output, seconds.
-    pub fn decode_time_s(&self) -> f64 {
+    pub(crate) fn decode_time_s(&self) -> f64 {
         let first = self.first_ns.unwrap_or(self.last_ns);
         (self.last_ns - first) as f64 / 1e9
     }
 
     /// vLLM's request TPOT: `decode_time / (n − 1)`, exactly 0 when n ≤ 1
     /// (`update_from_finished_request` in `stats.py`, 0.11+).
-    pub fn tpot_s(&self) -> f64 {
+    pub(crate) fn tpot_s(&self) -> f64 {
         if self.tokens > 1 {
             self.decode_time_s() / f64::from(self.tokens - 1)
         } else {
@@ -121,70 +121,64 @@ impl Request {
 
 /// One output produced at the end of a step, as the metrics layer observes it.
 #[derive(Debug, Clone, Copy)]
-pub struct OutputEvent {
-    /// Request id.
-    pub request_id: u64,
+pub(crate) struct OutputEvent {
     /// Arrival time of the request, ns (TTFT is measured from it).
-    pub arrival_ns: u64,
+    pub(crate) arrival_ns: u64,
     /// Prompt tokens of the request (credited at its first output).
     pub prompt: PromptTokens,
     /// Tokens carried.
     pub tokens: u32,
     /// True for the request's first output (TTFT, prompt tokens credited).
-    pub is_first: bool,
+    pub(crate) is_first: bool,
     /// For a non-first output: engine time since the previous output, ns.
-    pub itl_ns: Option<u64>,
-    /// Index into the step's finished requests when the request finished with this output.
-    pub finished: Option<usize>,
+    pub(crate) itl_ns: Option<u64>,
 }
 
 /// Everything one step's output batch reports: the unit of one synchronous metrics update.
 #[derive(Debug, Clone, Default)]
-pub struct StepReport {
+pub(crate) struct StepReport {
     /// Global engine index.
     pub engine: usize,
     /// Engine timestamp of the batch, ns of simulated time.
-    pub end_ns: u64,
+    pub(crate) end_ns: u64,
     /// The outputs, in batch order.
     pub outputs: Vec<OutputEvent>,
     /// Requests that had drafts in this step (`spec_decode_num_drafts` increment).
-    pub drafts: u64,
+    pub(crate) drafts: u64,
     /// Draft tokens verified.
-    pub draft_tokens: u64,
+    pub(crate) draft_tokens: u64,
     /// Drafts accepted.
-    pub accepted: u64,
+    pub(crate) accepted: u64,
     /// Accepted drafts per position (index 0 = first draft).
-    pub accepted_per_pos: Vec<u64>,
+    pub(crate) accepted_per_pos: Vec<u64>,
     /// Prefix-cache queries (prompt tokens of admitted requests).
-    pub prefix_queries: u64,
+    pub(crate) prefix_queries: u64,
     /// Prefix-cache hits (local hit tokens of admitted requests).
-    pub prefix_hits: u64,
+    pub(crate) prefix_hits: u64,
     /// KV-connector queries (prompt tokens beyond the local hit, P/D requests only).
-    pub external_queries: u64,
+    pub(crate) external_queries: u64,
     /// KV-connector hits (externally transferred tokens).
-    pub external_hits: u64,
+    pub(crate) external_hits: u64,
     /// Running requests after the step (gauge).
-    pub running: usize,
+    pub(crate) running: usize,
     /// Waiting requests after the step (gauge).
-    pub waiting: usize,
+    pub(crate) waiting: usize,
     /// KV cache usage in `[0, 1]` after the step (gauge).
-    pub kv_usage: f64,
+    pub(crate) kv_usage: f64,
 }
 
 /// A simulated engine core.
 #[derive(Debug)]
-pub struct EngineSim {
-    /// Model index.
-    pub model: usize,
+pub(crate) struct EngineSim {
     /// Engine index within the model.
-    pub index: u32,
+    pub(crate) index: u32,
     waiting: VecDeque<Request>,
     running: Vec<Request>,
     /// End of the in-flight step, ns; `None` when idle.
-    pub step_end_ns: Option<u64>,
+    pub(crate) step_end_ns: Option<u64>,
     /// Start of the next step of an idle engine that just received work, ns. The step is
     /// planned after every other arrival of the same instant, so simultaneous arrivals batch.
-    pub step_start_ns: Option<u64>,
+    pub(crate) step_start_ns: Option<u64>,
     rng: StdRng,
     spec: Option<SpecConfig>,
     base_ns: u64,
@@ -197,9 +191,8 @@ pub struct EngineSim {
 
 impl EngineSim {
     /// An idle engine. `global` is its index among all engines (seeds its acceptance draws).
-    pub fn new(cfg: &SimConfig, model: usize, index: u32, global: usize) -> Self {
+    pub(crate) fn new(cfg: &SimConfig, index: u32, global: usize) -> Self {
         EngineSim {
-            model,
             index,
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -218,17 +211,17 @@ impl EngineSim {
 
     /// Requests admitted and not finished (their outputs so far are in the metrics, not yet in the
     /// truth log's finished requests).
-    pub fn running(&self) -> &[Request] {
+    pub(crate) fn running(&self) -> &[Request] {
         &self.running
     }
 
     /// Running + waiting requests (the routing load).
-    pub fn load(&self) -> usize {
+    pub(crate) fn load(&self) -> usize {
         self.running.len() + self.waiting.len()
     }
 
     /// Queues an arrived request; an idle engine will start a step at `now_ns`.
-    pub fn enqueue(&mut self, req: Request, now_ns: u64) {
+    pub(crate) fn enqueue(&mut self, req: Request, now_ns: u64) {
         self.waiting.push_back(req);
         if self.step_end_ns.is_none() && self.step_start_ns.is_none() {
             self.step_start_ns = Some(now_ns);
@@ -236,7 +229,7 @@ impl EngineSim {
     }
 
     /// Starts the pending step of an idle engine (see [`EngineSim::step_start_ns`]).
-    pub fn start_step(&mut self) {
+    pub(crate) fn start_step(&mut self) {
         if let Some(t) = self.step_start_ns.take() {
             self.plan_step(t);
         }
@@ -303,7 +296,7 @@ impl EngineSim {
 
     /// Ends the in-flight step: applies every output, removes finished requests, plans the
     /// next step at the same instant. Returns the batch report and the finished requests.
-    pub fn complete_step(&mut self, global: usize) -> (StepReport, Vec<Request>) {
+    pub(crate) fn complete_step(&mut self, global: usize) -> (StepReport, Vec<Request>) {
         let end = self
             .step_end_ns
             .take()
@@ -367,13 +360,11 @@ impl EngineSim {
             });
             let done = r.tokens >= r.target_n;
             rep.outputs.push(OutputEvent {
-                request_id: r.id,
                 arrival_ns: r.arrival_ns,
                 prompt: r.prompt,
                 tokens,
                 is_first,
                 itl_ns,
-                finished: done.then_some(finished.len()),
             });
             if done {
                 finished.push(r)

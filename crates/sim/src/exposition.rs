@@ -38,7 +38,7 @@ pub enum ExposedType {
 
 impl ExposedType {
     /// The `# TYPE` keyword.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ExposedType::Counter => "counter",
             ExposedType::Gauge => "gauge",
@@ -56,7 +56,7 @@ pub struct SnapshotFamily {
     /// Type on the `# TYPE` line.
     pub exposed_type: ExposedType,
     /// Help text.
-    pub help: String,
+    pub(crate) help: String,
     /// Samples in printing order.
     pub samples: Vec<SnapshotSample>,
 }
@@ -93,7 +93,7 @@ impl Snapshot {
     }
 
     /// The text format 0.0.4 body, byte for byte as `prometheus_client.generate_latest`.
-    pub fn render_text(&self) -> String {
+    pub(crate) fn render_text(&self) -> String {
         let mut out = String::new();
         for f in &self.families {
             let help = f.help.replace('\\', r"\\").replace('\n', r"\n");
@@ -124,7 +124,7 @@ impl Snapshot {
 
 /// Python's `repr(float)`: shortest round-trip digits; fixed notation for decimal exponents in
 /// `[-4, 16)` with at least one fractional digit (`7.0`), else `d[.ddd]e±XX` (`1e-05`, `1e+16`).
-pub fn python_float_repr(x: f64) -> String {
+pub(crate) fn python_float_repr(x: f64) -> String {
     if x.is_nan() {
         return "nan".into();
     }
@@ -217,7 +217,7 @@ fn labels(
 
 impl MetricsRegistry {
     /// The snapshot at `timestamp_ms`; `created_s` is every child's `_created` value (Unix s).
-    pub fn snapshot(&self, timestamp_ms: i64, created_s: f64) -> Snapshot {
+    pub(crate) fn snapshot(&self, timestamp_ms: i64, created_s: f64) -> Snapshot {
         let mut families = Vec::new();
         for (fi, spec) in self.specs.iter().enumerate() {
             // Children in prometheus_client creation order: (engine, child index, extra label).

@@ -8,7 +8,7 @@ use super::profile::Profile;
 /// The families the simulator knows (the core subset of vLLM's, see `docs/SIMULATOR.md`).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fam {
+pub(crate) enum Fam {
     SpecDrafts,
     SpecDraftTokens,
     SpecAccepted,
@@ -51,7 +51,7 @@ pub(crate) const FAM_COUNT: usize = Fam::PrefillKvComputed as usize + 1;
 
 /// The Prometheus type of a family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Exposed as `NAME_total` plus a `NAME_created` gauge.
     Counter,
     /// Exposed as `NAME`.
@@ -62,7 +62,7 @@ pub enum Kind {
 
 /// Where a labelled family's extra label sits in `prometheus_client`'s child order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ChildOrder {
+pub(crate) enum ChildOrder {
     /// One child per engine.
     Single,
     /// Children created `for value: for engine` (finish reasons, prompt sources).
@@ -73,19 +73,19 @@ pub enum ChildOrder {
 
 /// One family: name as registered (counters without `_total`), type, help, children, bounds.
 #[derive(Debug, Clone, PartialEq)]
-pub struct FamilySpec {
+pub(crate) struct FamilySpec {
     /// Which family.
-    pub fam: Fam,
+    pub(crate) fam: Fam,
     /// Registered name, e.g. `vllm:generation_tokens` (a counter is exposed with `_total`).
     pub name: &'static str,
     /// Type.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// `# HELP` text.
-    pub help: &'static str,
+    pub(crate) help: &'static str,
     /// Extra label and its values, if any.
-    pub children: ChildOrder,
+    pub(crate) children: ChildOrder,
     /// Histogram upper bounds, ascending, without `+Inf` (empty for counters and gauges).
-    pub bounds: Vec<f64>,
+    pub(crate) bounds: Vec<f64>,
 }
 
 /// ITL and request TPOT bounds, seconds (`inter_token_latency` bucket family).
@@ -94,22 +94,22 @@ pub const ITL_BOUNDS: [f64; 19] = [
     40.0, 80.0,
 ];
 /// TTFT bounds, seconds.
-pub const TTFT_BOUNDS: [f64; 22] = [
+pub(crate) const TTFT_BOUNDS: [f64; 22] = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
     20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 ];
 /// Request latency bounds (e2e, queue, inference, prefill, decode), seconds.
-pub const LATENCY_BOUNDS: [f64; 21] = [
+pub(crate) const LATENCY_BOUNDS: [f64; 21] = [
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
     480.0, 960.0, 1920.0, 7680.0,
 ];
 /// `iteration_tokens_total` bounds, tokens.
-pub const ITERATION_BOUNDS: [f64; 13] = [
+pub(crate) const ITERATION_BOUNDS: [f64; 13] = [
     1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
 ];
 
 /// vLLM's `build_1_2_5_buckets(max_value)`: 1, 2, 5, 10, 20, 50, … while ≤ `max_value`.
-pub fn bounds_1_2_5(max_value: u32) -> Vec<f64> {
+pub(crate) fn bounds_1_2_5(max_value: u32) -> Vec<f64> {
     let mut out = Vec::new();
     let mut scale = 1u64;
     loop {
@@ -125,7 +125,11 @@ pub fn bounds_1_2_5(max_value: u32) -> Vec<f64> {
 }
 
 /// The families `profile` registers, in registration order.
-pub fn families(profile: Profile, max_model_len: u32, spec_k: Option<u32>) -> Vec<FamilySpec> {
+pub(crate) fn families(
+    profile: Profile,
+    max_model_len: u32,
+    spec_k: Option<u32>,
+) -> Vec<FamilySpec> {
     use Kind::{Counter as C, Gauge as G, Histogram as H};
     let tokens = bounds_1_2_5(max_model_len);
     let reasons = profile

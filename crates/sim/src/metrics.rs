@@ -6,19 +6,16 @@
 
 use super::engine::{Request, StepReport};
 use super::families::FAM_COUNT;
-pub use super::families::{
-    ChildOrder, Fam, FamilySpec, ITERATION_BOUNDS, ITL_BOUNDS, Kind, LATENCY_BOUNDS, TTFT_BOUNDS,
-    bounds_1_2_5, families,
-};
+pub(crate) use super::families::{ChildOrder, Fam, FamilySpec, ITL_BOUNDS, Kind, families};
 use super::model::SimConfig;
 /// A `prometheus_client` histogram child: per-bucket (non-cumulative) counts, the last one
 /// being `+Inf`, and the float sum in observation order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hist {
+pub(crate) struct Hist {
     /// Counts per bucket, `bounds.len() + 1` entries.
-    pub counts: Vec<u64>,
+    pub(crate) counts: Vec<u64>,
     /// Σ observed values.
-    pub sum: f64,
+    pub(crate) sum: f64,
 }
 
 impl Hist {
@@ -29,14 +26,15 @@ impl Hist {
     }
 
     /// Total observations (`_count`).
-    pub fn count(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn count(&self) -> u64 {
         self.counts.iter().sum()
     }
 }
 
 /// The value of one child series.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub(crate) enum Value {
     /// A counter or gauge.
     Scalar(f64),
     /// A histogram.
@@ -45,21 +43,21 @@ pub enum Value {
 
 /// All values of the simulator, per engine: `values[engine][family][child]`.
 #[derive(Debug, Clone)]
-pub struct MetricsRegistry {
+pub(crate) struct MetricsRegistry {
     /// Families in registration order.
-    pub specs: Vec<FamilySpec>,
+    pub(crate) specs: Vec<FamilySpec>,
     slot: [Option<usize>; FAM_COUNT],
     /// `(model_name, engine)` label values per global engine index.
-    pub engine_labels: Vec<(String, String)>,
+    pub(crate) engine_labels: Vec<(String, String)>,
     /// `values[engine][family position][child]`.
-    pub values: Vec<Vec<Vec<Value>>>,
+    pub(crate) values: Vec<Vec<Vec<Value>>>,
     local_only_iteration: bool,
 }
 
 impl MetricsRegistry {
     /// Every family of `cfg.profile`, with one zeroed child per engine and label value (vLLM
     /// creates them all at start-up, so they are exposed before any request).
-    pub fn new(cfg: &SimConfig) -> Self {
+    pub(crate) fn new(cfg: &SimConfig) -> Self {
         let specs = families(
             cfg.profile,
             cfg.max_model_len,
@@ -100,7 +98,8 @@ impl MetricsRegistry {
     }
 
     /// True when the profile exposes `fam`.
-    pub fn has(&self, fam: Fam) -> bool {
+    #[cfg(test)]
+    pub(crate) fn has(&self, fam: Fam) -> bool {
         self.slot[fam as usize].is_some()
     }
 
@@ -130,8 +129,9 @@ impl MetricsRegistry {
         }
     }
 
-    /// Reads a counter or gauge child (tests and the demo). `child` indexes the extra label.
-    pub fn scalar(&self, engine: usize, fam: Fam, child: usize) -> Option<f64> {
+    /// Reads a counter or gauge child (tests). `child` indexes the extra label.
+    #[cfg(test)]
+    pub(crate) fn scalar(&self, engine: usize, fam: Fam, child: usize) -> Option<f64> {
         match self.values[engine][self.slot[fam as usize]?].get(child)? {
             Value::Scalar(x) => Some(*x),
             Value::Hist(_) => None,
@@ -139,7 +139,8 @@ impl MetricsRegistry {
     }
 
     /// Reads a histogram (tests and the demo).
-    pub fn hist(&self, engine: usize, fam: Fam) -> Option<&Hist> {
+    #[cfg(test)]
+    pub(crate) fn hist(&self, engine: usize, fam: Fam) -> Option<&Hist> {
         match &self.values[engine][self.slot[fam as usize]?][0] {
             Value::Hist(h) => Some(h),
             Value::Scalar(_) => None,
@@ -148,7 +149,7 @@ impl MetricsRegistry {
 
     /// Applies one step's output batch: vLLM's `record()` for that engine.
     /// `finished` are the requests that finished in the batch, in batch order.
-    pub fn record_step(&mut self, rep: &StepReport, finished: &[Request], reasons: &[&str]) {
+    pub(crate) fn record_step(&mut self, rep: &StepReport, finished: &[Request], reasons: &[&str]) {
         let e = rep.engine;
         // Scheduler stats.
         self.set(e, Fam::Running, rep.running as f64);

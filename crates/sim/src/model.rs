@@ -116,7 +116,7 @@ fn is_prob(p: f64) -> bool {
 
 impl SimConfig {
     /// Checks every field's range. Errors: [`SimError::Config`] naming the first bad field.
-    pub fn validate(&self) -> Result<(), SimError> {
+    pub(crate) fn validate(&self) -> Result<(), SimError> {
         check(!self.models.is_empty(), "at least one model is needed")?;
         check(
             self.models.iter().all(|m| !m.is_empty()),
@@ -181,11 +181,6 @@ pub fn secs_to_ns(s: f64) -> u64 {
     (s * 1e9).round().max(0.0) as u64
 }
 
-/// Converts integer nanoseconds of simulated time to seconds.
-pub fn ns_to_secs(ns: u64) -> f64 {
-    ns as f64 / 1e9
-}
-
 /// A request's prompt tokens by where their KV came from. Invariant:
 /// `local_compute + local_cache_hit + external_kv_transfer == total`.
 /// Source: `PromptTokenStats` in `vllm/v1/metrics/stats.py` (0.16+).
@@ -219,7 +214,7 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// The `finished_reason` label value.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FinishReason::Stop => "stop",
             FinishReason::Length => "length",
@@ -256,7 +251,7 @@ pub struct ScriptedRequest {
 pub(crate) struct ArrivalStream {
     rng: StdRng,
     /// Simulated time of the next arrival, ns; `None` when arrivals are disabled.
-    pub next_ns: Option<u64>,
+    pub(crate) next_ns: Option<u64>,
 }
 
 /// Derives an independent seed for one random stream (SplitMix64 finaliser).
@@ -277,7 +272,7 @@ pub(crate) struct DrawnRequest {
 
 impl ArrivalStream {
     /// A stream for model `model` of `cfg`; the first arrival is drawn from time 0.
-    pub fn new(cfg: &SimConfig, model: usize) -> Self {
+    pub(crate) fn new(cfg: &SimConfig, model: usize) -> Self {
         let mut s = ArrivalStream {
             rng: StdRng::seed_from_u64(stream_seed(cfg.seed, 1 + model as u64)),
             next_ns: None,
@@ -295,7 +290,7 @@ impl ArrivalStream {
     }
 
     /// Draws the request arriving at `next_ns` and schedules the following arrival.
-    pub fn draw(&mut self, cfg: &SimConfig) -> DrawnRequest {
+    pub(crate) fn draw(&mut self, cfg: &SimConfig) -> DrawnRequest {
         let rng = &mut self.rng;
         let total = rng.random_range(cfg.prompt_len.0..=cfg.prompt_len.1);
         let mut hit = 0;

@@ -50,51 +50,46 @@ impl Profile {
         }
     }
 
-    /// Parses `"0.10"`, `"0.14"`, `"0.22"` or `"0.33"`; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Profile> {
-        Profile::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-
     /// `vllm:time_per_output_token_seconds` (the old ITL name) is exposed: 0.10 and 0.14.
-    pub fn has_old_itl_name(self) -> bool {
+    pub(crate) fn has_old_itl_name(self) -> bool {
         matches!(self, Profile::V0_10 | Profile::V0_14)
     }
 
     /// `vllm:inter_token_latency_seconds` is exposed: from 0.10.2, so 0.14 and later.
-    pub fn has_itl_name(self) -> bool {
+    pub(crate) fn has_itl_name(self) -> bool {
         self != Profile::V0_10
     }
 
     /// `vllm:request_time_per_output_token_seconds` is exposed: from 0.11.
-    pub fn has_request_tpot(self) -> bool {
+    pub(crate) fn has_request_tpot(self) -> bool {
         self != Profile::V0_10
     }
 
     /// `vllm:prompt_tokens_by_source_total{source}` and `vllm:prompt_tokens_cached_total`: from 0.16.
-    pub fn has_prompt_tokens_by_source(self) -> bool {
+    pub(crate) fn has_prompt_tokens_by_source(self) -> bool {
         matches!(self, Profile::V0_22 | Profile::V0_33)
     }
 
     /// `vllm:iteration_tokens_total` observes locally computed prompt tokens + generated tokens
     /// (≥ 0.23) instead of every credited prompt token + generated tokens (≤ 0.22).
-    pub fn iteration_tokens_local_only(self) -> bool {
+    pub(crate) fn iteration_tokens_local_only(self) -> bool {
         self == Profile::V0_33
     }
 
     /// The deprecated `gpu_cache_usage_perc` / `gpu_prefix_cache_*` series are still exposed (0.10).
-    pub fn has_gpu_cache_aliases(self) -> bool {
+    pub(crate) fn has_gpu_cache_aliases(self) -> bool {
         self == Profile::V0_10
     }
 
     /// The KV-connector series (`external_prefix_cache_*`) and
     /// `request_prefill_kv_computed_tokens` are exposed (0.14 and later).
-    pub fn has_connector_series(self) -> bool {
+    pub(crate) fn has_connector_series(self) -> bool {
         self != Profile::V0_10
     }
 
     /// `finished_reason` label values, in the order of vLLM's `FinishReason` enum
     /// (`FINISH_REASON_STRINGS` in `vllm/v1/engine/__init__.py`).
-    pub fn finish_reasons(self) -> &'static [&'static str] {
+    pub(crate) fn finish_reasons(self) -> &'static [&'static str] {
         match self {
             Profile::V0_10 => &["stop", "length", "abort"],
             Profile::V0_14 => &["stop", "length", "abort", "error"],
@@ -104,7 +99,7 @@ impl Profile {
 
     /// The finish reason of an engine-side failure that produced no token: `error` where the
     /// enum has it (≥ 0.14), else `abort`.
-    pub fn zero_token_finish_reason(self) -> &'static str {
+    pub(crate) fn zero_token_finish_reason(self) -> &'static str {
         if self == Profile::V0_10 {
             "abort"
         } else {

@@ -2,7 +2,8 @@
 //! numpy percentiles, determinism, remote-write bodies and the HTTP endpoints.
 
 use super::exposition::{float_to_go_string, python_float_repr};
-use super::metrics::{Fam, bounds_1_2_5};
+use super::families::bounds_1_2_5;
+use super::metrics::Fam;
 use super::trace_tests::{hand_config, r0, r1_r2};
 use super::truth::{median, percentile_linear};
 use super::*;

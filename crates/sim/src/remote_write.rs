@@ -12,7 +12,7 @@ use super::exposition::{ExposedType, Snapshot};
 use protocol::encode::{SeriesSpec, compress, write_request_v1};
 use protocol::{MetadataRef, MetricType, Sample};
 
-pub use protocol::prompb::v1::WriteRequest;
+pub(crate) use protocol::prompb::v1::WriteRequest;
 
 /// The snapshot's samples as `WriteRequest`s of at most `max_samples` samples each (one sample
 /// per series, timestamp = the snapshot's Unix ms), every series carrying `extra_labels` (target

@@ -20,7 +20,7 @@ use super::{SimError, Simulator};
 /// Name of the simulator's own gauge giving the instant of each `/metrics` snapshot, Unix
 /// seconds (ms precision). Not a vLLM series: end-to-end tests read it through Prometheus to
 /// ask `/truth` for exactly the window between two scrapes.
-pub const SNAPSHOT_TIME_METRIC: &str = "vllm_sim_snapshot_time_seconds";
+pub(crate) const SNAPSHOT_TIME_METRIC: &str = "vllm_sim_snapshot_time_seconds";
 
 /// Arguments of `vllm-corrector simulate`. Durations accept humantime (`1s`, `500ms`, `10m`).
 #[derive(Debug, Clone, clap::Args)]
@@ -36,16 +36,16 @@ pub struct SimulateArgs {
     pub models: Vec<String>,
     /// Data-parallel engines per model (`engine` label 0..N-1).
     #[arg(long, default_value_t = 1)]
-    pub engines: u32,
+    pub(crate) engines: u32,
     /// Poisson arrival rate per model, requests per second.
     #[arg(long, default_value_t = 4.0)]
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// Shortest prompt, tokens.
     #[arg(long, default_value_t = 32)]
-    pub prompt_min: u32,
+    pub(crate) prompt_min: u32,
     /// Longest prompt, tokens.
     #[arg(long, default_value_t = 1024)]
-    pub prompt_max: u32,
+    pub(crate) prompt_max: u32,
     /// Probability of a local prefix-cache hit on a prompt.
     #[arg(long, default_value_t = 0.3)]
     pub prefix_hit_prob: f64,
@@ -54,10 +54,10 @@ pub struct SimulateArgs {
     pub kv_transfer_prob: f64,
     /// Shortest output of an n ≥ 2 request, tokens (≥ 2).
     #[arg(long, default_value_t = 2)]
-    pub output_min: u32,
+    pub(crate) output_min: u32,
     /// Longest output, tokens (≤ --max-tokens).
     #[arg(long, default_value_t = 256)]
-    pub output_max: u32,
+    pub(crate) output_max: u32,
     /// Fraction of requests failing engine-side with no token (n = 0).
     #[arg(long, default_value_t = 0.02)]
     pub zero_token_fraction: f64,
@@ -69,19 +69,19 @@ pub struct SimulateArgs {
     pub max_tokens: u32,
     /// Draft tokens per decode step (speculative decoding); 0 disables it.
     #[arg(long, default_value_t = 0)]
-    pub spec_tokens: u32,
+    pub(crate) spec_tokens: u32,
     /// Per-draft acceptance probability.
     #[arg(long, default_value_t = 0.7)]
-    pub spec_acceptance: f64,
+    pub(crate) spec_acceptance: f64,
     /// Fraction of request decode steps without drafts.
     #[arg(long, default_value_t = 0.0)]
-    pub spec_no_draft_fraction: f64,
+    pub(crate) spec_no_draft_fraction: f64,
     /// Engine time per step, seconds.
     #[arg(long, default_value_t = 0.015)]
-    pub step_base: f64,
+    pub(crate) step_base: f64,
     /// Engine time per computed token, seconds.
     #[arg(long, default_value_t = 0.0001)]
-    pub step_per_token: f64,
+    pub(crate) step_per_token: f64,
     /// Maximum running requests per engine.
     #[arg(long, default_value_t = 64)]
     pub max_num_seqs: u32,
@@ -96,33 +96,33 @@ pub struct SimulateArgs {
     pub max_model_len: u32,
     /// Address serving `/metrics` and `/truth` in real-time mode.
     #[arg(long = "web.listen-address", default_value = "127.0.0.1:8000")]
-    pub listen_address: SocketAddr,
+    pub(crate) listen_address: SocketAddr,
     /// Remote-write every snapshot to this URL (e.g. `http://127.0.0.1:9490/api/v1/write`).
     #[arg(long = "remote-write.url")]
-    pub remote_write_url: Option<String>,
+    pub(crate) remote_write_url: Option<String>,
     /// Interval between remote-written snapshots (longer than 0s).
     #[arg(long = "remote-write.interval", default_value = "1s", value_parser = crate::args::positive_duration)]
-    pub remote_write_interval: Duration,
+    pub(crate) remote_write_interval: Duration,
     /// Samples per remote-write request.
     #[arg(long = "remote-write.max-samples-per-send", default_value_t = 500)]
-    pub remote_write_max_samples: usize,
+    pub(crate) remote_write_max_samples: usize,
     /// Extra `name=value` label on every remote-written series (repeatable), e.g. `job=vllm`.
     #[arg(long = "remote-write.label", value_parser = parse_label)]
-    pub remote_write_labels: Vec<(String, String)>,
+    pub(crate) remote_write_labels: Vec<(String, String)>,
     /// Write the truth JSON here when the run ends.
     #[arg(long)]
-    pub truth_file: Option<PathBuf>,
+    pub(crate) truth_file: Option<PathBuf>,
     /// Stop after this much simulated time (required with --instant).
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// Run the whole --duration at once (no server), write --truth-file, print the final
     /// `/metrics` body to stdout (or write it to --metrics-file), exit.
     #[arg(long, requires = "duration")]
-    pub instant: bool,
+    pub(crate) instant: bool,
     /// Write the final `/metrics` body here when the run ends (with --instant: instead of
     /// printing it to stdout).
     #[arg(long)]
-    pub metrics_file: Option<PathBuf>,
+    pub(crate) metrics_file: Option<PathBuf>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -134,7 +134,7 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 
 impl SimulateArgs {
     /// The simulator configuration these arguments describe, with the given epoch.
-    pub fn config(&self, epoch_unix_ms: i64) -> SimConfig {
+    pub(crate) fn config(&self, epoch_unix_ms: i64) -> SimConfig {
         SimConfig {
             profile: self.profile,
             models: self.models.clone(),

@@ -36,9 +36,9 @@ impl Simulator {
     pub fn with_script(cfg: SimConfig, script: Vec<ScriptedRequest>) -> Result<Self, SimError> {
         cfg.validate()?;
         let mut engines = Vec::new();
-        for m in 0..cfg.models.len() {
+        for _model in 0..cfg.models.len() {
             for e in 0..cfg.engines_per_model {
-                engines.push(EngineSim::new(&cfg, m, e, engines.len()));
+                engines.push(EngineSim::new(&cfg, e, engines.len()));
             }
         }
         let arrivals = (0..cfg.models.len())
@@ -92,19 +92,20 @@ impl Simulator {
     }
 
     /// Current time as Unix milliseconds (the snapshot timestamp), rounded down.
-    pub fn now_unix_ms(&self) -> i64 {
+    pub(crate) fn now_unix_ms(&self) -> i64 {
         self.cfg.epoch_unix_ms + (self.now_ns / 1_000_000) as i64
     }
 
     /// Simulated ns of a Unix time in seconds, rounded to whole ms (Prometheus timestamps are
     /// ms); times before the epoch clamp to 0.
-    pub fn unix_s_to_ns(&self, unix_s: f64) -> u64 {
+    pub(crate) fn unix_s_to_ns(&self, unix_s: f64) -> u64 {
         let ms = (unix_s * 1000.0).round() as i64 - self.cfg.epoch_unix_ms;
         (ms.max(0) as u64) * 1_000_000
     }
 
     /// The metric values (per engine, per family).
-    pub fn metrics(&self) -> &MetricsRegistry {
+    #[cfg(test)]
+    pub(crate) fn metrics(&self) -> &MetricsRegistry {
         &self.metrics
     }
 
@@ -120,7 +121,7 @@ impl Simulator {
     }
 
     /// [`Simulator::advance_to`] in nanoseconds.
-    pub fn advance_to_ns(&mut self, t_ns: u64) {
+    pub(crate) fn advance_to_ns(&mut self, t_ns: u64) {
         while let Some(ev) = self.next_event() {
             if ev.time() >= t_ns {
                 break;
@@ -237,7 +238,7 @@ impl Simulator {
     }
 
     /// The truth file content: config, whole-run window `[0, now)`, every finished request.
-    pub fn truth_document(&self) -> TruthDocument {
+    pub(crate) fn truth_document(&self) -> TruthDocument {
         TruthDocument {
             schema: "vllm-sim-truth/1",
             epoch_unix_ms: self.cfg.epoch_unix_ms,

@@ -26,29 +26,29 @@ pub struct RequestRecord {
     /// Request id.
     pub id: u64,
     /// `model_name` label.
-    pub model_name: String,
+    pub(crate) model_name: String,
     /// `engine` label.
     pub engine: String,
     /// Arrival, s.
     pub arrival_s: f64,
     /// First scheduled, s.
-    pub scheduled_s: f64,
+    pub(crate) scheduled_s: f64,
     /// First output, s.
-    pub first_output_s: f64,
+    pub(crate) first_output_s: f64,
     /// Finish (last output), s.
     pub finish_s: f64,
     /// Generated tokens.
     pub n: u32,
     /// `finished_reason` label value.
-    pub finished_reason: &'static str,
+    pub(crate) finished_reason: &'static str,
     /// The `max_tokens` parameter.
     pub max_tokens: u32,
     /// Prompt tokens by source.
     pub prompt: PromptTokens,
     /// Last − first output, s.
-    pub decode_time_s: f64,
+    pub(crate) decode_time_s: f64,
     /// `decode_time / (n − 1)`, 0 when n ≤ 1 (vLLM's request TPOT value).
-    pub tpot_s: f64,
+    pub(crate) tpot_s: f64,
     /// Every output in order.
     pub outputs: Vec<OutputRecord>,
     #[serde(skip)]
@@ -87,9 +87,9 @@ pub struct TruthLog {
 
 /// One cumulative bucket count: requests with value ≤ `le` (`le` printed as vLLM does).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BucketCount {
+pub(crate) struct BucketCount {
     /// Upper bound as vLLM prints it (`"0.05"`, `"1.0"`, `"+Inf"`).
-    pub le: String,
+    pub(crate) le: String,
     /// Cumulative count.
     pub count: u64,
 }
@@ -102,13 +102,13 @@ pub struct TpotTruth {
     /// Σ TPOT, s.
     pub sum_seconds: f64,
     /// Mean, s (`null` when count = 0).
-    pub mean_seconds: Option<f64>,
+    pub(crate) mean_seconds: Option<f64>,
     /// `np.median`, s.
-    pub median_seconds: Option<f64>,
+    pub(crate) median_seconds: Option<f64>,
     /// `np.percentile(.., 99)`, s.
     pub p99_seconds: Option<f64>,
     /// Cumulative counts on vLLM's TPOT bounds, `+Inf` last.
-    pub buckets: Vec<BucketCount>,
+    pub(crate) buckets: Vec<BucketCount>,
 }
 
 /// Request-level truth over the requests finished in a window.
@@ -117,19 +117,19 @@ pub struct RequestTruth {
     /// Finished requests.
     pub finished: u64,
     /// Finished requests by `finished_reason`.
-    pub finished_by_reason: BTreeMap<&'static str, u64>,
+    pub(crate) finished_by_reason: BTreeMap<&'static str, u64>,
     /// Finished requests with n ≤ 1 (vLLM observes TPOT 0 for them).
     pub n_le_1: u64,
     /// Σ n.
-    pub generation_tokens: u64,
+    pub(crate) generation_tokens: u64,
     /// The `vllm bench serve` TPOT distribution.
     pub canonical_tpot: TpotTruth,
     /// What vLLM's raw request-TPOT histogram holds: `_count` (every finished request).
-    pub raw_tpot_count: u64,
+    pub(crate) raw_tpot_count: u64,
     /// Raw `_sum`, s (equals the canonical sum: n ≤ 1 requests add 0).
-    pub raw_tpot_sum_seconds: f64,
+    pub(crate) raw_tpot_sum_seconds: f64,
     /// Σ decode time / Σ (n − 1): time per token after the first, token-weighted.
-    pub token_weighted_seconds_per_token: Option<f64>,
+    pub(crate) token_weighted_seconds_per_token: Option<f64>,
 }
 
 /// Iteration-level truth over the output batches in a window.
@@ -138,9 +138,9 @@ pub struct IterationTruth {
     /// Output batches (`iteration_tokens_total_count` increase).
     pub iterations: u64,
     /// Generated tokens (`generation_tokens_total` increase).
-    pub generation_tokens: u64,
+    pub(crate) generation_tokens: u64,
     /// First outputs (TTFT observations).
-    pub first_outputs: u64,
+    pub(crate) first_outputs: u64,
     /// First outputs that carried 0 tokens (n = 0 requests).
     pub zero_token_first_outputs: u64,
     /// ITL observations (non-first outputs).
@@ -150,36 +150,36 @@ pub struct IterationTruth {
     /// Tokens carried by non-first outputs.
     pub tokens_after_first: u64,
     /// Requests-with-drafts per step (`spec_decode_num_drafts`).
-    pub drafts: u64,
+    pub(crate) drafts: u64,
     /// Draft tokens verified.
-    pub draft_tokens: u64,
+    pub(crate) draft_tokens: u64,
     /// Drafts accepted (`spec_decode_num_accepted_tokens` increase), counted before the cut of a
     /// request's last output: `tokens_after_first ≤ itl_count + accepted_tokens`.
-    pub accepted_tokens: u64,
+    pub(crate) accepted_tokens: u64,
     /// Prompt tokens credited, by source.
-    pub prompt_tokens: PromptTotals,
+    pub(crate) prompt_tokens: PromptTotals,
     /// Σ (locally computed prompt tokens + generated tokens): the ≥ 0.23 `iteration_tokens` sum.
     pub iteration_tokens_local_sum: u64,
     /// Σ (all credited prompt tokens + generated tokens): the ≤ 0.22 `iteration_tokens` sum.
-    pub iteration_tokens_all_sum: u64,
+    pub(crate) iteration_tokens_all_sum: u64,
     /// Σ ITL / ITL count: raw per-output mean, s.
-    pub raw_itl_mean_seconds: Option<f64>,
+    pub(crate) raw_itl_mean_seconds: Option<f64>,
     /// Σ ITL / tokens after the first: true time per token, s.
-    pub token_weighted_itl_seconds: Option<f64>,
+    pub(crate) token_weighted_itl_seconds: Option<f64>,
     /// Σ ITL / tokens after the first: the per-token time the acceptance-corrected family's mean
     /// must give, s. Not Σ ITL / (ITL count + accepted): accepted drafts are counted before a
     /// request's last output is cut at its last token, so that denominator counts tokens never
     /// emitted.
-    pub acceptance_corrected_itl_seconds: Option<f64>,
+    pub(crate) acceptance_corrected_itl_seconds: Option<f64>,
     /// 1 + accepted / drafts.
     pub acceptance_length: Option<f64>,
     /// Local-compute iteration tokens per iteration.
-    pub local_compute_tokens_per_iteration: Option<f64>,
+    pub(crate) local_compute_tokens_per_iteration: Option<f64>,
 }
 
 /// Prompt-token totals by source (u64 sums of [`PromptTokens`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct PromptTotals {
+pub(crate) struct PromptTotals {
     /// All prompt tokens.
     pub total: u64,
     /// Locally computed.
@@ -194,7 +194,7 @@ pub struct PromptTotals {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GroupTruth {
     /// `model_name`, or `null` for the total.
-    pub model_name: Option<String>,
+    pub(crate) model_name: Option<String>,
     /// `engine`, or `null` for the total.
     pub engine: Option<String>,
     /// Request-level truth.
@@ -207,9 +207,9 @@ pub struct GroupTruth {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WindowTruth {
     /// Window start, Unix seconds.
-    pub from_unix_s: f64,
+    pub(crate) from_unix_s: f64,
     /// Window end (exclusive), Unix seconds.
-    pub to_unix_s: f64,
+    pub(crate) to_unix_s: f64,
     /// Over every engine.
     pub total: GroupTruth,
     /// Per engine, in model then engine order.
@@ -237,7 +237,7 @@ pub fn percentile_linear(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// `np.median(sorted)`: the middle value, or the mean of the two middle values.
-pub fn median(sorted: &[f64]) -> f64 {
+pub(crate) fn median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     if n % 2 == 1 {
         sorted[n / 2]
@@ -252,7 +252,7 @@ fn ratio(a: f64, b: u64) -> Option<f64> {
 
 impl TruthLog {
     /// An empty log for the engines of `cfg`.
-    pub fn new(cfg: &SimConfig) -> Self {
+    pub(crate) fn new(cfg: &SimConfig) -> Self {
         let mut engine_labels = Vec::new();
         for m in &cfg.models {
             for e in 0..cfg.engines_per_model {
@@ -266,7 +266,7 @@ impl TruthLog {
     }
 
     /// Records one output batch and the requests it finished.
-    pub fn record_step(&mut self, rep: &StepReport, finished: &[Request]) {
+    pub(crate) fn record_step(&mut self, rep: &StepReport, finished: &[Request]) {
         let mut s = StepRecord {
             engine: rep.engine,
             time_ns: rep.end_ns,
@@ -321,13 +321,8 @@ impl TruthLog {
         &self.requests
     }
 
-    /// Number of output batches recorded.
-    pub fn step_count(&self) -> usize {
-        self.steps.len()
-    }
-
     /// Truth over `[from_ns, to_ns)` of simulated time; `epoch_ms` labels it in Unix seconds.
-    pub fn window(&self, from_ns: u64, to_ns: u64, epoch_ms: i64) -> WindowTruth {
+    pub(crate) fn window(&self, from_ns: u64, to_ns: u64, epoch_ms: i64) -> WindowTruth {
         let unix = |ns: u64| (epoch_ms as f64 + ns as f64 / 1e6) / 1000.0;
         let total = self.group(None, from_ns, to_ns);
         let groups = (0..self.engine_labels.len())
@@ -467,15 +462,15 @@ impl IterationTruth {
 #[derive(Debug, Clone, Serialize)]
 pub struct TruthDocument {
     /// Schema id, `"vllm-sim-truth/1"`.
-    pub schema: &'static str,
+    pub(crate) schema: &'static str,
     /// Unix ms of simulated time 0.
     pub epoch_unix_ms: i64,
     /// Simulated time the run reached, s.
-    pub end_s: f64,
+    pub(crate) end_s: f64,
     /// The configuration (profile, seed, workload).
-    pub config: SimConfig,
+    pub(crate) config: SimConfig,
     /// Truth over `[0, end)`.
-    pub window: WindowTruth,
+    pub(crate) window: WindowTruth,
     /// Finished requests, in finish order.
     pub requests: Vec<RequestRecord>,
 }

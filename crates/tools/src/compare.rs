@@ -10,31 +10,31 @@ use sim::truth::GroupTruth;
 
 /// One compared quantity.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row {
+pub(crate) struct Row {
     /// Stable key of the plain output, e.g. `tpot_mean_seconds`.
     pub key: &'static str,
     /// Label in the table.
     pub label: &'static str,
     /// True for seconds (shown as ms), false for tokens.
-    pub seconds: bool,
+    pub(crate) seconds: bool,
     /// True when the corrected value is an estimate from buckets (a quantile), not exact: its
     /// error is shown uncoloured.
-    pub estimate: bool,
+    pub(crate) estimate: bool,
     /// vLLM's raw reading.
     pub raw: Option<f64>,
     /// The corrector's value.
-    pub corrected: Option<f64>,
+    pub(crate) corrected: Option<f64>,
     /// The simulator's truth.
     pub truth: Option<f64>,
 }
 
 /// One refresh: the window and every row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// Seconds since the demo started, at the window's end.
-    pub at_s: f64,
+    pub(crate) at_s: f64,
     /// Window length, seconds.
-    pub window_s: f64,
+    pub(crate) window_s: f64,
     /// Requests finished in the window.
     pub finished: u64,
     /// Of which with n ≤ 1 output tokens.
@@ -45,25 +45,26 @@ pub struct Comparison {
     pub acceptance_length: Option<f64>,
     /// One row per family in registry order (its mean), and its p99 after it where the family
     /// shows one ([`engine::Spec::demo_p99`]).
-    pub rows: Vec<Row>,
+    pub(crate) rows: Vec<Row>,
     /// Why a row is held or shows no difference, printed under the table.
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 /// Requests with more than one output token a window needs before its TPOT p99 row is shown:
 /// below 100, the 99th percentile is the window's largest observation, and its bucket estimate
 /// swings by a whole bucket from one refresh to the next.
-pub const MIN_P99_REQUESTS: u64 = 100;
+pub(crate) const MIN_P99_REQUESTS: u64 = 100;
 
 impl Comparison {
     /// The row with `key`.
-    pub fn row(&self, key: &str) -> Option<&Row> {
+    #[cfg(test)]
+    pub(crate) fn row(&self, key: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.key == key)
     }
 }
 
 /// The rows from the raw and corrected intervals and the truth of the same window.
-pub fn comparison(
+pub(crate) fn comparison(
     raw: &Interval,
     corrected: &Interval,
     truth: &GroupTruth,
@@ -170,7 +171,7 @@ fn relative_error(value: Option<f64>, truth: Option<f64>) -> Option<f64> {
 }
 
 /// The plain `key=value` block of one refresh (values at full precision, `null` when missing).
-pub fn plain_lines(c: &Comparison) -> String {
+pub(crate) fn plain_lines(c: &Comparison) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -197,7 +198,7 @@ pub fn plain_lines(c: &Comparison) -> String {
 }
 
 /// The terminal table of one refresh.
-pub fn render_table(c: &Comparison, color: bool) -> String {
+pub(crate) fn render_table(c: &Comparison, color: bool) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,

@@ -21,9 +21,7 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use super::compare::{
-    Comparison, MIN_P99_REQUESTS, Row, comparison, plain_lines, render_table,
-};
+pub(crate) use super::compare::{Comparison, comparison, plain_lines, render_table};
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
 use engine::{Engine, EngineConfig};
 use promtext::Format;
@@ -45,21 +43,21 @@ pub struct DemoArgs {
         value_name = "HOST:PORT",
         default_value = "127.0.0.1:9490"
     )]
-    pub listen_address: SocketAddr,
+    pub(crate) listen_address: SocketAddr,
     /// Stop after this long (default: run until Ctrl-C or SIGTERM).
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// How often the table is refreshed (longer than 0s).
     #[arg(long, default_value = "5s", value_parser = sim::positive_duration)]
-    pub refresh: Duration,
+    pub(crate) refresh: Duration,
     /// Window of the comparison, like PromQL's `[1m]` (shorter while the run is younger; at least
     /// one scrape interval). Longer than 0s.
     #[arg(long, default_value = "1m", value_parser = sim::positive_duration)]
-    pub window: Duration,
+    pub(crate) window: Duration,
     /// How often the simulator remote-writes a snapshot (Prometheus' scrape interval). Longer
     /// than 0s.
     #[arg(long = "scrape-interval", default_value = "1s", value_parser = sim::positive_duration)]
-    pub scrape_interval: Duration,
+    pub(crate) scrape_interval: Duration,
     /// Seed of the simulator's random draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -68,19 +66,19 @@ pub struct DemoArgs {
     pub profile: Profile,
     /// Data-parallel engines of the simulated vLLM server.
     #[arg(long, default_value_t = 2)]
-    pub engines: u32,
+    pub(crate) engines: u32,
     /// Request arrival rate, requests per second.
     #[arg(long, default_value_t = 6.0)]
-    pub rate: f64,
+    pub(crate) rate: f64,
     /// Draft tokens per decode step (speculative decoding); 0 turns it off.
     #[arg(long, default_value_t = 3)]
-    pub spec_tokens: u32,
+    pub(crate) spec_tokens: u32,
     /// Per-draft acceptance probability.
     #[arg(long, default_value_t = 0.7)]
-    pub spec_acceptance: f64,
+    pub(crate) spec_acceptance: f64,
     /// No ANSI colours (also when `NO_COLOR` is set or stdout is not a terminal).
     #[arg(long)]
-    pub no_color: bool,
+    pub(crate) no_color: bool,
 }
 
 /// Why the demo stopped with an error.
@@ -99,7 +97,7 @@ pub enum DemoError {
 
 /// How the table is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
+pub(crate) enum Style {
     /// Redrawn in place on a terminal, optionally coloured.
     Live {
         /// ANSI colours on.
@@ -139,7 +137,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
 /// hits and 20 % P/D KV transfers (so the 0.22 profile shows inflated iteration tokens), spec
 /// decoding with `args.spec_tokens` drafts unless 0 (10 % of decode steps without drafts), and
 /// steps of 30 ms + 0.2 ms per computed token (per-token latencies spread over several buckets).
-pub fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
+pub(crate) fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
     SimConfig {
         profile: args.profile,
         models: vec!["demo-model".into()],
@@ -167,7 +165,7 @@ pub fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
 ///
 /// # Errors
 /// As [`run`].
-pub async fn run_until(
+pub(crate) async fn run_until(
     args: DemoArgs,
     out: &mut dyn Write,
     style: Style,

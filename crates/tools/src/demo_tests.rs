@@ -4,6 +4,7 @@
 use clap::Parser;
 
 use super::*;
+use crate::compare::{MIN_P99_REQUESTS, Row};
 /// `vllm-corrector demo`'s arguments on their own, parsed as the binary parses them.
 #[derive(Debug, Parser)]
 struct DemoCommand {

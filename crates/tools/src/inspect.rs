@@ -29,7 +29,8 @@ use protocol::{Label, Sample, normalize_labels};
 mod load;
 mod report;
 
-pub use load::{FETCH_TIMEOUT, InspectError, Loaded, load, load_within, samples};
+pub(crate) use load::samples;
+pub use load::{FETCH_TIMEOUT, InspectError, Loaded, load, load_within};
 pub use report::{GroupReport, render_table, value_keys};
 
 /// Arguments of `inspect`.
@@ -37,17 +38,17 @@ pub use report::{GroupReport, render_table, value_keys};
 pub struct InspectArgs {
     /// The earlier `/metrics` dump: a file, `-` for stdin, or an `http://` URL.
     #[arg(value_name = "BEFORE")]
-    pub before: String,
+    pub(crate) before: String,
     /// The later dump, taken some seconds after BEFORE: a file, `-` or an `http://` URL.
     #[arg(value_name = "AFTER")]
-    pub after: String,
+    pub(crate) after: String,
     /// Print a JSON array, one object per group, instead of the table.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
     /// Wait this long after reading BEFORE before reading AFTER (e.g. `30s`), so one URL can
     /// serve as both.
     #[arg(long, value_parser = humantime::parse_duration)]
-    pub wait: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
 }
 
 /// Why the engine withheld each family for a group: at AFTER, else at BEFORE (indexed by

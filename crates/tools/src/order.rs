@@ -19,7 +19,7 @@ use super::readings::{GroupKey, GroupSeries, SeriesKey, series_text};
 /// Evidence that `after` was taken before `before` (one group of each dump), as one sentence
 /// naming the series, both lines and both timestamps; `None` when the dumps look in order or the
 /// dumps cannot tell.
-pub fn swap_evidence(
+pub(crate) fn swap_evidence(
     group: &GroupKey,
     before: &GroupSeries,
     after: &GroupSeries,
@@ -83,7 +83,7 @@ pub fn swap_evidence(
 
 /// True when some `_created` sample of the group changed between the dumps: a counter was
 /// recreated (vLLM restarted), so a decrease is a reset, not swapped dumps.
-pub fn restart_proven(before: &GroupSeries, after: &GroupSeries) -> bool {
+pub(crate) fn restart_proven(before: &GroupSeries, after: &GroupSeries) -> bool {
     after.series.iter().any(|(key, ra)| {
         key.0.ends_with("_created")
             && before

@@ -14,20 +14,18 @@ use std::collections::BTreeMap;
 
 use engine::{FAMILIES, Family, FamilyKind};
 
-pub use engine::RULE_DIMENSIONS;
+pub(crate) use engine::RULE_DIMENSIONS;
 
 /// The raw vLLM request TPOT histogram (seconds, one observation per finished request).
-pub const RAW_TPOT: &str = "vllm:request_time_per_output_token_seconds";
+pub(crate) const RAW_TPOT: &str = "vllm:request_time_per_output_token_seconds";
 /// The raw vLLM ITL histogram (seconds, one observation per output after the first).
-pub const RAW_ITL: &str = "vllm:inter_token_latency_seconds";
+pub(crate) const RAW_ITL: &str = "vllm:inter_token_latency_seconds";
 /// The old name of the ITL histogram (vLLM ≤ 0.14), used only when [`RAW_ITL`] is absent.
-pub const RAW_ITL_OLD: &str = "vllm:time_per_output_token_seconds";
-/// The raw vLLM iteration-tokens histogram (tokens per engine iteration).
-pub const RAW_ITERATION_TOKENS: &str = "vllm:iteration_tokens_total";
+pub(crate) const RAW_ITL_OLD: &str = "vllm:time_per_output_token_seconds";
 
 /// One sample of a dump.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DumpSample {
+pub(crate) struct DumpSample {
     /// Sample name, with any `_bucket`/`_sum`/`_count`/`_total` suffix.
     pub name: String,
     /// Labels other than `__name__`, in any order.
@@ -37,49 +35,49 @@ pub struct DumpSample {
     /// The sample's own timestamp (ms since the epoch), when the dump has one.
     pub timestamp_ms: Option<i64>,
     /// 1-based line in the dump's text; 0 when the sample was not read from text.
-    pub line: usize,
+    pub(crate) line: usize,
     /// True for a counter, histogram or summary sample (not `_created`): it only grows until a
     /// counter reset.
-    pub cumulative: bool,
+    pub(crate) cumulative: bool,
 }
 
 /// One series' reading in a dump.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Reading {
+pub(crate) struct Reading {
     /// The value.
     pub value: f64,
     /// 1-based line in the dump (0 when not from text).
-    pub line: usize,
+    pub(crate) line: usize,
     /// The sample's timestamp, ms, if the dump had one.
     pub timestamp_ms: Option<i64>,
     /// See [`DumpSample::cumulative`].
-    pub cumulative: bool,
+    pub(crate) cumulative: bool,
 }
 
 /// A series inside its group: the sample name and its rule-dimension labels, sorted, with `le`
 /// rewritten as the shortest float text (`"1.0"` and `"1"` are one bound).
-pub type SeriesKey = (String, Vec<(String, String)>);
+pub(crate) type SeriesKey = (String, Vec<(String, String)>);
 
 /// A group's label set: `(name, value)` sorted by name, rule dimensions and empty values removed.
-pub type GroupKey = Vec<(String, String)>;
+pub(crate) type GroupKey = Vec<(String, String)>;
 
 /// The series of one group in one dump.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct GroupSeries {
+pub(crate) struct GroupSeries {
     /// Every series of the group.
-    pub series: BTreeMap<SeriesKey, Reading>,
+    pub(crate) series: BTreeMap<SeriesKey, Reading>,
 }
 
 /// Every group of one dump.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Dump {
+pub(crate) struct Dump {
     /// Groups by label set.
     pub groups: BTreeMap<GroupKey, GroupSeries>,
 }
 
 /// A dump that cannot be read as one instant of a set of series.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DumpError {
+pub(crate) enum DumpError {
     /// The same series twice in one dump.
     #[error("line {line}: series {series} appears twice (first on line {first})")]
     DuplicateSeries {
@@ -93,7 +91,7 @@ pub enum DumpError {
 }
 
 /// An `le` label value as a float (`+Inf`/`Inf` accepted), as Prometheus reads it.
-pub fn parse_le(value: &str) -> Option<f64> {
+pub(crate) fn parse_le(value: &str) -> Option<f64> {
     match value {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
         v => v.parse::<f64>().ok().filter(|f| !f.is_nan()),
@@ -109,18 +107,18 @@ fn le_text(bound: f64) -> String {
 }
 
 /// `name{a="x",b="y"}` for messages.
-pub fn series_text(name: &str, labels: &[(String, String)]) -> String {
+pub(crate) fn series_text(name: &str, labels: &[(String, String)]) -> String {
     let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
     format!("{name}{{{}}}", inner.join(","))
 }
 
 /// True for sample names of the groups this module reads: `vllm:*` and `vllm_corrected_*`.
-pub fn is_group_series(name: &str) -> bool {
+pub(crate) fn is_group_series(name: &str) -> bool {
     name.starts_with("vllm:") || name.starts_with("vllm_corrected_")
 }
 
 /// Whether a sample without a `# TYPE` is cumulative, from its suffix alone.
-pub fn cumulative_by_suffix(name: &str) -> bool {
+pub(crate) fn cumulative_by_suffix(name: &str) -> bool {
     ["_total", "_bucket", "_count", "_sum"]
         .iter()
         .any(|s| name.ends_with(s))
@@ -131,7 +129,9 @@ impl Dump {
     ///
     /// # Errors
     /// [`DumpError::DuplicateSeries`] when one series appears twice.
-    pub fn from_samples(samples: impl IntoIterator<Item = DumpSample>) -> Result<Dump, DumpError> {
+    pub(crate) fn from_samples(
+        samples: impl IntoIterator<Item = DumpSample>,
+    ) -> Result<Dump, DumpError> {
         let mut dump = Dump::default();
         for s in samples {
             dump.insert(s)?;
@@ -143,7 +143,7 @@ impl Dump {
     ///
     /// # Errors
     /// [`DumpError::DuplicateSeries`] when the dump already holds the series.
-    pub fn insert(&mut self, s: DumpSample) -> Result<(), DumpError> {
+    pub(crate) fn insert(&mut self, s: DumpSample) -> Result<(), DumpError> {
         if !is_group_series(&s.name) {
             return Ok(());
         }
@@ -187,20 +187,20 @@ impl Dump {
 
 /// A classic histogram (cumulative buckets) or its increase over an interval.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hist {
+pub(crate) struct Hist {
     /// `(upper bound, cumulative count)` ascending, last bound `+Inf`.
-    pub buckets: Vec<(f64, f64)>,
+    pub(crate) buckets: Vec<(f64, f64)>,
     /// Sum of observations (seconds or tokens, per family).
-    pub sum: f64,
+    pub(crate) sum: f64,
     /// Number of observations.
     pub count: f64,
 }
 
 /// A `_sum` and `_count` pair (a summary without quantiles) or its increase.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SumCount {
+pub(crate) struct SumCount {
     /// Sum (seconds or tokens, per family).
-    pub sum: f64,
+    pub(crate) sum: f64,
     /// Count (tokens, iterations or observations, per family).
     pub count: f64,
 }
@@ -211,12 +211,12 @@ fn ratio(sum: f64, count: f64) -> Option<f64> {
 
 impl SumCount {
     /// `sum / count`, or `None` when `count` is 0.
-    pub fn mean(&self) -> Option<f64> {
+    pub(crate) fn mean(&self) -> Option<f64> {
         ratio(self.sum, self.count)
     }
 
     /// The increase from `before` to `self`; `None` when either part decreased (a reset).
-    pub fn minus(&self, before: &SumCount) -> Option<SumCount> {
+    pub(crate) fn minus(&self, before: &SumCount) -> Option<SumCount> {
         (self.sum >= before.sum && self.count >= before.count).then_some(SumCount {
             sum: self.sum - before.sum,
             count: self.count - before.count,
@@ -224,7 +224,7 @@ impl SumCount {
     }
 
     /// Adds another pair (for totals across groups: sum numerators and denominators).
-    pub fn add(&mut self, other: &SumCount) {
+    pub(crate) fn add(&mut self, other: &SumCount) {
         self.sum += other.sum;
         self.count += other.count;
     }
@@ -232,21 +232,13 @@ impl SumCount {
 
 impl Hist {
     /// `sum / count`, or `None` when `count` is 0.
-    pub fn mean(&self) -> Option<f64> {
+    pub(crate) fn mean(&self) -> Option<f64> {
         ratio(self.sum, self.count)
-    }
-
-    /// The `_sum`/`_count` pair.
-    pub fn sum_count(&self) -> SumCount {
-        SumCount {
-            sum: self.sum,
-            count: self.count,
-        }
     }
 
     /// The increase from `before` to `self`; `None` when the bounds differ or any count or the
     /// sum decreased (a counter reset).
-    pub fn minus(&self, before: &Hist) -> Option<Hist> {
+    pub(crate) fn minus(&self, before: &Hist) -> Option<Hist> {
         if self.buckets.len() != before.buckets.len() || self.sum < before.sum {
             return None;
         }
@@ -266,7 +258,7 @@ impl Hist {
 
     /// Adds a histogram with the same bounds (totals across groups). Returns false, changing
     /// nothing, when the bounds differ.
-    pub fn add(&mut self, other: &Hist) -> bool {
+    pub(crate) fn add(&mut self, other: &Hist) -> bool {
         let same = self.buckets.len() == other.buckets.len()
             && self
                 .buckets
@@ -287,7 +279,7 @@ impl Hist {
     /// `q · count(+Inf)` and interpolate linearly inside it (from 0 for the first bucket); a rank in
     /// the `+Inf` bucket answers the highest finite bound. `None` when there are no observations
     /// or fewer than two buckets (PromQL's NaN). Source: `promql/quantile.go`, `bucketQuantile`.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<f64> {
         let n = self.buckets.len();
         if n < 2 || self.buckets[n - 1].0 != f64::INFINITY {
             return None;
@@ -330,7 +322,7 @@ impl Hist {
 
 impl GroupSeries {
     /// The reading of `name` with rule-dimension labels `dims` (sorted), if present.
-    pub fn get(&self, name: &str, dims: &[(&str, &str)]) -> Option<&Reading> {
+    pub(crate) fn get(&self, name: &str, dims: &[(&str, &str)]) -> Option<&Reading> {
         let key = (
             name.to_owned(),
             dims.iter()
@@ -341,7 +333,7 @@ impl GroupSeries {
     }
 
     /// True when the group has any series of histogram or summary `family`.
-    pub fn has_family(&self, family: &str) -> bool {
+    pub(crate) fn has_family(&self, family: &str) -> bool {
         ["_bucket", "_sum", "_count"].iter().any(|suffix| {
             let name = format!("{family}{suffix}");
             self.series.keys().any(|(n, _)| *n == name)
@@ -350,7 +342,7 @@ impl GroupSeries {
 
     /// The classic histogram `family` (`_bucket{le}`, `_sum`, `_count`); `None` unless the `+Inf`
     /// bucket, `_sum` and `_count` are all present.
-    pub fn hist(&self, family: &str) -> Option<Hist> {
+    pub(crate) fn hist(&self, family: &str) -> Option<Hist> {
         let bucket = format!("{family}_bucket");
         let mut buckets: Vec<(f64, f64)> = self
             .series
@@ -371,7 +363,7 @@ impl GroupSeries {
     }
 
     /// `family_sum` and `family_count`, when both are present.
-    pub fn sum_count(&self, family: &str) -> Option<SumCount> {
+    pub(crate) fn sum_count(&self, family: &str) -> Option<SumCount> {
         Some(SumCount {
             sum: self.get(&format!("{family}_sum"), &[])?.value,
             count: self.get(&format!("{family}_count"), &[])?.value,
@@ -380,7 +372,7 @@ impl GroupSeries {
 
     /// The raw ITL family of the group: [`RAW_ITL`], or [`RAW_ITL_OLD`] when the new name is
     /// absent (as the engine chooses).
-    pub fn itl_family(&self) -> &'static str {
+    pub(crate) fn itl_family(&self) -> &'static str {
         if self.has_family(RAW_ITL) {
             RAW_ITL
         } else {
@@ -391,7 +383,7 @@ impl GroupSeries {
     /// Evidence of a counter reset between `before` and `self` (the later dump): the first line (in
     /// the later dump) of a cumulative series that decreased or of a `_created` series whose value
     /// changed (the counter was recreated). `None` when there is none.
-    pub fn reset_since(&self, before: &GroupSeries) -> Option<usize> {
+    pub(crate) fn reset_since(&self, before: &GroupSeries) -> Option<usize> {
         self.series
             .iter()
             .filter_map(|(key, after)| {
@@ -408,13 +400,13 @@ impl GroupSeries {
 /// What two dumps of one group say about the interval between them. Every value is an increase
 /// (`after − before`), or `None` when a dump lacks the family or a counter reset lies between.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Interval {
+pub(crate) struct Interval {
     /// Line (in the later dump) proving a counter reset; every value is then `None`.
-    pub reset_line: Option<usize>,
+    pub(crate) reset_line: Option<usize>,
     /// Raw request TPOT histogram (n ≤ 1 requests included as 0), seconds.
-    pub raw_tpot: Option<Hist>,
+    pub(crate) raw_tpot: Option<Hist>,
     /// Raw ITL histogram, seconds per output.
-    pub raw_itl: Option<Hist>,
+    pub(crate) raw_itl: Option<Hist>,
     /// Each corrected family's increase, by [`Family::index`]; a sum/count family is a [`Hist`]
     /// without buckets.
     pub families: [Option<Hist>; FAMILIES],
@@ -423,7 +415,7 @@ pub struct Interval {
     pub raw: [Option<SumCount>; FAMILIES],
     /// The raw histogram whose p99 the demo compares with each family's
     /// ([`engine::Spec::demo_p99`]), by [`Family::index`].
-    pub raw_hist: [Option<Hist>; FAMILIES],
+    pub(crate) raw_hist: [Option<Hist>; FAMILIES],
 }
 
 fn hist_delta(before: &GroupSeries, after: &GroupSeries, family: &str) -> Option<Hist> {
@@ -452,7 +444,7 @@ fn add_opt<T: Clone>(total: &mut Option<T>, part: &Option<T>, add: impl FnOnce(&
 
 impl Interval {
     /// The increases of every family from `before` to `after` (one group).
-    pub fn between(before: &GroupSeries, after: &GroupSeries) -> Interval {
+    pub(crate) fn between(before: &GroupSeries, after: &GroupSeries) -> Interval {
         if let Some(line) = after.reset_since(before) {
             return Interval {
                 reset_line: Some(line),
@@ -487,24 +479,24 @@ impl Interval {
     }
 
     /// The increase of `family`'s corrected series.
-    pub fn family(&self, family: Family) -> Option<&Hist> {
+    pub(crate) fn family(&self, family: Family) -> Option<&Hist> {
         self.families[family.index()].as_ref()
     }
 
     /// `Δ_sum / Δ_count` of `family`, `None` without an increase of its count.
-    pub fn mean(&self, family: Family) -> Option<f64> {
+    pub(crate) fn mean(&self, family: Family) -> Option<f64> {
         self.family(family)?.mean()
     }
 
     /// The raw reading of `family`'s quantity: `Δ num / Δ den + offset` ([`engine::RawMean`]).
-    pub fn raw_mean(&self, family: Family) -> Option<f64> {
+    pub(crate) fn raw_mean(&self, family: Family) -> Option<f64> {
         let offset = family.spec().raw?.offset;
         Some(self.raw[family.index()]?.mean()? + offset)
     }
 
     /// Adds another group's interval: numerators and denominators are summed, never ratios. A
     /// family missing in one group adds nothing; histograms with other bounds are left out.
-    pub fn add(&mut self, other: &Interval) {
+    pub(crate) fn add(&mut self, other: &Interval) {
         let hist = |t: &mut Hist, p: &Hist| {
             t.add(p);
         };
@@ -522,7 +514,7 @@ impl Interval {
     }
 
     /// The sum of every group's interval between two dumps (groups present in both).
-    pub fn total(before: &Dump, after: &Dump) -> Interval {
+    pub(crate) fn total(before: &Dump, after: &Dump) -> Interval {
         let mut total = Interval::default();
         for (key, a) in &after.groups {
             if let Some(b) = before.groups.get(key) {

@@ -20,14 +20,14 @@ pub struct RelabelOptions {
     /// Print Prometheus Operator field names (`sourceLabels`), for `spec.remoteWrite[].writeRelabelConfigs`
     /// of a `Prometheus` resource or `prometheus.prometheusSpec.remoteWrite` of kube-prometheus-stack.
     #[arg(long)]
-    pub operator: bool,
+    pub(crate) operator: bool,
 }
 
 /// The label names the rule joins, in order.
-pub const SOURCE_LABELS: [&str; 3] = ["__name__", "le", "source"];
+pub(crate) const SOURCE_LABELS: [&str; 3] = ["__name__", "le", "source"];
 
 /// The keep regex over `__name__;le;source` (RE2 syntax, anchored by Prometheus).
-pub fn keep_regex() -> String {
+pub(crate) fn keep_regex() -> String {
     let mut plain = Vec::new();
     let mut restricted = Vec::new();
     for read in READ_NAMES {

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 /// How a cell is highlighted when colour is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tone {
+pub(crate) enum Tone {
     /// No highlight.
     #[default]
     Plain,
@@ -33,16 +33,16 @@ impl Tone {
 
 /// One cell: its text and tone.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// The text (no control characters).
-    pub text: String,
+    pub(crate) text: String,
     /// The highlight.
-    pub tone: Tone,
+    pub(crate) tone: Tone,
 }
 
 impl Cell {
     /// A cell with `tone`.
-    pub fn new(text: impl Into<String>, tone: Tone) -> Cell {
+    pub(crate) fn new(text: impl Into<String>, tone: Tone) -> Cell {
         Cell {
             text: text.into(),
             tone,
@@ -50,23 +50,23 @@ impl Cell {
     }
 
     /// A plain cell.
-    pub fn plain(text: impl Into<String>) -> Cell {
+    pub(crate) fn plain(text: impl Into<String>) -> Cell {
         Cell::new(text, Tone::Plain)
     }
 }
 
 /// A table with a header row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Table {
+pub(crate) struct Table {
     /// Column titles.
-    pub header: Vec<String>,
+    pub(crate) header: Vec<String>,
     /// Rows; a short row is padded with empty cells.
-    pub rows: Vec<Vec<Cell>>,
+    pub(crate) rows: Vec<Vec<Cell>>,
 }
 
 impl Table {
     /// A table with these column titles and no rows.
-    pub fn new(header: &[&str]) -> Table {
+    pub(crate) fn new(header: &[&str]) -> Table {
         Table {
             header: header.iter().map(|h| h.to_string()).collect(),
             rows: Vec::new(),
@@ -74,13 +74,13 @@ impl Table {
     }
 
     /// Appends a row.
-    pub fn push(&mut self, row: Vec<Cell>) {
+    pub(crate) fn push(&mut self, row: Vec<Cell>) {
         self.rows.push(row);
     }
 
     /// The table as text lines (each ending in `\n`): header, a rule of `─`, then the rows,
     /// columns separated by two spaces. With `color`, tones become ANSI SGR codes.
-    pub fn render(&self, color: bool) -> String {
+    pub(crate) fn render(&self, color: bool) -> String {
         let columns = self
             .rows
             .iter()

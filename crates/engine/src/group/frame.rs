@@ -4,10 +4,10 @@
 /// The group's samples at one timestamp: `values[role]`, NaN where the role has no sample yet.
 #[derive(Debug, Clone)]
 pub(crate) struct Frame {
-    pub ts: i64,
-    pub values: Vec<f64>,
+    pub(crate) ts: i64,
+    pub(crate) values: Vec<f64>,
     /// Bit `r` set when `values[r]` holds a sample, for roles below [`MASK_ROLES`].
-    pub present: RoleMask,
+    pub(crate) present: RoleMask,
 }
 
 /// A set of role indices below [`MASK_ROLES`], one bit each.
@@ -25,7 +25,7 @@ fn mask_of(roles: &[usize]) -> Option<RoleMask> {
 }
 
 impl Frame {
-    pub fn new(ts: i64, roles: usize) -> Frame {
+    pub(crate) fn new(ts: i64, roles: usize) -> Frame {
         Frame {
             ts,
             values: vec![f64::NAN; roles],
@@ -41,7 +41,7 @@ impl Frame {
 
     /// True when the frame holds a sample of every role of `plan`: one test when the plan's roles
     /// fit in a mask.
-    pub fn holds_plan(&self, plan: &PlanRoles) -> bool {
+    pub(crate) fn holds_plan(&self, plan: &PlanRoles) -> bool {
         match plan.mask {
             Some(mask) => self.present & mask == mask,
             None => self.holds(&plan.roles),
@@ -52,19 +52,19 @@ impl Frame {
 /// The roles a plan reads, as a list and (when they fit) as a mask.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PlanRoles {
-    pub roles: Vec<usize>,
+    pub(crate) roles: Vec<usize>,
     mask: Option<RoleMask>,
 }
 
 impl PlanRoles {
-    pub fn new(roles: Vec<usize>) -> PlanRoles {
+    pub(crate) fn new(roles: Vec<usize>) -> PlanRoles {
         PlanRoles {
             mask: mask_of(&roles),
             roles,
         }
     }
 
-    pub fn contains(&self, role: usize) -> bool {
+    pub(crate) fn contains(&self, role: usize) -> bool {
         match self.mask {
             Some(mask) if role < MASK_ROLES => mask & (1 << role) != 0,
             Some(_) => false,

@@ -54,7 +54,7 @@ impl RuleState {
     /// # Errors
     /// [`WithheldReason::InconsistentInputs`] when `frame` holds a value no counter can hold;
     /// [`WithheldReason::Incomplete`] when there is neither a usable frame nor a committed state.
-    pub fn evaluate(
+    pub(crate) fn evaluate(
         &mut self,
         hooks: &dyn Stateful,
         plan: &Plan,
@@ -86,7 +86,13 @@ impl RuleState {
     }
 
     /// Commits the frame leaving the window into the committed state.
-    pub fn commit(&mut self, hooks: &dyn Stateful, plan: &Plan, roles: &PlanRoles, frame: &Frame) {
+    pub(crate) fn commit(
+        &mut self,
+        hooks: &dyn Stateful,
+        plan: &Plan,
+        roles: &PlanRoles,
+        frame: &Frame,
+    ) {
         advance_over(
             hooks,
             plan,
@@ -98,17 +104,17 @@ impl RuleState {
     }
 
     /// Takes the state behind the current output (the group is being retired).
-    pub fn take_latest(&mut self) -> Option<Committed> {
+    pub(crate) fn take_latest(&mut self) -> Option<Committed> {
         self.latest.take()
     }
 
     /// The state behind the current output, left in place.
-    pub fn latest(&self) -> Option<&Committed> {
+    pub(crate) fn latest(&self) -> Option<&Committed> {
         self.latest.as_ref()
     }
 
     /// Continues from `state`, which the same group left when it was retired.
-    pub fn resume(&mut self, state: Committed) {
+    pub(crate) fn resume(&mut self, state: Committed) {
         self.committed = state;
     }
 }

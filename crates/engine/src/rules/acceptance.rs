@@ -8,13 +8,13 @@
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Committed {
     /// Timestamp (ms) of the newest frame the state includes.
-    pub ts: Option<i64>,
+    pub(crate) ts: Option<i64>,
     /// The raw cumulative inputs at that frame.
-    pub point: Option<ItlPoint>,
+    pub(crate) point: Option<ItlPoint>,
     /// The finite ITL `le` bounds `acc` belongs to, ascending.
-    pub bounds: Vec<f64>,
+    pub(crate) bounds: Vec<f64>,
     /// Accumulated buckets (finite bounds then `+Inf`) since the last counter reset.
-    pub acc: Vec<f64>,
+    pub(crate) acc: Vec<f64>,
 }
 
 impl Committed {
@@ -66,18 +66,18 @@ impl Committed {
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ItlPoint {
     /// Raw cumulative ITL bucket counts at the finite bounds, ascending (same order as the plan).
-    pub finite: Vec<f64>,
+    pub(crate) finite: Vec<f64>,
     /// ITL `_count` (non-first outputs).
     pub count: f64,
     /// ITL `_sum`, seconds.
-    pub sum: f64,
+    pub(crate) sum: f64,
     /// `vllm:generation_tokens_total` (every emitted token, first outputs included).
-    pub generated: f64,
+    pub(crate) generated: f64,
     /// `vllm:time_to_first_token_seconds_count` (first outputs).
-    pub first_outputs: f64,
+    pub(crate) first_outputs: f64,
     /// Accepted drafts per position (position 0 first): drafts whose first i + 1 tokens were
     /// accepted. Empty without speculative decoding.
-    pub per_pos: Vec<f64>,
+    pub(crate) per_pos: Vec<f64>,
 }
 
 impl ItlPoint {
@@ -85,13 +85,13 @@ impl ItlPoint {
     /// token-weighted family's count (`docs/METRICS.md`, "Accepted drafts are counted before
     /// truncation"); 0
     /// when the TTFT count runs ahead.
-    pub fn tokens(&self) -> f64 {
+    pub(crate) fn tokens(&self) -> f64 {
         (self.generated - self.first_outputs).max(0.0)
     }
 
     /// False when a value is negative, infinite or NaN: no counter vLLM exposes can hold it, and
     /// the interval arithmetic would turn it into NaN buckets. Such a frame is not used.
-    pub fn is_valid(&self) -> bool {
+    pub(crate) fn is_valid(&self) -> bool {
         let ok = |v: &f64| v.is_finite() && *v >= 0.0;
         [self.count, self.sum, self.generated, self.first_outputs]
             .iter()
@@ -102,7 +102,7 @@ impl ItlPoint {
 
     /// True when any cumulative input decreased from `prev`: a counter reset (vLLM restarted).
     /// `generation_tokens − TTFT count` falling while neither input fell is not a reset.
-    pub fn is_reset_from(&self, prev: &ItlPoint) -> bool {
+    pub(crate) fn is_reset_from(&self, prev: &ItlPoint) -> bool {
         let fell = |cur: &[f64], old: &[f64]| cur.iter().zip(old).any(|(c, p)| c < p);
         self.count < prev.count
             || self.sum < prev.sum

@@ -10,9 +10,9 @@ pub(crate) struct Registered {
     /// What the family is and how clients show it.
     pub spec: Spec,
     /// The stateless part: plan and (for stateless families) evaluation.
-    pub rule: &'static dyn Rule,
+    pub(crate) rule: &'static dyn Rule,
     /// Hooks of a stateful family; `None` for a function of one frame.
-    pub stateful: Option<&'static dyn Stateful>,
+    pub(crate) stateful: Option<&'static dyn Stateful>,
 }
 
 /// The unit of a family's mean `Δ_sum / Δ_count`, for display.
@@ -79,12 +79,12 @@ pub struct Spec {
     /// The exposed family name (`vllm_corrected_…`).
     pub name: &'static str,
     /// The `# HELP` text.
-    pub help: &'static str,
+    pub(crate) help: &'static str,
     /// Histogram or sum/count.
-    pub kind: FamilyKind,
+    pub(crate) kind: FamilyKind,
     /// The raw vLLM series it reads (for documentation; [`crate::READ_NAMES`] is the
     /// classifier's table).
-    pub inputs: &'static [&'static str],
+    pub(crate) inputs: &'static [&'static str],
     /// Words for notes: `canonical TPOT`.
     pub words: &'static str,
     /// `inspect` column header.
@@ -113,9 +113,9 @@ pub struct Spec {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct HistRoles {
     /// `(upper bound, role index)`, ascending; the last bound is `+Inf`.
-    pub buckets: Vec<(f64, usize)>,
+    pub(crate) buckets: Vec<(f64, usize)>,
     /// Role index of `_sum`.
-    pub sum: usize,
+    pub(crate) sum: usize,
     /// Role index of `_count`.
     pub count: usize,
 }
@@ -129,7 +129,7 @@ impl HistRoles {
     }
 
     /// The finite `le` bounds, ascending.
-    pub fn finite_bounds(&self) -> Vec<f64> {
+    pub(crate) fn finite_bounds(&self) -> Vec<f64> {
         self.buckets[..self.buckets.len() - 1]
             .iter()
             .map(|(le, _)| *le)
@@ -143,16 +143,16 @@ impl HistRoles {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub(crate) struct Plan {
     /// The histogram the rule reads, if any.
-    pub hist: Option<HistRoles>,
+    pub(crate) hist: Option<HistRoles>,
     /// Single series, in the order the rule's evaluation reads them.
-    pub scalars: Vec<usize>,
+    pub(crate) scalars: Vec<usize>,
     /// Series of one labelled family in label order (may be empty).
-    pub series: Vec<usize>,
+    pub(crate) series: Vec<usize>,
 }
 
 impl Plan {
     /// Every role index the plan reads.
-    pub fn roles(&self) -> Vec<usize> {
+    pub(crate) fn roles(&self) -> Vec<usize> {
         let hist = self.hist.iter().flat_map(HistRoles::roles);
         hist.chain(self.scalars.iter().copied())
             .chain(self.series.iter().copied())
@@ -160,7 +160,7 @@ impl Plan {
     }
 
     /// The histogram of the plan. Only called by rules whose plans always have one.
-    pub fn histogram(&self) -> Result<&HistRoles, WithheldReason> {
+    pub(crate) fn histogram(&self) -> Result<&HistRoles, WithheldReason> {
         self.hist.as_ref().ok_or(WithheldReason::Incomplete)
     }
 }

@@ -38,7 +38,7 @@ pub struct LimitsSection {
     /// Most input series held at once (series a rule reads; stale ones until their group
     /// leaves). Samples of a further new series are rejected (`active_series_limit`, 400) while
     /// known series keep flowing. At least 1. Default: `100000` (about 1 300 vLLM engines).
-    pub(crate) max_active_series: usize,
+    pub max_active_series: usize,
     /// How far past the receive clock a sample's timestamp may be. A later sample is rejected
     /// (`future_timestamp`, 400; the rest of the request is applied): applied, it would become its
     /// series' newest and make every real sample after it out of order. A duration (humantime
@@ -110,7 +110,7 @@ pub struct Limits {
     /// Most series in one request.
     pub(crate) max_series_per_request: usize,
     /// Per-series label limits (count, name length, value length).
-    pub(crate) labels: LabelLimits,
+    pub labels: LabelLimits,
     /// How far past the receive clock a sample may be stamped, ms.
     pub(crate) max_future_skew_ms: i64,
     /// Memory budget of request bodies and decode buffers at once, bytes.

@@ -339,7 +339,7 @@ impl Harness {
 
 /// Runs the program in `data` (see the module documentation) and returns how many derived values
 /// it checked. Panics on a violated invariant.
-pub(crate) fn run(data: &[u8]) -> usize {
+pub(super) fn run(data: &[u8]) -> usize {
     let mut b = Bytes { data, pos: 0 };
     let config = EngineConfig {
         idle_timeout_ms: 60_000,

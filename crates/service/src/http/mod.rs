@@ -62,7 +62,7 @@ pub(crate) const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone)]
 pub struct AppState {
     /// The engine. Held only for the short synchronous ingest or render; decoding happens outside.
-    pub(crate) engine: Arc<Mutex<Engine>>,
+    pub engine: Arc<Mutex<Engine>>,
     /// Self-metrics.
     pub(crate) metrics: Arc<SelfMetrics>,
     /// The rate-limited log of the engine's group events.

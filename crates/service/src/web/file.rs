@@ -52,7 +52,7 @@ pub(crate) struct TlsServerConfig {
     /// Server certificate chain, PEM text (instead of `cert_file`).
     pub(crate) cert: Option<String>,
     /// Server private key, PEM text (instead of `key_file`).
-    pub(crate) key: Option<Secret>,
+    pub key: Option<Secret>,
     /// Client CA certificates, PEM text (instead of `client_ca_file`).
     pub(crate) client_ca: Option<String>,
     /// Server certificate chain file, PEM, leaf first.

@@ -41,13 +41,13 @@ pub enum InspectError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loaded {
     /// `BEFORE` or `AFTER`.
-    pub which: &'static str,
+    pub(crate) which: &'static str,
     /// The path or URL, for messages.
-    pub location: String,
+    pub(crate) location: String,
     /// The exposition text.
-    pub text: String,
+    pub(crate) text: String,
     /// Its format.
-    pub format: Format,
+    pub(crate) format: Format,
 }
 
 impl Loaded {
@@ -180,7 +180,7 @@ pub async fn load_within(
 ///
 /// # Errors
 /// The parser's error (`line N: …`) as [`InspectError::Dump`].
-pub fn samples(dump: &Loaded) -> Result<Vec<DumpSample>, InspectError> {
+pub(crate) fn samples(dump: &Loaded) -> Result<Vec<DumpSample>, InspectError> {
     let exposition =
         promtext::parse(&dump.text, dump.format).map_err(|e| dump.error(e.to_string()))?;
     // The parser keeps sample lines in order: every non-blank line that is not a comment.

@@ -21,11 +21,11 @@ pub struct GroupReport {
     /// [`engine::Spec::json_key`] (`canonical_tpot_mean_seconds`, …), then the raw
     /// readings `raw_tpot_mean_seconds` (n ≤ 1 requests counted as 0) and `raw_itl_mean_seconds`
     /// (seconds per output, whatever its tokens).
-    pub values: Vec<(&'static str, Option<f64>)>,
+    pub(crate) values: Vec<(&'static str, Option<f64>)>,
     /// The table's note: why the values are all `null` (`counter reset (AFTER line N)`, `counter
     /// reset, or dumps swapped …`, `no new observation …`, `only in BEFORE`), or which family
     /// is withheld and why; `null` in the JSON when there is nothing to say.
-    pub note: String,
+    pub(crate) note: String,
     /// For each value that is `null`, keyed by its key, why: `counter_reset`,
     /// `counter_reset_or_swapped`, `only_in_before`, `only_in_after`, `no_new_observation` (its
     /// count did not grow), `missing_input` (a dump lacks the series), or the engine's
