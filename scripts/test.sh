@@ -32,7 +32,7 @@ python3 scripts/module_cycles_test.py
 python3 scripts/module_cycles.py
 cargo build --locked --workspace --all-targets
 cargo clippy --locked --workspace --all-targets -- -D warnings
-cargo bench --locked --workspace --no-run   # benchmarks must build; they are run by hand (docs/PERFORMANCE.md)
+cargo bench --locked --no-run --bench ingest --bench alloc   # the benchmarks must build; run by hand (docs/PERFORMANCE.md)
 # The two accuracy chains (Prometheus, vmagent) each run real senders against a real-time simulator;
 # they run after the rest, one at a time, so their timing does not compete with the other tests.
 cargo test --locked --workspace -- --skip accuracy_e2e
