@@ -9,7 +9,7 @@
 //! (`# UNIT`, the mandatory final `# EOF`, timestamps in seconds as a float, exemplars after ` # `).
 //!
 //! ```
-//! use vllm_corrector::exposition::parse::{parse, Format, MetricKind};
+//! use vllm_corrector_promtext::{Format, MetricKind, parse};
 //! let text = "# TYPE vllm:generation_tokens_total counter\n\
 //!             vllm:generation_tokens_total{model_name=\"m\",engine=\"0\"} 1240.0\n";
 //! let exposition = parse(text, Format::Text004).unwrap();
