@@ -40,16 +40,7 @@ pub(super) const RULE: Registered = Registered {
         truth: (Measured::ItlSum, Measured::TokensAfterFirst),
         // The exact sum and count only: the tokens emitted after each request's first, as the
         // token-weighted count (docs/METRICS.md, "Accepted drafts are counted before truncation").
-        promql: &[
-            (
-                "_sum",
-                "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
-            ),
-            (
-                "_count",
-                "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)",
-            ),
-        ],
+        promql: super::token_weighted_itl::SUM_AND_COUNT_PROMQL,
         promql_note: "exact sum and count, no buckets",
     },
     rule: &AcceptanceCorrectedItl,

@@ -34,16 +34,7 @@ pub(super) const RULE: Registered = Registered {
             offset: 0.0,
         }),
         truth: (Measured::ItlSum, Measured::TokensAfterFirst),
-        promql: &[
-            (
-                "_sum",
-                "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
-            ),
-            (
-                "_count",
-                "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)",
-            ),
-        ],
+        promql: SUM_AND_COUNT_PROMQL,
         promql_note: "exact",
     },
     rule: &TokenWeightedItl,
@@ -74,3 +65,16 @@ impl Rule for TokenWeightedItl {
         sum_count(v(0), v(1) - v(2))
     }
 }
+
+/// The PromQL of the ITL `_sum` and of the tokens emitted after each request's first: the exact sum
+/// and count of this family, shared by the acceptance-corrected ITL (the same sum and count).
+pub(super) const SUM_AND_COUNT_PROMQL: &[(&str, &str)] = &[
+    (
+        "_sum",
+        "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
+    ),
+    (
+        "_count",
+        "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)",
+    ),
+];
