@@ -343,3 +343,81 @@ fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_
         assert_eq!((buckets[1], count), ((0.05, 40.0), 40.0), "{bad}");
     }
 }
+
+/// A 64-bit linear congruential step (Knuth's MMIX constants): the test's reproducible dice.
+fn lcg(state: &mut u64) -> u64 {
+    *state = state
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    *state >> 33
+}
+
+#[test]
+fn late_and_interleaved_scrapes_give_the_acceptance_buckets_of_in_order_scrapes() {
+    // Each output is computed from the previous output's state plus the new frames when that
+    // state still stands for the committed frames plus the complete kept ones (group/stateful.rs).
+    // Samples of two neighbouring scrapes arriving mixed (each series still in time order), with
+    // a window of 2 frames so that frames are committed between outputs, must give the buckets of
+    // the same scrapes sent one after the other. Cumulative inputs grow by random steps; the
+    // count is checked by hand: generation tokens − TTFT count (10) at the last frame.
+    let mut dice = 7_u64;
+    let (mut itl, mut generated, mut per_pos) = ([0.0_f64; 3], 10.0_f64, [0.0_f64; 3]);
+    let mut frames = Vec::new();
+    for t in 0..24_i64 {
+        let new = [lcg(&mut dice) % 5, lcg(&mut dice) % 7, lcg(&mut dice) % 3];
+        itl[0] += new[0] as f64;
+        itl[1] = (itl[1] + new[1] as f64).max(itl[0]);
+        itl[2] = (itl[2] + new[2] as f64).max(itl[1]);
+        let outputs = itl[2];
+        per_pos[0] = (per_pos[0] + (lcg(&mut dice) % 4) as f64).min(outputs);
+        per_pos[1] = (per_pos[1] + (lcg(&mut dice) % 3) as f64).min(per_pos[0]);
+        per_pos[2] = (per_pos[2] + (lcg(&mut dice) % 2) as f64).min(per_pos[1]);
+        generated = generated.max(10.0 + outputs + per_pos.iter().sum::<f64>());
+        frames.push(acceptance_frame(
+            itl,
+            generated,
+            Some(per_pos),
+            1_000 + 15_000 * t,
+        ));
+    }
+    let run = |max_pending_frames: usize, mixed: bool| {
+        let mut engine = Engine::new(EngineConfig {
+            max_pending_frames,
+            ..EngineConfig::default()
+        });
+        let mut report = IngestReport::default();
+        let mut dice = 11_u64;
+        for pair in frames.chunks(2) {
+            let mut order: Vec<(Raw, i64)> = pair.iter().flatten().cloned().collect();
+            if mixed && pair.len() == 2 {
+                // Interleave the two frames: series i of the newer frame after series i of the
+                // older one, otherwise in random order.
+                let n = pair[0].len();
+                let (mut older, mut newer) = (0, 0);
+                order.clear();
+                while older < n || newer < n {
+                    if newer < older && (older == n || lcg(&mut dice) % 2 == 0) {
+                        order.push(pair[1][newer].clone());
+                        newer += 1;
+                    } else {
+                        order.push(pair[0][older].clone());
+                        older += 1;
+                    }
+                }
+            }
+            feed(&mut engine, &order, &mut report);
+        }
+        assert_eq!(report.applied + report.rejected_total(), report.received);
+        assert_eq!(report.applied, report.received, "{report:?}");
+        value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
+    };
+    let in_order = run(16, false);
+    let DerivedValue::Histogram { count, buckets, .. } = &in_order else {
+        panic!("a histogram")
+    };
+    assert_eq!(*count, generated - 10.0);
+    assert!(buckets[0].1 > 0.0 && buckets[0].1 < *count, "{buckets:?}");
+    assert_eq!(run(16, true), in_order);
+    assert_eq!(run(2, false), in_order);
+    assert_eq!(run(2, true), in_order);
+}

@@ -311,6 +311,7 @@ impl Group {
         for slot in &mut self.slots {
             slot.plan = None;
         }
+        self.state.plan_changed();
     }
 
     fn learned(&self) -> Vec<(RoleKey, usize)> {

@@ -3,9 +3,14 @@
 //! the current output, and the newest counter reset counted.
 //!
 //! One implementation serves both paths that add frames to a state: a replay (each output: the
-//! kept complete frames after the committed state, on a copy) and a commit (the oldest frame
-//! leaving the window, into the committed state). Both first re-seed a state whose bucket layout
-//! is not the plan's ([`Stateful::fits`]).
+//! kept complete frames after a base state, on a copy) and a commit (the oldest frame leaving the
+//! window, into the committed state). Both first re-seed a state whose bucket layout is not the
+//! plan's ([`Stateful::fits`]).
+//!
+//! The base of a replay is the state behind the previous output while that is still the committed
+//! state plus every complete kept frame up to its own, else the committed state (docs/ENGINE.md,
+//! "The stateful family's replay"). In steady state that adds one interval per output instead of
+//! one per kept frame. Debug builds also replay from the committed state and compare the two.
 
 use std::collections::VecDeque;
 
@@ -23,6 +28,10 @@ pub(crate) struct RuleState {
     latest: Option<Committed>,
     /// Timestamp (ms) of the newest frame at which a counter reset was counted.
     last_reset_ts: Option<i64>,
+    /// True while `latest` equals the committed state plus every complete kept frame up to
+    /// `latest.ts`, under the current plan: a replay may then start from `latest`. Cleared when
+    /// the plan changes ([`RuleState::plan_changed`]) or the committed state is replaced.
+    latest_is_base: bool,
 }
 
 /// Adds every frame of `frames` newer than `state`'s own frame and complete for the plan, in
@@ -68,8 +77,14 @@ impl RuleState {
         // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
         if !hooks.fits(plan, &self.committed) {
             self.committed = hooks.seed(plan);
+            self.latest_is_base = false;
         }
-        let mut state = self.committed.clone();
+        let base = match &self.latest {
+            // A frame committed after `latest` was computed is in the committed state only.
+            Some(latest) if self.latest_is_base && latest.ts >= self.committed.ts => latest,
+            _ => &self.committed,
+        };
+        let mut state = base.clone();
         let last = &mut self.last_reset_ts;
         advance_over(hooks, plan, roles, &mut state, frames.iter(), |ts| {
             if last.is_none_or(|t| ts > t) {
@@ -77,12 +92,28 @@ impl RuleState {
                 *resets += 1;
             }
         });
+        #[cfg(debug_assertions)]
+        {
+            let mut full = self.committed.clone();
+            advance_over(hooks, plan, roles, &mut full, frames.iter(), |_| {});
+            debug_assert_eq!(
+                state, full,
+                "a replay from the previous output's state diverged"
+            );
+        }
         if state.point.is_none() {
             return Err(WithheldReason::Incomplete);
         }
         let value = hooks.output(plan, &state)?;
         self.latest = Some(state);
+        self.latest_is_base = true;
         Ok(value)
+    }
+
+    /// The plan's roles or bucket layout changed: the next replay starts from the committed
+    /// state, since the set of complete frames behind `latest` may differ under the new plan.
+    pub(crate) fn plan_changed(&mut self) {
+        self.latest_is_base = false;
     }
 
     /// Commits the frame leaving the window into the committed state.
@@ -116,5 +147,6 @@ impl RuleState {
     /// Continues from `state`, which the same group left when it was retired.
     pub(crate) fn resume(&mut self, state: Committed) {
         self.committed = state;
+        self.latest_is_base = false;
     }
 }

@@ -5,7 +5,7 @@
 /// The acceptance-corrected buckets' committed state: everything up to one frame. Also what a
 /// group removed by staleness leaves behind, so that the same group, back after a failed scrape,
 /// continues its buckets instead of re-seeding them, and what `--storage.path` stores.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Committed {
     /// Timestamp (ms) of the newest frame the state includes.
     pub(crate) ts: Option<i64>,
