@@ -193,10 +193,13 @@ pub(crate) fn acceptance_interval_with(
         let in_classes: f64 = classes.iter().map(|(j, n)| j * n).sum();
         let scale = mass / in_classes / dn;
         let mut floor = 0.0_f64;
+        // Each class reads F at B·j for ascending B: its search resumes where the last one ended.
+        let mut from = vec![0_usize; classes.len()];
         for (b, bound) in bounds.iter().enumerate() {
             let below: f64 = classes
                 .iter()
-                .map(|(j, n)| n * j * interpolate(bounds, &delta, bound * j))
+                .zip(&mut from)
+                .map(|((j, n), from)| n * j * interpolate_from(bounds, &delta, bound * j, from))
                 .sum();
             let part = (scale * below).min(mass).max(floor);
             floor = part;
@@ -235,10 +238,29 @@ fn position_classes(dn: f64, prev: Option<&ItlPoint>, cur: &ItlPoint) -> Option<
 }
 
 /// Linear interpolation of a cumulative count at value `v` over finite `bounds` (lower edge 0).
+#[cfg(test)]
 pub(crate) fn interpolate(bounds: &[f64], cumulative: &[f64], v: f64) -> f64 {
-    let mut lower = (0.0, 0.0);
-    for (b, c) in bounds.iter().zip(cumulative) {
+    interpolate_from(bounds, cumulative, v, &mut 0)
+}
+
+/// [`interpolate`], searching `bounds` from index `from` on, and leaving in `from` the index
+/// where this search ended. Every bound below `from` must be below `v`: true when the calls on
+/// one `from` come with non-decreasing `v`, which then give what [`interpolate`] gives, bit for
+/// bit (the same segment, the same arithmetic), in one pass over `bounds` in all.
+pub(crate) fn interpolate_from(
+    bounds: &[f64],
+    cumulative: &[f64],
+    v: f64,
+    from: &mut usize,
+) -> f64 {
+    let start = (*from).min(bounds.len()).min(cumulative.len());
+    let mut lower = match start {
+        0 => (0.0, 0.0),
+        i => (bounds[i - 1], cumulative[i - 1]),
+    };
+    for (i, (b, c)) in bounds.iter().zip(cumulative).enumerate().skip(start) {
         if v <= *b {
+            *from = i;
             if *b == lower.0 {
                 return *c;
             }
@@ -246,5 +268,6 @@ pub(crate) fn interpolate(bounds: &[f64], cumulative: &[f64], v: f64) -> f64 {
         }
         lower = (*b, *c);
     }
+    *from = bounds.len().min(cumulative.len());
     lower.1
 }

@@ -22,6 +22,7 @@ pub(crate) use acceptance::ItlPoint;
 #[cfg(test)]
 pub(crate) use acceptance::{
     ESTIMATOR, Estimator, acceptance_interval, acceptance_interval_with, interpolate,
+    interpolate_from,
 };
 #[cfg(test)]
 pub(crate) use rule::HistRoles;

@@ -439,3 +439,37 @@ fn inf_equals_count_exactly_and_buckets_stay_monotone_over_random_intervals() {
         "the input never made the old formula drift: the test could not fail"
     );
 }
+
+#[test]
+fn interpolation_resumed_from_the_last_segment_matches_a_search_from_the_first_bound() {
+    // The acceptance interval reads F at B·j for ascending B, each class resuming where its last
+    // search ended (`interpolate_from`). Worked values on bounds with a repeated bound:
+    // bounds 0.1, 0.2, 0.2, 0.5; cumulative 2, 6, 7, 10.
+    //   v = 0.05 -> 2·0.05/0.1 = 1;  v = 0.15 -> 2 + 4·0.5 = 4;  v = 0.2 -> 6 (the first 0.2);
+    //   v = 0.35 -> 7 + 3·(0.15/0.3) = 8.5;  v = 0.5 -> 10;  v = 0.9 -> 10 (flat past the last).
+    let bounds = [0.1, 0.2, 0.2, 0.5];
+    let cumulative = [2.0, 6.0, 7.0, 10.0];
+    let worked = [
+        (0.0, 0.0),
+        (0.05, 1.0),
+        (0.15, 4.0),
+        (0.2, 6.0),
+        (0.35, 8.5),
+        (0.5, 10.0),
+        (0.9, 10.0),
+    ];
+    let mut from = 0;
+    for (v, want) in worked {
+        let resumed = interpolate_from(&bounds, &cumulative, v, &mut from);
+        assert!(
+            (resumed - want).abs() < 1e-12,
+            "v = {v}: {resumed} vs {want}"
+        );
+        // Bit for bit what a search from the first bound gives.
+        assert_eq!(
+            resumed.to_bits(),
+            interpolate(&bounds, &cumulative, v).to_bits()
+        );
+    }
+    assert_eq!(from, bounds.len(), "past the last bound");
+}
