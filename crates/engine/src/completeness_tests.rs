@@ -250,3 +250,22 @@ fn series_registered_together_must_arrive_together() {
     let drafts_alone = without(&full(), |k| k.input == Input::Accepted);
     assert_eq!(check(drafts_alone), Err(Incomplete::SpecDecodeCounterAlone));
 }
+
+#[test]
+fn a_reported_half_target_is_cleared_when_the_other_half_arrives() {
+    // The verdict of `completeness::check` is kept per role set (group.rs); a role set that
+    // grows must be checked again. Even-numbered series for three scrapes (reported from the
+    // third, as above), then the whole target: the role set changed, and the whole set is
+    // complete, so nothing is reported from then on, however many scrapes follow.
+    let (mut engine, mut sim) = (Engine::new(EngineConfig::default()), spec_sim());
+    let mut seen = Vec::new();
+    for t in [15.0, 30.0, 45.0] {
+        feed(&mut engine, &mut sim, t, |i| i % 2 == 0);
+        seen.push(engine.stats().groups_incomplete);
+    }
+    for t in [60.0, 75.0, 90.0, 105.0] {
+        feed(&mut engine, &mut sim, t, |_| true);
+        seen.push(engine.stats().groups_incomplete);
+    }
+    assert_eq!(seen, [0, 0, 1, 0, 0, 0, 0]);
+}

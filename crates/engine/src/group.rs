@@ -130,6 +130,10 @@ pub(crate) struct Group {
     roles_changed_ts: i64,
     /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
     scrapes_since_roles_changed: u32,
+    /// [`completeness::check`] failed on the learned role set: decided once per role set (it
+    /// cost ~16 000 instructions per group, and every group that took samples is asked after
+    /// every request, `Engine::take_events`), cleared with the plans when the role set changes.
+    structurally_incomplete: std::cell::OnceCell<bool>,
 }
 
 impl Group {
@@ -146,6 +150,7 @@ impl Group {
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
+            structurally_incomplete: std::cell::OnceCell::new(),
         }
     }
 
@@ -199,7 +204,9 @@ impl Group {
     /// scrape split across requests (or one shard lagging by a scrape) is not reported.
     pub(crate) fn incomplete(&self) -> bool {
         self.scrapes_since_roles_changed >= 2
-            && completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
+            && *self.structurally_incomplete.get_or_init(|| {
+                completeness::check(self.roles.iter().filter(|r| !r.stale).map(|r| r.key)).is_err()
+            })
     }
 
     /// True when the learned role set plans no family (every plan is an error):
@@ -312,6 +319,7 @@ impl Group {
             slot.plan = None;
         }
         self.state.plan_changed();
+        self.structurally_incomplete = std::cell::OnceCell::new();
     }
 
     fn learned(&self) -> Vec<(RoleKey, usize)> {
