@@ -148,3 +148,43 @@ fn packed_and_unpacked_repeated_fields_read_alike() {
         "truncated"
     );
 }
+
+/// A length-delimited field: key (`field`, wire type 2) and length as varints, then `len` bytes.
+fn len_field(field: u32, len: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for mut v in [u64::from(field << 3 | 2), len as u64] {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    out.extend(std::iter::repeat_n(0x2a, len));
+    out
+}
+
+#[test]
+fn counting_fields_gives_the_counts_of_the_fields_written_and_the_errors_of_the_general_reader() {
+    // Field-1 values of every length class around the two-byte fast run (127: one length byte;
+    // 128 and 16 383: two; 16 384: three), a field 3 in between, then field 1 again.
+    let lengths = [200, 128, 16_383, 127, 300, 16_384, 0, 250];
+    let mut body = Vec::new();
+    for (i, len) in lengths.iter().enumerate() {
+        body.extend(len_field(1, *len));
+        if i == 2 {
+            body.extend(len_field(3, 5));
+        }
+    }
+    body.extend(len_field(1, 140));
+    assert_eq!(count_fields(&body, "t", [1, 3]).unwrap(), [9, 1]);
+    // The same body cut inside its last value: the fast run stops, the general reader refuses it.
+    let cut = &body[..body.len() - 1];
+    assert!(count_fields(cut, "t", [1, 3]).is_err());
+    // Cut inside the first (fast-run) value as well.
+    assert!(count_fields(&body[..100], "t", [1, 3]).is_err());
+    // An overlong two-byte length (0x80 0x00 = 0) is left to the general reader, which reads it
+    // as 0 as the encoding guide does: two empty field-1 values.
+    let overlong = [0x0a, 0x80, 0x00, 0x0a, 0x00];
+    assert_eq!(reference_varint(&overlong[1..]), Some((0, 2)));
+    assert_eq!(count_fields(&overlong, "t", [1, 3]).unwrap(), [2, 0]);
+}
