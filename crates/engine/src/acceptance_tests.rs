@@ -396,7 +396,7 @@ fn late_and_interleaved_scrapes_give_the_acceptance_buckets_of_in_order_scrapes(
                 let (mut older, mut newer) = (0, 0);
                 order.clear();
                 while older < n || newer < n {
-                    if newer < older && (older == n || lcg(&mut dice) % 2 == 0) {
+                    if newer < older && (older == n || lcg(&mut dice).is_multiple_of(2)) {
                         order.push(pair[1][newer].clone());
                         newer += 1;
                     } else {
