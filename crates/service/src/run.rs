@@ -77,7 +77,9 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                crate::storage::save(storage.path.clone(), engine.clone(), metrics.clone()).await;
+                let _logged_and_counted =
+                    crate::storage::save(storage.path.clone(), engine.clone(), metrics.clone())
+                        .await;
             }
         })
     });
@@ -93,8 +95,10 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     }
     // After the last request: the state written now is the one the next start continues from.
     if let Some(storage) = &config.storage {
-        crate::storage::save(storage.path.clone(), engine, metrics).await;
-        tracing::info!(path = %crate::storage::state_file(&storage.path).display(), "state written");
+        // A failure was logged (and counted) by `save`; "written" only when it was.
+        if crate::storage::save(storage.path.clone(), engine, metrics).await {
+            tracing::info!(path = %crate::storage::state_file(&storage.path).display(), "state written");
+        }
     }
     served
 }

@@ -72,11 +72,12 @@ pub(crate) fn write_atomically(dir: &Path, document: &str) -> std::io::Result<()
 
 /// Serialises the engine's state under its lock, then writes it off the lock (on a blocking
 /// thread); a failure is logged and counted in `vllm_corrector_state_write_failures_total`.
+/// Returns true when the state file was written.
 pub(crate) async fn save(
     dir: PathBuf,
     engine: Arc<std::sync::Mutex<Engine>>,
     metrics: Arc<SelfMetrics>,
-) {
+) -> bool {
     let document = engine
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -86,14 +87,20 @@ pub(crate) async fn save(
     })
     .await;
     match written {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => true,
         Ok(Err((dir, e))) => {
             tracing::warn!(path = %state_file(&dir).display(), error = %e, "cannot write the state file");
             metrics.ops.storage.write_failed();
+            false
         }
         Err(e) => {
             tracing::warn!(error = %e, "state write task failed");
             metrics.ops.storage.write_failed();
+            false
         }
     }
 }
+
+#[cfg(test)]
+#[path = "storage_tests.rs"]
+mod tests;

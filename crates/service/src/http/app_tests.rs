@@ -322,6 +322,33 @@ async fn oversized_body_is_413() {
 }
 
 #[tokio::test]
+async fn content_length_over_the_body_limit_is_413_before_the_body_is_read() {
+    // A sender announcing more than `max_body_bytes` is refused for the announcement: waiting for
+    // the body would end in the body timeout's 503, which a sender retries. The body here is
+    // empty, so the old order (read, then judge) answered 400 for an empty body.
+    let limits = Limits {
+        max_body_bytes: 64,
+        ..Limits::default()
+    };
+    let state = state_with(limits);
+    let mut request = rw1(Vec::new());
+    request
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, "2000000".parse().unwrap());
+    let (status, _, text) = send(&state, request).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert!(text.contains("64"), "names the limit: {text}");
+    let m = self_metrics_text(&state);
+    assert!(
+        has_line(
+            &m,
+            "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"413\"} 1"
+        ),
+        "{m}"
+    );
+}
+
+#[tokio::test]
 async fn declared_decoded_length_over_the_cap_is_413() {
     let limits = Limits {
         max_decoded_bytes: 1024,

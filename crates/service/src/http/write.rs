@@ -1,7 +1,8 @@
 //! `POST /api/v1/write`: the remote write 1.0 and 2.0 receiver.
 //!
-//! Order of checks, cheapest first: headers (415), a free slot (503 after a bounded wait), the
-//! body (413 over `limits.max_body_bytes`, 400 when empty), snappy with the declared decoded
+//! Order of checks, cheapest first: headers (415; a `Content-Length` over
+//! `limits.max_body_bytes`: 413), a free slot (503 after a bounded wait), the body (413 over
+//! `limits.max_body_bytes`, 400 when empty), snappy with the declared decoded
 //! length checked before allocating (413) or corrupt (400), protobuf (400; the schema comes from
 //! `Content-Type`, never from trying), series per request (413), then per series: label limits,
 //! labels and RW 2.0 label references, custom-bucket histograms, the active-series limit (400
@@ -116,23 +117,28 @@ struct Admitted {
     _body_budget: OwnedSemaphorePermit,
 }
 
-/// Step 1: the protocol from the headers (415), a free slot within the permit wait (503,
+/// Step 1: the protocol from the headers (415), a `Content-Length` over `limits.max_body_bytes`
+/// (413, before any body is read), a free slot within the permit wait (503,
 /// `limits.max_concurrent_requests`), and memory for the body as announced or the largest
 /// accepted one (503, `limits.max_inflight_bytes`).
 async fn admit(state: &AppState, headers: &HeaderMap) -> Result<Admitted, HttpError> {
     let protocol = negotiate::write_protocol(headers)?;
     let live = state.live();
+    let max_body = live.limits.max_body_bytes;
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    // Refused for its announcement: waiting for a body that may never come would end in a 503
+    // (body timeout), which the sender retries.
+    if declared.is_some_and(|n| n > max_body) {
+        return Err(HttpError::BodyTooLarge { limit: max_body });
+    }
     let permit = tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned())
         .await
         .ok()
         .and_then(Result::ok)
         .ok_or(HttpError::Overloaded)?;
-    let max_body = live.limits.max_body_bytes;
-    let announced = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-        .unwrap_or(max_body)
-        .min(max_body);
+    let announced = declared.unwrap_or(max_body);
     let body_budget = state
         .reserve_inflight(&live, announced)
         .await
