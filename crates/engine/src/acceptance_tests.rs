@@ -80,22 +80,9 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     // Past idle_timeout the stale group's state is forgotten: the group comes back re-seeded.
     let t2 = t2_with_low_acceptance();
     let stale = f64::from_bits(STALE_NAN_BITS);
+    // test_support's feeding, each call with a report of its own.
     let feed_at = |engine: &mut Engine, raw: Vec<Raw>, ts: i64, now_ms: i64| {
-        for (labels, value) in raw {
-            let labels: Vec<Label<'_>> = labels
-                .iter()
-                .map(|(n, v)| Label { name: n, value: v })
-                .collect();
-            engine.ingest(
-                &labels,
-                &[Sample {
-                    value,
-                    timestamp_ms: ts,
-                }],
-                now_ms,
-                &mut IngestReport::default(),
-            );
-        }
+        feed_at(engine, &raw, ts, now_ms, &mut IngestReport::default());
     };
     let run = |sweep_at: i64| {
         let mut engine = Engine::new(EngineConfig {

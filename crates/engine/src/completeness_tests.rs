@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::classify::{Part, classify};
+use crate::test_support::ingest_series;
 use crate::{Engine, EngineConfig, IngestReport};
 use protocol::{Label, Sample};
 use sim::{Profile, SimConfig, Simulator, SpecConfig};
@@ -87,19 +88,11 @@ fn feed(engine: &mut Engine, sim: &mut Simulator, t_s: f64, keep: impl Fn(usize)
         let mut owned = s.labels.clone();
         owned.push(("__name__".to_string(), s.name.clone()));
         owned.sort();
-        let labels: Vec<Label<'_>> = owned
-            .iter()
-            .map(|(n, v)| Label { name: n, value: v })
-            .collect();
-        engine.ingest(
-            &labels,
-            &[Sample {
-                value: s.value,
-                timestamp_ms: snapshot.timestamp_ms,
-            }],
-            0,
-            &mut report,
-        );
+        let sample = Sample {
+            value: s.value,
+            timestamp_ms: snapshot.timestamp_ms,
+        };
+        ingest_series(engine, &owned, &[sample], 0, &mut report);
     }
 }
 
