@@ -183,11 +183,17 @@ impl Corrector {
     }
 
     fn get_metrics(&self, accept: Option<&str>) -> String {
-        let mut request = self.client.get(format!("{}/metrics", self.base));
-        if let Some(accept) = accept {
-            request = request.header("Accept", accept);
-        }
-        let response = request.send().unwrap_or_else(|e| {
+        let send = || {
+            let mut request = self.client.get(format!("{}/metrics", self.base));
+            if let Some(accept) = accept {
+                request = request.header("Accept", accept);
+            }
+            request.send()
+        };
+        // Once more on a connection error: the client may pick its pooled keep-alive connection
+        // in the instant the server closes it for idleness (the slow-client tests set a 1 s idle
+        // timeout), and a GET is safe to repeat.
+        let response = send().or_else(|_| send()).unwrap_or_else(|e| {
             panic!("GET /metrics failed: {e}\n--- log ---\n{}", self.log_text())
         });
         assert!(
