@@ -38,6 +38,12 @@ pub struct SeriesRef<'a> {
     /// RW 1.0 via [`v1::decode_deferred`] only: the whole `TimeSeries` message while its labels are
     /// not decoded yet (`labels` is then empty); [`crate::v1::decode_pending_labels`] decodes them.
     pub pending_labels: Option<&'a [u8]>,
+    /// RW 1.0 via [`v1::decode_deferred`] only: the series ends in one canonical `Sample` field
+    /// and was not walked, so `key` covers every byte before that field, and `samples` holds that
+    /// one sample. A hit among the keys of label runs walked before is exact (the same bytes are
+    /// that run); [`crate::v1::decode_pending_labels`] walks the series and replaces `key`,
+    /// `samples`, `histograms` and `exemplars` with what the walk finds.
+    pub(crate) provisional_key: bool,
 }
 
 impl<'a> SeriesRef<'a> {

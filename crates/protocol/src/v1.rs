@@ -78,8 +78,9 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 ///
 /// # Errors
 /// As [`decode`], except that a malformed `Label` or a label that is not UTF-8 is reported by
-/// [`decode_pending_labels`] instead (with the same error); so when a body holds several
-/// errors, the one reported may differ.
+/// [`decode_pending_labels`] instead (with the same error), and so is any error of a series
+/// that ends in a canonical sample ([`SeriesRef::provisional_key`]); so when a body holds
+/// several errors, the one reported may differ.
 pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
     let mut request = WriteRequestRef {
@@ -138,14 +139,97 @@ pub struct LabelScratch(Vec<LabelSpan>);
 
 /// Decodes one `TimeSeries` like [`decode_series`] but its labels: only their framing is walked,
 /// and the leading run of label fields is hashed into the series' key.
+///
+/// A series that ends in one canonical `Sample` field ([`canonical_tail`]) is not walked: its key
+/// covers every byte before that field, and stays provisional ([`SeriesRef::provisional_key`])
+/// until [`decode_pending_labels`] walks the series. The provisional key is exact where it is
+/// used: a receiver looks it up among keys of label runs it walked before, and bytes equal to
+/// such a run are that run, so the series is those labels and this one sample
+/// (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the provisional key").
 fn decode_series_deferred<'a>(
     buf: &'a [u8],
     series: &mut SeriesRef<'a>,
 ) -> Result<(), ProtocolError> {
+    series.pending_labels = Some(buf);
+    if let Some((end, sample)) = canonical_tail(buf) {
+        series.samples.push(sample);
+        series.key = Some(SeriesKey::of(&buf[..end]));
+        series.provisional_key = true;
+        return Ok(());
+    }
+    walk_deferred(buf, series)
+}
+
+/// The walk of [`decode_series_deferred`] for a series without a canonical tail, and of
+/// [`decode_pending_labels`] for one with: samples, histograms and exemplars into `series`
+/// (empty), and the key of the leading label run.
+fn walk_deferred<'a>(buf: &'a [u8], series: &mut SeriesRef<'a>) -> Result<(), ProtocolError> {
     let run_end = walk_series(buf, None, Some(series))?;
     series.key = run_end.map(|end| SeriesKey::of(&buf[..end]));
-    series.pending_labels = Some(buf);
+    series.provisional_key = false;
     Ok(())
+}
+
+/// When the `TimeSeries` message `buf` ends with one `Sample` field (key 0x12, a one-byte length)
+/// whose bytes [`tail_sample`] reads, and at least one byte comes before it: where that field
+/// starts, and its sample. This is exactly what the walk reads from those bytes when the bytes
+/// before them are whole fields. Tried first: a value and a 6-byte timestamp (every millisecond
+/// time from 2004 to 2109), then a value of 0 (which protobuf leaves out) with one, then every
+/// other length ([`other_tail`]).
+#[inline(always)]
+fn canonical_tail(buf: &[u8]) -> Option<(usize, Sample)> {
+    let n = buf.len();
+    if n > 18 {
+        if let [0x12, 16, ref m @ ..] = buf[n - 18..]
+            && let Some(sample) = tail_sample(m)
+        {
+            return Some((n - 18, sample));
+        }
+        if let [0x12, 8, ref m @ ..] = buf[n - 10..]
+            && let Some(sample) = tail_sample(m)
+        {
+            return Some((n - 10, sample));
+        }
+    }
+    other_tail(buf)
+}
+
+/// [`canonical_tail`] for the sample field lengths other than 16 and 8 (2 to 20 bytes).
+#[inline(never)]
+fn other_tail(buf: &[u8]) -> Option<(usize, Sample)> {
+    (2..=20usize).filter(|&m| m != 16 && m != 8).find_map(|m| {
+        let start = buf.len().checked_sub(m + 2).filter(|&s| s > 0)?;
+        match buf[start..] {
+            [0x12, len, ref sample @ ..] if usize::from(len) == m => {
+                tail_sample(sample).map(|s| (start, s))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The sample in `m` when it is one of the two forms every sender encodes: [`canonical_sample`],
+/// or a value of 0 left out (field 2, the varint timestamp, alone filling `m`). `None` otherwise.
+#[inline(always)]
+fn tail_sample(m: &[u8]) -> Option<Sample> {
+    match m {
+        [0x09, ..] => canonical_sample(m),
+        [0x10, ts @ ..] => {
+            let timestamp = match varint_filling(m, 1) {
+                Some(t) => t as i64,
+                None => {
+                    let mut r = Reader::new(ts, "Sample");
+                    let t = r.int64().ok()?;
+                    r.at_end().then_some(t)?
+                }
+            };
+            Some(Sample {
+                value: 0.0,
+                timestamp_ms: timestamp,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The labels of the `TimeSeries` message `buf` (already walked by [`decode_series_deferred`]),
@@ -458,21 +542,48 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
 /// [`decode`] would have (same labels, same order, same errors); nothing when none are
 /// pending. `scratch` is reused between calls.
 ///
+/// A series with a provisional key ([`SeriesRef::provisional_key`]) is walked first: its key,
+/// samples, histograms and exemplars become what [`decode_deferred`] finds by walking.
+///
 /// # Errors
-/// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8 (then
-/// `labels` stays empty and the labels stay pending).
+/// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8, and for a
+/// series with a provisional key, any error of its walk (then `labels` stays empty and the
+/// labels stay pending).
 pub fn decode_pending_labels(
     series: &mut SeriesRef<'_>,
     scratch: &mut LabelScratch,
 ) -> Result<(), ProtocolError> {
     match series.pending_labels {
         Some(bytes) => {
+            if series.provisional_key {
+                series.samples.clear();
+                walk_deferred(bytes, series)?;
+            }
             decode_labels_of(bytes, scratch, &mut series.labels)?;
             series.pending_labels = None;
             Ok(())
         }
         None => Ok(()),
     }
+}
+
+/// Walks every series of `request` (from [`decode_deferred`]) whose key is still provisional
+/// ([`SeriesRef::provisional_key`]), as [`decode_pending_labels`] would but leaving the labels
+/// pending: afterwards every series' samples, histograms, exemplars and key are what
+/// [`decode_deferred`] finds without the canonical-tail shortcut. For a request that is refused
+/// whole before its labels are decoded, so its samples are counted as [`decode`] counts them.
+///
+/// # Errors
+/// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing, sample
+/// or histogram does not decode: what [`decode_deferred`] reports without the shortcut.
+pub fn walk_provisional(request: &mut WriteRequestRef<'_>) -> Result<(), ProtocolError> {
+    for series in &mut request.series {
+        if let (true, Some(bytes)) = (series.provisional_key, series.pending_labels) {
+            series.samples.clear();
+            walk_deferred(bytes, series)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -81,44 +81,83 @@ fn deferred_labels_decode_like_the_eager_decoder_on_random_and_corrupted_request
     assert!(compared > 1000 && refused > 100, "{compared} {refused}");
 }
 
+/// [`decode_deferred`] with every series walked by [`decode_pending_labels`]: the keys a receiver
+/// learns.
+fn walked(bytes: &[u8]) -> WriteRequestRef<'_> {
+    let mut request = decode_deferred(bytes).unwrap();
+    for series in &mut request.series {
+        decode_pending_labels(series, &mut LabelScratch::default()).unwrap();
+        assert!(!series.provisional_key);
+    }
+    request
+}
+
 #[test]
-fn series_with_one_key_have_the_same_labels_and_equal_labels_one_key() {
+fn learned_keys_are_equal_exactly_when_labels_are_and_a_provisional_key_hits_only_its_own_labels() {
     let mut rng = StdRng::seed_from_u64(0x6b65_7973);
-    let mut same_key_pairs = 0;
+    let (mut same_key_pairs, mut provisional_hits, mut provisional_misses) = (0, 0, 0);
     for _ in 0..500 {
         let mut req = random_request(&mut rng);
-        // Half the series again with other samples: the same label bytes in another series.
+        // Half the series again with other samples: the same label bytes in another series, with
+        // one sample (a millisecond time, or a value of 0 that protobuf leaves out) or two.
         for i in 0..req.timeseries.len() {
             if rng.random_bool(0.5) {
                 let mut again = req.timeseries[i].clone();
-                again.samples = vec![pb::Sample {
-                    value: 2.0,
-                    timestamp: 9,
-                }];
+                let sample = |value| pb::Sample {
+                    value,
+                    timestamp: 1_764_000_000_000,
+                };
+                again.samples = match rng.random_range(0..3) {
+                    0 => vec![sample(2.0)],
+                    1 => vec![sample(0.0)],
+                    _ => vec![sample(1.0), sample(2.0)],
+                };
                 req.timeseries.push(again);
             }
         }
         let bytes = req.encode_to_vec();
-        let request = decode_deferred(&bytes).unwrap();
+        let fresh = decode_deferred(&bytes).unwrap();
+        let learned = walked(&bytes);
         let eager = decode(&bytes).unwrap();
-        for (i, a) in request.series.iter().enumerate() {
-            for (j, b) in request.series.iter().enumerate().skip(i + 1) {
-                let (la, lb) = (&eager.series[i].labels, &eager.series[j].labels);
-                if la.is_empty() || lb.is_empty() {
-                    assert_eq!(a.key.is_none(), la.is_empty(), "no label, no key");
-                    assert_eq!(b.key.is_none(), lb.is_empty(), "no label, no key");
-                    continue;
+        for (i, a) in learned.series.iter().enumerate() {
+            let la = &eager.series[i].labels;
+            assert_eq!(a.key.is_none(), la.is_empty(), "no label, no key");
+            for (j, b) in learned.series.iter().enumerate().skip(i + 1) {
+                let lb = &eager.series[j].labels;
+                if !la.is_empty() && !lb.is_empty() {
+                    assert_eq!(a.key == b.key, la == lb, "{la:?} {lb:?}");
+                    same_key_pairs += usize::from(a.key == b.key);
                 }
-                assert!(
-                    a.key.is_some() && b.key.is_some(),
-                    "prost encodes labels first"
-                );
-                assert_eq!(a.key == b.key, la == lb, "{la:?} {lb:?}");
-                same_key_pairs += usize::from(a.key == b.key);
             }
+        }
+        for (i, f) in fresh.series.iter().enumerate() {
+            if !f.provisional_key {
+                assert_eq!(
+                    f.key, learned.series[i].key,
+                    "a walked series' key is final"
+                );
+                continue;
+            }
+            // Where a provisional key meets a learned one, the series is that one's labels and
+            // exactly the sample the provisional decoding read.
+            let mut hit = false;
+            for (j, b) in learned.series.iter().enumerate() {
+                if f.key.is_some() && f.key == b.key {
+                    assert_eq!(eager.series[i].labels, eager.series[j].labels);
+                    assert_eq!(eager.series[i].samples, f.samples);
+                    assert!(eager.series[i].histograms.is_empty());
+                    hit = true;
+                }
+            }
+            provisional_hits += usize::from(hit);
+            provisional_misses += usize::from(f.key != learned.series[i].key);
         }
     }
     assert!(same_key_pairs > 500, "{same_key_pairs}");
+    assert!(
+        provisional_hits > 500 && provisional_misses > 100,
+        "{provisional_hits} {provisional_misses}"
+    );
 }
 
 /// A `TimeSeries` field: key byte, one-byte length, bytes.
@@ -167,4 +206,50 @@ fn a_label_that_is_not_utf8_fails_when_its_labels_are_decoded_with_the_eager_err
         decode_pending_labels(&mut request.series[0], &mut LabelScratch::default()).unwrap_err();
     assert_eq!(eager, deferred);
     assert!(request.series[0].labels.is_empty());
+}
+
+fn sample_field(value: f64, timestamp: i64) -> Vec<u8> {
+    field(0x12, &pb::Sample { value, timestamp }.encode_to_vec())
+}
+
+#[test]
+fn a_label_run_then_two_samples_or_an_exemplar_is_walked_for_all_it_holds() {
+    let name = field(0x0a, &label("__name__", "up").encode_to_vec());
+    let ts = 1_764_000_000_000;
+    let two = [
+        name.clone(),
+        sample_field(1.0, ts),
+        sample_field(2.0, ts + 1),
+    ]
+    .concat();
+    let exemplar = field(0x1a, &[0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f]);
+    let with_exemplar = [name.clone(), exemplar, sample_field(3.0, ts)].concat();
+    for message in [two, with_exemplar] {
+        let body = field(0x0a, &message);
+        let fresh = decode_deferred(&body).unwrap();
+        // Read without a walk: the last sample, and a key over everything before it.
+        assert!(fresh.series[0].provisional_key);
+        assert_eq!(fresh.series[0].samples.len(), 1);
+        let provisional = fresh.series[0].key;
+        assert_ne!(provisional, Some(SeriesKey::of(&name)));
+        let learned = walked(&body);
+        assert_eq!(learned.series[0].key, Some(SeriesKey::of(&name)));
+        assert_eq!(deferred_in_full(&body).unwrap(), decode(&body).unwrap());
+    }
+}
+
+#[test]
+fn a_label_value_that_ends_like_a_sample_field_is_walked_not_cut() {
+    // The last 18 bytes of the value read as key 0x12, length 16, value "abcdefgh" and a 6-byte
+    // timestamp varint (five bytes with the high bit set, as in U+0800 and 'é', then 'x').
+    let value = "v\u{12}\u{10}\u{9}abcdefgh\u{10}\u{800}éx";
+    let message = field(0x0a, &label("__name__", value).encode_to_vec());
+    let body = field(0x0a, &message);
+    let fresh = decode_deferred(&body).unwrap();
+    assert!(fresh.series[0].provisional_key);
+    let learned = walked(&body);
+    assert!(learned.series[0].samples.is_empty(), "no sample field");
+    assert_eq!(learned.series[0].key, Some(SeriesKey::of(&message)));
+    assert_ne!(fresh.series[0].key, learned.series[0].key);
+    assert_eq!(learned.series[0].labels[0].value, value);
 }

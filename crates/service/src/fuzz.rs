@@ -42,9 +42,60 @@ pub fn rw2(body: &[u8]) {
     }
 }
 
-/// A decompressed RW 1.0 body: decode, ingest.
+/// A decompressed RW 1.0 body: decode, ingest; and the known-series fast path against the full
+/// path ([`fast_path_agrees`]).
 pub fn rw1_decoded(raw: &[u8]) {
     apply(v1::decode(raw));
+    fast_path_agrees(raw);
+}
+
+/// The known-series fast path as the HTTP handler runs it (`decode_deferred`, `known_series`,
+/// `prepare_known`) against the full path (`decode`, `prepare`), each on its own engine, with the
+/// body sent twice (the second time its series are known): both refuse it, or both give the same
+/// outcome; and the two engines' outputs are the same.
+fn fast_path_agrees(raw: &[u8]) {
+    let limits = Limits::default();
+    let now = newest(v1::decode(raw).as_ref().ok());
+    let (mut full, mut fast) = (
+        Engine::new(EngineConfig::default()),
+        Engine::new(EngineConfig::default()),
+    );
+    for _ in 0..2 {
+        let want = v1::decode(raw).map(|r| ingest::prepare(r, &limits).apply(&mut full, now));
+        let got = v1::decode_deferred(raw)
+            .and_then(|r| {
+                let known = ingest::known_series(&mut fast, &r, &limits, now);
+                ingest::prepare_known(r, known, &limits)
+            })
+            .map(|prepared| prepared.apply(&mut fast, now));
+        match (want, got) {
+            (Ok(want), Ok(got)) => assert_eq!(want, got, "fast path outcome"),
+            (Err(_), Err(_)) => return,
+            (want, got) => panic!("full path {want:?}, fast path {got:?}"),
+        }
+    }
+    assert_eq!(outputs(&full), outputs(&fast), "fast path outputs");
+}
+
+/// Every derived value of every family, as text.
+fn outputs(engine: &Engine) -> Vec<String> {
+    let mut rows = Vec::new();
+    for family in Family::ALL {
+        engine.for_each_derived(family, |labels, value| {
+            rows.push(format!("{family:?} {labels:?} {value:?}"));
+        });
+    }
+    rows
+}
+
+/// The newest sample timestamp of `request` (ms), 0 without one.
+fn newest(request: Option<&WriteRequestRef<'_>>) -> i64 {
+    request
+        .into_iter()
+        .flat_map(|r| &r.series)
+        .flat_map(|s| s.samples.iter().map(|x| x.timestamp_ms))
+        .max()
+        .unwrap_or(0)
 }
 
 /// A decompressed RW 2.0 body: decode, ingest.
@@ -65,12 +116,7 @@ pub fn exposition(bytes: &[u8]) {
 /// future-skew limit does not hide the rules) and checks the invariants.
 fn apply(decoded: Result<WriteRequestRef<'_>, ProtocolError>) {
     let Ok(request) = decoded else { return };
-    let newest = request
-        .series
-        .iter()
-        .flat_map(|s| s.samples.iter().map(|x| x.timestamp_ms))
-        .max()
-        .unwrap_or(0);
+    let newest = newest(Some(&request));
     let mut engine = Engine::new(EngineConfig::default());
     let outcome = ingest::prepare(request, &Limits::default()).apply(&mut engine, newest);
     let r = &outcome.report;

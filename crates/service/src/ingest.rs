@@ -285,6 +285,18 @@ fn accepted(report: &IngestReport) -> u64 {
 }
 
 impl Prepared<'_> {
+    /// Every sample of the request: those of the kept series ([`protocol::SeriesRef::sample_count`])
+    /// and those already counted as rejected.
+    pub(crate) fn sample_count(&self) -> u64 {
+        self.outcome.report.received
+            + self
+                .request
+                .series
+                .iter()
+                .map(|s| s.sample_count())
+                .sum::<u64>()
+    }
+
     /// Step 2, under the engine lock: applies every kept series at receive time `now_ms` (ms since
     /// the epoch, for the idle timeout) and caches the metadata (RW 1.0 entries, RW 2.0 per-series
     /// metadata). Metadata never fails a request.

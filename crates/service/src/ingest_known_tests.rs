@@ -117,7 +117,8 @@ fn universe() -> Vec<Vec<(String, String)>> {
 
 /// One scrape at `ts` of the series of `pods` (a subset of the universe), with counter values
 /// that grow by random steps (state in `values`), staleness markers, NaNs, future samples and
-/// repeats; cut into requests of random size, series shuffled.
+/// repeats, now and then two samples in one series; cut into requests of random size, series
+/// shuffled.
 fn scrape(
     rng: &mut StdRng,
     series: &[Vec<(String, String)>],
@@ -139,13 +140,20 @@ fn scrape(
             3 => (values[i], ts - 15_000),
             _ => (values[i], ts),
         };
-        specs.push((
-            labels.clone(),
-            vec![protocol::Sample {
-                value,
-                timestamp_ms: t,
-            }],
-        ));
+        let mut samples = vec![protocol::Sample {
+            value,
+            timestamp_ms: t,
+        }];
+        // Sometimes a second sample of the series in the same `TimeSeries`, as a sender that
+        // batches would send it: its label bytes are known, but not the bytes before its last
+        // sample.
+        if rng.random_bool(0.03) {
+            samples.push(protocol::Sample {
+                value: value + 1.0,
+                timestamp_ms: t + 5_000,
+            });
+        }
+        specs.push((labels.clone(), samples));
     }
     for i in (1..specs.len()).rev() {
         specs.swap(i, rng.random_range(0..=i));

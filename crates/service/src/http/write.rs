@@ -349,6 +349,12 @@ fn process(
         .emit(&state.metrics);
     }
     if request.series.len() > limits.max_series_per_request {
+        // Every sample counted as the eager decoder counts them, and its error first.
+        let mut request = request;
+        if let Err(e) = protocol::v1::walk_provisional(&mut request) {
+            *uncounted = None;
+            return (none, Err(e.into()));
+        }
         let report = ingest::reject_request(&request, RejectReason::TooManySeries);
         SamplesIngested { report: &report }.emit(&state.metrics);
         *uncounted = None;
@@ -375,6 +381,8 @@ fn process(
             return (none, Err(e.into()));
         }
     };
+    // The series walked in `prepare_known` may hold more samples than their provisional reading.
+    *uncounted = Some(prepared.sample_count());
     let (outcome, events) = {
         let mut engine = state.lock_engine();
         #[cfg(test)]
