@@ -68,8 +68,10 @@ struct CachedSeries {
 #[derive(Debug)]
 pub struct Engine {
     config: EngineConfig,
-    hasher: foldhash::fast::FixedState,
-    series_hashers: [foldhash::fast::FixedState; 2],
+    hasher: foldhash::fast::RandomState,
+    /// Random per process (`protocol::independent_hashers`): fixed seeds would let crafted labels
+    /// share both hashes.
+    series_hashers: [foldhash::fast::SeedableRandomState; 2],
     slots: Vec<GroupSlot>,
     free_slots: Vec<u32>,
     /// Slot indices of the live groups, by group-label hash.
@@ -121,11 +123,8 @@ impl Engine {
     pub fn new(config: EngineConfig) -> Self {
         Engine {
             config: config.clone(),
-            hasher: foldhash::fast::FixedState::with_seed(0x5eed_cafe),
-            series_hashers: [
-                foldhash::fast::FixedState::with_seed(0x0123_4567_89ab_cdef),
-                foldhash::fast::FixedState::with_seed(0xfedc_ba98_7654_3210),
-            ],
+            hasher: foldhash::fast::RandomState::default(),
+            series_hashers: protocol::independent_hashers().clone(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             groups: HashTable::new(),

@@ -1,12 +1,17 @@
 //! [`SeriesKey`]: the identity of one series' encoded label bytes, for the known-series fast path
 //! (docs/PERFORMANCE.md, "The known-series fast path").
 //!
-//! Two `foldhash` passes with different fixed seeds. A one-pass 128-bit replacement (two
+//! Two `foldhash` passes with independent seeds drawn once per process ([`independent_hashers`]).
+//! A one-pass 128-bit replacement (two
 //! folded-multiply chains sharing the 8-byte reads) was measured and dropped: it costs 404
 //! instructions per vLLM-shaped series against 271 for the two passes (docs/PERFORMANCE.md), since
 //! each chain needs its own multiply per 16 bytes either way.
 
 use std::hash::{BuildHasher, Hasher};
+use std::sync::LazyLock;
+
+use foldhash::SharedSeed;
+use foldhash::fast::SeedableRandomState;
 
 /// The identity of one series' encoded labels: two independent 64-bit hashes (`hash`, `check`) of
 /// the bytes of its label fields as they came on the wire (RW 1.0: the `TimeSeries`' leading run
@@ -16,31 +21,58 @@ use std::hash::{BuildHasher, Hasher};
 /// Two label sets with one key would need both 64-bit hashes to collide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SeriesKey {
-    /// First hash (foldhash, fixed seed): the hash-table hash.
+    /// First hash (foldhash, the first of [`independent_hashers`]): the hash-table hash.
     pub hash: u64,
-    /// Second, independent hash (foldhash, another fixed seed), compared on every hit.
+    /// Second, independent hash (the second of [`independent_hashers`]), compared on every hit.
     pub check: u64,
 }
 
-/// The two fixed seeds.
-const SEEDS: [u64; 2] = [0x6c61_6265_6c5f_6b31, 0x9e37_79b9_7f4a_7c15];
+/// Two foldhash hashers for 128-bit identities, drawn once per process: each has its own shared
+/// seed (the constants foldhash multiplies with) and its own per-hasher seed, from `std`'s
+/// `RandomState` (the operating system's randomness).
+///
+/// Fixed seeds (the `FixedState` used before) are public constants. A sender that knows them can
+/// write 16 bytes that zero foldhash's multiplications, so everything before those bytes leaves the
+/// hash unchanged. Two different label runs then share a key, and the second is taken for the
+/// first (issue 14's review). With seeds unknown outside the process, such input has to be guessed.
+/// The keys are not stable across restarts; nothing stores them.
+pub fn independent_hashers() -> &'static [SeedableRandomState; 2] {
+    static SHARED: LazyLock<[SharedSeed; 2]> = LazyLock::new(|| {
+        let random = std::hash::RandomState::new();
+        [
+            SharedSeed::from_u64(random.hash_one(0u8)),
+            SharedSeed::from_u64(random.hash_one(1u8)),
+        ]
+    });
+    static HASHERS: LazyLock<[SeedableRandomState; 2]> = LazyLock::new(|| {
+        let random = std::hash::RandomState::new();
+        let shared: &'static [SharedSeed; 2] = &SHARED;
+        [
+            SeedableRandomState::with_seed(random.hash_one(2u8), &shared[0]),
+            SeedableRandomState::with_seed(random.hash_one(3u8), &shared[1]),
+        ]
+    });
+    &HASHERS
+}
 
-/// One foldhash pass over `bytes` with `seed`. The bytes go in with one `write` (no length
-/// prefix: foldhash's `write` folds the length into its state itself).
+/// One foldhash pass over `bytes`. The bytes go in with one `write` (no length prefix: foldhash's
+/// `write` folds the length into its state itself).
 #[inline]
-fn pass(seed: u64, bytes: &[u8]) -> u64 {
-    let mut h = foldhash::fast::FixedState::with_seed(seed).build_hasher();
+fn pass(hasher: &SeedableRandomState, bytes: &[u8]) -> u64 {
+    let mut h = hasher.build_hasher();
     h.write(bytes);
     h.finish()
 }
 
 impl SeriesKey {
-    /// The key of `label_bytes` (the raw encoded label fields), any length.
+    /// The key of `label_bytes` (the raw encoded label fields), any length. The same bytes give
+    /// the same key within one process ([`independent_hashers`]).
     #[inline]
     pub(crate) fn of(label_bytes: &[u8]) -> SeriesKey {
+        let [first, second] = independent_hashers();
         SeriesKey {
-            hash: pass(SEEDS[0], label_bytes),
-            check: pass(SEEDS[1], label_bytes),
+            hash: pass(first, label_bytes),
+            check: pass(second, label_bytes),
         }
     }
 }

@@ -20,7 +20,7 @@ pub mod v1;
 pub mod v2;
 mod wire;
 
-pub use key::SeriesKey;
+pub use key::{SeriesKey, independent_hashers};
 pub use v1::LabelScratch;
 
 pub use error::ProtocolError;
