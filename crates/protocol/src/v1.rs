@@ -214,20 +214,10 @@ fn other_tail(buf: &[u8]) -> Option<(usize, Sample)> {
 fn tail_sample(m: &[u8]) -> Option<Sample> {
     match m {
         [0x09, ..] => canonical_sample(m),
-        [0x10, ts @ ..] => {
-            let timestamp = match varint_filling(m, 1) {
-                Some(t) => t as i64,
-                None => {
-                    let mut r = Reader::new(ts, "Sample");
-                    let t = r.int64().ok()?;
-                    r.at_end().then_some(t)?
-                }
-            };
-            Some(Sample {
-                value: 0.0,
-                timestamp_ms: timestamp,
-            })
-        }
+        [0x10, ..] => Some(Sample {
+            value: 0.0,
+            timestamp_ms: timestamp_filling(m, 1)?,
+        }),
         _ => None,
     }
 }
@@ -451,21 +441,27 @@ fn canonical_label(buf: &[u8], start: usize, len: usize) -> Option<LabelSpan> {
 /// field 2 (varint timestamp) ending the message. `None` sends it to [`decode_sample`].
 #[inline]
 fn canonical_sample(m: &[u8]) -> Option<Sample> {
-    let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], ts) = m.split_first_chunk::<10>()? else {
+    let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], _) = m.split_first_chunk::<10>()? else {
         return None;
-    };
-    let timestamp = match varint_filling(m, 10) {
-        Some(t) => t as i64,
-        None => {
-            let mut r = Reader::new(ts, "Sample");
-            let t = r.int64().ok()?;
-            r.at_end().then_some(t)?
-        }
     };
     Some(Sample {
         value: f64::from_bits(u64::from_le_bytes([v0, v1, v2, v3, v4, v5, v6, v7])),
-        timestamp_ms: timestamp,
+        timestamp_ms: timestamp_filling(m, 10)?,
     })
+}
+
+/// The `int64` timestamp whose varint fills `m[start..]` exactly ([`varint_filling`], or a
+/// [`Reader`] for the lengths it leaves undecided). `None` when those bytes are not one varint.
+#[inline(always)]
+fn timestamp_filling(m: &[u8], start: usize) -> Option<i64> {
+    match varint_filling(m, start) {
+        Some(t) => Some(t as i64),
+        None => {
+            let mut r = Reader::new(m.get(start..)?, "Sample");
+            let t = r.int64().ok()?;
+            r.at_end().then_some(t)
+        }
+    }
 }
 
 /// Decodes one `Label` (fields 1 name, 2 value) found at `buf[start..start + len]`, as byte ranges
@@ -555,10 +551,7 @@ pub fn decode_pending_labels(
 ) -> Result<(), ProtocolError> {
     match series.pending_labels {
         Some(bytes) => {
-            if series.provisional_key {
-                series.samples.clear();
-                walk_deferred(bytes, series)?;
-            }
+            walk_if_provisional(series)?;
             decode_labels_of(bytes, scratch, &mut series.labels)?;
             series.pending_labels = None;
             Ok(())
@@ -577,13 +570,18 @@ pub fn decode_pending_labels(
 /// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing, sample
 /// or histogram does not decode: what [`decode_deferred`] reports without the shortcut.
 pub fn walk_provisional(request: &mut WriteRequestRef<'_>) -> Result<(), ProtocolError> {
-    for series in &mut request.series {
-        if let (true, Some(bytes)) = (series.provisional_key, series.pending_labels) {
+    request.series.iter_mut().try_for_each(walk_if_provisional)
+}
+
+/// Walks `series` ([`walk_deferred`]) when its key is provisional; nothing otherwise.
+fn walk_if_provisional(series: &mut SeriesRef<'_>) -> Result<(), ProtocolError> {
+    match (series.provisional_key, series.pending_labels) {
+        (true, Some(bytes)) => {
             series.samples.clear();
-            walk_deferred(bytes, series)?;
+            walk_deferred(bytes, series)
         }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
