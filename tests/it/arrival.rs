@@ -87,7 +87,7 @@ fn shuffling_keeps_per_series_order_and_interleaves_the_scrapes() {
 #[test]
 fn in_order_scrapes_serve_the_hand_values_at_t1_then_t2() {
     let times = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(times[0]));
     let at_t1 = corrector.snapshot();
     for engine in ["0", "1"] {
@@ -114,7 +114,7 @@ fn in_order_scrapes_serve_the_hand_values_at_t1_then_t2() {
 fn split_and_shuffled_arrival_serves_the_hand_values_identical_to_in_order() {
     let times = scrape_times();
     let reference = {
-        let corrector = Corrector::start();
+        let corrector = Corrector::start_unsettled();
         post_in_order(&corrector, times);
         corrector.snapshot().derived_lines()
     };
@@ -123,7 +123,7 @@ fn split_and_shuffled_arrival_serves_the_hand_values_identical_to_in_order() {
         "in-order arrival serves corrected families"
     );
     for seed in [1, 7, 42, 1234, 99_991] {
-        let corrector = Corrector::start();
+        let corrector = Corrector::start_unsettled();
         for request in shuffled_requests(seed, times) {
             corrector.write(&request);
         }

@@ -59,10 +59,21 @@ pub(crate) struct Corrector {
     _dir: TempDir,
 }
 
+/// The `engine:` line of [`Corrector::start_unsettled`].
+pub(crate) const UNSETTLED: &str = "engine:\n  settle_scrapes: 0\n";
+
 impl Corrector {
     /// Starts the binary with embedded defaults.
     pub(crate) fn start() -> Corrector {
         Self::start_with_config(None)
+    }
+
+    /// Starts the binary with the defaults but `engine.settle_scrapes: 0`, for tests that check
+    /// what the first one or two hand-made scrapes give (docs/ENGINE.md, "Settling"; the settling
+    /// itself is checked by `crates/engine/src/settle_tests.rs` and, with the defaults, by the accuracy
+    /// chains).
+    pub(crate) fn start_unsettled() -> Corrector {
+        Self::start_with_config(Some(UNSETTLED))
     }
 
     /// Starts the binary, with `--config.file` holding `yaml` when given, and waits for `/-/ready`.

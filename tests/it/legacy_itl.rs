@@ -144,7 +144,7 @@ fn expected_at_t2() -> Expected {
 #[test]
 fn old_itl_name_alone_feeds_token_weighted_and_acceptance_corrected_itl() {
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&scrape("vllm-0.10", &[ITL_OLD], 1, t1));
     corrector.write(&scrape("vllm-0.10", &[ITL_OLD], 2, t2));
     let snapshot = corrector.snapshot();
@@ -169,7 +169,7 @@ fn old_itl_name_alone_feeds_token_weighted_and_acceptance_corrected_itl() {
 #[test]
 fn group_with_both_itl_names_never_double_counts() {
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&scrape("vllm-0.13", &[ITL_OLD, ITL_NEW], 1, t1));
     corrector.write(&scrape("vllm-0.13", &[ITL_OLD, ITL_NEW], 2, t2));
     let snapshot = corrector.snapshot();

@@ -33,7 +33,7 @@ fn metrics_output_passes_promtool_check_metrics() {
         return;
     };
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     let text = corrector.metrics_text();
@@ -67,7 +67,7 @@ fn metrics_output_passes_promtool_check_metrics() {
 #[test]
 fn openmetrics_output_parses_and_serves_the_same_hand_values() {
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     let open_metrics = Snapshot::parse_openmetrics(&corrector.metrics_openmetrics());

@@ -485,7 +485,7 @@ fn real_vllm_dumps_through_remote_write_serve_each_family_by_its_formula() {
             Dump(values(&samples(&before_text))),
             Dump(values(&samples(&after_text))),
         );
-        let corrector = Corrector::start();
+        let corrector = Corrector::start_unsettled();
         corrector.write(&points(&before_text, t1));
         corrector.write(&points(&after_text, t2));
         let snapshot = corrector.snapshot();

@@ -52,7 +52,11 @@ impl Sender {
         Sender {
             name,
             rw2,
-            engine: Engine::new(EngineConfig::default()),
+            // Scrape by scrape from the first (docs/ENGINE.md, "Settling").
+            engine: Engine::new(EngineConfig {
+                settle_scrapes: 0,
+                ..EngineConfig::default()
+            }),
             report: IngestReport::default(),
         }
     }

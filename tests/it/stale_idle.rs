@@ -9,7 +9,7 @@ use crate::harness::Corrector;
 #[test]
 fn stale_markers_on_all_series_of_a_group_remove_its_derived_series() {
     let [t1, t2, t3] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     let before = corrector.snapshot();
@@ -52,7 +52,8 @@ fn stale_markers_on_all_series_of_a_group_remove_its_derived_series() {
 #[test]
 fn idle_timeout_from_the_config_file_removes_a_silent_group() {
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start_with_config(Some("engine:\n  idle_timeout: 2s\n"));
+    let corrector =
+        Corrector::start_with_config(Some("engine:\n  idle_timeout: 2s\n  settle_scrapes: 0\n"));
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     let last_write = Instant::now();
@@ -92,7 +93,7 @@ fn idle_timeout_from_the_config_file_removes_a_silent_group() {
 #[test]
 fn the_binary_logs_each_group_event_once_with_its_labels() {
     let [t1, t2, t3] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     // A resent batch (duplicates) and a third scrape change nothing worth a line.

@@ -1,9 +1,11 @@
 //! `--storage.path` on the binary (`docs/RELIABILITY.md`, "State across restarts"): SIGTERM writes
 //! the acceptance-corrected state, a restart reads it, and the next scrape gives the same
-//! `/metrics` values as a corrector that never stopped.
+//! `/metrics` values as a corrector that never stopped. Every corrector here evaluates its first
+//! complete scrape (`engine.settle_scrapes: 0`, docs/ENGINE.md, "Settling"): the restart is
+//! stopped two scrapes after the start, and the test reads the first scrape after it.
 
 use crate::fixture::{Scrape, scrape_times};
-use crate::harness::{Corrector, TempDir};
+use crate::harness::{Corrector, TempDir, UNSETTLED};
 use crate::rw::Point;
 
 /// The scrape after T2: every counter and bucket of T2 × 1.5, 15 s later (monotone, a valid
@@ -35,7 +37,7 @@ fn acceptance_lines(corrector: &Corrector) -> Vec<String> {
 #[test]
 fn acceptance_buckets_continue_across_a_sigterm_restart_with_storage_path() {
     let [t1, t2, _] = scrape_times();
-    let uninterrupted = Corrector::start();
+    let uninterrupted = Corrector::start_unsettled();
     for points in [Scrape::T1.points(t1), Scrape::T2.points(t2), after_t2(t2)] {
         uninterrupted.write(&points);
     }
@@ -43,7 +45,7 @@ fn acceptance_buckets_continue_across_a_sigterm_restart_with_storage_path() {
     assert!(want.len() > 10, "{want:?}");
 
     let dir = TempDir::new("storage");
-    let yaml = format!("storage:\n  path: {}\n", dir.path().display());
+    let yaml = format!("{UNSETTLED}storage:\n  path: {}\n", dir.path().display());
     let mut first = Corrector::start_with_config(Some(&yaml));
     first.write(&Scrape::T1.points(t1));
     first.write(&Scrape::T2.points(t2));
@@ -65,7 +67,7 @@ fn acceptance_buckets_continue_across_a_sigterm_restart_with_storage_path() {
     assert_eq!(restored, want);
 
     // Without the state, the restart re-seeds from vLLM's cumulative counts: other buckets.
-    let forgetful = Corrector::start();
+    let forgetful = Corrector::start_unsettled();
     forgetful.write(&after_t2(t2));
     assert_ne!(
         acceptance_lines(&forgetful),

@@ -25,7 +25,7 @@ fn without_le_1(scrape: Scrape, timestamp_ms: i64) -> Vec<Point> {
 #[test]
 fn token_histogram_without_le_1_bound_withholds_canonical_tpot_and_counts_the_reason() {
     let [t1, t2, _] = scrape_times();
-    let corrector = Corrector::start();
+    let corrector = Corrector::start_unsettled();
     corrector.write(&without_le_1(Scrape::T1, t1));
     corrector.write(&without_le_1(Scrape::T2, t2));
     let snapshot = corrector.snapshot();

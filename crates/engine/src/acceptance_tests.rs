@@ -22,7 +22,7 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
         .map(|(l, _)| ((l.clone(), stale), 8_000))
         .collect();
     let run = |parts: &[&[(Raw, i64)]]| {
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = Engine::new(crate::test_support::config());
         let mut report = IngestReport::default();
         for part in parts {
             feed(&mut engine, part, &mut report);
@@ -66,7 +66,7 @@ fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
             .map(|(l, _)| ((l, stale), 20_000)),
     );
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(&mut engine, &all, &mut IngestReport::default());
     assert_eq!(
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
@@ -87,7 +87,7 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
     let run = |sweep_at: i64| {
         let mut engine = Engine::new(EngineConfig {
             idle_timeout_ms: 60_000,
-            ..EngineConfig::default()
+            ..crate::test_support::config()
         });
         feed_at(&mut engine, scrape("0", 1.0, true), 1_000, 1_000);
         feed_at(
@@ -103,7 +103,7 @@ fn retired_acceptance_state_expires_with_the_idle_timeout() {
         feed_at(&mut engine, t2.clone(), 16_000, sweep_at);
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
     };
-    let mut fresh = Engine::new(EngineConfig::default());
+    let mut fresh = Engine::new(crate::test_support::config());
     feed_at(&mut fresh, t2.clone(), 16_000, 16_000);
     let reseeded = value_of(&outputs(&fresh), Family::AcceptanceCorrectedItl, "0");
     assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
@@ -167,7 +167,7 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
         count: 160.0,
     };
     for (returning, want) in [(five, want5), (moved, want_moved)] {
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = Engine::new(crate::test_support::config());
         let mut report = IngestReport::default();
         feed(&mut engine, &at(scrape("0", 1.0, true), 1_000), &mut report);
         feed(
@@ -247,7 +247,7 @@ fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
     // now needs them, t1 and t2 no longer count, and a replay from 0 to t3 gives classes j = 1
     // (10 outputs) and j = 4 (10), 50 tokens scaled to the 40 emitted: le 0.05 = 0.8·(10·F(0.05) +
     // 40·F(0.2))/20 = 0.8·(100 + 800)/20 = 36 < 40. No input fell: the bucket must stay at 40.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed(
         &mut engine,
@@ -292,7 +292,7 @@ fn acceptance_buckets_never_fall_when_the_plan_changes_without_a_reset() {
 #[test]
 fn an_infinite_or_negative_acceptance_input_withholds_the_family_instead_of_nan_buckets() {
     for bad in [f64::INFINITY, -5.0] {
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = Engine::new(crate::test_support::config());
         let mut report = IngestReport::default();
         feed(
             &mut engine,
@@ -370,7 +370,7 @@ fn late_and_interleaved_scrapes_give_the_acceptance_buckets_of_in_order_scrapes(
     let run = |max_pending_frames: usize, mixed: bool| {
         let mut engine = Engine::new(EngineConfig {
             max_pending_frames,
-            ..EngineConfig::default()
+            ..crate::test_support::config()
         });
         let mut report = IngestReport::default();
         let mut dice = 11_u64;

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 
 use super::test_support::ingest_series;
-use super::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
+use super::{DerivedValue, Engine, Family, IngestReport};
 use protocol::Sample;
 use sim::families::ITL_BOUNDS;
 use sim::{Profile, SimConfig, SimConfig as Cfg, Simulator, SpecConfig};
@@ -255,7 +255,7 @@ struct Row {
 
 fn run(profile: Profile, scenario: Scenario) -> Row {
     let mut sim = Simulator::new(config(profile, 5)).expect("valid config");
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut scrapes: Vec<(u32, Values)> = Vec::new();
     let mut held: Vec<(Vec<(String, String)>, f64)> = Vec::new();
     let mut offset = 0.0;
@@ -273,7 +273,7 @@ fn run(profile: Profile, scenario: Scenario) -> Row {
             offset = f64::from(RESTART_S);
         }
         if now == RESTART_S + SCRAPE_S && scenario == Scenario::CorrectorRestart {
-            engine = Engine::new(EngineConfig::default());
+            engine = Engine::new(crate::test_support::config());
         }
         sim.advance_to(f64::from(now) - offset);
         let all = samples(&sim);

@@ -80,7 +80,7 @@ fn token_weighted(engine: &Engine) -> Vec<DerivedValue> {
 
 #[test]
 fn cached_series_reach_the_group_and_role_of_their_first_sample() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     // The second scrape is routed from the cache only.
     for (k, ts) in [(1.0, 1_000), (2.0, 16_000)] {
@@ -108,7 +108,7 @@ fn cached_series_reach_the_group_and_role_of_their_first_sample() {
 
 #[test]
 fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed(
         &mut engine,
@@ -150,7 +150,7 @@ fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
 fn series_of_a_group_removed_as_idle_start_a_fresh_group() {
     let mut engine = Engine::new(EngineConfig {
         idle_timeout_ms: 60_000,
-        ..EngineConfig::default()
+        ..crate::test_support::config()
     });
     let mut report = IngestReport::default();
     feed(
@@ -182,7 +182,7 @@ fn series_of_a_group_removed_as_idle_start_a_fresh_group() {
 
 #[test]
 fn a_slot_reused_by_another_group_never_receives_the_old_groups_series() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed_engine(
         &mut engine,

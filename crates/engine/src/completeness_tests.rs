@@ -3,7 +3,7 @@
 use super::*;
 use crate::classify::{Part, classify};
 use crate::test_support::ingest_series;
-use crate::{Engine, EngineConfig, IngestReport};
+use crate::{Engine, IngestReport};
 use protocol::{Label, Sample};
 use sim::{Profile, SimConfig, Simulator, SpecConfig};
 
@@ -111,7 +111,7 @@ fn spec_sim() -> Simulator {
 #[test]
 fn half_of_a_target_is_reported_after_more_than_one_later_scrape() {
     // Even-numbered series only, as one of two series-sharded instances would get them.
-    let (mut engine, mut sim) = (Engine::new(EngineConfig::default()), spec_sim());
+    let (mut engine, mut sim) = (Engine::new(crate::test_support::config()), spec_sim());
     let mut seen = Vec::new();
     for t in [15.0, 30.0, 45.0, 60.0] {
         feed(&mut engine, &mut sim, t, |i| i % 2 == 0);
@@ -123,7 +123,7 @@ fn half_of_a_target_is_reported_after_more_than_one_later_scrape() {
 
 #[test]
 fn a_whole_target_is_never_reported_even_with_one_shard_a_scrape_behind() {
-    let (mut engine, mut sim) = (Engine::new(EngineConfig::default()), spec_sim());
+    let (mut engine, mut sim) = (Engine::new(crate::test_support::config()), spec_sim());
     let mut lagging = spec_sim();
     let mut seen = Vec::new();
     for t in [15.0, 30.0, 45.0, 60.0, 75.0] {
@@ -250,7 +250,7 @@ fn a_reported_half_target_is_cleared_when_the_other_half_arrives() {
     // grows must be checked again. Even-numbered series for three scrapes (reported from the
     // third, as above), then the whole target: the role set changed, and the whole set is
     // complete, so nothing is reported from then on, however many scrapes follow.
-    let (mut engine, mut sim) = (Engine::new(EngineConfig::default()), spec_sim());
+    let (mut engine, mut sim) = (Engine::new(crate::test_support::config()), spec_sim());
     let mut seen = Vec::new();
     for t in [15.0, 30.0, 45.0] {
         feed(&mut engine, &mut sim, t, |i| i % 2 == 0);

@@ -20,7 +20,7 @@ fn flood(n: usize) -> Vec<Raw> {
 fn config(max_active_series: usize) -> EngineConfig {
     EngineConfig {
         max_active_series,
-        ..EngineConfig::default()
+        ..crate::test_support::config()
     }
 }
 

@@ -10,7 +10,7 @@ use super::*;
 
 #[test]
 fn hand_computed_values_after_two_scrapes() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed(&mut engine, &two_scrapes(), &mut report);
     let out = outputs(&engine);
@@ -84,7 +84,7 @@ fn hand_computed_values_after_two_scrapes() {
 #[test]
 fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
     let ordered = two_scrapes();
-    let mut reference = Engine::new(EngineConfig::default());
+    let mut reference = Engine::new(crate::test_support::config());
     feed(&mut reference, &ordered, &mut IngestReport::default());
     let want = outputs(&reference);
     assert_eq!(want.len(), 2 * FAMILIES, "every family of both engines");
@@ -107,7 +107,7 @@ fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
                     .clone()
             })
             .collect();
-        let mut engine = Engine::new(EngineConfig::default());
+        let mut engine = Engine::new(crate::test_support::config());
         feed(&mut engine, &shuffled, &mut IngestReport::default());
         assert_eq!(outputs(&engine), want, "seed {seed}");
     }
@@ -115,7 +115,7 @@ fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
 
 #[test]
 fn duplicates_and_out_of_order_samples_are_counted_not_applied() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     let tokens = series("vllm:generation_tokens_total", "0", &[], 10.0);
     feed(
@@ -139,7 +139,7 @@ fn duplicates_and_out_of_order_samples_are_counted_not_applied() {
 
 #[test]
 fn stale_markers_for_every_series_remove_the_group() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     let first = scrape("0", 1.0, true);
     feed(
@@ -171,7 +171,7 @@ fn stale_markers_for_every_series_remove_the_group() {
 fn idle_groups_leave_after_the_timeout() {
     let mut engine = Engine::new(EngineConfig {
         idle_timeout_ms: 60_000,
-        ..EngineConfig::default()
+        ..crate::test_support::config()
     });
     let mut report = IngestReport::default();
     let labels: Vec<(&str, String)> = series("vllm:generation_tokens_total", "0", &[], 0.0).0;
@@ -203,7 +203,7 @@ fn counter_reset_restarts_acceptance_buckets_from_the_new_values() {
     // The family then equals a fresh first interval: the k = 1 values, 20, 80, 80, 80; count 80.
     let mut all = two_scrapes();
     all.extend(scrape("0", 1.0, true).into_iter().map(|r| (r, 31_000)));
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(&mut engine, &all, &mut IngestReport::default());
     assert_eq!(
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0"),
@@ -220,7 +220,7 @@ fn acceptance_buckets_survive_frame_eviction_unchanged() {
     let run = |frames| {
         let mut engine = Engine::new(EngineConfig {
             max_pending_frames: frames,
-            ..EngineConfig::default()
+            ..crate::test_support::config()
         });
         feed(&mut engine, &all, &mut IngestReport::default());
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
@@ -252,7 +252,7 @@ fn old_itl_name_alone_feeds_itl_families_and_tpot_is_absent() {
         &[],
         10.0,
     ));
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(
         &mut engine,
         &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
@@ -294,7 +294,7 @@ fn both_itl_names_are_never_counted_twice() {
         &[],
         10.0,
     ));
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(
         &mut engine,
         &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
@@ -330,7 +330,7 @@ fn token_histogram_without_a_one_bound_withholds_canonical_tpot() {
         &[("le", "5.0")],
         9.0,
     ));
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(
         &mut engine,
         &raw.into_iter().map(|r| (r, 1_000)).collect::<Vec<_>>(),
@@ -364,7 +364,7 @@ fn a_frame_missing_an_input_never_emits() {
             })
             .map(|r| (r, 16_000)),
     );
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(&mut engine, &raw, &mut IngestReport::default());
     let out = outputs(&engine);
     assert_eq!(

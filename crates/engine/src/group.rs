@@ -128,8 +128,16 @@ pub(crate) struct Group {
     pub(crate) events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
-    /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
+    /// Scrapes (new newest frames) since then, for [`Group::incomplete`] and the settling.
     scrapes_since_roles_changed: u32,
+    /// The role set grew (a new series, or a stale one came back) and has not yet stayed
+    /// unchanged over `EngineConfig::settle_scrapes` newer scrapes: no family is evaluated
+    /// (docs/ENGINE.md, "Settling"). Prometheus and vmagent shard remote write by series, and a
+    /// shard whose request failed resends it after a backoff while the others go on, so the
+    /// first frames after a corrector restart, or of a new target, can hold only some of a
+    /// histogram's buckets. Evaluating them would serve a layout that changes a scrape later,
+    /// and quantiles over a few buckets.
+    settling: bool,
     /// [`completeness::check`] failed on the learned role set: decided once per role set (it
     /// cost ~16 000 instructions per group, and every group that took samples is asked after
     /// every request, `Engine::take_events`), cleared with the plans when the role set changes.
@@ -150,6 +158,7 @@ impl Group {
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
+            settling: false,
             structurally_incomplete: std::cell::OnceCell::new(),
         }
     }
@@ -195,6 +204,7 @@ impl Group {
         }
         match family.registered().rule.plan(&self.learned()) {
             Err(reason) => Some(reason),
+            Ok(_) if self.settling => Some(WithheldReason::Settling),
             Ok(_) => Some(WithheldReason::Incomplete),
         }
     }
@@ -230,8 +240,22 @@ impl Group {
         self.scrapes_since_roles_changed = 0;
     }
 
-    /// Offers one sample of the series `key`. `max_frames` bounds the pending window.
-    pub(crate) fn offer(&mut self, key: RoleKey, ts: i64, value: f64, max_frames: usize) -> Offer {
+    /// The role set grew at sample time `ts` (ms): families wait for it to settle.
+    fn roles_grew(&mut self, ts: i64, settle_scrapes: u32) {
+        self.roles_changed(ts);
+        self.settling = settle_scrapes > 0;
+    }
+
+    /// Offers one sample of the series `key` (`ts` in ms). `max_frames` bounds the pending window;
+    /// `settle_scrapes` is `EngineConfig::settle_scrapes`.
+    pub(crate) fn offer(
+        &mut self,
+        key: RoleKey,
+        ts: i64,
+        value: f64,
+        max_frames: usize,
+        settle_scrapes: u32,
+    ) -> Offer {
         let role = match self.index.get(&key) {
             Some(r) => *r,
             None => {
@@ -243,7 +267,7 @@ impl Group {
                 });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
-                self.roles_changed(ts);
+                self.roles_grew(ts, settle_scrapes);
                 self.roles.len() - 1
             }
         };
@@ -269,7 +293,7 @@ impl Group {
             }
             return Offer::Stale;
         }
-        let Some(frame) = self.frame_at(ts, max_frames) else {
+        let Some(frame) = self.frame_at(ts, max_frames, settle_scrapes) else {
             return Offer::FrameEvicted;
         };
         self.roles[role].newest_ts = ts;
@@ -277,7 +301,7 @@ impl Group {
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();
-            self.roles_changed(ts);
+            self.roles_grew(ts, settle_scrapes);
         }
         let n_roles = self.roles.len();
         let values = &mut self.frames[frame].values;
@@ -293,7 +317,9 @@ impl Group {
     }
 
     /// Index of the frame at `ts`, created if needed; `None` if it would be older than a full window.
-    fn frame_at(&mut self, ts: i64, max_frames: usize) -> Option<usize> {
+    /// A new newest frame newer than the last change of the role set counts one scrape towards
+    /// the settling.
+    fn frame_at(&mut self, ts: i64, max_frames: usize, settle_scrapes: u32) -> Option<usize> {
         match self.frames.binary_search_by_key(&ts, |f| f.ts) {
             Ok(i) => Some(i),
             Err(i) => {
@@ -303,6 +329,9 @@ impl Group {
                 if i == self.frames.len() && ts > self.roles_changed_ts {
                     self.scrapes_since_roles_changed =
                         self.scrapes_since_roles_changed.saturating_add(1);
+                    if self.scrapes_since_roles_changed >= settle_scrapes {
+                        self.settling = false;
+                    }
                 }
                 self.frames.insert(i, Frame::new(ts, self.roles.len()));
                 if self.frames.len() > max_frames {
@@ -344,6 +373,9 @@ impl Group {
 
     /// Re-evaluates every family that reads `role` and for which frame `frame` is now complete.
     fn after_insert(&mut self, role: usize, frame: usize) {
+        if self.settling {
+            return;
+        }
         for family in Family::ALL {
             let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else {
                 continue;

@@ -41,7 +41,7 @@ fn holds(engine: &Engine, family: Family) -> u64 {
 
 #[test]
 fn canonical_tpot_never_falls_after_a_torn_update() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     // t1: TPOT 3, 9, 10 (Σ 0.42) minus 3 requests with n ≤ 1 -> 0, 6, 7.
     feed(
@@ -138,7 +138,7 @@ fn itl_scrape(itl_sum: f64, generation: f64, ttft_count: f64) -> Vec<Raw> {
 
 #[test]
 fn token_weighted_itl_count_never_falls_when_aborts_outpace_generation_tokens() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     let tw = |engine: &Engine| value_of(&outputs(engine), Family::TokenWeightedItl, "0");
     // t1: 200 tokens − 20 first tokens = 180.
@@ -275,8 +275,8 @@ fn held_outputs_converge_to_the_simulator_truth_after_torn_scrapes() {
     };
     let mut sim = Simulator::new(cfg).unwrap();
     let (mut clean, mut torn) = (
-        Engine::new(EngineConfig::default()),
-        Engine::new(EngineConfig::default()),
+        Engine::new(crate::test_support::config()),
+        Engine::new(crate::test_support::config()),
     );
     // Every third scrape is torn: the n ≤ 1 token bucket and the generation-token counter are read
     // one scrape late (what a scrape racing vLLM's metric updates sees).

@@ -46,6 +46,8 @@ mod observe_tests;
 #[cfg(test)]
 mod persist_tests;
 #[cfg(test)]
+mod settle_tests;
+#[cfg(test)]
 mod stale_value_tests;
 #[cfg(test)]
 mod test_support;

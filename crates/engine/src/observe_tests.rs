@@ -32,7 +32,7 @@ fn labels_of(e: &str) -> Vec<(String, String)> {
 
 #[test]
 fn snapshot_reports_families_series_resets_and_scrape_interval() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_500);
     let snap = engine.snapshot();
@@ -55,7 +55,7 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
     assert_eq!((g.counter_resets, g.incomplete), (0, false));
 
     // Without spec decoding and without the by-source counter (vLLM < 0.16 has none).
-    let mut old = Engine::new(EngineConfig::default());
+    let mut old = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     for (labels, value) in scrape("1", 1.0, false) {
         if labels
@@ -95,7 +95,7 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
 
 #[test]
 fn first_complete_scrape_is_reported_once_over_many_scrapes() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     let events = engine.take_events();
     assert_eq!(
@@ -115,7 +115,7 @@ fn first_complete_scrape_is_reported_once_over_many_scrapes() {
 
 #[test]
 fn family_withheld_and_served_again_are_reported_once_each() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     assert_eq!(engine.take_events().len(), 1);
     // The local-compute counter gets a staleness marker: the iteration-tokens family is withheld.
@@ -159,7 +159,7 @@ fn family_withheld_and_served_again_are_reported_once_each() {
 
 #[test]
 fn counter_reset_and_stale_removal_are_reported_once() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 2.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 1.0, true, 16_000, 16_000); // every counter halves: a restart
     let events = engine.take_events();
@@ -204,7 +204,7 @@ fn counter_reset_and_stale_removal_are_reported_once() {
 #[test]
 fn incomplete_group_is_reported_once() {
     // Only the ITL histogram of a target: no vLLM version exposes it without generation tokens.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut warnings = 0;
     for i in 0..6 {
         let ts = 1_000 + 15_000 * i;
@@ -240,7 +240,7 @@ fn incomplete_group_is_reported_once() {
 #[test]
 fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
     // 15 s scrapes: 3 × 15 s = 45 s > the 30 s floor. Last new sample received at 16 000.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_000);
     // A resent batch (duplicates) is not a new sample.
@@ -274,7 +274,7 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
 #[test]
 fn missed_scrapes_wait_at_least_the_floor_and_can_be_turned_off() {
     // 1 s scrapes: 3 s is below the 30 s floor, which applies.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     scrape_at(&mut engine, "0", 2.0, true, 2_000, 2_000);
     assert_eq!(engine.sweep_idle(2_000 + 30_000), 0);
@@ -282,7 +282,7 @@ fn missed_scrapes_wait_at_least_the_floor_and_can_be_turned_off() {
 
     let off = EngineConfig {
         missed_scrapes: 0,
-        ..EngineConfig::default()
+        ..crate::test_support::config()
     };
     let mut engine = Engine::new(off);
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
@@ -295,7 +295,7 @@ fn missed_scrapes_wait_at_least_the_floor_and_can_be_turned_off() {
     assert_eq!(engine.sweep_idle(16_000 + 10 * 60_000 + 1), 1);
 
     // One scrape only: no interval is known, so only the idle timeout removes it.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     assert_eq!(engine.sweep_idle(1_000 + 5 * 60_000), 0);
 }
@@ -353,9 +353,9 @@ fn group_leaving_for_missed_scrapes_continues_its_acceptance_buckets_when_it_ret
         }
         third_scrape(engine);
     };
-    let mut continued = Engine::new(EngineConfig::default());
+    let mut continued = Engine::new(crate::test_support::config());
     feed_three(&mut continued, true);
-    let mut never_left = Engine::new(EngineConfig::default());
+    let mut never_left = Engine::new(crate::test_support::config());
     feed_three(&mut never_left, false);
     let (DerivedValue::Histogram { buckets: a, .. }, DerivedValue::Histogram { buckets: b, .. }) =
         (acceptance(&continued), acceptance(&never_left))
@@ -371,7 +371,7 @@ fn group_leaving_for_missed_scrapes_continues_its_acceptance_buckets_when_it_ret
     // A fresh start (no retired state) sees one interval from 0 to k = 3: 120 outputs, 100 of 2
     // tokens and 20 of 1, cumulative 0, 60, 120: (100·2·F(0.05) + 20·F(0.025)) / 120 = 100, a
     // different first bucket, so continuing is not the same as starting over.
-    let mut fresh = Engine::new(EngineConfig::default());
+    let mut fresh = Engine::new(crate::test_support::config());
     third_scrape(&mut fresh);
     let DerivedValue::Histogram { buckets: f, .. } = acceptance(&fresh) else {
         panic!("a histogram")

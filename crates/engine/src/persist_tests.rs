@@ -36,17 +36,17 @@ fn run(engine: &mut Engine, scrapes: &[Vec<(Raw, i64)>]) {
 #[test]
 fn restored_acceptance_buckets_continue_exactly_as_without_a_restart() {
     let scrapes = sequence();
-    let mut uninterrupted = Engine::new(EngineConfig::default());
+    let mut uninterrupted = Engine::new(crate::test_support::config());
     run(&mut uninterrupted, &scrapes);
 
-    let mut before = Engine::new(EngineConfig::default());
+    let mut before = Engine::new(crate::test_support::config());
     run(&mut before, &scrapes[..2]);
     let document = before.state_document();
-    let mut after = Engine::new(EngineConfig::default());
+    let mut after = Engine::new(crate::test_support::config());
     assert_eq!(after.restore_state(&document, 0).unwrap(), 1);
     run(&mut after, &scrapes[2..]);
 
-    let mut restarted_without_state = Engine::new(EngineConfig::default());
+    let mut restarted_without_state = Engine::new(crate::test_support::config());
     run(&mut restarted_without_state, &scrapes[2..]);
 
     let want = outputs(&uninterrupted);
@@ -63,7 +63,7 @@ fn restored_acceptance_buckets_continue_exactly_as_without_a_restart() {
 #[test]
 fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
     let scrapes = sequence();
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     run(&mut engine, &scrapes[..2]);
     // Staleness markers for every series of the group: it leaves, its state is retired.
     let stale = f64::from_bits(STALE_NAN_BITS);
@@ -74,18 +74,18 @@ fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
     feed(&mut engine, &markers, &mut IngestReport::default());
     assert_eq!(engine.stats().groups, 0);
     let document = engine.state_document();
-    let mut restored = Engine::new(EngineConfig::default());
+    let mut restored = Engine::new(crate::test_support::config());
     assert_eq!(
         restored.restore_state(&document, 0).unwrap(),
         1,
         "the retired state"
     );
     run(&mut restored, &scrapes[2..]);
-    let mut uninterrupted = Engine::new(EngineConfig::default());
+    let mut uninterrupted = Engine::new(crate::test_support::config());
     run(&mut uninterrupted, &scrapes);
     assert_eq!(outputs(&restored), outputs(&uninterrupted));
 
-    let mut fresh = Engine::new(EngineConfig::default());
+    let mut fresh = Engine::new(crate::test_support::config());
     for (bad, version) in [
         ("", false),
         ("{\"version\": 1, \"groups\": [{\"labels\": []}]}", false),

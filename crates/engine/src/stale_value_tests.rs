@@ -16,7 +16,7 @@ fn feed_series(engine: &mut Engine, rows: &[SeriesRow], report: &mut IngestRepor
 }
 
 fn reference() -> Outputs {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed(&mut engine, &two_scrapes_of_engine_0(), &mut report);
     outputs(&engine)
@@ -34,7 +34,7 @@ fn two_scrapes_of_engine_0() -> Vec<(Raw, i64)> {
 /// Scrape 1 at 1 000 ms, then scrape 2 at 16 000 ms where every series also carries a staleness
 /// marker at 16 000 ms: before its real value when `marker_first`, else after it.
 fn run(marker_first: bool, split: bool) -> (Outputs, IngestReport, EngineStats) {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     feed(
         &mut engine,

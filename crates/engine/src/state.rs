@@ -467,6 +467,7 @@ impl Engine {
         report: &mut IngestReport,
     ) {
         let max_frames = self.config.max_pending_frames.max(1);
+        let settle = self.config.settle_scrapes;
         let new_role = !self.group(slot).has_role(key);
         let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
         let generation = self.slots[slot as usize].generation;
@@ -487,7 +488,7 @@ impl Engine {
                 report.reject(RejectReason::NanValue, 1);
                 continue;
             }
-            match group.offer(key, sample.timestamp_ms, sample.value, max_frames) {
+            match group.offer(key, sample.timestamp_ms, sample.value, max_frames, settle) {
                 Offer::Applied | Offer::Stale => {
                     report.apply(1);
                     newest = newest.max(Some(sample.timestamp_ms));

@@ -271,3 +271,13 @@ pub(super) fn t2_with_low_acceptance() -> Vec<Raw> {
     }
     t2
 }
+
+/// The default engine settings without the settling (`settle_scrapes: 0`), for the tests of frame
+/// and rule semantics, which check what the first complete frame gives. The settling has its own
+/// tests (`settle_tests.rs`), with the default.
+pub(super) fn config() -> EngineConfig {
+    EngineConfig {
+        settle_scrapes: 0,
+        ..EngineConfig::default()
+    }
+}

@@ -43,16 +43,22 @@ pub enum WithheldReason {
     NoLeOneBound,
     /// The inputs are present but no timestamp yet has a sample of every one of them.
     Incomplete,
+    /// The group's set of input series grew fewer than `EngineConfig::settle_scrapes` scrapes ago
+    /// (a new target, a corrector restart, a series that came back): its first frames may hold
+    /// only part of a histogram's buckets, so nothing is evaluated until the set stays unchanged
+    /// (docs/ENGINE.md, "Settling").
+    Settling,
     /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
     InconsistentInputs,
 }
 
 impl WithheldReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [WithheldReason; 4] = [
+    pub const ALL: [WithheldReason; 5] = [
         WithheldReason::MissingInput,
         WithheldReason::NoLeOneBound,
         WithheldReason::Incomplete,
+        WithheldReason::Settling,
         WithheldReason::InconsistentInputs,
     ];
 
@@ -62,6 +68,7 @@ impl WithheldReason {
             WithheldReason::MissingInput => "missing_input",
             WithheldReason::NoLeOneBound => "no_le_1_bound",
             WithheldReason::Incomplete => "incomplete",
+            WithheldReason::Settling => "settling",
             WithheldReason::InconsistentInputs => "inconsistent_inputs",
         }
     }

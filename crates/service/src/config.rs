@@ -95,6 +95,7 @@ pub enum LogFormat {
 ///   max_pending_frames: 16
 ///   missed_scrapes: 3
 ///   missed_scrapes_min_wait: 30s
+///   settle_scrapes: 2
 /// limits:
 ///   max_body_bytes: 33554432
 ///   max_decoded_bytes: 134217728
@@ -177,6 +178,13 @@ pub(crate) struct EngineSection {
     /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
     /// default `queue_config.batch_send_deadline` of 5 s.
     pub(crate) missed_scrapes_min_wait: String,
+    /// After a group's set of input series grows (a new target, a corrector restart, a series
+    /// that came back), nothing of the group is evaluated until this many newer scrapes have begun
+    /// with the set unchanged, so a shard that resends part of a scrape late cannot make a
+    /// histogram be served with part of its buckets (docs/ENGINE.md, "Settling"). What was
+    /// served before stays served meanwhile. `0` serves the first complete scrape. From 0 to 100.
+    /// Default: `2`.
+    pub settle_scrapes: u32,
 }
 
 impl Default for EngineSection {
@@ -186,6 +194,7 @@ impl Default for EngineSection {
             max_pending_frames: 16,
             missed_scrapes: 3,
             missed_scrapes_min_wait: "30s".to_owned(),
+            settle_scrapes: 2,
         }
     }
 }
@@ -385,6 +394,12 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
             format!("{} is outside 0..=1000", section.missed_scrapes),
         ));
     }
+    if section.settle_scrapes > 100 {
+        return Err(invalid(
+            "engine.settle_scrapes",
+            format!("{} is outside 0..=100", section.settle_scrapes),
+        ));
+    }
     let min_wait_ms = duration_ms(
         "engine.missed_scrapes_min_wait",
         &section.missed_scrapes_min_wait,
@@ -395,6 +410,7 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
         max_pending_frames: section.max_pending_frames,
         missed_scrapes: section.missed_scrapes,
         missed_scrapes_min_wait_ms: min_wait_ms,
+        settle_scrapes: section.settle_scrapes,
         ..EngineConfig::default()
     })
 }

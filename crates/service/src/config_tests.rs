@@ -32,6 +32,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             max_active_series: 100_000,
             missed_scrapes: 3,
             missed_scrapes_min_wait_ms: 30_000,
+            settle_scrapes: 2,
         }
     );
     // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
@@ -225,6 +226,18 @@ fn zero_limits_name_their_field() {
     assert!(
         err.to_string().starts_with("engine.max_pending_frames:"),
         "{err}"
+    );
+    let err = from_yaml("engine:\n  settle_scrapes: 101\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "engine.settle_scrapes: 101 is outside 0..=100"
+    );
+    assert_eq!(
+        from_yaml("engine:\n  settle_scrapes: 0\n")
+            .unwrap()
+            .engine
+            .settle_scrapes,
+        0
     );
 }
 

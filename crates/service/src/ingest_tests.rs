@@ -214,7 +214,11 @@ fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
         vec![],
     );
     let bytes = b.build().encode_to_vec();
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(EngineConfig {
+        // One scrape per test: evaluated at once (the settling has its own tests).
+        settle_scrapes: 0,
+        ..EngineConfig::default()
+    });
     prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
     let mut got = Vec::new();
     engine.for_each_derived(Family::TokenWeightedItl, |_, v| got.push(v.clone()));

@@ -175,7 +175,14 @@ pub(crate) async fn run_until(
     let epoch_ms = live.with(|s| s.config().epoch_unix_ms);
     let listener = run::bind(args.listen_address).await?;
     let address = listener.local_addr()?;
-    let state = AppState::new(Engine::new(EngineConfig::default()), Limits::default());
+    // The demo's writer sends each scrape whole, in one request, in order: no part of a scrape
+    // can come late, so nothing needs to settle (docs/ENGINE.md, "Settling"), and the first
+    // window's corrected values start with the raw ones.
+    let engine = Engine::new(EngineConfig {
+        settle_scrapes: 0,
+        ..EngineConfig::default()
+    });
+    let state = AppState::new(engine, Limits::default());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let idle_ms = EngineConfig::default().idle_timeout_ms;
     let server = tokio::spawn(run::serve(listener, state, idle_ms, async move {

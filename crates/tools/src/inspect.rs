@@ -244,7 +244,12 @@ fn add_engine_families(
     before: &[DumpSample],
     after: &[DumpSample],
 ) -> Withheld {
-    let mut engine = Engine::new(EngineConfig::default());
+    // A dump is one whole scrape, read in one piece: no part of it can come late, so the engine
+    // evaluates each at once (docs/ENGINE.md, "Settling").
+    let mut engine = Engine::new(EngineConfig {
+        settle_scrapes: 0,
+        ..EngineConfig::default()
+    });
     let mut withheld = Withheld::new();
     for (i, (samples, ts)) in [(before, 1_000), (after, 2_000)].into_iter().enumerate() {
         feed(&mut engine, samples, ts);

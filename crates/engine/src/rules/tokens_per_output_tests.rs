@@ -1,6 +1,6 @@
 //! Tests of `tokens_per_output.rs`.
 
-use crate::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
+use crate::{DerivedValue, Engine, Family, IngestReport};
 use protocol::{Label, Sample};
 use sim::{SimConfig, Simulator, SpecConfig};
 
@@ -67,7 +67,7 @@ fn sum_is_tokens_after_each_first_and_count_is_the_outputs_that_carried_them() {
     // Scrape 1: 40 requests started (40 first outputs), 1000 tokens generated, 384 outputs
     // after the first: 960 tokens over 384 outputs, 2.5 tokens per output.
     // Scrape 2: +10 first outputs, +410 tokens, +160 outputs: 1360 over 544 = 2.5.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(&mut engine, "0", 1_000, &scrape(1000.0, 40.0, 384.0));
     assert_eq!(value(&engine, "0"), Some((960.0, 384.0)));
     feed(&mut engine, "0", 2_000, &scrape(1410.0, 50.0, 544.0));
@@ -81,7 +81,7 @@ fn sum_is_tokens_after_each_first_and_count_is_the_outputs_that_carried_them() {
 fn tokens_per_output_never_fall_when_the_ttft_count_runs_ahead() {
     // Scrape 2 counts 5 more first outputs whose tokens arrive in scrape 3 (aborts, a torn
     // update): the computed sum falls 960 -> 955, the served one is held at 960, then 975.
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     feed(&mut engine, "0", 1_000, &scrape(1000.0, 40.0, 384.0));
     feed(&mut engine, "0", 2_000, &scrape(1000.0, 45.0, 390.0));
     assert_eq!(value(&engine, "0"), Some((960.0, 390.0)));
@@ -95,7 +95,7 @@ fn tokens_per_output_never_fall_when_the_ttft_count_runs_ahead() {
 
 #[test]
 fn old_itl_name_counts_the_outputs_when_the_new_one_is_absent() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     let series: Vec<Series> = vec![
         ("vllm:generation_tokens_total", &[], 300.0),
         ("vllm:time_to_first_token_seconds_count", &[], 20.0),
@@ -129,7 +129,7 @@ fn tokens_per_output_equal_the_simulator_truth_per_engine_over_a_window() {
         ..SimConfig::default()
     };
     let mut sim = Simulator::new(cfg).expect("simulator config");
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(crate::test_support::config());
     fn at(sim: &mut Simulator, engine: &mut Engine, t: f64) -> [(f64, f64); 2] {
         sim.advance_to(t);
         let snap = sim.snapshot();

@@ -345,6 +345,7 @@ pub(super) fn run(data: &[u8]) -> usize {
         idle_timeout_ms: 60_000,
         max_pending_frames: 1 + usize::from(b.next() % 8),
         max_active_series: 8 + usize::from(b.next()) * 2,
+        settle_scrapes: u32::from(b.next() % 3),
         ..EngineConfig::default()
     };
     let mut h = Harness {

@@ -92,7 +92,14 @@ fn snappy(raw: &[u8]) -> Vec<u8> {
 const TS: i64 = 1_700_000_000_000;
 
 fn state_with(limits: Limits) -> AppState {
-    AppState::new(Engine::new(EngineConfig::default()), limits)
+    AppState::new(
+        Engine::new(EngineConfig {
+            // One scrape per test: evaluated at once (the settling has its own tests).
+            settle_scrapes: 0,
+            ..EngineConfig::default()
+        }),
+        limits,
+    )
 }
 
 fn state() -> AppState {

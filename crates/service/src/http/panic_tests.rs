@@ -76,7 +76,14 @@ async fn scrape(state: &AppState) -> BTreeMap<String, f64> {
 }
 
 fn state() -> AppState {
-    AppState::new(Engine::new(EngineConfig::default()), Limits::default())
+    AppState::new(
+        Engine::new(EngineConfig {
+            // One scrape per test: evaluated at once (the settling has its own tests).
+            settle_scrapes: 0,
+            ..EngineConfig::default()
+        }),
+        Limits::default(),
+    )
 }
 
 #[track_caller]

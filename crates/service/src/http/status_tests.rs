@@ -17,7 +17,14 @@ const SCRIPT: &str = "</td><script>alert(1)</script>";
 const ATTRIBUTE: &str = "\"><img src=x onerror=alert(2)>";
 
 fn fed_state() -> AppState {
-    let state = AppState::new(Engine::new(EngineConfig::default()), Limits::default());
+    let state = AppState::new(
+        Engine::new(EngineConfig {
+            // One scrape per test: evaluated at once (the settling has its own tests).
+            settle_scrapes: 0,
+            ..EngineConfig::default()
+        }),
+        Limits::default(),
+    );
     state.set_ready(true);
     let mut engine = state.lock_engine();
     let mut report = IngestReport::default();
@@ -172,7 +179,14 @@ async fn status_page_escapes_label_values_and_lists_families_with_reasons() {
 
 #[tokio::test]
 async fn status_page_without_groups_says_so() {
-    let state = AppState::new(Engine::new(EngineConfig::default()), Limits::default());
+    let state = AppState::new(
+        Engine::new(EngineConfig {
+            // One scrape per test: evaluated at once (the settling has its own tests).
+            settle_scrapes: 0,
+            ..EngineConfig::default()
+        }),
+        Limits::default(),
+    );
     let (status, _, body) = get(&state, "/status").await;
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("id=\"no-groups\""), "{body}");
