@@ -110,3 +110,38 @@ fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
     ));
     assert_eq!(fresh.state_document(), "{\"version\":1,\"groups\":[]}");
 }
+
+#[test]
+fn a_restored_state_is_written_again_by_a_group_stopped_before_it_settles() {
+    let scrapes = sequence();
+    let mut uninterrupted = Engine::new(crate::test_support::config());
+    run(&mut uninterrupted, &scrapes);
+    let mut first = Engine::new(crate::test_support::config());
+    run(&mut first, &scrapes[..2]);
+    // Restarted with the default settling, stopped again one scrape later: nothing served yet.
+    let mut second = Engine::new(EngineConfig::default());
+    assert_eq!(second.restore_state(&first.state_document(), 0).unwrap(), 1);
+    run(&mut second, &scrapes[2..3]);
+    assert!(outputs(&second).is_empty(), "settling");
+    let mut third = Engine::new(crate::test_support::config());
+    assert_eq!(
+        third.restore_state(&second.state_document(), 0).unwrap(),
+        1,
+        "the restored state is written again"
+    );
+    run(&mut third, &scrapes[3..]);
+    // Scrapes 3 and 4 are T2 × 1.5 and × 2: the one interval T2 → 4 the third engine adds equals
+    // the two the uninterrupted one added.
+    let acceptance = |o: &Outputs| value_of(o, Family::AcceptanceCorrectedItl, "0");
+    assert_eq!(
+        acceptance(&outputs(&third)),
+        acceptance(&outputs(&uninterrupted))
+    );
+    let mut forgetful = Engine::new(crate::test_support::config());
+    run(&mut forgetful, &scrapes[3..]);
+    assert_ne!(
+        acceptance(&outputs(&forgetful)),
+        acceptance(&outputs(&uninterrupted)),
+        "the test needs a sequence where losing the state shows"
+    );
+}

@@ -134,14 +134,25 @@ impl RuleState {
         );
     }
 
-    /// Takes the state behind the current output (the group is being retired).
+    /// Takes the state behind the current output (the group is being retired); see
+    /// [`RuleState::latest`] for a group without one.
     pub(crate) fn take_latest(&mut self) -> Option<Committed> {
-        self.latest.take()
+        self.latest.take().or_else(|| {
+            self.committed
+                .point
+                .is_some()
+                .then(|| std::mem::take(&mut self.committed))
+        })
     }
 
-    /// The state behind the current output, left in place.
+    /// The state behind the current output, left in place. A group with no output yet (settling,
+    /// docs/ENGINE.md) gives its committed state when that holds a frame: a state it resumed or
+    /// restored, or frames that left its window. So a state restored at start and written again
+    /// before the group settles is not lost.
     pub(crate) fn latest(&self) -> Option<&Committed> {
-        self.latest.as_ref()
+        self.latest
+            .as_ref()
+            .or_else(|| self.committed.point.as_ref().map(|_| &self.committed))
     }
 
     /// Continues from `state`, which the same group left when it was retired.
