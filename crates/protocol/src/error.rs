@@ -22,4 +22,20 @@ pub enum ProtocolError {
     /// specification requires ("Symbols" of the `Request` message).
     #[error("invalid remote write 2.0 request: symbols[0] must be the empty string, got {0:?}")]
     SymbolsStartNotEmpty(String),
+    /// An RW 1.0 body (by its Content-Type) with no `timeseries` (field 1) but with RW 2.0's
+    /// `symbols` (field 4) or `timeseries` (field 5): a 2.0 `Request` sent with the 1.0
+    /// Content-Type. Decoded as 1.0 it would be an empty request, answered 204 with every sample
+    /// lost and nothing counted, since 1.0 has no fields 4 and 5 (docs/REMOTE-WRITE.md, "A 2.0
+    /// body under the 1.0 Content-Type").
+    #[error(
+        "the body is a remote write 2.0 Request ({symbols} symbols, {series} series in fields 4 \
+         and 5, no 1.0 timeseries) sent as 1.0: send it with Content-Type \
+         application/x-protobuf;proto=io.prometheus.write.v2.Request"
+    )]
+    V2BodyAsV1 {
+        /// Field-4 (`symbols`) entries in the body.
+        symbols: usize,
+        /// Field-5 (`timeseries`) entries in the body.
+        series: usize,
+    },
 }

@@ -42,7 +42,7 @@ use super::{
 /// message, a varint longer than 64 bits, field number 0, a group (wire types 3 and 4) or an
 /// undefined wire type, a known field sent with the wrong wire type, or a label that is not UTF-8.
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
-    let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
+    let (n_series, n_metadata) = count_request(buf)?;
     let mut request = WriteRequestRef {
         series: empty_series(n_series),
         metadata: Vec::with_capacity(n_metadata),
@@ -82,7 +82,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 /// that ends in a canonical sample ([`SeriesRef::provisional_key`]); so when a body holds
 /// several errors, the one reported may differ.
 pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
-    let [n_series, n_metadata] = count_fields(buf, "WriteRequest", [1, 3])?;
+    let (n_series, n_metadata) = count_request(buf)?;
     let mut request = WriteRequestRef {
         series: empty_series(n_series),
         metadata: Vec::with_capacity(n_metadata),
@@ -107,6 +107,24 @@ pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError>
         }
     }
     Ok(request)
+}
+
+/// The first pass over a `WriteRequest`: how many `timeseries` (field 1) and `metadata` (field 3)
+/// it holds. RW 2.0's `symbols` and `timeseries` (fields 4 and 5) are counted too, since a 2.0
+/// body sent as 1.0 would otherwise decode as an empty request.
+///
+/// # Errors
+/// [`ProtocolError::Protobuf`] as [`count_fields`]; [`ProtocolError::V2BodyAsV1`] when the body has
+/// no field 1 but has a field 4 or 5.
+fn count_request(buf: &[u8]) -> Result<(usize, usize), ProtocolError> {
+    let [series, metadata, symbols, v2_series] = count_fields(buf, "WriteRequest", [1, 3, 4, 5])?;
+    if series == 0 && symbols + v2_series > 0 {
+        return Err(ProtocolError::V2BodyAsV1 {
+            symbols,
+            series: v2_series,
+        });
+    }
+    Ok((series, metadata))
 }
 
 /// `n` empty series, written in place in one pass. A `SeriesRef` holds its labels inline (~450

@@ -3,9 +3,11 @@
 #[path = "v1_random_tests.rs"]
 mod random;
 
-use super::decode;
+use super::{decode, decode_deferred};
 use crate::prompb::v1 as pb;
-use crate::{MetadataDropReason, MetricType, STALE_NAN_BITS, WriteRequestRef, is_stale_marker};
+use crate::{
+    MetadataDropReason, MetricType, ProtocolError, STALE_NAN_BITS, WriteRequestRef, is_stale_marker,
+};
 use prost::Message;
 
 /// Hand-written protobuf bytes, for messages prost would never produce (order, unknown fields).
@@ -558,8 +560,9 @@ fn label_that_is_not_utf8_is_an_error() {
 }
 
 #[test]
-fn rw2_body_decoded_as_v1_is_silently_empty() {
-    // Why the HTTP layer must choose the schema from Content-Type: nothing here can tell.
+fn rw2_body_decoded_as_v1_is_refused_naming_the_rw2_content_type() {
+    // RW 1.0 knows no fields 4 and 5: decoded as 1.0, this 2.0 body would be an empty request,
+    // a 204 that loses its sample. Symbols "", "__name__", "up" (field 4), one series (field 5).
     let series = [(
         vec![("__name__".to_string(), "up".to_string())],
         vec![crate::Sample {
@@ -570,7 +573,21 @@ fn rw2_body_decoded_as_v1_is_silently_empty() {
     let body = crate::encode::encode_v2(&series);
     let mut raw = Vec::new();
     crate::snappy::decompress_into(&body, 1 << 20, &mut raw).unwrap();
-    assert!(!raw.is_empty());
-    let req = decode(&raw).unwrap();
-    assert_eq!(req, WriteRequestRef::default());
+    let want = ProtocolError::V2BodyAsV1 {
+        symbols: 3,
+        series: 1,
+    };
+    assert_eq!(decode(&raw).unwrap_err(), want);
+    assert_eq!(decode_deferred(&raw).unwrap_err(), want);
+    assert!(
+        want.to_string()
+            .contains("Content-Type application/x-protobuf;proto=io.prometheus.write.v2.Request"),
+        "{want}"
+    );
+    // Fields 4 and 5 beside a 1.0 series are skipped as any unknown field is
+    // (`unknown_fields_of_every_wire_type_are_skipped_at_every_level`); a body of metadata alone
+    // stays a valid request.
+    let metadata = W::default().uint(1, 1).bytes(2, b"x");
+    let metadata_only = W::default().msg(3, metadata).0;
+    assert_eq!(decode(&metadata_only).unwrap().metadata.len(), 1);
 }

@@ -313,6 +313,16 @@ pub(super) fn rows() -> Vec<Row> {
         .written(1, 0),
         Row::new("RW2 symbols[0] not empty", V2, v2(&symbols_start))
             .status(S::BAD_REQUEST, "symbols[0] must be the empty string"),
+        // Decoded as 1.0 this would be an empty request: 204, its sample lost, nothing counted.
+        Row::new(
+            "RW2 body with the RW1 Content-Type",
+            V1,
+            v2(&encode::request_v2(&[valid()])),
+        )
+        .status(
+            S::BAD_REQUEST,
+            "send it with Content-Type application/x-protobuf;proto=io.prometheus.write.v2.Request",
+        ),
         Row::new("RW2 custom buckets, valid", V2, v2(&v2_histogram(|_| {})))
             .counts(5, 5, &[])
             .written(0, 1),

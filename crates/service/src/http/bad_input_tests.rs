@@ -219,7 +219,7 @@ async fn run(row: Row) {
 async fn every_bad_input_class_gets_its_status_reason_and_accounting() {
     let rows = rows();
     // One row per input class of the issue, plus the RW 2.0, limit and dropped-metadata rows.
-    assert_eq!(rows.len(), 36);
+    assert_eq!(rows.len(), 37);
     for row in rows {
         run(row).await;
     }

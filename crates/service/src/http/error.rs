@@ -158,7 +158,8 @@ impl HttpError {
             | HttpError::Protocol(
                 ProtocolError::Snappy(_)
                 | ProtocolError::Protobuf(_)
-                | ProtocolError::SymbolsStartNotEmpty(_),
+                | ProtocolError::SymbolsStartNotEmpty(_)
+                | ProtocolError::V2BodyAsV1 { .. },
             )
             | HttpError::InvalidSeries { .. }
             | HttpError::Panicked(_) => StatusCode::BAD_REQUEST,
