@@ -313,9 +313,9 @@ pub struct EngineConfig {
     /// sample (ms): remote write batches a healthy group's samples for up to
     /// `queue_config.batch_send_deadline` (5 s by default) and retries with backoff. Default 30 s.
     pub missed_scrapes_min_wait_ms: i64,
-    /// After a group's set of input series grows (a new series, or a stale one that came back),
+    /// After a series new to a group arrives (not one that went stale and came back),
     /// no family of the group is evaluated until this many newer scrapes (new newest frames) have
-    /// begun with the set unchanged: the first frames after a corrector restart or of a new target
+    /// begun without another new one: the first frames after a corrector restart or of a new target
     /// can hold only some of a histogram's buckets, since remote write shards by series and a
     /// failed shard resends later (docs/ENGINE.md, "Settling"). What was served before stays
     /// served. 0 evaluates the first complete frame. Default 2.

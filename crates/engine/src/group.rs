@@ -128,16 +128,20 @@ pub(crate) struct Group {
     pub(crate) events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
-    /// Scrapes (new newest frames) since then, for [`Group::incomplete`] and the settling.
+    /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
     scrapes_since_roles_changed: u32,
-    /// The role set grew (a new series, or a stale one came back) and has not yet stayed
-    /// unchanged over `EngineConfig::settle_scrapes` newer scrapes: no family is evaluated
-    /// (docs/ENGINE.md, "Settling"). Prometheus and vmagent shard remote write by series, and a
-    /// shard whose request failed resends it after a backoff while the others go on, so the
-    /// first frames after a corrector restart, or of a new target, can hold only some of a
-    /// histogram's buckets. Evaluating them would serve a layout that changes a scrape later,
-    /// and quantiles over a few buckets.
+    /// A series the group never had arrived fewer than `EngineConfig::settle_scrapes` newer
+    /// scrapes ago: no family is evaluated (docs/ENGINE.md, "Settling"). Prometheus and vmagent
+    /// shard remote write by series, and a shard whose request failed resends it after a backoff
+    /// while the others go on, so the first frames after a corrector restart, or of a new
+    /// target, can hold only some of a histogram's buckets. Evaluating them would serve a layout
+    /// that changes a scrape later, and quantiles over a few buckets. A known series that goes
+    /// stale and comes back does not settle: a series that flaps would hold the output forever.
     settling: bool,
+    /// Sample timestamp (ms) at which a series the group never had last arrived.
+    new_role_ts: i64,
+    /// Scrapes (new newest frames) since then, for the settling.
+    scrapes_since_new_role: u32,
     /// [`completeness::check`] failed on the learned role set: decided once per role set (it
     /// cost ~16 000 instructions per group, and every group that took samples is asked after
     /// every request, `Engine::take_events`), cleared with the plans when the role set changes.
@@ -159,6 +163,8 @@ impl Group {
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
             settling: false,
+            new_role_ts: i64::MIN,
+            scrapes_since_new_role: 0,
             structurally_incomplete: std::cell::OnceCell::new(),
         }
     }
@@ -240,9 +246,12 @@ impl Group {
         self.scrapes_since_roles_changed = 0;
     }
 
-    /// The role set grew at sample time `ts` (ms): families wait for it to settle.
-    fn roles_grew(&mut self, ts: i64, settle_scrapes: u32) {
+    /// A series the group never had arrived at sample time `ts` (ms): families wait for the
+    /// set to settle.
+    fn new_role(&mut self, ts: i64, settle_scrapes: u32) {
         self.roles_changed(ts);
+        self.new_role_ts = ts;
+        self.scrapes_since_new_role = 0;
         self.settling = settle_scrapes > 0;
     }
 
@@ -267,7 +276,7 @@ impl Group {
                 });
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
-                self.roles_grew(ts, settle_scrapes);
+                self.new_role(ts, settle_scrapes);
                 self.roles.len() - 1
             }
         };
@@ -301,7 +310,7 @@ impl Group {
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.invalidate_plans();
-            self.roles_grew(ts, settle_scrapes);
+            self.roles_changed(ts);
         }
         let n_roles = self.roles.len();
         let values = &mut self.frames[frame].values;
@@ -317,8 +326,8 @@ impl Group {
     }
 
     /// Index of the frame at `ts`, created if needed; `None` if it would be older than a full window.
-    /// A new newest frame newer than the last change of the role set counts one scrape towards
-    /// the settling.
+    /// A new newest frame counts one scrape since the last change of the role set and, when newer
+    /// than the last new series, one towards the settling.
     fn frame_at(&mut self, ts: i64, max_frames: usize, settle_scrapes: u32) -> Option<usize> {
         match self.frames.binary_search_by_key(&ts, |f| f.ts) {
             Ok(i) => Some(i),
@@ -329,7 +338,10 @@ impl Group {
                 if i == self.frames.len() && ts > self.roles_changed_ts {
                     self.scrapes_since_roles_changed =
                         self.scrapes_since_roles_changed.saturating_add(1);
-                    if self.scrapes_since_roles_changed >= settle_scrapes {
+                }
+                if i == self.frames.len() && ts > self.new_role_ts {
+                    self.scrapes_since_new_role = self.scrapes_since_new_role.saturating_add(1);
+                    if self.scrapes_since_new_role >= settle_scrapes {
                         self.settling = false;
                     }
                 }

@@ -181,3 +181,80 @@ fn a_series_added_to_a_served_group_keeps_the_last_output_until_the_set_settles(
         })
     );
 }
+
+/// Engine "0"'s scrape at factor `k` with one more accepted-per-position counter, position 9,
+/// present on odd `k` and a staleness marker on even `k` (a series that flaps, as any series does
+/// that a target exposes only now and then). Canonical TPOT does not read it.
+fn with_flapping_position(k: f64) -> Vec<Raw> {
+    let mut raw = scrape("0", k, true);
+    let value = if k as i64 % 2 == 1 {
+        k
+    } else {
+        f64::from_bits(STALE_NAN_BITS)
+    };
+    raw.push(series(
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        "0",
+        &[("position", "9")],
+        value,
+    ));
+    raw
+}
+
+#[test]
+fn a_series_that_flaps_after_the_group_settled_never_freezes_its_output() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    for k in [1.0, 2.0, 3.0] {
+        feed_at(
+            &mut engine,
+            &scrape("0", k, true),
+            k as i64 * 1_000,
+            0,
+            &mut report,
+        );
+    }
+    assert_eq!(canonical_tpot(&engine), Some(canonical_tpot_at(3.0)));
+    for k in 4..=12 {
+        let k = f64::from(k);
+        feed_at(
+            &mut engine,
+            &with_flapping_position(k),
+            k as i64 * 1_000,
+            0,
+            &mut report,
+        );
+        // Position 9 first comes last in scrape 4 (as a staleness marker): scrape 4's frame is
+        // already complete and served; scrapes 5 and 6 settle the new series (5 is held at 4).
+        // From then on its flapping changes the set every scrape and never holds the output.
+        let want = if k == 5.0 { 4.0 } else { k };
+        assert_eq!(
+            canonical_tpot(&engine),
+            Some(canonical_tpot_at(want)),
+            "after scrape {k}"
+        );
+    }
+    assert_eq!(
+        report.received,
+        report.applied + report.rejected.iter().sum::<u64>()
+    );
+}
+
+#[test]
+fn a_new_group_with_a_series_that_flaps_from_its_first_scrape_still_settles() {
+    let mut engine = Engine::new(EngineConfig::default());
+    let mut report = IngestReport::default();
+    for k in 1..=6 {
+        let k = f64::from(k);
+        feed_at(
+            &mut engine,
+            &with_flapping_position(k),
+            k as i64 * 1_000,
+            0,
+            &mut report,
+        );
+        // Every series first came in scrape 1: scrapes 2 and 3 settle the set.
+        let want = (k >= 3.0).then(|| canonical_tpot_at(k));
+        assert_eq!(canonical_tpot(&engine), want, "after scrape {k}");
+    }
+}

@@ -43,10 +43,10 @@ pub enum WithheldReason {
     NoLeOneBound,
     /// The inputs are present but no timestamp yet has a sample of every one of them.
     Incomplete,
-    /// The group's set of input series grew fewer than `EngineConfig::settle_scrapes` scrapes ago
-    /// (a new target, a corrector restart, a series that came back): its first frames may hold
-    /// only part of a histogram's buckets, so nothing is evaluated until the set stays unchanged
-    /// (docs/ENGINE.md, "Settling").
+    /// A series new to the group arrived fewer than `EngineConfig::settle_scrapes` scrapes ago (a
+    /// new target, a corrector restart) and the group has not been served yet: its first frames
+    /// may hold only part of a histogram's buckets, so nothing is evaluated until no new series
+    /// arrives for that long (docs/ENGINE.md, "Settling").
     Settling,
     /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
     InconsistentInputs,

@@ -178,9 +178,9 @@ pub(crate) struct EngineSection {
     /// sample (humantime; a wait longer than `idle_timeout` leaves the idle timeout first). Default: `30s`, six times Prometheus'
     /// default `queue_config.batch_send_deadline` of 5 s.
     pub(crate) missed_scrapes_min_wait: String,
-    /// After a group's set of input series grows (a new target, a corrector restart, a series
-    /// that came back), nothing of the group is evaluated until this many newer scrapes have begun
-    /// with the set unchanged, so a shard that resends part of a scrape late cannot make a
+    /// After a series new to a group arrives (a new target, a corrector restart; not a series that
+    /// went stale and came back), nothing of the group is evaluated until this many newer scrapes
+    /// have begun without another new one, so a shard that resends part of a scrape late cannot make a
     /// histogram be served with part of its buckets (docs/ENGINE.md, "Settling"). What was
     /// served before stays served meanwhile. `0` serves the first complete scrape. From 0 to 100.
     /// Default: `2`.
