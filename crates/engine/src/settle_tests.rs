@@ -1,5 +1,5 @@
-//! The settling (docs/ENGINE.md, "Settling"): after a group's set of input series grows, nothing is
-//! evaluated until `EngineConfig::settle_scrapes` newer scrapes have begun with the set unchanged.
+//! The settling (docs/ENGINE.md, "Settling"): after a series new to a group arrives, nothing is
+//! evaluated until `EngineConfig::settle_scrapes` newer scrapes have begun without another new one.
 //! The scrapes are `test_support`'s, one per second; expected values are worked by hand from its
 //! `scrape` table (canonical TPOT at k: TPOT buckets 3k, 9k, 10k minus tokens{le="1"} 3k gives
 //! 0, 6k, 7k; Σ 0.42k s; count 7k).
