@@ -2,7 +2,8 @@
 //! accounted (docs/ENGINE.md, invariant 3: received = applied + Σ rejected by reason).
 //!
 //! Two steps, so the engine lock is held only for the second:
-//! 1. [`prepare`] (no lock): per-series label limits (`limits.*`), then label normalisation
+//! 1. [`prepare`] (no lock; for RW 1.0, [`known_series`] under the lock first, then
+//!    [`prepare_known`], which the caller may run in the same hold when [`every_series_known`]): per-series label limits (`limits.*`), then label normalisation
 //!    ([`protocol::SeriesRef::normalize`]); an invalid series is counted and dropped.
 //! 2. [`Prepared::apply`] (under the lock): samples stamped too far in the future are rejected
 //!    (`limits.max_future_skew`); float samples go to [`Engine::ingest`]; native
@@ -157,6 +158,13 @@ pub fn known_series(
         .collect()
 }
 
+/// Whether [`known_series`] found every series of `request` (`known`, by position): then
+/// [`prepare_known`] decodes, checks and drops nothing, cannot fail, and leaves every series' sample
+/// count as [`protocol::v1::decode_deferred`] read it. True for a request with no series.
+pub fn every_series_known(request: &WriteRequestRef<'_>, known: &[Option<KnownSeries>]) -> bool {
+    known.len() == request.series.len() && known.iter().all(Option::is_some)
+}
+
 /// Decodes (if pending), checks and normalises one series' labels: what [`prepare`] does to a
 /// series.
 fn resolve_labels<'a>(
@@ -218,7 +226,7 @@ pub fn prepare_known<'a>(
     };
     // Every series known, as in steady state: nothing to decode, check or drop (the loop below
     // cost ~50 instructions per series for the bookkeeping alone).
-    if known.len() == request.series.len() && known.iter().all(Option::is_some) {
+    if every_series_known(&request, &known) {
         return Ok(Prepared {
             positions: (0..request.series.len()).collect(),
             request,

@@ -77,6 +77,9 @@ pub struct AppState {
     /// Test builds only: where the next write request panics ([`AppState::panic_next_write_at`]).
     #[cfg(test)]
     panic_at: Arc<Mutex<Option<PanicAt>>>,
+    /// Test builds only: how many times the engine lock was taken ([`AppState::lock_engine`]).
+    #[cfg(test)]
+    engine_holds: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Test builds only: a point in the processing of a write request where a panic can be injected,
@@ -108,6 +111,8 @@ impl AppState {
             reloader: None,
             #[cfg(test)]
             panic_at: Arc::default(),
+            #[cfg(test)]
+            engine_holds: Arc::default(),
         }
     }
 
@@ -115,6 +120,12 @@ impl AppState {
     #[cfg(test)]
     pub(crate) fn panic_next_write_at(&self, at: PanicAt) {
         *self.panic_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
+    /// Test builds only: how many times the engine lock was taken so far.
+    #[cfg(test)]
+    pub(crate) fn engine_holds(&self) -> usize {
+        self.engine_holds.load(Ordering::Relaxed)
     }
 
     /// Test builds only: panics when a panic was requested at `at`, once.
@@ -200,6 +211,8 @@ impl AppState {
     /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
     /// that request's samples; every later request is applied as usual.
     pub(crate) fn lock_engine(&self) -> MutexGuard<'_, Engine> {
+        #[cfg(test)]
+        self.engine_holds.fetch_add(1, Ordering::Relaxed);
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -16,13 +16,13 @@ use crate::config::Limits;
 use engine::{Engine, EngineConfig};
 use protocol::encode::{self, SeriesSpec};
 
-const V1: &str = "application/x-protobuf";
+pub(in crate::http) const V1: &str = "application/x-protobuf";
 const V2: &str = "application/x-protobuf;proto=io.prometheus.write.v2.Request";
 /// A scrape timestamp in the past (2023-11-14), well inside the future-skew limit.
-const T: i64 = 1_700_000_000_000;
+pub(in crate::http) const T: i64 = 1_700_000_000_000;
 
 /// The generation-token counter of engine `e` (a series the rules read), with `samples`.
-fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
+pub(in crate::http) fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
     encode::series_spec(
         &[
             ("__name__", "vllm:generation_tokens_total"),
@@ -34,7 +34,7 @@ fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
 }
 
 /// Sends one write; returns the status, the `*-Samples-Written` header and the body text.
-async fn send(
+pub(in crate::http) async fn send(
     state: &AppState,
     content_type: &str,
     body: Vec<u8>,
@@ -59,7 +59,7 @@ async fn send(
 }
 
 /// `GET /metrics` through the router (it takes the engine lock too), as `name{labels}` → value.
-async fn scrape(state: &AppState) -> BTreeMap<String, f64> {
+pub(in crate::http) async fn scrape(state: &AppState) -> BTreeMap<String, f64> {
     let request = Request::get("/metrics").body(Body::empty()).unwrap();
     let response = app(state.clone()).oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
@@ -75,7 +75,7 @@ async fn scrape(state: &AppState) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn state() -> AppState {
+pub(in crate::http) fn state() -> AppState {
     AppState::new(
         Engine::new(EngineConfig {
             // One scrape per test: evaluated at once (the settling has its own tests).
@@ -87,7 +87,7 @@ fn state() -> AppState {
 }
 
 #[track_caller]
-fn assert_counters(m: &BTreeMap<String, f64>, want: &[(&str, f64)]) {
+pub(in crate::http) fn assert_counters(m: &BTreeMap<String, f64>, want: &[(&str, f64)]) {
     for (name, value) in want {
         assert_eq!(m.get(*name), Some(value), "{name}");
     }

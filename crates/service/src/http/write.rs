@@ -365,15 +365,19 @@ fn process(
         return (none, Err(error));
     }
 
-    // The known-series fast path (docs/PERFORMANCE.md): one short hold of the engine lock finds
-    // the series known by their label bytes; the labels of the others are decoded, checked and
-    // normalised outside the lock.
+    // The known-series fast path (docs/PERFORMANCE.md): a hold of the engine lock finds the
+    // series known by their label bytes. In steady state that is every series, and the request is
+    // applied in the same hold. Otherwise the labels of the others are decoded, checked and
+    // normalised outside the lock, and the lock is taken again to apply.
     // Receive wall clock, for the idle timeout only.
     let now = crate::clock::now_ms();
+    let mut engine = state.lock_engine();
     let known = match protocol {
-        WriteProtocol::V1 => ingest::known_series(&mut state.lock_engine(), &request, limits, now),
+        WriteProtocol::V1 => ingest::known_series(&mut engine, &request, limits, now),
         WriteProtocol::V2 => Vec::new(),
     };
+    // Kept only when nothing is left to decode; released here otherwise.
+    let held = ingest::every_series_known(&request, &known).then_some(engine);
     let prepared = match ingest::prepare_known(request, known, limits) {
         Ok(prepared) => prepared,
         Err(e) => {
@@ -381,15 +385,22 @@ fn process(
             return (none, Err(e.into()));
         }
     };
-    // The series walked in `prepare_known` may hold more samples than their provisional reading.
-    *uncounted = Some(prepared.sample_count());
+    let mut engine = match held {
+        Some(engine) => engine,
+        None => {
+            // The series walked in `prepare_known` may hold more samples than their provisional
+            // reading. (With every series known, none was walked.)
+            *uncounted = Some(prepared.sample_count());
+            state.lock_engine()
+        }
+    };
     let (outcome, events) = {
-        let mut engine = state.lock_engine();
         #[cfg(test)]
         state.injected_panic(super::PanicAt::UnderEngineLock);
         let outcome = prepared.apply(&mut engine, now);
         (outcome, engine.take_events())
     };
+    drop(engine);
     state.event_log.log(events, now);
     SamplesIngested {
         report: &outcome.report,
