@@ -15,6 +15,11 @@
 #        BASELINE=path/to/older/vllm-corrector scripts/bench-compare.sh
 #                                    also runs that binary as target "baseline", in the same rounds,
 #                                    so a change is judged against its parent on the same machine state
+# Floors (targets floor-http, floor-snappy, floor-key; the last two run by default): the
+# `floor_receiver` example, which does only the first stages of the corrector's receive path
+# (HTTP; + snappy; + the RW 1.0 decode with deferred labels and the key) and keeps nothing. Their
+# CPU per sample, in the same rounds, is what those stages alone cost on this machine
+# (docs/PERFORMANCE.md, "The floor, measured"). They have no memory phase.
 # Tunables (environment): PODS ENGINES SCRAPES CONNS SAT LAT REPEAT MEM_SERIES MEM_SCRAPES TARGETS BASELINE
 # Output: RESULT lines on stdout and in $OUT/results.txt, a Markdown table in $OUT/table.md.
 set -euo pipefail
@@ -31,9 +36,9 @@ MEM_SERIES=${MEM_SERIES:-"10000 100000 1000000"}
 MEM_SCRAPES=${MEM_SCRAPES:-20}
 BASELINE=${BASELINE:-}
 if [ -n "$BASELINE" ]; then
-  TARGETS=${TARGETS:-"corrector baseline prometheus victoriametrics"}
+  TARGETS=${TARGETS:-"corrector baseline prometheus victoriametrics floor-snappy floor-key"}
 else
-  TARGETS=${TARGETS:-"corrector prometheus victoriametrics"}
+  TARGETS=${TARGETS:-"corrector prometheus victoriametrics floor-snappy floor-key"}
 fi
 OUT=${OUT:-target/bench-compare}
 if [ -n "${QUICK:-}" ]; then
@@ -44,7 +49,7 @@ for tool in prometheus victoria-metrics curl getconf; do
   command -v "$tool" >/dev/null || { echo "bench-compare: $tool is missing (apt-get install prometheus victoria-metrics curl)" >&2; exit 1; }
 done
 
-cargo build --release --locked --bin vllm-corrector --example loadgen
+cargo build --release --locked --bin vllm-corrector --example loadgen --example floor_receiver
 LOADGEN=target/release/examples/loadgen
 CLK_TCK=$(getconf CLK_TCK)
 mkdir -p "$OUT"
@@ -78,6 +83,10 @@ start_target() {
     prometheus)
       prometheus --config.file "$WORK/prometheus.yml" --storage.tsdb.path "$dir" \
         --web.listen-address "127.0.0.1:$port" --web.enable-remote-write-receiver --log.level warn >"$dir/log" 2>&1 &
+      PID=$!; READY="http://127.0.0.1:$port/-/ready" ;;
+    floor-http|floor-snappy|floor-key)
+      FLOOR_STAGE=${name#floor-} target/release/examples/floor_receiver \
+        --web.listen-address "127.0.0.1:$port" >"$dir/log" 2>&1 &
       PID=$!; READY="http://127.0.0.1:$port/-/ready" ;;
     victoriametrics)
       victoria-metrics -storageDataPath "$dir" -httpListenAddr "127.0.0.1:$port" -loggerLevel WARN >"$dir/log" 2>&1 &
@@ -117,6 +126,7 @@ per_pod=$(( 303 * ENGINES + 18 ))   # series of one pod (benches/support/vllm_sh
 for series in $MEM_SERIES; do
   pods=$(( (series + per_pod / 2) / per_pod )); [ "$pods" -ge 1 ] || pods=1
   for target in $TARGETS; do
+    case "$target" in floor-*) continue ;; esac
     start_target "$target"
     metrics=()
     if [ -n "$METRICS_URL" ]; then metrics=(--metrics-url "$METRICS_URL"); fi
