@@ -56,7 +56,7 @@ pub(crate) struct Corrector {
     pub address: String,
     log: PathBuf,
     client: reqwest::blocking::Client,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 /// The `engine:` line of [`Corrector::start_unsettled`].
@@ -120,7 +120,7 @@ impl Corrector {
                         address,
                         log,
                         client,
-                        _dir: dir,
+                        dir,
                     };
                 }
                 Err(e) => {
@@ -135,6 +135,23 @@ impl Corrector {
             }
         }
         panic!("vllm-corrector did not become ready: {last_error}");
+    }
+
+    /// Replaces the `--config.file` (the binary must have been started with one) with `yaml` and
+    /// asks for a reload (`POST /-/reload`), asserting that it succeeded.
+    pub(crate) fn reload_config(&self, yaml: &str) {
+        std::fs::write(self.dir.path().join("config.yml"), yaml).expect("write config file");
+        let response = self
+            .client
+            .post(format!("{}/-/reload", self.base))
+            .send()
+            .expect("POST /-/reload");
+        let status = response.status();
+        assert!(
+            status.is_success(),
+            "{status}: {}",
+            response.text().unwrap_or_default()
+        );
     }
 
     /// Sends SIGTERM and waits for the exit: the exit status and how long it took.

@@ -49,11 +49,13 @@ fn stale_markers_on_all_series_of_a_group_remove_its_derived_series() {
     );
 }
 
-#[test]
-fn idle_timeout_from_the_config_file_removes_a_silent_group() {
+/// Writes scrapes T1 and T2 (both engines), checks that they are served, and returns how long
+/// after the last write every derived series of both groups was gone. Fails if any is still
+/// served 10 s after it: with `idle_timeout: 2s` the binary sweeps four times per timeout, so they
+/// are gone by 2.5 s, and 10 s leaves room for a slow CI. Also fails if they went before 1.5 s
+/// (removed by the timeout, not by anything sooner; 0.5 s of room for clock granularity).
+fn silent_groups_removed_after(corrector: &Corrector) -> Duration {
     let [t1, t2, _] = scrape_times();
-    let corrector =
-        Corrector::start_with_config(Some("engine:\n  idle_timeout: 2s\n  settle_scrapes: 0\n"));
     corrector.write(&Scrape::T1.points(t1));
     corrector.write(&Scrape::T2.points(t2));
     let last_write = Instant::now();
@@ -66,7 +68,6 @@ fn idle_timeout_from_the_config_file_removes_a_silent_group() {
             "right after the writes",
         );
     }
-
     let gone_after = loop {
         let snapshot = corrector.snapshot();
         let any_left = ["0", "1"]
@@ -76,18 +77,33 @@ fn idle_timeout_from_the_config_file_removes_a_silent_group() {
             break last_write.elapsed();
         }
         assert!(
-            // The binary sweeps four times per timeout: gone by 2.5 s, 10 s leaves room for a slow CI.
             last_write.elapsed() < Duration::from_secs(10),
             "groups still served 10 s after the last sample with idle_timeout 2s\n{}",
             snapshot.text
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    // Removed by the timeout, not by anything sooner (1.5 s leaves room for clock granularity).
     assert!(
         gone_after >= Duration::from_millis(1500),
         "groups removed after only {gone_after:?}"
     );
+    gone_after
+}
+
+#[test]
+fn idle_timeout_from_the_config_file_removes_a_silent_group() {
+    let corrector =
+        Corrector::start_with_config(Some("engine:\n  idle_timeout: 2s\n  settle_scrapes: 0\n"));
+    silent_groups_removed_after(&corrector);
+}
+
+#[test]
+fn a_reload_that_shortens_the_idle_timeout_sweeps_at_the_new_pace() {
+    // Started with the default timeout (10 min): the sweeper's pause is 15 s, so a group would
+    // stay until the first sweep, about 15 s after start, if the pace were not read again.
+    let corrector = Corrector::start_unsettled();
+    corrector.reload_config("engine:\n  idle_timeout: 2s\n  settle_scrapes: 0\n");
+    silent_groups_removed_after(&corrector);
 }
 
 #[test]

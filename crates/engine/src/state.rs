@@ -149,6 +149,12 @@ impl Engine {
         }
     }
 
+    /// The current idle timeout (ms): [`EngineConfig::idle_timeout_ms`] as given at start or by
+    /// the last [`Engine::set_config`] (a reload).
+    pub fn idle_timeout_ms(&self) -> i64 {
+        self.config.idle_timeout_ms
+    }
+
     /// Replaces the settings (idle timeout, pending frames); existing state is kept.
     pub fn set_config(&mut self, config: EngineConfig) {
         self.known.cap = known_cap(&config);

@@ -22,6 +22,16 @@ use engine::Engine;
 /// shorter timeout sweeps four times per timeout, so a group leaves within 1.25 × the timeout.
 pub(crate) const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(15);
 
+/// How often, at most, the sweeper waits before it reads `engine.idle_timeout` again: a reload
+/// that shortens the timeout takes effect within this, not after the old pause.
+const SWEEP_RECHECK: Duration = Duration::from_secs(1);
+
+/// The pause between two idle sweeps for an idle timeout of `idle_timeout_ms` (ms):
+/// `min(15 s, idle_timeout_ms / 4)`, at least 100 ms.
+fn sweep_period(idle_timeout_ms: i64) -> Duration {
+    IDLE_SWEEP_INTERVAL.min(Duration::from_millis(idle_timeout_ms.max(400) as u64 / 4))
+}
+
 /// Runs the service until SIGTERM or Ctrl-C: binds `config.listen_address`, logs `listening`,
 /// then serves (TLS when `web` has it) until the signal and finishes in-flight requests. `args`
 /// are the flags `config` came from: SIGHUP and `POST /-/reload` re-read the files they name.
@@ -84,7 +94,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         })
     });
     let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
-    let served = serve(listener, state, config.engine.idle_timeout_ms, async {
+    let served = serve(listener, state, async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");
     })
@@ -124,26 +134,28 @@ pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 /// HTTP.
 ///
 /// Marks `state` ready while serving (`/-/ready` answers 200) and not ready once `shutdown`
-/// resolves. Sweeps idle groups every `min(15 s, idle_timeout_ms / 4)` (at least every 100 ms)
-/// with the wall clock, counting them in the self-metrics.
+/// resolves. Sweeps idle groups every `min(15 s, idle timeout / 4)` (at least every 100 ms) with
+/// the wall clock, counting them in the self-metrics. The idle timeout is the engine's current
+/// one, read again at least every second, so a reload that changes it changes the pace.
 ///
 /// # Errors
 /// An I/O error of the server.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
-    idle_timeout_ms: i64,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let sweeper = state.clone();
-    let period =
-        IDLE_SWEEP_INTERVAL.min(Duration::from_millis(idle_timeout_ms.max(400) as u64 / 4));
     let sweep = tokio::spawn(async move {
-        let first = tokio::time::Instant::now() + period;
-        let mut tick = tokio::time::interval_at(first, period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = tokio::time::Instant::now();
         loop {
-            tick.tick().await;
+            let period = sweep_period(sweeper.lock_engine().idle_timeout_ms());
+            let waited = last.elapsed();
+            if waited < period {
+                tokio::time::sleep((period - waited).min(SWEEP_RECHECK)).await;
+                continue;
+            }
+            last = tokio::time::Instant::now();
             let now = now_ms();
             let (removed, events) = {
                 let mut engine = sweeper.lock_engine();

@@ -184,8 +184,7 @@ pub(crate) async fn run_until(
     });
     let state = AppState::new(engine, Limits::default());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let idle_ms = EngineConfig::default().idle_timeout_ms;
-    let server = tokio::spawn(run::serve(listener, state, idle_ms, async move {
+    let server = tokio::spawn(run::serve(listener, state, async move {
         let _ = server_stopped.await;
     }));
     let mut writer = Writer {
