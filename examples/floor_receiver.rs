@@ -1,8 +1,9 @@
 //! The floor of the receive path over HTTP: a remote-write receiver that does only the first
 //! stages of vllm-corrector's, so that `scripts/bench-compare.sh` can price them on this machine
-//! beside the real service (`FLOOR_STAGE=… BASELINE=target/release/examples/floor_receiver
-//! TARGETS="corrector baseline" scripts/bench-compare.sh`; docs/PERFORMANCE.md, "The floor,
-//! measured"). It keeps nothing and corrects nothing: it is a measuring tool, not a receiver to run.
+//! beside the real service: its targets `floor-http`, `floor-snappy` and `floor-key` (the last two
+//! run by default) start this binary with `FLOOR_STAGE` set (docs/PERFORMANCE.md, "The fifth pass:
+//! the floor, measured"). It keeps nothing and corrects nothing: it is a measuring tool, not a
+//! receiver to run.
 //!
 //! `FLOOR_STAGE` (environment) chooses how far it goes; each stage includes the ones before:
 //! - `http` (the default): reads the body over HTTP/1.1 (hyper and axum, tokio with one worker per
@@ -26,8 +27,12 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use protocol::{snappy, v1};
 
-/// The largest decompressed body (bytes): the service's default `limits.max_decoded_bytes`.
-const MAX_DECODED_BYTES: usize = 64 << 20;
+/// The largest body as sent (bytes): the service's default `limits.max_body_bytes` (README).
+const MAX_BODY_BYTES: usize = 32 << 20;
+
+/// The largest decompressed body (bytes): the service's default `limits.max_decoded_bytes`
+/// (README).
+const MAX_DECODED_BYTES: usize = 128 << 20;
 
 /// How far a request is processed (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +97,7 @@ async fn main() -> Result<(), String> {
     let app = Router::new()
         .route("/api/v1/write", post(write))
         .route("/-/ready", get(|| async { StatusCode::OK }))
-        .layer(DefaultBodyLimit::max(MAX_DECODED_BYTES))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(stage);
     let listener = tokio::net::TcpListener::bind(address)
         .await

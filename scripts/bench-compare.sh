@@ -45,7 +45,11 @@ if [ -n "${QUICK:-}" ]; then
   SCRAPES=200; SAT=2; LAT=2; REPEAT=1; MEM_SERIES="10000 50000"; MEM_SCRAPES=18
 fi
 
-for tool in prometheus victoria-metrics curl getconf; do
+# Only the tools the chosen targets need.
+tools="curl getconf"
+case " $TARGETS " in *" prometheus "*) tools="$tools prometheus" ;; esac
+case " $TARGETS " in *" victoriametrics "*) tools="$tools victoria-metrics" ;; esac
+for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "bench-compare: $tool is missing (apt-get install prometheus victoria-metrics curl)" >&2; exit 1; }
 done
 
