@@ -130,20 +130,28 @@ fn a_settling_group_reports_settling_and_then_serves_what_an_unsettled_engine_se
     );
 }
 
-#[test]
-fn a_series_added_to_a_served_group_keeps_the_last_output_until_the_set_settles() {
+/// An engine with the default settling after engine `e`'s scrapes at factors 1, 2 and 3 (with the
+/// acceptance counters when `spec`), 1 s apart, and their report. It has settled: it serves
+/// canonical TPOT at factor 3, which this asserts.
+fn settled_after_three_scrapes(e: &str, spec: bool) -> (Engine, IngestReport) {
     let mut engine = Engine::new(EngineConfig::default());
     let mut report = IngestReport::default();
     for k in [1.0, 2.0, 3.0] {
         feed_at(
             &mut engine,
-            &scrape("1", k, false),
+            &scrape(e, k, spec),
             k as i64 * 1_000,
             0,
             &mut report,
         );
     }
     assert_eq!(canonical_tpot(&engine), Some(canonical_tpot_at(3.0)));
+    (engine, report)
+}
+
+#[test]
+fn a_series_added_to_a_served_group_keeps_the_last_output_until_the_set_settles() {
+    let (mut engine, mut report) = settled_after_three_scrapes("1", false);
     // From scrape 4 the target exposes one more TPOT bound, 0.025, with cumulative 5k, sent
     // first (sent last, scrape 4's frame would complete for the old set before it arrives).
     let with_bound = |k: f64| {
@@ -203,18 +211,7 @@ fn with_flapping_position(k: f64) -> Vec<Raw> {
 
 #[test]
 fn a_series_that_flaps_after_the_group_settled_never_freezes_its_output() {
-    let mut engine = Engine::new(EngineConfig::default());
-    let mut report = IngestReport::default();
-    for k in [1.0, 2.0, 3.0] {
-        feed_at(
-            &mut engine,
-            &scrape("0", k, true),
-            k as i64 * 1_000,
-            0,
-            &mut report,
-        );
-    }
-    assert_eq!(canonical_tpot(&engine), Some(canonical_tpot_at(3.0)));
+    let (mut engine, mut report) = settled_after_three_scrapes("0", true);
     for k in 4..=12 {
         let k = f64::from(k);
         feed_at(
