@@ -1,4 +1,4 @@
-//! The stateful rule's state across a restart (`crates/engine/src/persist.rs`): an engine serialised and
+//! The stateful rule's state across a restart (`crates/engine/src/state/persist.rs`): an engine serialised and
 //! restored halfway through a sequence gives exactly the outputs of one that never stopped.
 
 use super::test_support::*;

@@ -12,13 +12,9 @@ use super::*;
 use protocol::labels::LabelLimits;
 use protocol::{Label, MetadataRef, MetricType, Sample, SeriesKey, is_stale_marker};
 
-#[path = "evict.rs"]
 mod evict;
-#[path = "persist.rs"]
 pub(crate) mod persist;
-#[path = "sweep.rs"]
 mod sweep;
-#[path = "views.rs"]
 mod views;
 
 /// A cached metadata entry (docs/REMOTE-WRITE.md, checklist item 5).

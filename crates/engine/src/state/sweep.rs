@@ -1,5 +1,5 @@
 //! The periodic sweep: groups that went idle or missed their scrapes leave, and with them the
-//! known series and cached series that pointed at them. Split from `state.rs`.
+//! known series and cached series that pointed at them. A child of `state.rs`.
 
 use super::*;
 

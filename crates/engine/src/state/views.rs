@@ -1,6 +1,6 @@
 //! What the engine shows of its state, read-only or draining queues: derived values for
 //! `/metrics`, group snapshots for `/status` and `/api/v1/groups`, events for the event log, and
-//! the self-metrics counts. Split from `state.rs` (the write side) to keep each file short.
+//! the self-metrics counts. A child of `state.rs` (the write side).
 
 use super::*;
 
