@@ -23,10 +23,11 @@ fn v1_body_decodes_back_to_the_same_series_and_metadata() {
     let body = encode_v1(&series, &metadata);
     let mut raw = Vec::new();
     snappy::decompress_into(&body, 1 << 20, &mut raw).unwrap();
-    let req = decoder::decode(&raw).unwrap();
+    let mut req = decoder::decode(&raw).unwrap();
+    req.resolve_all().unwrap();
     assert_eq!(req.series.len(), 2);
-    assert_eq!(req.series[0].labels[1].name, "engine");
-    assert_eq!(req.series[0].labels[1].value, "0");
+    assert_eq!(req.series[0].labels.decoded()[1].name, "engine");
+    assert_eq!(req.series[0].labels.decoded()[1].value, "0");
     assert_eq!(
         req.series[0].samples.as_slice(),
         [

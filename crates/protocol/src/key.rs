@@ -13,12 +13,13 @@ use std::sync::LazyLock;
 use foldhash::SharedSeed;
 use foldhash::fast::SeedableRandomState;
 
-/// The identity of one series' encoded labels: two independent 64-bit hashes (`hash`, `check`) of
+/// The identity of one series' labels: two independent 64-bit hashes (`hash`, `check`) of either
 /// the bytes of its label fields as they came on the wire (RW 1.0: the `TimeSeries`' leading run
-/// of field-1 `Label` messages, keys and lengths included). The same bytes always decode to the
-/// same labels, so a receiver can remember what it decided for a key and skip decoding and
-/// checking those labels the next time (docs/PERFORMANCE.md, "The known-series fast path").
-/// Two label sets with one key would need both 64-bit hashes to collide.
+/// of field-1 `Label` messages, keys and lengths included; [`SeriesKey::of`]) or its decoded
+/// label text ([`SeriesKey::of_labels`]). The same bytes always decode to the same labels, so a
+/// receiver can remember what it decided for a key and skip decoding and checking those labels
+/// the next time (docs/ENGINE.md, "The series index"). Two label sets with one key would need
+/// both 64-bit hashes to collide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SeriesKey {
     /// First hash (foldhash, the first of [`independent_hashers`]): the hash-table hash.
@@ -65,6 +66,21 @@ fn pass(hasher: &SeedableRandomState, bytes: &[u8]) -> u64 {
 }
 
 impl SeriesKey {
+    /// The key of a decoded label set, in the order given: its text (name, 0xff, value, 0xff per
+    /// label, an unambiguous encoding since label text is UTF-8, where 0xff never occurs) is
+    /// gathered into `scratch` (cleared first), then hashed in one call per hasher. For labels
+    /// whose encoding is not stable across requests (RW 2.0 symbol references) or not available.
+    pub fn of_labels(labels: &[crate::Label<'_>], scratch: &mut Vec<u8>) -> SeriesKey {
+        scratch.clear();
+        for l in labels {
+            scratch.extend_from_slice(l.name.as_bytes());
+            scratch.push(0xff);
+            scratch.extend_from_slice(l.value.as_bytes());
+            scratch.push(0xff);
+        }
+        SeriesKey::of(scratch)
+    }
+
     /// The key of `label_bytes` (the raw encoded label fields), any length. The same bytes give
     /// the same key within one process ([`independent_hashers`]).
     #[inline]

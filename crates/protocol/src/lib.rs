@@ -5,7 +5,8 @@
 //! and the field numbers of `proto/remote.proto` and `proto/remote_v2.proto`.
 //!
 //! Both decoders ([`v1::decode`], [`v2::decode`]) produce the same [`WriteRequestRef`] shape, so the
-//! layers above never ask which protocol a series came in.
+//! layers above never ask which protocol a series came in: a series' labels are pending (RW 1.0,
+//! decoded on demand), decoded (RW 2.0) or invalid ([`SeriesLabels`]), each with a [`SeriesKey`].
 
 pub mod encode;
 mod error;
@@ -28,7 +29,7 @@ pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
 pub use labels::{INLINE_LABELS, LabelSet};
 pub use labels::{Label, LabelError, NameMemo, normalize_labels};
 pub use request::{
-    MetadataDropReason, MetadataDropped, MetadataRef, MetricType, SeriesMetadata, SeriesRef,
-    WriteRequestRef,
+    MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels, SeriesLabels,
+    SeriesMetadata, SeriesRef, WriteRequestRef,
 };
 pub use sample::{STALE_NAN_BITS, Sample, Samples, is_stale_marker};

@@ -3,16 +3,18 @@
 
 use crate::histogram::NativeHistogram;
 use crate::key::SeriesKey;
-use crate::labels::{self, LabelError, LabelSet, NameMemo};
+use crate::labels::{self, Label, LabelError, LabelLimits, LabelSet, NameMemo};
 use crate::sample::Samples;
+use crate::{LabelScratch, ProtocolError, v1};
 
-/// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing its label strings from the
-/// decompressed body.
+/// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing from the decompressed body.
+/// Nothing in it says which protocol it came in: RW 1.0 series start with their labels
+/// [`SeriesLabels::Pending`], RW 2.0 series with [`SeriesLabels::Decoded`] or
+/// [`SeriesLabels::Invalid`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SeriesRef<'a> {
-    /// Labels as sent (not yet sorted or validated: see [`SeriesRef::normalize`]). Empty when
-    /// `labels_error` is set.
-    pub labels: LabelSet<'a>,
+    /// The series' labels, in one of three states (see [`SeriesLabels`]).
+    pub labels: SeriesLabels<'a>,
     /// Float samples, in the order sent.
     pub samples: Samples,
     /// Native histogram samples, in the order sent (RW1 field 4, RW2 field 3): custom buckets
@@ -20,55 +22,137 @@ pub struct SeriesRef<'a> {
     pub histograms: Vec<NativeHistogram>,
     /// Number of exemplars in this series (RW1 field 3, RW2 field 4). Counted, not used.
     pub(crate) exemplars: u32,
-    /// RW 2.0 only: the metadata sent with this series (`TimeSeries.metadata`, field 5), when
-    /// present and its `help_ref`/`unit_ref` are in range (metadata never fails a request).
+    /// The metadata sent with this series (RW 2.0 `TimeSeries.metadata`, field 5; RW 1.0 sends
+    /// metadata per family instead, [`WriteRequestRef::metadata`]), when present and its
+    /// `help_ref`/`unit_ref` are in range (metadata never fails a request).
     pub metadata: Option<SeriesMetadata<'a>>,
-    /// RW 2.0 only: the counter's start (created) time, ms since the epoch, from either wire form
-    /// — `TimeSeries.created_timestamp` (field 6, senders up to Prometheus 3.7) or
-    /// `Sample.start_timestamp` (field 3, Prometheus ≥ 3.8); the last non-zero one in wire order
-    /// wins (a sample's over the series' own).
+    /// The counter's start (created) time, ms since the epoch, when the sender gave one (RW 2.0
+    /// only, in either wire form: `TimeSeries.created_timestamp`, field 6, senders up to
+    /// Prometheus 3.7, or `Sample.start_timestamp`, field 3, Prometheus ≥ 3.8); the last non-zero
+    /// one in wire order wins (a sample's over the series' own).
     pub(crate) start_timestamp_ms: Option<i64>,
-    /// RW 2.0 only: the series' `labels_refs` were invalid (odd length, or a reference outside
-    /// `symbols`), so `labels` is empty; the whole series is rejected with this reason.
-    pub(crate) labels_error: Option<LabelError>,
-    /// RW 1.0 via [`v1::decode_deferred`] only: the identity of the series' encoded label bytes
-    /// ([`SeriesKey`]), when every label field of the `TimeSeries` comes before its other fields
-    /// (as every sender encodes it). `None` otherwise, and always for RW 2.0.
-    pub key: Option<SeriesKey>,
-    /// RW 1.0 via [`v1::decode_deferred`] only: the whole `TimeSeries` message while its labels are
-    /// not decoded yet (`labels` is then empty); [`crate::v1::decode_pending_labels`] decodes them.
-    pub pending_labels: Option<&'a [u8]>,
-    /// RW 1.0 via [`v1::decode_deferred`] only: the series ends in one canonical `Sample` field
-    /// and was not walked, so `key` covers every byte before that field, and `samples` holds that
-    /// one sample. A hit among the keys of label runs walked before is exact (the same bytes are
-    /// that run); [`crate::v1::decode_pending_labels`] walks the series and replaces `key`,
-    /// `samples`, `histograms` and `exemplars` with what the walk finds.
-    pub(crate) provisional_key: bool,
+}
+
+/// The labels of one series, as far as they are decoded.
+///
+/// A receiver looks a series up by [`SeriesLabels::key`] first; only a series it does not know
+/// needs [`SeriesRef::resolve`] (decoding) and [`SeriesRef::check_labels`] (limits and
+/// normalisation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SeriesLabels<'a> {
+    /// Not decoded yet (RW 1.0, [`crate::v1::decode`]): the bytes they are in, and the identity
+    /// of those bytes when the label fields lead the message.
+    Pending(PendingLabels<'a>),
+    /// Decoded, as sent until [`SeriesRef::check_labels`] sorts them, with their [`SeriesKey`]:
+    /// the key of the encoded label bytes for RW 1.0, of the label text for RW 2.0 (whose
+    /// encoding depends on each request's symbol table) and for an RW 1.0 series whose label
+    /// fields do not lead.
+    Decoded {
+        /// The labels.
+        labels: LabelSet<'a>,
+        /// Their identity, computed before any normalisation.
+        key: SeriesKey,
+    },
+    /// RW 2.0: `labels_refs` is invalid (odd length, or a reference outside `symbols`); the whole
+    /// series is rejected with this reason.
+    Invalid(LabelError),
+}
+
+impl Default for SeriesLabels<'_> {
+    /// Pending, over no bytes: resolving it gives an empty label set.
+    fn default() -> Self {
+        SeriesLabels::Pending(PendingLabels::default())
+    }
+}
+
+/// Labels not decoded yet: an RW 1.0 `TimeSeries` message and the key of its label bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PendingLabels<'a> {
+    /// The whole `TimeSeries` message.
+    pub(crate) message: &'a [u8],
+    /// The identity of the message's leading run of label fields, when every label field comes
+    /// before its other fields (as every sender encodes it); `None` otherwise.
+    pub(crate) key: Option<SeriesKey>,
+    /// The message ends in one canonical `Sample` field and was not walked: `key` covers every
+    /// byte before that field, and the series' `samples` hold that one sample. A hit among the keys
+    /// of label runs walked before is exact (the same bytes are that run); [`SeriesRef::resolve`]
+    /// walks the message and replaces the key, samples, histograms and exemplars with what the walk
+    /// finds (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the provisional key").
+    pub(crate) provisional: bool,
+}
+
+impl<'a> SeriesLabels<'a> {
+    /// The identity to look the series up by: the key of pending or decoded labels (a pending
+    /// key may be provisional: exact for a look-up among keys of walked label runs, never to be
+    /// stored); `None` for invalid labels and for pending labels that do not lead their message.
+    #[inline]
+    pub fn key(&self) -> Option<SeriesKey> {
+        match self {
+            SeriesLabels::Pending(p) => p.key,
+            SeriesLabels::Decoded { key, .. } => Some(*key),
+            SeriesLabels::Invalid(_) => None,
+        }
+    }
+
+    /// The decoded labels; empty while pending or invalid.
+    pub fn decoded(&self) -> &[Label<'a>] {
+        match self {
+            SeriesLabels::Decoded { labels, .. } => labels,
+            SeriesLabels::Pending(_) | SeriesLabels::Invalid(_) => &[],
+        }
+    }
 }
 
 impl<'a> SeriesRef<'a> {
-    /// Normalises the labels ([`normalize_labels`](crate::labels::normalize_labels)) unless the decoder already found them invalid.
+    /// Decodes pending labels ([`SeriesLabels::Pending`] to [`SeriesLabels::Decoded`]), exactly as
+    /// the protobuf message defines them (same labels, same order); a series whose key was
+    /// provisional is walked first, so its key, samples, histograms and exemplars become exact.
+    /// Nothing for labels already decoded or invalid. `scratch` is reused between calls.
     ///
     /// # Errors
-    /// `labels_error` when set ([`LabelError::OddLabelRefs`], [`LabelError::SymbolRefOutOfRange`]),
-    /// otherwise the error of [`normalize_labels`](crate::labels::normalize_labels).
-    pub fn normalize(&mut self) -> Result<(), LabelError> {
-        self.normalize_memo(&mut NameMemo::default())
+    /// [`ProtocolError::Protobuf`] for a malformed `Label`, a label that is not UTF-8, or (for a
+    /// provisional key) any error of the walk; the labels then stay pending.
+    pub fn resolve(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
+        let SeriesLabels::Pending(pending) = self.labels else {
+            return Ok(());
+        };
+        let key = if pending.provisional {
+            self.samples.clear();
+            self.histograms.clear();
+            self.exemplars = 0;
+            v1::walk_series_into(pending.message, self)?
+        } else {
+            pending.key
+        };
+        let mut labels = LabelSet::new();
+        v1::decode_labels_of(pending.message, scratch, &mut labels)?;
+        let key = key.unwrap_or_else(|| SeriesKey::of_labels(&labels, &mut scratch.text));
+        self.labels = SeriesLabels::Decoded { labels, key };
+        Ok(())
     }
 
-    /// [`SeriesRef::normalize`] with a per-request [`NameMemo`]
-    /// ([`labels::normalize_labels_memo`]): the same result, fewer character checks.
+    /// Checks decoded labels against `limits` and normalises them in place
+    /// ([`labels::normalize_labels_memo`]: sorted by name, empty values dropped, names checked),
+    /// with a per-request [`NameMemo`]. The key stays the one of the labels as sent.
     ///
     /// # Errors
-    /// As [`SeriesRef::normalize`].
-    pub fn normalize_memo(&mut self, memo: &mut NameMemo<'a>) -> Result<(), LabelError> {
-        match self.labels_error {
-            Some(error) => Err(error),
-            None => {
-                let (len, result) = labels::normalize_labels_memo(&mut self.labels, memo);
-                self.labels.truncate(len);
+    /// The reason of [`SeriesLabels::Invalid`]; [`LabelError::EmptyLabelSet`] for labels still
+    /// pending (call [`SeriesRef::resolve`] first); otherwise the error of
+    /// [`LabelLimits::check`] or of the normalisation.
+    pub fn check_labels(
+        &mut self,
+        limits: &LabelLimits,
+        memo: &mut NameMemo<'a>,
+    ) -> Result<(), LabelError> {
+        match &mut self.labels {
+            SeriesLabels::Decoded { labels, .. } => {
+                limits.check(labels)?;
+                let (len, result) = labels::normalize_labels_memo(labels, memo);
+                labels.truncate(len);
                 result
             }
+            SeriesLabels::Invalid(error) => Err(*error),
+            SeriesLabels::Pending(_) => Err(LabelError::EmptyLabelSet),
         }
     }
 
@@ -98,6 +182,7 @@ impl<'a> SeriesRef<'a> {
         }
         let name = self
             .labels
+            .decoded()
             .iter()
             .find(|l| l.name == labels::METRIC_NAME_LABEL)?
             .value;
@@ -180,6 +265,52 @@ pub struct WriteRequestRef<'a> {
     /// a request), by reason; the HTTP layer counts them in
     /// `vllm_corrector_metadata_dropped_total{reason}`.
     pub metadata_dropped: MetadataDropped,
+}
+
+impl WriteRequestRef<'_> {
+    /// Every sample of the request as the receiver counts them ([`SeriesRef::sample_count`]).
+    pub fn sample_count(&self) -> u64 {
+        self.series.iter().map(SeriesRef::sample_count).sum()
+    }
+
+    /// Resolves every series' labels ([`SeriesRef::resolve`]): afterwards the request is what a
+    /// decoder that decodes everything would give. For tools, tests and fuzzing; the receiver
+    /// resolves only the series it does not know.
+    ///
+    /// # Errors
+    /// The error of the first series, in wire order, that does not resolve.
+    pub fn resolve_all(&mut self) -> Result<(), ProtocolError> {
+        let mut scratch = LabelScratch::default();
+        self.series.iter_mut().try_for_each(|s| s.resolve(&mut scratch))
+    }
+
+    /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving
+    /// its labels pending: afterwards every series' samples, histograms and exemplars are exact.
+    /// For a request refused whole before its labels are decoded, so that its samples are counted
+    /// as [`WriteRequestRef::resolve_all`] would count them.
+    ///
+    /// # Errors
+    /// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing,
+    /// sample or histogram does not decode.
+    pub fn walk_provisional(&mut self) -> Result<(), ProtocolError> {
+        for series in &mut self.series {
+            if let SeriesLabels::Pending(pending) = &mut series.labels
+                && pending.provisional
+            {
+                let message = pending.message;
+                series.samples.clear();
+                series.histograms.clear();
+                series.exemplars = 0;
+                let key = v1::walk_series_into(message, series)?;
+                series.labels = SeriesLabels::Pending(PendingLabels {
+                    message,
+                    key,
+                    provisional: false,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Why a decoder dropped a metadata entry: the `reason` label of

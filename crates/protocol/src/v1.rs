@@ -23,15 +23,18 @@
 
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8, varint_filling};
 use super::{
-    Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, ProtocolError,
-    Sample, SeriesKey, SeriesRef, WriteRequestRef, histogram,
+    Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels,
+    ProtocolError, Sample, SeriesKey, SeriesLabels, SeriesRef, WriteRequestRef, histogram,
 };
 
-/// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing label strings from `buf`.
-///
-/// `buf` is the snappy-decoded request body. Series and metadata come back in wire order, labels
-/// as sent (not yet normalised: see [`super::normalize_labels`]), sample values bit-exact (so the
-/// staleness marker survives), timestamps in milliseconds.
+/// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing from `buf` (the snappy-decoded
+/// request body), with every series' labels left pending ([`SeriesLabels::Pending`]): each series
+/// gets the key of its label bytes (when its label fields lead the message), and its labels are
+/// decoded only by [`SeriesRef::resolve`]. Samples (values bit-exact, so the staleness marker
+/// survives; timestamps in ms), histograms, exemplar counts and metadata are decoded here, in
+/// wire order. The receiver resolves only the series it does not know by key
+/// (docs/PERFORMANCE.md, "The known-series fast path"); [`WriteRequestRef::resolve_all`] gives
+/// the fully decoded request.
 ///
 /// A metadata entry whose family name, help or unit is not UTF-8 is dropped rather than failing
 /// the request: metadata never fails a request (docs/REMOTE-WRITE.md, checklist item 5). Each one is
@@ -40,7 +43,11 @@ use super::{
 /// # Errors
 /// [`ProtocolError::Protobuf`] on a truncated message, a nested length running past its enclosing
 /// message, a varint longer than 64 bits, field number 0, a group (wire types 3 and 4) or an
-/// undefined wire type, a known field sent with the wrong wire type, or a label that is not UTF-8.
+/// undefined wire type, or a known field sent with the wrong wire type;
+/// [`ProtocolError::V2BodyAsV1`] for an RW 2.0 body. A malformed `Label` or a label that is not
+/// UTF-8 is reported by [`SeriesRef::resolve`], and so is any error of a series that ends in a
+/// canonical sample ([`PendingLabels`]'s provisional key); so when a body holds several errors,
+/// the one reported first may differ from a decoder that decodes everything at once.
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let (n_series, n_metadata) = count_request(buf)?;
     let mut request = WriteRequestRef {
@@ -48,53 +55,13 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
         metadata: Vec::with_capacity(n_metadata),
         metadata_dropped: MetadataDropped::default(),
     };
-    let mut spans = Vec::with_capacity(32);
     let mut next = 0;
     let mut r = Reader::new(buf, "WriteRequest");
     while !r.at_end() {
         match r.key()? {
             (1, Wire::Len) => {
                 let bytes = r.bytes()?;
-                decode_series(bytes, &mut spans, slot(&mut request.series, &mut next, &r)?)?;
-            }
-            (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
-                Some(metadata) => request.metadata.push(metadata),
-                None => request
-                    .metadata_dropped
-                    .add(MetadataDropReason::InvalidUtf8),
-            },
-            (field @ (1 | 3), wire) => return Err(r.wrong_wire(field, wire)),
-            (_, wire) => r.skip(wire)?,
-        }
-    }
-    Ok(request)
-}
-
-/// [`decode`] with the labels left undecoded: each series gets its [`SeriesRef::key`] (when its
-/// label fields lead the message) and [`SeriesRef::pending_labels`], and `labels` stays empty until
-/// [`decode_pending_labels`]. Samples, histograms, exemplars and metadata are decoded as by
-/// [`decode`]. The receiver's hot path: a series whose key it knows needs no label decoding, UTF-8
-/// check or normalisation (docs/PERFORMANCE.md, "The known-series fast path").
-///
-/// # Errors
-/// As [`decode`], except that a malformed `Label` or a label that is not UTF-8 is reported by
-/// [`decode_pending_labels`] instead (with the same error), and so is any error of a series
-/// that ends in a canonical sample ([`SeriesRef::provisional_key`]); so when a body holds
-/// several errors, the one reported may differ.
-pub fn decode_deferred(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
-    let (n_series, n_metadata) = count_request(buf)?;
-    let mut request = WriteRequestRef {
-        series: empty_series(n_series),
-        metadata: Vec::with_capacity(n_metadata),
-        metadata_dropped: MetadataDropped::default(),
-    };
-    let mut next = 0;
-    let mut r = Reader::new(buf, "WriteRequest");
-    while !r.at_end() {
-        match r.key()? {
-            (1, Wire::Len) => {
-                let bytes = r.bytes()?;
-                decode_series_deferred(bytes, slot(&mut request.series, &mut next, &r)?)?;
+                decode_series(bytes, slot(&mut request.series, &mut next, &r)?)?;
             }
             (3, Wire::Len) => match decode_metadata(r.bytes()?)? {
                 Some(metadata) => request.metadata.push(metadata),
@@ -151,41 +118,51 @@ fn slot<'s, 'a>(
     Ok(slot)
 }
 
-/// Scratch space of label decoding ([`decode_pending_labels`]), reused across series.
+/// Scratch space of label decoding ([`SeriesRef::resolve`]), reused across series: label spans,
+/// and the label text a [`SeriesKey::of_labels`] hashes.
 #[derive(Debug, Default)]
-pub struct LabelScratch(Vec<LabelSpan>);
-
-/// Decodes one `TimeSeries` like [`decode_series`] but its labels: only their framing is walked,
-/// and the leading run of label fields is hashed into the series' key.
-///
-/// A series that ends in one canonical `Sample` field ([`canonical_tail`]) is not walked: its key
-/// covers every byte before that field, and stays provisional ([`SeriesRef::provisional_key`])
-/// until [`decode_pending_labels`] walks the series. The provisional key is exact where it is
-/// used: a receiver looks it up among keys of label runs it walked before, and bytes equal to
-/// such a run are that run, so the series is those labels and this one sample
-/// (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the provisional key").
-fn decode_series_deferred<'a>(
-    buf: &'a [u8],
-    series: &mut SeriesRef<'a>,
-) -> Result<(), ProtocolError> {
-    series.pending_labels = Some(buf);
-    if let Some((end, sample)) = canonical_tail(buf) {
-        series.samples.push(sample);
-        series.key = Some(SeriesKey::of(&buf[..end]));
-        series.provisional_key = true;
-        return Ok(());
-    }
-    walk_deferred(buf, series)
+pub struct LabelScratch {
+    spans: Vec<LabelSpan>,
+    pub(crate) text: Vec<u8>,
 }
 
-/// The walk of [`decode_series_deferred`] for a series without a canonical tail, and of
-/// [`decode_pending_labels`] for one with: samples, histograms and exemplars into `series`
-/// (empty), and the key of the leading label run.
-fn walk_deferred<'a>(buf: &'a [u8], series: &mut SeriesRef<'a>) -> Result<(), ProtocolError> {
-    let run_end = walk_series(buf, None, Some(series))?;
-    series.key = run_end.map(|end| SeriesKey::of(&buf[..end]));
-    series.provisional_key = false;
+/// Decodes one `TimeSeries` but its labels: only their framing is walked, and the leading run of
+/// label fields is hashed into the series' key.
+///
+/// A series that ends in one canonical `Sample` field ([`canonical_tail`]) is not walked: its key
+/// covers every byte before that field, and stays provisional until [`SeriesRef::resolve`] walks
+/// the series. The provisional key is exact where it is used: a receiver looks it up among keys
+/// of label runs it walked before, and bytes equal to such a run are that run, so the series is
+/// those labels and this one sample (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the
+/// provisional key").
+fn decode_series<'a>(buf: &'a [u8], series: &mut SeriesRef<'a>) -> Result<(), ProtocolError> {
+    if let Some((end, sample)) = canonical_tail(buf) {
+        series.samples.push(sample);
+        series.labels = SeriesLabels::Pending(PendingLabels {
+            message: buf,
+            key: Some(SeriesKey::of(&buf[..end])),
+            provisional: true,
+        });
+        return Ok(());
+    }
+    let key = walk_series_into(buf, series)?;
+    series.labels = SeriesLabels::Pending(PendingLabels {
+        message: buf,
+        key,
+        provisional: false,
+    });
     Ok(())
+}
+
+/// Walks the `TimeSeries` message `buf`: its samples, histograms and exemplars into `series`
+/// (none on entry), and the key of its leading label run (`None` when its label fields do not
+/// lead). Its labels are not decoded.
+pub(crate) fn walk_series_into<'a>(
+    buf: &'a [u8],
+    series: &mut SeriesRef<'a>,
+) -> Result<Option<SeriesKey>, ProtocolError> {
+    let run_end = walk_series(buf, None, Some(series))?;
+    Ok(run_end.map(|end| SeriesKey::of(&buf[..end])))
 }
 
 /// When the `TimeSeries` message `buf` ends with one `Sample` field (key 0x12, a one-byte length)
@@ -240,14 +217,14 @@ fn tail_sample(m: &[u8]) -> Option<Sample> {
     }
 }
 
-/// The labels of the `TimeSeries` message `buf` (already walked by [`decode_series_deferred`]),
-/// decoded exactly as [`decode_series`] decodes them. `labels` is empty on error.
+/// The labels of the `TimeSeries` message `buf`, decoded exactly as the protobuf message defines
+/// them (wire order; a `Label` field repeated keeps its last value). `labels` is empty on error.
 pub(crate) fn decode_labels_of<'a>(
     buf: &'a [u8],
     scratch: &mut LabelScratch,
     labels: &mut LabelSet<'a>,
 ) -> Result<(), ProtocolError> {
-    let spans = &mut scratch.0;
+    let spans = &mut scratch.spans;
     spans.clear();
     labels.clear();
     let result = walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels));
@@ -258,7 +235,7 @@ pub(crate) fn decode_labels_of<'a>(
 }
 
 /// The one walk over a `TimeSeries` message (fields 1 labels, 2 samples, 3 exemplars, 4
-/// histograms) behind [`decode_series`], [`decode_series_deferred`] and [`decode_labels_of`]: the
+/// histograms) behind [`decode_series`], [`walk_series_into`] and [`decode_labels_of`]: the
 /// same framing checks and errors in each. With `spans`, each label's name and value ranges are
 /// pushed (in wire order); with `series`, its samples, histograms and exemplar count are decoded
 /// into it; without either, only the framing is read. Returns the end of the leading run of label
@@ -376,18 +353,6 @@ impl MetricType {
             MetricType::Other(v) => v,
         }
     }
-}
-
-/// Decodes one `TimeSeries` (fields 1 labels, 2 samples, 3 exemplars, 4 histograms) into `series`
-/// (empty on entry). `spans` is scratch space, reused across series.
-fn decode_series<'a>(
-    buf: &'a [u8],
-    spans: &mut Vec<LabelSpan>,
-    series: &mut SeriesRef<'a>,
-) -> Result<(), ProtocolError> {
-    spans.clear();
-    walk_series(buf, Some(spans), Some(series))?;
-    labels_of(buf, spans, &mut series.labels)
 }
 
 /// Byte ranges of one label's name and value inside its series' message.
@@ -550,56 +515,6 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
         }
     }
     Ok(valid.then_some(metadata))
-}
-
-/// Decodes the labels of `series` left pending by [`decode_deferred`] into its `labels`, exactly as
-/// [`decode`] would have (same labels, same order, same errors); nothing when none are
-/// pending. `scratch` is reused between calls.
-///
-/// A series with a provisional key ([`SeriesRef::provisional_key`]) is walked first: its key,
-/// samples, histograms and exemplars become what [`decode_deferred`] finds by walking.
-///
-/// # Errors
-/// [`ProtocolError::Protobuf`] for a malformed `Label` or a label that is not UTF-8, and for a
-/// series with a provisional key, any error of its walk (then `labels` stays empty and the
-/// labels stay pending).
-pub fn decode_pending_labels(
-    series: &mut SeriesRef<'_>,
-    scratch: &mut LabelScratch,
-) -> Result<(), ProtocolError> {
-    match series.pending_labels {
-        Some(bytes) => {
-            walk_if_provisional(series)?;
-            decode_labels_of(bytes, scratch, &mut series.labels)?;
-            series.pending_labels = None;
-            Ok(())
-        }
-        None => Ok(()),
-    }
-}
-
-/// Walks every series of `request` (from [`decode_deferred`]) whose key is still provisional
-/// ([`SeriesRef::provisional_key`]), as [`decode_pending_labels`] would but leaving the labels
-/// pending: afterwards every series' samples, histograms, exemplars and key are what
-/// [`decode_deferred`] finds without the canonical-tail shortcut. For a request that is refused
-/// whole before its labels are decoded, so its samples are counted as [`decode`] counts them.
-///
-/// # Errors
-/// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing, sample
-/// or histogram does not decode: what [`decode_deferred`] reports without the shortcut.
-pub fn walk_provisional(request: &mut WriteRequestRef<'_>) -> Result<(), ProtocolError> {
-    request.series.iter_mut().try_for_each(walk_if_provisional)
-}
-
-/// Walks `series` ([`walk_deferred`]) when its key is provisional; nothing otherwise.
-fn walk_if_provisional(series: &mut SeriesRef<'_>) -> Result<(), ProtocolError> {
-    match (series.provisional_key, series.pending_labels) {
-        (true, Some(bytes)) => {
-            series.samples.clear();
-            walk_deferred(bytes, series)
-        }
-        _ => Ok(()),
-    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
-//! Tests of [`super::decode_deferred`]: the labels it leaves pending decode exactly as
-//! [`super::decode`] decodes them, and a series' key is a function of its label bytes alone.
+//! Tests of the labels [`super::decode`] leaves pending: resolved, they are what prost decodes,
+//! and a series' key is a function of its label bytes alone.
 
 use prost::Message;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{decode, decode_deferred, decode_pending_labels};
+use super::decode;
 use crate::prompb::v1 as pb;
-use crate::{LabelScratch, SeriesKey, WriteRequestRef};
+use crate::{LabelScratch, SeriesKey, SeriesLabels, SeriesRef, WriteRequestRef};
 
 fn label(name: &str, value: &str) -> pb::Label {
     pb::Label {
@@ -46,20 +46,50 @@ fn random_request(rng: &mut StdRng) -> pb::WriteRequest {
     }
 }
 
-/// The deferred decoding of `bytes` with every series' labels decoded.
-fn deferred_in_full(bytes: &[u8]) -> Result<WriteRequestRef<'_>, crate::ProtocolError> {
-    let mut request = decode_deferred(bytes)?;
-    let mut scratch = LabelScratch::default();
-    for series in &mut request.series {
-        decode_pending_labels(series, &mut scratch)?;
-        series.key = None;
-        assert_eq!(series.pending_labels, None);
-    }
-    Ok(request)
+/// The key of a series as decoded (pending), `None` without one.
+fn key(series: &SeriesRef<'_>) -> Option<SeriesKey> {
+    series.labels.key()
+}
+
+/// Whether a series' key is still provisional.
+fn provisional(series: &SeriesRef<'_>) -> bool {
+    matches!(&series.labels, SeriesLabels::Pending(p) if p.provisional)
+}
+
+/// Labels and samples of every series, resolved, in a comparable shape (value bits: NaNs compare).
+fn flat(request: &WriteRequestRef<'_>) -> Vec<(Vec<(String, String)>, Vec<(u64, i64)>)> {
+    request
+        .series
+        .iter()
+        .map(|s| {
+            let labels = s.labels.decoded().iter();
+            let samples = s.samples.iter();
+            (
+                labels.map(|l| (l.name.into(), l.value.into())).collect(),
+                samples.map(|x| (x.value.to_bits(), x.timestamp_ms)).collect(),
+            )
+        })
+        .collect()
+}
+
+/// The same shape from prost's decoding.
+fn flat_prost(request: &pb::WriteRequest) -> Vec<(Vec<(String, String)>, Vec<(u64, i64)>)> {
+    request
+        .timeseries
+        .iter()
+        .map(|s| {
+            let labels = s.labels.iter();
+            let samples = s.samples.iter();
+            (
+                labels.map(|l| (l.name.clone(), l.value.clone())).collect(),
+                samples.map(|x| (x.value.to_bits(), x.timestamp)).collect(),
+            )
+        })
+        .collect()
 }
 
 #[test]
-fn deferred_labels_decode_like_the_eager_decoder_on_random_and_corrupted_requests() {
+fn resolved_labels_are_what_prost_decodes_on_random_and_corrupted_requests() {
     let mut rng = StdRng::seed_from_u64(0xdefe_44ed);
     let (mut compared, mut refused) = (0, 0);
     for _ in 0..3000 {
@@ -68,27 +98,24 @@ fn deferred_labels_decode_like_the_eager_decoder_on_random_and_corrupted_request
             let i = rng.random_range(0..bytes.len());
             bytes[i] = rng.random();
         }
-        match (decode(&bytes), deferred_in_full(&bytes)) {
-            (Ok(eager), Ok(deferred)) => {
-                assert_eq!(eager, deferred);
+        let ours = decode(&bytes).and_then(|mut r| r.resolve_all().map(|()| r));
+        match (pb::WriteRequest::decode(bytes.as_slice()), ours) {
+            (Ok(theirs), Ok(ours)) => {
+                assert_eq!(flat(&ours), flat_prost(&theirs));
                 compared += 1;
             }
             (Err(_), Err(_)) => refused += 1,
-            (eager, deferred) => panic!("eager {eager:?}, deferred {deferred:?}"),
+            (theirs, ours) => panic!("prost {theirs:?}, ours {ours:?}"),
         }
     }
     // Both kinds of outcome are exercised.
     assert!(compared > 1000 && refused > 100, "{compared} {refused}");
 }
 
-/// [`decode_deferred`] with every series walked by [`decode_pending_labels`]: the keys a receiver
-/// learns.
+/// [`decode`] with every series resolved: the keys a receiver learns (never provisional).
 fn walked(bytes: &[u8]) -> WriteRequestRef<'_> {
-    let mut request = decode_deferred(bytes).unwrap();
-    for series in &mut request.series {
-        decode_pending_labels(series, &mut LabelScratch::default()).unwrap();
-        assert!(!series.provisional_key);
-    }
+    let mut request = decode(bytes).unwrap();
+    request.resolve_all().unwrap();
     request
 }
 
@@ -116,41 +143,52 @@ fn learned_keys_are_equal_exactly_when_labels_are_and_a_provisional_key_hits_onl
             }
         }
         let bytes = req.encode_to_vec();
-        let fresh = decode_deferred(&bytes).unwrap();
+        let fresh = decode(&bytes).unwrap();
         let learned = walked(&bytes);
-        let eager = decode(&bytes).unwrap();
         for (i, a) in learned.series.iter().enumerate() {
-            let la = &eager.series[i].labels;
-            assert_eq!(a.key.is_none(), la.is_empty(), "no label, no key");
+            let la = &req.timeseries[i].labels;
+            assert!(!provisional(a));
+            // A series without labels is keyed by its (empty) label text, not by wire bytes.
+            if la.is_empty() {
+                continue;
+            }
             for (j, b) in learned.series.iter().enumerate().skip(i + 1) {
-                let lb = &eager.series[j].labels;
-                if !la.is_empty() && !lb.is_empty() {
-                    assert_eq!(a.key == b.key, la == lb, "{la:?} {lb:?}");
-                    same_key_pairs += usize::from(a.key == b.key);
+                let lb = &req.timeseries[j].labels;
+                if !lb.is_empty() {
+                    assert_eq!(key(a) == key(b), la == lb, "{la:?} {lb:?}");
+                    same_key_pairs += usize::from(key(a) == key(b));
                 }
             }
         }
         for (i, f) in fresh.series.iter().enumerate() {
-            if !f.provisional_key {
-                assert_eq!(
-                    f.key, learned.series[i].key,
-                    "a walked series' key is final"
-                );
+            if !provisional(f) {
+                if !req.timeseries[i].labels.is_empty() {
+                    assert_eq!(key(f), key(&learned.series[i]), "a walked key is final");
+                }
                 continue;
             }
             // Where a provisional key meets a learned one, the series is that one's labels and
             // exactly the sample the provisional decoding read.
             let mut hit = false;
             for (j, b) in learned.series.iter().enumerate() {
-                if f.key.is_some() && f.key == b.key {
-                    assert_eq!(eager.series[i].labels, eager.series[j].labels);
-                    assert_eq!(eager.series[i].samples, f.samples);
-                    assert!(eager.series[i].histograms.is_empty());
+                if key(f).is_some() && key(f) == key(b) {
+                    assert_eq!(req.timeseries[i].labels, req.timeseries[j].labels);
+                    let want: Vec<_> = req.timeseries[i]
+                        .samples
+                        .iter()
+                        .map(|x| (x.value.to_bits(), x.timestamp))
+                        .collect();
+                    let got: Vec<_> = f
+                        .samples
+                        .iter()
+                        .map(|x| (x.value.to_bits(), x.timestamp_ms))
+                        .collect();
+                    assert_eq!(want, got);
                     hit = true;
                 }
             }
             provisional_hits += usize::from(hit);
-            provisional_misses += usize::from(f.key != learned.series[i].key);
+            provisional_misses += usize::from(key(f) != key(&learned.series[i]));
         }
     }
     assert!(same_key_pairs > 500, "{same_key_pairs}");
@@ -168,7 +206,7 @@ fn field(key: u8, bytes: &[u8]) -> Vec<u8> {
 }
 
 #[test]
-fn a_label_after_a_sample_gives_no_key_and_the_same_labels() {
+fn a_label_after_a_sample_gives_no_wire_key_and_is_keyed_by_its_text_once_resolved() {
     let name = label("__name__", "up").encode_to_vec();
     let job = label("job", "x").encode_to_vec();
     let sample = pb::Sample {
@@ -178,19 +216,26 @@ fn a_label_after_a_sample_gives_no_key_and_the_same_labels() {
     .encode_to_vec();
     let series = [field(0x0a, &name), field(0x12, &sample), field(0x0a, &job)].concat();
     let body = field(0x0a, &series);
-    let request = decode_deferred(&body).unwrap();
-    assert_eq!(request.series[0].key, None);
-    assert_eq!(deferred_in_full(&body).unwrap(), decode(&body).unwrap());
-    // The same labels encoded first get a key: that of their two fields' bytes.
+    let request = decode(&body).unwrap();
+    assert_eq!(key(&request.series[0]), None);
+    let resolved = walked(&body);
+    let labels = resolved.series[0].labels.decoded();
+    assert_eq!(
+        labels.iter().map(|l| (l.name, l.value)).collect::<Vec<_>>(),
+        [("__name__", "up"), ("job", "x")]
+    );
+    let by_text = SeriesKey::of_labels(labels, &mut Vec::new());
+    assert_eq!(key(&resolved.series[0]), Some(by_text));
+    // The same labels encoded first get a wire key: that of their two fields' bytes.
     let leading = [field(0x0a, &name), field(0x0a, &job), field(0x12, &sample)].concat();
     let body = field(0x0a, &leading);
-    let request = decode_deferred(&body).unwrap();
+    let request = decode(&body).unwrap();
     let label_bytes = [field(0x0a, &name), field(0x0a, &job)].concat();
-    assert_eq!(request.series[0].key, Some(SeriesKey::of(&label_bytes)));
+    assert_eq!(key(&request.series[0]), Some(SeriesKey::of(&label_bytes)));
 }
 
 #[test]
-fn a_label_that_is_not_utf8_fails_when_its_labels_are_decoded_with_the_eager_error() {
+fn a_label_that_is_not_utf8_fails_when_resolved_as_prost_refuses_it() {
     let bad = pb::Label {
         name: "job".into(),
         value: "x".into(),
@@ -200,12 +245,13 @@ fn a_label_that_is_not_utf8_fails_when_its_labels_are_decoded_with_the_eager_err
     let mut bad = bad;
     *bad.last_mut().unwrap() = 0xff;
     let body = field(0x0a, &field(0x0a, &bad));
-    let eager = decode(&body).unwrap_err();
-    let mut request = decode_deferred(&body).unwrap();
-    let deferred =
-        decode_pending_labels(&mut request.series[0], &mut LabelScratch::default()).unwrap_err();
-    assert_eq!(eager, deferred);
-    assert!(request.series[0].labels.is_empty());
+    assert!(pb::WriteRequest::decode(body.as_slice()).is_err());
+    let mut request = decode(&body).unwrap();
+    let error = request.series[0]
+        .resolve(&mut LabelScratch::default())
+        .unwrap_err();
+    assert!(error.to_string().contains("UTF-8"), "{error}");
+    assert!(matches!(request.series[0].labels, SeriesLabels::Pending(_)));
 }
 
 fn sample_field(value: f64, timestamp: i64) -> Vec<u8> {
@@ -224,18 +270,36 @@ fn a_label_run_then_two_samples_or_an_exemplar_is_walked_for_all_it_holds() {
     .concat();
     let exemplar = field(0x1a, &[0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f]);
     let with_exemplar = [name.clone(), exemplar, sample_field(3.0, ts)].concat();
-    for message in [two, with_exemplar] {
+    for (message, samples, exemplars) in [(two, 2, 0), (with_exemplar, 1, 1)] {
         let body = field(0x0a, &message);
-        let fresh = decode_deferred(&body).unwrap();
+        let fresh = decode(&body).unwrap();
         // Read without a walk: the last sample, and a key over everything before it.
-        assert!(fresh.series[0].provisional_key);
+        assert!(provisional(&fresh.series[0]));
         assert_eq!(fresh.series[0].samples.len(), 1);
-        let provisional = fresh.series[0].key;
-        assert_ne!(provisional, Some(SeriesKey::of(&name)));
+        assert_ne!(key(&fresh.series[0]), Some(SeriesKey::of(&name)));
         let learned = walked(&body);
-        assert_eq!(learned.series[0].key, Some(SeriesKey::of(&name)));
-        assert_eq!(deferred_in_full(&body).unwrap(), decode(&body).unwrap());
+        assert_eq!(key(&learned.series[0]), Some(SeriesKey::of(&name)));
+        assert_eq!(learned.series[0].samples.len(), samples);
+        assert_eq!(learned.series[0].exemplars, exemplars);
+        // (The exemplar's bytes are not a valid `Exemplar`, which the receiver never reads.)
+        if let Ok(theirs) = pb::WriteRequest::decode(body.as_slice()) {
+            assert_eq!(flat(&learned), flat_prost(&theirs));
+        }
     }
+}
+
+#[test]
+fn walking_provisional_keys_counts_every_sample_and_leaves_the_labels_pending() {
+    let name = field(0x0a, &label("__name__", "up").encode_to_vec());
+    let ts = 1_764_000_000_000;
+    let two = [name, sample_field(1.0, ts), sample_field(2.0, ts + 1)].concat();
+    let body = field(0x0a, &two);
+    let mut request = decode(&body).unwrap();
+    assert_eq!(request.sample_count(), 1, "the provisional reading sees the tail");
+    request.walk_provisional().unwrap();
+    assert_eq!(request.sample_count(), 2);
+    assert!(!provisional(&request.series[0]));
+    assert!(matches!(request.series[0].labels, SeriesLabels::Pending(_)));
 }
 
 #[test]
@@ -245,11 +309,11 @@ fn a_label_value_that_ends_like_a_sample_field_is_walked_not_cut() {
     let value = "v\u{12}\u{10}\u{9}abcdefgh\u{10}\u{800}éx";
     let message = field(0x0a, &label("__name__", value).encode_to_vec());
     let body = field(0x0a, &message);
-    let fresh = decode_deferred(&body).unwrap();
-    assert!(fresh.series[0].provisional_key);
+    let fresh = decode(&body).unwrap();
+    assert!(provisional(&fresh.series[0]));
     let learned = walked(&body);
     assert!(learned.series[0].samples.is_empty(), "no sample field");
-    assert_eq!(learned.series[0].key, Some(SeriesKey::of(&message)));
-    assert_ne!(fresh.series[0].key, learned.series[0].key);
-    assert_eq!(learned.series[0].labels[0].value, value);
+    assert_eq!(key(&learned.series[0]), Some(SeriesKey::of(&message)));
+    assert_ne!(key(&fresh.series[0]), key(&learned.series[0]));
+    assert_eq!(learned.series[0].labels.decoded()[0].value, value);
 }

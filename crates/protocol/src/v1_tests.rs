@@ -3,7 +3,12 @@
 #[path = "v1_random_tests.rs"]
 mod random;
 
-use super::{decode, decode_deferred};
+/// [`super::decode`] with every series resolved: the whole request decoded, as prost decodes it.
+fn decode(bytes: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+    let mut request = super::decode(bytes)?;
+    request.resolve_all()?;
+    Ok(request)
+}
 use crate::prompb::v1 as pb;
 use crate::{
     MetadataDropReason, MetricType, ProtocolError, STALE_NAN_BITS, WriteRequestRef, is_stale_marker,
@@ -73,7 +78,7 @@ type Flat<'a> = (
 
 fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
     let series = r.series.iter().map(|s| {
-        let labels = s.labels.iter().map(|l| (l.name, l.value)).collect();
+        let labels = s.labels.decoded().iter().map(|l| (l.name, l.value)).collect();
         let samples = s
             .samples
             .iter()
@@ -182,7 +187,7 @@ fn prost_encoded_request_decodes_field_by_field() {
     // And against the values written above, by hand.
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        req.series[0].labels[0].value,
+        req.series[0].labels.decoded()[0].value,
         "vllm:generation_tokens_total"
     );
     assert_eq!(req.series[0].samples[0].value, 42.5);
@@ -216,7 +221,7 @@ fn fields_in_reverse_order_decode_the_same() {
     let theirs = decode_both(&bytes);
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        (req.series[0].labels[0].name, req.series[0].labels[0].value),
+        (req.series[0].labels.decoded()[0].name, req.series[0].labels.decoded()[0].value),
         ("__name__", "up")
     );
     assert_eq!(
@@ -275,7 +280,7 @@ fn unknown_fields_of_every_wire_type_are_skipped_at_every_level() {
     assert_eq!(req.series.len(), 1);
     assert_eq!(req.series[0].samples[0].value, 1.5);
     assert_eq!(req.series[0].samples[0].timestamp_ms, 99);
-    assert_eq!(req.series[0].labels[0].value, "x");
+    assert_eq!(req.series[0].labels.decoded()[0].value, "x");
     assert_eq!(req.metadata[0].metric_type, MetricType::Summary);
 }
 
@@ -441,7 +446,7 @@ fn repeated_scalar_fields_keep_the_last_value() {
     decode_both(&bytes);
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        (req.series[0].labels[0].name, req.series[0].labels[0].value),
+        (req.series[0].labels.decoded()[0].name, req.series[0].labels.decoded()[0].value),
         ("__name__", "v2")
     );
     assert_eq!(
@@ -578,7 +583,7 @@ fn rw2_body_decoded_as_v1_is_refused_naming_the_rw2_content_type() {
         series: 1,
     };
     assert_eq!(decode(&raw).unwrap_err(), want);
-    assert_eq!(decode_deferred(&raw).unwrap_err(), want);
+    assert_eq!(super::decode(&raw).unwrap_err(), want);
     assert!(
         want.to_string()
             .contains("Content-Type application/x-protobuf;proto=io.prometheus.write.v2.Request"),

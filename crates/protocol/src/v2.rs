@@ -12,7 +12,7 @@
 //!   the request: the table itself is malformed). Label references are checked per series: an odd
 //!   `labels_refs` length ([`LabelError::OddLabelRefs`]) or a reference outside the table
 //!   ([`LabelError::SymbolRefOutOfRange`]) rejects that series only, through
-//!   [`SeriesRef::labels_error`], as Prometheus' own receiver does (a partial write, answered 400).
+//!   [`SeriesLabels::Invalid`], as Prometheus' own receiver does (a partial write, answered 400).
 //! * **Metadata per series** (`TimeSeries.metadata`): [`SeriesRef::metadata`]. A `help_ref` or
 //!   `unit_ref` out of range drops the metadata, never the series (metadata never fails a request),
 //!   and is counted in [`WriteRequestRef::metadata_dropped`].
@@ -30,7 +30,7 @@
 use super::wire::{Reader, Wire, count_fields, utf8};
 use super::{
     Label, LabelError, LabelSet, MetadataDropReason, MetadataDropped, MetricType, ProtocolError,
-    Sample, Samples, SeriesMetadata, SeriesRef, WriteRequestRef, histogram,
+    Sample, Samples, SeriesKey, SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef, histogram,
 };
 
 /// The longest prefix of a bad `symbols[0]` quoted in [`ProtocolError::SymbolsStartNotEmpty`].
@@ -39,7 +39,7 @@ const MAX_QUOTED_SYMBOL: usize = 64;
 /// Decodes a decompressed RW 2.0 `Request`, borrowing label strings from `buf`.
 ///
 /// `buf` is the snappy-decoded request body. Series come back in wire order with labels resolved
-/// from `symbols` (as sent: not yet normalised, see [`SeriesRef::normalize`]), sample values
+/// from `symbols` (as sent: not yet normalised, see [`SeriesRef::check_labels`]), sample values
 /// bit-exact, timestamps in milliseconds. [`WriteRequestRef::metadata`] stays empty: RW 2.0
 /// metadata is per series ([`SeriesRef::family_metadata`]). A series' metadata whose `help_ref` or
 /// `unit_ref` is outside `symbols` is dropped (the series is kept) and counted in
@@ -81,14 +81,14 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
         metadata: Vec::new(),
         metadata_dropped: MetadataDropped::default(),
     };
-    let mut refs = Vec::new();
+    let (mut refs, mut text) = (Vec::new(), Vec::new());
     let mut r = Reader::new(buf, "Request");
     while !r.at_end() {
         match r.key()? {
             (5, Wire::Len) => request.series.push(decode_series(
                 r.bytes()?,
                 &symbols,
-                &mut refs,
+                (&mut refs, &mut text),
                 &mut request.metadata_dropped,
             )?),
             (_, wire) => r.skip(wire)?,
@@ -98,12 +98,13 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
 }
 
 /// Decodes one `TimeSeries` (1 `labels_refs`, 2 samples, 3 histograms, 4 exemplars, 5 metadata,
-/// 6 `created_timestamp`). `refs` is scratch space reused across series; metadata that cannot be
-/// resolved is counted in `dropped`.
+/// 6 `created_timestamp`), its labels resolved and keyed ([`SeriesKey::of_labels`]). `refs` and
+/// `text` are scratch space reused across series; metadata that cannot be resolved is counted in
+/// `dropped`.
 fn decode_series<'a>(
     buf: &'a [u8],
     symbols: &[&'a str],
-    refs: &mut Vec<u64>,
+    (refs, text): (&mut Vec<u64>, &mut Vec<u8>),
     dropped: &mut MetadataDropped,
 ) -> Result<SeriesRef<'a>, ProtocolError> {
     let [n_samples, n_histograms] = count_fields(buf, "TimeSeries", [2, 3])?;
@@ -142,10 +143,13 @@ fn decode_series<'a>(
         dropped.add(reason);
         None
     });
-    match resolve_labels(refs, symbols) {
-        Ok(labels) => series.labels = labels,
-        Err(error) => series.labels_error = Some(error),
-    }
+    series.labels = match resolve_labels(refs, symbols) {
+        Ok(labels) => SeriesLabels::Decoded {
+            key: SeriesKey::of_labels(&labels, text),
+            labels,
+        },
+        Err(error) => SeriesLabels::Invalid(error),
+    };
     Ok(series)
 }
 

@@ -43,13 +43,21 @@ type Flat<'a> = Vec<(
     Option<(i32, &'a str, &'a str)>,
 )>;
 
+/// The reason a series' labels are invalid, if they are.
+fn invalid(series: &crate::SeriesRef<'_>) -> Option<LabelError> {
+    match series.labels {
+        crate::SeriesLabels::Invalid(e) => Some(e),
+        _ => None,
+    }
+}
+
 fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
     r.series
         .iter()
         .map(|s| {
-            let labels = match s.labels_error {
-                Some(e) => Err(e),
-                None => Ok(s.labels.iter().map(|l| (l.name, l.value)).collect()),
+            let labels = match &s.labels {
+                crate::SeriesLabels::Invalid(e) => Err(*e),
+                other => Ok(other.decoded().iter().map(|l| (l.name, l.value)).collect()),
             };
             let samples = s
                 .samples
@@ -194,7 +202,7 @@ fn prost_encoded_request_decodes_field_by_field() {
     // And against the values written above, by hand.
     let req = decode(&bytes).unwrap();
     let s0 = &req.series[0];
-    assert_eq!(s0.labels[0].value, "vllm:generation_tokens_total");
+    assert_eq!(s0.labels.decoded()[0].value, "vllm:generation_tokens_total");
     assert_eq!(
         (s0.samples[0].value, s0.samples[0].timestamp_ms),
         (42.5, 1_700_000_000_000)
@@ -293,7 +301,7 @@ fn bad_label_refs_reject_only_their_series() {
     let bytes = req.encode_to_vec();
     decode_both(&bytes);
     let got = decode(&bytes).unwrap();
-    let errors: Vec<_> = got.series.iter().map(|s| s.labels_error).collect();
+    let errors: Vec<_> = got.series.iter().map(|s| invalid(s)).collect();
     assert_eq!(
         errors,
         [
@@ -302,9 +310,13 @@ fn bad_label_refs_reject_only_their_series() {
             None
         ]
     );
-    assert!(got.series[1].labels.is_empty());
+    assert!(got.series[1].labels.decoded().is_empty());
+    assert_eq!(got.series[1].labels.key(), None, "no key for invalid labels");
     let mut rejected = got.series[1].clone();
-    assert_eq!(rejected.normalize(), Err(LabelError::SymbolRefOutOfRange));
+    assert_eq!(
+        rejected.check_labels(&Default::default(), &mut Default::default()),
+        Err(LabelError::SymbolRefOutOfRange)
+    );
     // The samples stay countable for the accounting: 1 float sample.
     assert_eq!(rejected.sample_count(), 1);
 }
@@ -317,10 +329,7 @@ fn a_ref_above_u32_is_out_of_range_not_truncated() {
     b.extend([0x2a, series.len() as u8]);
     b.extend(series);
     let got = decode(&b).unwrap();
-    assert_eq!(
-        got.series[0].labels_error,
-        Some(LabelError::SymbolRefOutOfRange)
-    );
+    assert_eq!(invalid(&got.series[0]), Some(LabelError::SymbolRefOutOfRange));
 }
 
 #[test]
@@ -338,6 +347,7 @@ fn unpacked_label_refs_and_fields_in_any_order_decode_the_same() {
     let got = decode(&b).unwrap();
     let labels: Vec<_> = got.series[0]
         .labels
+        .decoded()
         .iter()
         .map(|l| (l.name, l.value))
         .collect();
@@ -353,7 +363,7 @@ fn metadata_with_a_bad_ref_is_dropped_not_the_series() {
     decode_both(&bytes);
     let got = decode(&bytes).unwrap();
     assert_eq!(got.series[0].metadata, None);
-    assert_eq!(got.series[0].labels.len(), 2);
+    assert_eq!(got.series[0].labels.decoded().len(), 2);
     assert_eq!(
         got.metadata_dropped
             .get(MetadataDropReason::SymbolRefOutOfRange),
@@ -397,7 +407,7 @@ fn every_series_metadata_with_a_bad_ref_is_counted() {
         .map(|s| s.metadata.map(|m| m.help))
         .collect();
     assert_eq!(kept, [None, None, None, Some("d")]);
-    assert!(got.series.iter().all(|s| s.labels.len() == 1));
+    assert!(got.series.iter().all(|s| s.labels.decoded().len() == 1));
     assert_eq!(
         got.metadata_dropped
             .get(MetadataDropReason::SymbolRefOutOfRange),
