@@ -1,5 +1,5 @@
 //! Allocation counts of the receive path (Performance issue): heap allocations per decoded series
-//! (RW1 decode + label normalisation) and per applied sample (engine, steady state). Counts, not
+//! (RW1 decode, labels resolved and normalised) and per applied sample (engine, steady state). Counts, not
 //! timings: they do not depend on the machine's load.
 //!
 //! Run: `cargo bench --bench alloc`. Uses `dhat`'s counting global allocator: the crate forbids
@@ -33,9 +33,11 @@ fn main() {
     let before = allocations();
     for _ in 0..rounds {
         let mut request = v1::decode(&buffer).unwrap();
-        let mut memo = NameMemo::default();
+        let (limits, mut memo) = (Default::default(), NameMemo::default());
+        let mut scratch = protocol::LabelScratch::default();
         for s in &mut request.series {
-            s.normalize_memo(&mut memo).unwrap();
+            s.resolve(&mut scratch).unwrap();
+            s.check_labels(&limits, &mut memo).unwrap();
         }
         series += request.series.len();
     }

@@ -1,5 +1,5 @@
-//! Micro-benchmarks of the receive path (Performance issue): the whole path without HTTP, full and
-//! with the known-series fast path; snappy decode, RW1 and RW2 decode, engine apply
+//! Micro-benchmarks of the receive path: the whole path without HTTP, every series new and every
+//! series known; snappy decode, RW1 and RW2 decode, engine apply
 //! (known series, new series, unused series, a whole scrape), `/metrics` rendering at 1 k and 10 k
 //! derived series. Allocation counts are in `benches/alloc.rs`.
 //!
@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use criterion::{BatchSize, Criterion, Throughput};
 use engine::{Engine, EngineConfig, IngestReport};
 use protocol::encode::SeriesSpec;
-use protocol::{NameMemo, snappy, v1, v2};
+use protocol::{NameMemo, Version, snappy, v1, v2};
 use service::config::Limits;
 use service::exposition::Format;
 use service::http::AppState;
 use service::http::metrics::render_all;
-use service::ingest;
+use service::ingest::Receiver;
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -30,13 +30,15 @@ use vllm_shape::{SeriesTemplate, is_rule_input};
 
 /// The series of a decoded RW1 request, owned, for the RW 2.0 encoder.
 fn specs_of(raw: &[u8]) -> Vec<SeriesSpec> {
-    v1::decode(raw)
-        .unwrap()
+    let mut request = v1::decode(raw).unwrap();
+    request.resolve_all().unwrap();
+    request
         .series
         .iter()
         .map(|s| {
             let labels = s
                 .labels
+                .decoded()
                 .iter()
                 .map(|l| (l.name.to_owned(), l.value.to_owned()))
                 .collect();
@@ -54,6 +56,7 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap())
     });
     group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
+    // Labels left pending, as the receiver decodes a request of known series.
     group.bench_function("rw1_500_sample_request", |b| {
         b.iter(|| v1::decode(black_box(&raw)).unwrap().series.len())
     });
@@ -66,9 +69,10 @@ fn bench_decode(c: &mut Criterion) {
         b.iter(|| {
             snappy::decompress_into(black_box(&body), 128 << 20, &mut buffer).unwrap();
             let mut request = v1::decode(&buffer).unwrap();
-            let mut memo = NameMemo::default();
+            request.resolve_all().unwrap();
+            let (limits, mut memo) = (Default::default(), NameMemo::default());
             for s in &mut request.series {
-                s.normalize_memo(&mut memo).unwrap();
+                s.check_labels(&limits, &mut memo).unwrap();
             }
             request.series.len()
         })
@@ -190,11 +194,12 @@ fn bench_exposition(c: &mut Criterion) {
 }
 
 /// The whole receive path without HTTP, per 500-sample request in steady state (16 pods × 2
-/// engines, every series known): snappy, decode, label checks, engine. `full_path`: `v1::decode`,
-/// `ingest::prepare`, apply. `known_series_path`: what the HTTP handler runs, `v1::decode_deferred`,
-/// `ingest::known_series`, `ingest::prepare_known`, apply (docs/PERFORMANCE.md, "The known-series
-/// fast path"). Each iteration takes the next request; after 60 scrapes a fresh engine is warmed
-/// up again (untimed).
+/// engines): [`service::ingest::Receiver`], which runs what the HTTP handler runs (snappy,
+/// decode, the engine lock, look-up, apply). `known_series_500_sample_request`: every series in
+/// the engine's index; `full_path_500_sample_request`: the index emptied before each request (a
+/// new label epoch), so every series is decoded, checked, normalised and routed
+/// (docs/ENGINE.md, "The series index"). Each iteration takes the next request; after 60 scrapes
+/// a fresh engine is warmed up again (untimed).
 fn bench_receive(c: &mut Criterion) {
     let (t0_ms, step_ms, scrapes) = (1_700_000_000_000_i64, 15_000, 60);
     let payloads = vllm_shape::Payloads::new(16, 2, 4, t0_ms, step_ms);
@@ -202,44 +207,35 @@ fn bench_receive(c: &mut Criterion) {
     let mut bodies = Vec::new();
     payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
     let per_scrape = bodies.len() / scrapes as usize;
-    let limits = Limits::default();
     let mut group = c.benchmark_group("receive");
     group.throughput(Throughput::Elements(vllm_shape::SAMPLES_PER_BATCH as u64));
-    for known_path in [false, true] {
-        let run = |engine: &mut Engine, buffer: &mut Vec<u8>, body: &[u8]| {
-            snappy::decompress_into(body, 128 << 20, buffer).unwrap();
-            let outcome = if known_path {
-                let request = v1::decode_deferred(buffer).unwrap();
-                let known = ingest::known_series(engine, &request, &limits, now_ms);
-                ingest::prepare_known(request, known, &limits)
-                    .unwrap()
-                    .apply(engine, now_ms)
-            } else {
-                ingest::prepare(v1::decode(buffer).unwrap(), &limits).apply(engine, now_ms)
-            };
-            outcome.report.received
+    for known in [false, true] {
+        let run = |receiver: &mut Receiver, body: &[u8]| {
+            if !known {
+                receiver.label_epoch += 1;
+            }
+            receiver.receive(Version::V1, body, now_ms).report.received
         };
-        let name = if known_path {
-            "known_series_path_500_sample_request"
+        let name = if known {
+            "known_series_500_sample_request"
         } else {
             "full_path_500_sample_request"
         };
         group.bench_function(name, |b| {
-            let mut buffer = Vec::new();
-            let (mut engine, mut next) = (Engine::new(EngineConfig::default()), bodies.len());
+            let (mut receiver, mut next) = (Receiver::new(EngineConfig::default()), bodies.len());
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
                 for _ in 0..iters {
                     if next == bodies.len() {
-                        // Two scrapes fill the caches and the frame window, untimed.
-                        engine = Engine::new(EngineConfig::default());
+                        // Two scrapes fill the index and the frame window, untimed.
+                        receiver = Receiver::new(EngineConfig::default());
                         for body in &bodies[..2 * per_scrape] {
-                            run(&mut engine, &mut buffer, body);
+                            run(&mut receiver, body);
                         }
                         next = 2 * per_scrape;
                     }
                     let start = Instant::now();
-                    black_box(run(&mut engine, &mut buffer, &bodies[next]));
+                    black_box(run(&mut receiver, &bodies[next]));
                     spent += start.elapsed();
                     next += 1;
                 }

@@ -9,7 +9,7 @@
 //! - `http` (the default): reads the body over HTTP/1.1 (hyper and axum, tokio with one worker per
 //!   CPU, as the service) and answers 204;
 //! - `snappy`: also decompresses the body (`protocol::snappy::decompress_into`, the service's call);
-//! - `key`: also decodes it as RW 1.0 with the labels deferred (`protocol::v1::decode_deferred`: the
+//! - `key`: also decodes it as RW 1.0 (`protocol::v1::decode`, labels left pending: the
 //!   series count, each series' tail sample and its two-hash key), as the service does before it
 //!   takes the engine lock.
 //!
@@ -70,7 +70,7 @@ async fn write(State(stage): State<Stage>, body: Bytes) -> StatusCode {
             return StatusCode::BAD_REQUEST;
         }
         if stage == Stage::Key {
-            match v1::decode_deferred(buffer) {
+            match v1::decode(buffer) {
                 Ok(request) => {
                     black_box(&request);
                 }

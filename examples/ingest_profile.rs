@@ -2,11 +2,11 @@
 //! (instruction counts do not depend on the load of a shared machine) and `perf record`.
 //!
 //! Pre-encodes `scrapes` scrapes of `pods` pods × `engines` engines (vLLM-shaped, 500-sample
-//! requests, `benches/support/vllm_shape.rs`), then runs each request as the HTTP handler does:
-//! snappy decode, RW1 decode with labels deferred (`v1::decode_deferred`), the known-series lookup
-//! (`ingest::known_series`), `ingest::prepare_known` (limits and label normalisation of the series
-//! not known) and `Prepared::apply` (engine ingest). A 4th argument `full` takes the full path
-//! instead (`v1::decode`, `ingest::prepare`), for comparison. Prints samples and wall time.
+//! requests, `benches/support/vllm_shape.rs`), then receives each request as the HTTP handler
+//! does, through [`service::ingest::Receiver`]: snappy, RW 1.0 decode, one engine lock, the
+//! series index look-up, apply. A 4th argument `full` empties the index before each request (a
+//! new label epoch), so every series takes the full path (decoded, checked, normalised, routed),
+//! for comparison. Prints samples and wall time.
 //!
 //! Run: `cargo build --release --example ingest_profile && valgrind --tool=callgrind
 //! target/release/examples/ingest_profile 16 2 40` (arguments: pods, engines, scrapes). The first
@@ -15,10 +15,9 @@
 
 use std::time::Instant;
 
-use engine::{Engine, EngineConfig, IngestReport};
-use protocol::{snappy, v1};
-use service::config::Limits;
-use service::ingest;
+use engine::{EngineConfig, IngestReport};
+use protocol::Version;
+use service::ingest::Receiver;
 
 #[path = "../benches/support/vllm_shape.rs"]
 mod vllm_shape;
@@ -31,44 +30,23 @@ fn arg(i: usize, default: usize) -> usize {
 }
 
 #[inline(never)]
-fn warm_up(bodies: &[Vec<u8>], engine: &mut Engine, buffer: &mut Vec<u8>, now_ms: i64) {
-    run(bodies, engine, buffer, &mut IngestReport::default(), now_ms);
+fn warm_up(bodies: &[Vec<u8>], receiver: &mut Receiver, now_ms: i64) {
+    run(bodies, receiver, &mut IngestReport::default(), now_ms);
 }
 
 #[inline(never)]
-fn measure(
-    bodies: &[Vec<u8>],
-    engine: &mut Engine,
-    buffer: &mut Vec<u8>,
-    report: &mut IngestReport,
-    now_ms: i64,
-) {
-    run(bodies, engine, buffer, report, now_ms);
+fn measure(bodies: &[Vec<u8>], receiver: &mut Receiver, report: &mut IngestReport, now_ms: i64) {
+    run(bodies, receiver, report, now_ms);
 }
 
-fn run(
-    bodies: &[Vec<u8>],
-    engine: &mut Engine,
-    buffer: &mut Vec<u8>,
-    report: &mut IngestReport,
-    now_ms: i64,
-) {
-    let limits = Limits::default();
+fn run(bodies: &[Vec<u8>], receiver: &mut Receiver, report: &mut IngestReport, now_ms: i64) {
     let full_path = std::env::args().nth(4).is_some_and(|a| a == "full");
     for body in bodies {
-        snappy::decompress_into(body, 128 << 20, buffer).unwrap();
-        let outcome = if full_path {
-            let request = v1::decode(buffer).unwrap();
-            ingest::prepare(request, &limits).apply(engine, now_ms)
-        } else {
-            // As the HTTP handler does: the known-series fast path.
-            let request = v1::decode_deferred(buffer).unwrap();
-            let known = ingest::known_series(engine, &request, &limits, now_ms);
-            ingest::prepare_known(request, known, &limits)
-                .unwrap()
-                .apply(engine, now_ms)
-        };
-        report.merge(&outcome.report);
+        if full_path {
+            receiver.label_epoch += 1;
+        }
+        let receipt = receiver.receive(Version::V1, body, now_ms);
+        report.merge(&receipt.report);
     }
 }
 
@@ -82,15 +60,14 @@ fn main() {
     let mut bodies = Vec::new();
     payloads.for_each_request(1, scrapes, |raw, _| bodies.push(vllm_shape::compress(raw)));
     let (warm, timed) = bodies.split_at(bodies.len() / 2);
-    let mut engine = Engine::new(EngineConfig {
+    let mut receiver = Receiver::new(EngineConfig {
         max_active_series: usize::MAX,
         ..EngineConfig::default()
     });
-    let mut buffer = Vec::new();
-    warm_up(warm, &mut engine, &mut buffer, now_ms);
+    warm_up(warm, &mut receiver, now_ms);
     let mut report = IngestReport::default();
     let start = Instant::now();
-    measure(timed, &mut engine, &mut buffer, &mut report, now_ms);
+    measure(timed, &mut receiver, &mut report, now_ms);
     let secs = start.elapsed().as_secs_f64();
     // Every sample is accepted: applied, or read by no rule.
     let unused = report.rejected[engine::RejectReason::UnusedSeries.index()];

@@ -18,9 +18,8 @@ use engine::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use prost::Message;
 use protocol::encode::{self, CustomBucketsSpec, RequestV2Builder, SeriesSpec};
 use protocol::prompb::{v1, v2};
-use protocol::{MetricType, Sample, WriteRequestRef, snappy};
-use service::config::Limits;
-use service::ingest;
+use protocol::{MetricType, Sample, Version};
+use service::ingest::Receiver;
 
 use crate::expected::fixture;
 use crate::fixture::{Scrape, scrape_times};
@@ -43,7 +42,7 @@ fn outputs(engine: &Engine) -> Outputs {
 struct Sender {
     name: &'static str,
     rw2: bool,
-    engine: Engine,
+    receiver: Receiver,
     report: IngestReport,
 }
 
@@ -53,7 +52,7 @@ impl Sender {
             name,
             rw2,
             // Scrape by scrape from the first (docs/ENGINE.md, "Settling").
-            engine: Engine::new(EngineConfig {
+            receiver: Receiver::new(EngineConfig {
                 settle_scrapes: 0,
                 ..EngineConfig::default()
             }),
@@ -61,18 +60,12 @@ impl Sender {
         }
     }
 
-    /// Decompresses, decodes, ingests; the request must be fully accepted.
+    /// Receives a snappy-compressed body as the service does; it must be fully accepted.
     fn send(&mut self, body: &[u8], now_ms: i64) {
-        let mut raw = Vec::new();
-        snappy::decompress_into(body, 64 << 20, &mut raw).unwrap();
-        let request: WriteRequestRef<'_> = if self.rw2 {
-            protocol::v2::decode(&raw).unwrap()
-        } else {
-            protocol::v1::decode(&raw).unwrap()
-        };
-        let outcome = ingest::prepare(request, &Limits::default()).apply(&mut self.engine, now_ms);
-        assert_eq!(outcome.first_rejected, None, "{}", self.name);
-        self.report.merge(&outcome.report);
+        let version = if self.rw2 { Version::V2 } else { Version::V1 };
+        let receipt = self.receiver.receive(version, body, now_ms);
+        assert_eq!(receipt.result, Ok(()), "{}", self.name);
+        self.report.merge(&receipt.report);
     }
 }
 
@@ -254,10 +247,10 @@ fn rw2_and_native_custom_buckets_give_the_rw1_outputs_scrape_by_scrape() {
         for (sender, body) in senders.iter_mut().zip(&bodies) {
             sender.send(body, ts);
         }
-        let reference = outputs(&senders[0].engine);
+        let reference = outputs(&senders[0].receiver.engine());
         for sender in &senders[1..] {
             assert_eq!(
-                outputs(&sender.engine),
+                outputs(&sender.receiver.engine()),
                 reference,
                 "{} after {scrape:?}",
                 sender.name

@@ -14,7 +14,6 @@ mod classify;
 mod completeness;
 mod group;
 mod hold;
-mod known;
 mod observe;
 mod rules;
 mod state;
@@ -22,10 +21,9 @@ mod values;
 
 pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
-pub use known::KnownSeries;
 pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
-pub use state::Engine;
 pub use state::persist::{STATE_FORMAT_VERSION, StateError};
+pub use state::{Batch, Engine, KnownSeries};
 
 #[cfg(test)]
 mod acceptance_tests;

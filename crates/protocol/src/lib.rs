@@ -33,3 +33,35 @@ pub use request::{
     SeriesMetadata, SeriesRef, WriteRequestRef,
 };
 pub use sample::{STALE_NAN_BITS, Sample, Samples, is_stale_marker};
+
+/// A remote-write protocol version: the schema a body is decoded with. A receiver picks it from
+/// the request's `Content-Type` (RW 2.0 specification, "Content-Type"), never by trying both: an
+/// RW 2.0 body decodes as RW 1.0 without error when it holds no series of the 1.0 schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Remote write 1.0: `prometheus.WriteRequest` ([`v1::decode`]).
+    V1,
+    /// Remote write 2.0: `io.prometheus.write.v2.Request` ([`v2::decode`]).
+    V2,
+}
+
+impl Version {
+    /// Decodes a decompressed body of this version ([`v1::decode`] or [`v2::decode`]).
+    ///
+    /// # Errors
+    /// Those of the version's decoder.
+    pub fn decode(self, buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+        match self {
+            Version::V1 => v1::decode(buf),
+            Version::V2 => v2::decode(buf),
+        }
+    }
+
+    /// `"1.0"` or `"2.0"`, as a label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::V1 => "1.0",
+            Version::V2 => "2.0",
+        }
+    }
+}

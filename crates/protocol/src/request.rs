@@ -39,6 +39,9 @@ pub struct SeriesRef<'a> {
 /// needs [`SeriesRef::resolve`] (decoding) and [`SeriesRef::check_labels`] (limits and
 /// normalisation).
 #[derive(Debug, Clone, PartialEq)]
+// The decoded label set is inline on purpose: decoding allocates nothing per series
+// (`LabelSet`'s doc); a series' size does not depend on its state.
+#[allow(clippy::large_enum_variant)]
 pub enum SeriesLabels<'a> {
     /// Not decoded yet (RW 1.0, [`crate::v1::decode`]): the bytes they are in, and the identity
     /// of those bytes when the label fields lead the message.
@@ -281,7 +284,9 @@ impl WriteRequestRef<'_> {
     /// The error of the first series, in wire order, that does not resolve.
     pub fn resolve_all(&mut self) -> Result<(), ProtocolError> {
         let mut scratch = LabelScratch::default();
-        self.series.iter_mut().try_for_each(|s| s.resolve(&mut scratch))
+        self.series
+            .iter_mut()
+            .try_for_each(|s| s.resolve(&mut scratch))
     }
 
     /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving

@@ -56,8 +56,11 @@ fn provisional(series: &SeriesRef<'_>) -> bool {
     matches!(&series.labels, SeriesLabels::Pending(p) if p.provisional)
 }
 
+/// Per series: labels, and samples as (value bits, timestamp ms).
+type Flat = Vec<(Vec<(String, String)>, Vec<(u64, i64)>)>;
+
 /// Labels and samples of every series, resolved, in a comparable shape (value bits: NaNs compare).
-fn flat(request: &WriteRequestRef<'_>) -> Vec<(Vec<(String, String)>, Vec<(u64, i64)>)> {
+fn flat(request: &WriteRequestRef<'_>) -> Flat {
     request
         .series
         .iter()
@@ -66,14 +69,16 @@ fn flat(request: &WriteRequestRef<'_>) -> Vec<(Vec<(String, String)>, Vec<(u64, 
             let samples = s.samples.iter();
             (
                 labels.map(|l| (l.name.into(), l.value.into())).collect(),
-                samples.map(|x| (x.value.to_bits(), x.timestamp_ms)).collect(),
+                samples
+                    .map(|x| (x.value.to_bits(), x.timestamp_ms))
+                    .collect(),
             )
         })
         .collect()
 }
 
 /// The same shape from prost's decoding.
-fn flat_prost(request: &pb::WriteRequest) -> Vec<(Vec<(String, String)>, Vec<(u64, i64)>)> {
+fn flat_prost(request: &pb::WriteRequest) -> Flat {
     request
         .timeseries
         .iter()
@@ -295,7 +300,11 @@ fn walking_provisional_keys_counts_every_sample_and_leaves_the_labels_pending() 
     let two = [name, sample_field(1.0, ts), sample_field(2.0, ts + 1)].concat();
     let body = field(0x0a, &two);
     let mut request = decode(&body).unwrap();
-    assert_eq!(request.sample_count(), 1, "the provisional reading sees the tail");
+    assert_eq!(
+        request.sample_count(),
+        1,
+        "the provisional reading sees the tail"
+    );
     request.walk_provisional().unwrap();
     assert_eq!(request.sample_count(), 2);
     assert!(!provisional(&request.series[0]));

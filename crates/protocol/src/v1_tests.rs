@@ -78,7 +78,12 @@ type Flat<'a> = (
 
 fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
     let series = r.series.iter().map(|s| {
-        let labels = s.labels.decoded().iter().map(|l| (l.name, l.value)).collect();
+        let labels = s
+            .labels
+            .decoded()
+            .iter()
+            .map(|l| (l.name, l.value))
+            .collect();
         let samples = s
             .samples
             .iter()
@@ -221,7 +226,10 @@ fn fields_in_reverse_order_decode_the_same() {
     let theirs = decode_both(&bytes);
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        (req.series[0].labels.decoded()[0].name, req.series[0].labels.decoded()[0].value),
+        (
+            req.series[0].labels.decoded()[0].name,
+            req.series[0].labels.decoded()[0].value
+        ),
         ("__name__", "up")
     );
     assert_eq!(
@@ -446,7 +454,10 @@ fn repeated_scalar_fields_keep_the_last_value() {
     decode_both(&bytes);
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        (req.series[0].labels.decoded()[0].name, req.series[0].labels.decoded()[0].value),
+        (
+            req.series[0].labels.decoded()[0].name,
+            req.series[0].labels.decoded()[0].value
+        ),
         ("__name__", "v2")
     );
     assert_eq!(

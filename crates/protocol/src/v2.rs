@@ -30,7 +30,8 @@
 use super::wire::{Reader, Wire, count_fields, utf8};
 use super::{
     Label, LabelError, LabelSet, MetadataDropReason, MetadataDropped, MetricType, ProtocolError,
-    Sample, Samples, SeriesKey, SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef, histogram,
+    Sample, Samples, SeriesKey, SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef,
+    histogram,
 };
 
 /// The longest prefix of a bad `symbols[0]` quoted in [`ProtocolError::SymbolsStartNotEmpty`].

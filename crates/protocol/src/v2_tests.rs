@@ -311,7 +311,11 @@ fn bad_label_refs_reject_only_their_series() {
         ]
     );
     assert!(got.series[1].labels.decoded().is_empty());
-    assert_eq!(got.series[1].labels.key(), None, "no key for invalid labels");
+    assert_eq!(
+        got.series[1].labels.key(),
+        None,
+        "no key for invalid labels"
+    );
     let mut rejected = got.series[1].clone();
     assert_eq!(
         rejected.check_labels(&Default::default(), &mut Default::default()),
@@ -329,7 +333,10 @@ fn a_ref_above_u32_is_out_of_range_not_truncated() {
     b.extend([0x2a, series.len() as u8]);
     b.extend(series);
     let got = decode(&b).unwrap();
-    assert_eq!(invalid(&got.series[0]), Some(LabelError::SymbolRefOutOfRange));
+    assert_eq!(
+        invalid(&got.series[0]),
+        Some(LabelError::SymbolRefOutOfRange)
+    );
 }
 
 #[test]

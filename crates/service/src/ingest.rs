@@ -1,32 +1,89 @@
-//! Ingest: one decoded remote-write request (RW 1.0 or 2.0) into the engine, with every sample
-//! accounted (docs/ENGINE.md, invariant 3: received = applied + Σ rejected by reason).
+//! Ingest: one remote-write body into the engine, with every sample accounted (docs/ENGINE.md,
+//! invariant 3: received = applied + Σ rejected by reason). [`receive`] is the one entry point;
+//! it does each step once, in this order:
 //!
-//! Two steps, so the engine lock is held only for the second:
-//! 1. [`prepare`] (no lock; for RW 1.0, [`known_series`] under the lock first, then
-//!    [`prepare_known`], which the caller may run in the same hold when [`every_series_known`]): per-series label limits (`limits.*`), then label normalisation
-//!    ([`protocol::SeriesRef::normalize`]); an invalid series is counted and dropped.
-//! 2. [`Prepared::apply`] (under the lock): samples stamped too far in the future are rejected
-//!    (`limits.max_future_skew`); float samples go to [`Engine::ingest`]; native
-//!    histograms with custom buckets go in as the classic `_bucket{le}`/`_sum`/`_count` series they
-//!    stand for ([`histogram::for_each_classic_series`]), so they feed the rules exactly as a
-//!    classic histogram would; other schemas are counted and not used; metadata is cached.
+//! 1. **Decompress** the snappy body, its declared length checked before allocating
+//!    (`limits.max_decoded_bytes`: 413).
+//! 2. **Decode** it as RW 1.0 or 2.0 ([`protocol::Version`], from the `Content-Type`): series whose
+//!    labels are pending (RW 1.0) or decoded (RW 2.0), each with its key (400 when malformed).
+//! 3. **Refuse** a request of more than `limits.max_series_per_request` series whole (413), its
+//!    samples counted `too_many_series`.
+//! 4. **Take the engine lock once**, and in it:
+//!    - **look up** every series by its key in the engine's series index; a series not found has
+//!      its labels decoded (a malformed label refuses the request whole, 400, before anything is
+//!      applied), checked against the label limits and normalised ([`apply`]);
+//!    - **apply** every series: samples stamped past receive time plus `limits.max_future_skew`
+//!      are refused, floats go to the engine, custom-bucket native histograms go in as the classic
+//!      series they stand for, metadata is cached.
+//! 5. **Report**: log the engine's group events, count every sample, and say what was written (the
+//!    RW 2.0 `*-Written` response headers) and which series were refused (400, naming the first;
+//!    the rest of the request was applied).
 //!
-//! The result, [`Outcome`], also says what was *written* for the RW 2.0 response headers
-//! (`X-Prometheus-Remote-Write-{Samples,Histograms,Exemplars}-Written`, RW 2.0 specification,
-//! "Required Written Response Headers").
+//! From decoding until counting, the request's samples are held by a guard ([`Unaccounted`]): a
+//! panic in between (a bug) counts them as `internal_error`, and [`receive`] answers the panic as
+//! [`IngestError::Panicked`] (400, never a 5xx that the sender would retry forever).
 
-use std::fmt::Write as _;
+mod apply;
+mod receiver;
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::config::Limits;
-use engine::{Engine, IngestReport, KnownSeries, RejectReason};
-use protocol::histogram::{self, HistogramError, NativeHistogram};
-use protocol::labels::LabelLimits;
-use protocol::{
-    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesRef, WriteRequestRef,
+use crate::telemetry::events::EventLog;
+use crate::telemetry::{
+    InternalEvent, MetadataEntriesDropped, SamplesIngested, SelfMetrics, WritePanicked,
 };
+use engine::{Engine, IngestReport, RejectReason};
+use protocol::{ProtocolError, Version};
 
-/// The longest label text quoted in a 400 answer.
-const MAX_QUOTED_LABELS: usize = 512;
+pub use apply::SeriesRejection;
+pub use receiver::Receiver;
+
+/// A decode buffer larger than this is freed after its request instead of kept for the next one
+/// on the same thread, so rare huge requests do not pin memory.
+const KEEP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+
+/// The longest panic message quoted in a 400 answer, bytes.
+const MAX_QUOTED_PANIC: usize = 512;
+
+thread_local! {
+    /// Reused decompression buffer of the thread that runs [`receive`].
+    static DECODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Where a request goes: the engine (behind the lock every write and scrape shares), the
+/// self-metrics and the event log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sink<'a> {
+    /// The engine.
+    pub(crate) engine: &'a Mutex<Engine>,
+    /// Self-metrics.
+    pub(crate) metrics: &'a SelfMetrics,
+    /// The rate-limited log of the engine's group events.
+    pub(crate) events: &'a EventLog,
+}
+
+impl Sink<'_> {
+    /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
+    /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
+    /// that request's samples; every later request is applied as usual.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The settings one request is received under (a reload applies from the next request).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings<'a> {
+    /// Receiver limits.
+    pub(crate) limits: &'a Limits,
+    /// The label-check epoch of `limits.labels` ([`crate::live::Live::label_epoch`]): raised by a
+    /// reload that changes them, so the engine's series index forgets what the old ones let in.
+    pub(crate) label_epoch: u64,
+}
 
 /// What the receiver wrote of one request: the values of the RW 2.0 `*-Written` headers.
 ///
@@ -36,508 +93,279 @@ const MAX_QUOTED_LABELS: usize = 512;
 /// histograms of schemas other than custom buckets are accepted and counted the same way.
 /// Exemplars are never stored, so none is ever written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Written {
+pub struct Written {
     /// Float samples written.
     pub samples: u64,
     /// Native histogram samples written.
-    pub(crate) histograms: u64,
+    pub histograms: u64,
     /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
-    pub(crate) exemplars: u64,
+    pub exemplars: u64,
 }
 
-/// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
-/// applied, as the docs/REMOTE-WRITE.md' checklist item 1 asks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum SeriesRejection {
-    /// Invalid labels, label references or a label limit: the whole series is rejected.
+/// Why a request was refused, whole or in part: the ingest layer's error. The HTTP layer maps each
+/// to its status once (`crate::http::HttpError`).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum IngestError {
+    /// Snappy or protobuf failure: nothing was applied or counted. 413 for
+    /// [`ProtocolError::DecodedTooLarge`], 400 otherwise.
     #[error(transparent)]
-    Label(#[from] LabelError),
-    /// A custom-buckets native histogram sample is inconsistent: that sample is rejected.
-    #[error("invalid native histogram: {0}")]
-    Histogram(#[from] HistogramError),
-    /// Some samples are stamped later than receive time plus `limits.max_future_skew`: those
-    /// samples are refused.
-    #[error("sample timestamp beyond limits.max_future_skew past the receiver's clock")]
-    FutureTimestamp,
-    /// The engine holds `limits.max_active_series` series: this new series is refused.
+    Protocol(#[from] ProtocolError),
+    /// More series than `limits.max_series_per_request`: nothing was applied, every sample was
+    /// counted `too_many_series`. 413: the same batch can never fit.
     #[error(
-        "limits.max_active_series reached: new series are refused until idle or stale groups leave"
+        "request holds {series} series, over limits.max_series_per_request = {limit}; \
+         lower queue_config.max_samples_per_send"
     )]
-    ActiveSeriesLimit,
-}
-
-/// The first series of a request that was refused, as quoted in the 400 answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RejectedSeries {
-    /// Zero-based position of the series in the request.
-    pub(crate) index: usize,
-    /// Its labels as `{name="value", …}`, shortened past 512 bytes.
-    pub labels: String,
-    /// Why.
-    pub(crate) reason: SeriesRejection,
-}
-
-/// Everything one request did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Outcome {
-    /// Sample accounting of the request (record it in the self-metrics).
-    pub report: IngestReport,
-    /// What was written (RW 2.0 response headers).
-    pub(crate) written: Written,
-    /// Series in the request.
-    pub(crate) series: usize,
-    /// Series with at least one [`SeriesRejection`].
-    pub(crate) rejected_series: usize,
-    /// The first of them.
-    pub first_rejected: Option<RejectedSeries>,
-}
-
-impl Outcome {
-    fn reject_series(&mut self, index: usize, labels: &[Label<'_>], reason: SeriesRejection) {
-        self.rejected_series += 1;
-        self.first_rejected.get_or_insert_with(|| RejectedSeries {
-            index,
-            labels: quote_labels(labels),
-            reason,
-        });
-    }
-
-    /// [`Outcome::reject_series`] for a series whose labels may still be pending (a known series):
-    /// they are decoded and normalised only when this is the first rejected series, so the quote
-    /// is the one the full path gives.
-    fn reject_known_series(
-        &mut self,
+    TooManySeries {
+        /// Series in the request.
+        series: usize,
+        /// The configured cap.
+        limit: usize,
+    },
+    /// Some series (or some of their native histogram samples) were refused: invalid labels or
+    /// label references, a label limit, an invalid custom-buckets histogram, a future timestamp,
+    /// or the active-series limit. Their samples were rejected; the rest was applied. 400
+    /// (docs/REMOTE-WRITE.md, checklist item 1).
+    #[error(
+        "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
+    )]
+    InvalidSeries {
+        /// Series with a rejection in the request.
+        invalid: usize,
+        /// Series in the request.
+        total: usize,
+        /// Zero-based position of the first rejected series in the request.
         index: usize,
-        series: &mut SeriesRef<'_>,
-        limits: &LabelLimits,
+        /// Its labels, as `{name="value", …}` (shortened when long).
+        labels: String,
+        /// Why it was rejected.
         reason: SeriesRejection,
-    ) {
-        if self.first_rejected.is_none() {
-            // Known labels passed these steps before, from the same bytes: they cannot fail here.
-            let _ = resolve_labels(series, &mut LabelScratch::default(), limits);
+    },
+    /// A bug: processing the request panicked (the message, on one bounded line). 400, not 500:
+    /// a sender retries a 5xx forever with the same batch, so a panic that the batch triggers
+    /// would stall its shard. Logged and counted ([`WritePanicked`]).
+    #[error(
+        "internal error: processing this request panicked ({0}). This is a bug in vllm-corrector: \
+         please report it with this message and the server log. Answered 400, not 500, so the \
+         sender drops this batch instead of retrying it forever"
+    )]
+    Panicked(String),
+}
+
+/// What [`receive`] did with one request: what was written, and the error if any part was
+/// refused.
+#[derive(Debug, PartialEq)]
+pub struct Receipt {
+    /// What was written (RW 2.0 response headers); zero when refused whole.
+    pub written: Written,
+    /// The request's sample accounting, as counted in the self-metrics (empty when refused whole
+    /// before decoding, or by a panic: the guard counted its samples `internal_error`).
+    pub report: IngestReport,
+    /// Series the engine's series index held (whose labels were neither decoded nor checked).
+    pub known_series: usize,
+    /// `Ok`, or why the request was refused whole or in part.
+    pub result: Result<(), IngestError>,
+}
+
+impl Receipt {
+    fn refused(error: impl Into<IngestError>) -> Receipt {
+        Receipt {
+            written: Written::default(),
+            report: IngestReport::default(),
+            known_series: 0,
+            result: Err(error.into()),
         }
-        self.reject_series(index, &series.labels, reason);
     }
 }
 
-/// A request whose series passed [`prepare`], ready for [`Prepared::apply`].
-#[derive(Debug)]
-pub struct Prepared<'a> {
-    request: WriteRequestRef<'a>,
-    /// Position in the request of each kept series.
-    positions: Vec<usize>,
-    /// By position in the request: what the engine decided for the series before, when it is
-    /// known (its labels are then still pending); may be empty.
-    known: Vec<Option<KnownSeries>>,
-    label_limits: LabelLimits,
-    max_future_skew_ms: i64,
-    outcome: Outcome,
-}
-
-/// The known-series fast path, step 0 (under the engine lock, briefly): for each series of
-/// `request` (from [`protocol::v1::decode_deferred`]) that has a key and only float samples,
-/// what the engine decided for the same label bytes before, if it remembers
-/// ([`Engine::known_series`]). Forgets every known series first when `limits.labels` changed.
-/// `now_ms`: receive time (ms). The result goes to [`prepare_known`].
-pub fn known_series(
-    engine: &mut Engine,
-    request: &WriteRequestRef<'_>,
-    limits: &Limits,
+/// Receives one snappy-compressed remote-write `body` of `version`: the steps of the module doc,
+/// each once. Never panics: a panic inside is counted and answered as [`IngestError::Panicked`].
+/// `now_ms` is the receive wall clock (ms since the epoch), for the future-skew limit and the
+/// idle timeout.
+pub(crate) fn receive(
+    sink: Sink<'_>,
+    settings: Settings<'_>,
+    version: Version,
+    body: &[u8],
     now_ms: i64,
-) -> Vec<Option<KnownSeries>> {
-    engine.use_label_limits(limits.labels);
-    request
-        .series
-        .iter()
-        .map(|s| match s.key {
-            Some(key) if s.histograms.is_empty() && s.pending_labels.is_some() => {
-                engine.known_series(key, now_ms)
-            }
-            _ => None,
+) -> Receipt {
+    let received = panic::catch_unwind(AssertUnwindSafe(|| {
+        DECODE_BUFFER.with_borrow_mut(|buffer| {
+            decompress_decode_apply(sink, settings, version, body, now_ms, buffer)
         })
-        .collect()
-}
-
-/// Whether [`known_series`] found every series of `request` (`known`, by position): then
-/// [`prepare_known`] decodes, checks and drops nothing, cannot fail, and leaves every series' sample
-/// count as [`protocol::v1::decode_deferred`] read it. True for a request with no series.
-pub fn every_series_known(request: &WriteRequestRef<'_>, known: &[Option<KnownSeries>]) -> bool {
-    known.len() == request.series.len() && known.iter().all(Option::is_some)
-}
-
-/// Decodes (if pending), checks and normalises one series' labels: what [`prepare`] does to a
-/// series.
-fn resolve_labels<'a>(
-    series: &mut SeriesRef<'a>,
-    scratch: &mut LabelScratch,
-    limits: &LabelLimits,
-) -> Result<Result<(), LabelError>, ProtocolError> {
-    protocol::v1::decode_pending_labels(series, scratch)?;
-    Ok(limits
-        .check(&series.labels)
-        .and_then(|()| series.normalize()))
-}
-
-/// Step 1, outside the engine lock: checks each series against the label limits of `limits`,
-/// normalises its labels, and counts and drops the series that fail (every sample of a dropped
-/// series is rejected with the [`LabelError`]'s reason; its histograms count as in
-/// [`protocol::SeriesRef::sample_count`]).
-///
-/// For a request from [`protocol::v1::decode`] or [`protocol::v2::decode`]; one from
-/// [`protocol::v1::decode_deferred`] goes to [`prepare_known`] (here, labels that fail to
-/// decode would be left empty and rejected as `empty_label_set`).
-pub fn prepare<'a>(request: WriteRequestRef<'a>, limits: &Limits) -> Prepared<'a> {
-    let mut scratch = LabelScratch::default();
-    let mut request = request;
-    for series in &mut request.series {
-        if protocol::v1::decode_pending_labels(series, &mut scratch).is_err() {
-            series.pending_labels = None;
-        }
-    }
-    let label_limits = limits.labels;
-    let max_future_skew_ms = limits.max_future_skew_ms;
-    // No label is pending any more, so this cannot fail; an empty request if it did.
-    prepare_known(request, Vec::new(), limits).unwrap_or_else(|_| Prepared {
-        request: WriteRequestRef::default(),
-        positions: Vec::new(),
-        known: Vec::new(),
-        label_limits,
-        max_future_skew_ms,
-        outcome: Outcome::default(),
-    })
-}
-
-/// [`prepare`] for a request from [`protocol::v1::decode_deferred`], with what
-/// [`known_series`] found: a known series keeps its labels pending and skips every label step
-/// (its bytes passed them before); every other series has its labels decoded, checked and
-/// normalised as [`prepare`] does.
-///
-/// # Errors
-/// The [`ProtocolError`] of the first series, in wire order, whose labels do not decode (not UTF-8,
-/// a malformed `Label`): the request is refused whole, as [`protocol::v1::decode`] refuses it.
-pub fn prepare_known<'a>(
-    mut request: WriteRequestRef<'a>,
-    known: Vec<Option<KnownSeries>>,
-    limits: &Limits,
-) -> Result<Prepared<'a>, ProtocolError> {
-    let mut outcome = Outcome {
-        series: request.series.len(),
-        ..Outcome::default()
-    };
-    // Every series known, as in steady state: nothing to decode, check or drop (the loop below
-    // cost ~50 instructions per series for the bookkeeping alone).
-    if every_series_known(&request, &known) {
-        return Ok(Prepared {
-            positions: (0..request.series.len()).collect(),
-            request,
-            known,
-            label_limits: limits.labels,
-            max_future_skew_ms: limits.max_future_skew_ms,
-            outcome,
-        });
-    }
-    let mut positions = Vec::with_capacity(request.series.len());
-    let mut index = 0;
-    let mut memo = NameMemo::default();
-    let mut scratch = LabelScratch::default();
-    let mut failed = None;
-    request.series.retain_mut(|series| {
-        let position = index;
-        index += 1;
-        if failed.is_some() {
-            return false;
-        }
-        let hit = known.get(position).copied().flatten();
-        if hit.is_some() {
-            positions.push(position);
-            return true;
-        }
-        if let Err(e) = protocol::v1::decode_pending_labels(series, &mut scratch) {
-            failed = Some(e);
-            return false;
-        }
-        let checked = limits
-            .labels
-            .check(&series.labels)
-            .and_then(|()| series.normalize_memo(&mut memo));
-        match checked {
-            Ok(()) => {
-                positions.push(position);
-                true
-            }
-            Err(error) => {
-                outcome
-                    .report
-                    .reject(RejectReason::Label(error), series.sample_count());
-                outcome.reject_series(position, &series.labels, error.into());
-                false
-            }
+    }));
+    // Also after a panic (the borrow ended while unwinding).
+    DECODE_BUFFER.with_borrow_mut(|buffer| {
+        if buffer.capacity() > KEEP_BUFFER_BYTES {
+            *buffer = Vec::new();
         }
     });
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    Ok(Prepared {
-        request,
-        positions,
-        known,
-        label_limits: limits.labels,
-        max_future_skew_ms: limits.max_future_skew_ms,
-        outcome,
+    received.unwrap_or_else(|payload| {
+        let message = panic_message(payload.as_ref());
+        WritePanicked { message: &message }.emit(sink.metrics);
+        Receipt::refused(IngestError::Panicked(one_line(&message)))
     })
 }
 
-/// Every sample of `request` rejected for `reason` (a request refused whole after decoding, such
-/// as `limits.max_series_per_request`).
-pub(crate) fn reject_request(request: &WriteRequestRef<'_>, reason: RejectReason) -> IngestReport {
-    let mut report = IngestReport::default();
-    for series in &request.series {
-        report.reject(reason, series.sample_count());
+/// The steps of [`receive`], panics not caught.
+fn decompress_decode_apply(
+    sink: Sink<'_>,
+    settings: Settings<'_>,
+    version: Version,
+    body: &[u8],
+    now_ms: i64,
+    buffer: &mut Vec<u8>,
+) -> Receipt {
+    #[cfg(test)]
+    fail::fail_point!("ingest::before_decode");
+    let limits = settings.limits;
+    if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
+        return Receipt::refused(e);
     }
-    report
-}
-
-/// Samples of `report` the receiver accepted (see [`Written`]).
-fn accepted(report: &IngestReport) -> u64 {
-    report.applied
-        + report.rejected[RejectReason::UnusedSeries.index()]
-        + report.rejected[RejectReason::DuplicateSample.index()]
-}
-
-impl Prepared<'_> {
-    /// Every sample of the request: those of the kept series ([`protocol::SeriesRef::sample_count`])
-    /// and those already counted as rejected.
-    pub(crate) fn sample_count(&self) -> u64 {
-        self.outcome.report.received
-            + self
-                .request
-                .series
-                .iter()
-                .map(|s| s.sample_count())
-                .sum::<u64>()
-    }
-
-    /// Step 2, under the engine lock: applies every kept series at receive time `now_ms` (ms since
-    /// the epoch, for the idle timeout) and caches the metadata (RW 1.0 entries, RW 2.0 per-series
-    /// metadata). Metadata never fails a request.
-    pub fn apply(mut self, engine: &mut Engine, now_ms: i64) -> Outcome {
-        let outcome = &mut self.outcome;
-        let latest = now_ms.saturating_add(self.max_future_skew_ms);
-        let limits = self.label_limits;
-        engine.use_label_limits(limits);
-        let mut in_time: Vec<Sample> = Vec::new();
-        let mut scratch = LabelScratch::default();
-        for (series, &position) in self.request.series.iter_mut().zip(&self.positions) {
-            let known = self.known.get(position).copied().flatten();
-            if known.is_some() {
-                apply_known(
-                    engine,
-                    series,
-                    position,
-                    known,
-                    (latest, now_ms),
-                    &limits,
-                    &mut scratch,
-                    &mut in_time,
-                    outcome,
-                );
-                continue;
-            }
-            let series = &*series;
-            let mut report = IngestReport::default();
-            let mut refused = None;
-            let mut samples = series.samples.as_slice();
-            if samples.iter().any(|s| s.timestamp_ms > latest) {
-                in_time.clear();
-                in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
-                let future = (samples.len() - in_time.len()) as u64;
-                report.reject(RejectReason::FutureTimestamp, future);
-                refused = Some(SeriesRejection::FutureTimestamp);
-                samples = &in_time;
-            }
-            if !samples.is_empty() {
-                let mut floats = IngestReport::default();
-                let key = series.key.map(|k| (k, limits));
-                engine.ingest_keyed(key, &series.labels, samples, now_ms, &mut floats);
-                outcome.written.samples += accepted(&floats);
-                report.merge(&floats);
-            }
-            for h in &series.histograms {
-                if let NativeHistogram::CustomBuckets(c) = h
-                    && c.timestamp_ms > latest
-                {
-                    report.reject(RejectReason::FutureTimestamp, h.sample_count());
-                    refused = refused.or(Some(SeriesRejection::FutureTimestamp));
-                    continue;
-                }
-                match apply_histogram(engine, series, h, now_ms, &mut report) {
-                    Ok(true) => outcome.written.histograms += 1,
-                    Ok(false) => {}
-                    Err(reason) => refused = refused.or(Some(reason)),
-                }
-            }
-            if report.rejected[RejectReason::ActiveSeriesLimit.index()] > 0 {
-                refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
-            }
-            if let Some(reason) = refused {
-                outcome.reject_series(position, &series.labels, reason);
-            }
-            outcome.report.merge(&report);
-            if let Some(metadata) = series.family_metadata() {
-                engine.record_metadata(&metadata);
-            }
+    let mut request = match version.decode(buffer) {
+        Ok(request) => request,
+        Err(e) => return Receipt::refused(e),
+    };
+    if request.metadata_dropped.total() > 0 {
+        MetadataEntriesDropped {
+            dropped: request.metadata_dropped,
+            protocol: version.as_str(),
         }
-        for metadata in &self.request.metadata {
-            engine.record_metadata(metadata);
+        .emit(sink.metrics);
+    }
+    let mut samples = Unaccounted::new(sink.metrics, request.sample_count());
+    let series = request.series.len();
+    if series > limits.max_series_per_request {
+        // Counted as a decoder that decodes everything counts them, and its error first.
+        let provisional = request.sample_count();
+        if let Err(e) = request.walk_provisional() {
+            samples.refused_whole();
+            return Receipt::refused(e);
         }
-        self.outcome
+        samples.recount(provisional, request.sample_count());
+        let mut report = IngestReport::default();
+        report.reject(RejectReason::TooManySeries, request.sample_count());
+        samples.counted(&report);
+        let limit = limits.max_series_per_request;
+        return Receipt {
+            report,
+            ..Receipt::refused(IngestError::TooManySeries { series, limit })
+        };
+    }
+
+    let mut engine = sink.lock();
+    #[cfg(test)]
+    fail::fail_point!("ingest::engine_locked");
+    let mut batch = engine.batch(now_ms, settings.label_epoch);
+    let verdicts = match apply::look_up(&mut batch, &mut request, &limits.labels, &mut samples) {
+        Ok(verdicts) => verdicts,
+        Err(e) => {
+            drop(batch);
+            drop(engine);
+            samples.refused_whole();
+            return Receipt::refused(e);
+        }
+    };
+    #[cfg(test)]
+    fail::fail_point!("ingest::under_lock");
+    let outcome = apply::apply(&mut batch, &request, &verdicts, limits, now_ms);
+    drop(batch);
+    let events = engine.take_events();
+    drop(engine);
+    sink.events.log(events, now_ms);
+    samples.counted(&outcome.report);
+    Receipt {
+        written: outcome.written,
+        result: outcome.error(),
+        known_series: verdicts
+            .iter()
+            .filter(|v| matches!(v, apply::Verdict::Known(_)))
+            .count(),
+        report: outcome.report,
     }
 }
 
-/// [`Prepared::apply`] for one known series (float samples only, labels pending): its samples go
-/// to [`Engine::ingest_known`]; if its group left since the lookup, its labels are decoded, checked
-/// and normalised, and it takes the full path ([`Engine::ingest_keyed`]). The accounting is the
-/// full path's.
-#[allow(clippy::too_many_arguments)]
-fn apply_known<'a>(
-    engine: &mut Engine,
-    series: &mut SeriesRef<'a>,
-    position: usize,
-    known: Option<KnownSeries>,
-    (latest, now_ms): (i64, i64),
-    limits: &LabelLimits,
-    scratch: &mut LabelScratch,
-    in_time: &mut Vec<Sample>,
-    outcome: &mut Outcome,
-) {
-    // The common case, counted straight into the request's report: every sample in time, the
-    // group still there. (Counting into a per-series report and merging it twice, as below, cost
-    // ~50 instructions per sample.) `ingest_known` changes nothing when it returns false.
-    if let Some(k) = known
-        && !series.samples.is_empty()
-        && series.samples.iter().all(|s| s.timestamp_ms <= latest)
-    {
-        let limited = RejectReason::ActiveSeriesLimit.index();
-        let (accepted_before, limited_before) =
-            (accepted(&outcome.report), outcome.report.rejected[limited]);
-        if engine.ingest_known(k, &series.samples, now_ms, &mut outcome.report) {
-            outcome.written.samples += accepted(&outcome.report) - accepted_before;
-            if outcome.report.rejected[limited] > limited_before {
-                let reason = SeriesRejection::ActiveSeriesLimit;
-                outcome.reject_known_series(position, series, limits, reason);
-            }
+/// The samples of a request from decoding until they are counted (a guard). Dropped before
+/// [`Unaccounted::counted`] or [`Unaccounted::refused_whole`], as when processing panics, it counts
+/// them as `internal_error`, so that a bug loses no sample silently (received = applied +
+/// Σ rejected holds through a panic).
+#[must_use]
+struct Unaccounted<'m> {
+    metrics: &'m SelfMetrics,
+    samples: u64,
+    settled: bool,
+}
+
+impl<'m> Unaccounted<'m> {
+    fn new(metrics: &'m SelfMetrics, samples: u64) -> Self {
+        Unaccounted {
+            metrics,
+            samples,
+            settled: false,
+        }
+    }
+
+    /// A series walked late holds `after` samples where `before` were counted: the guard follows.
+    fn recount(&mut self, before: u64, after: u64) {
+        self.samples = (self.samples + after).saturating_sub(before);
+    }
+
+    /// The samples are counted in `report` (which must hold every one of them).
+    fn counted(mut self, report: &IngestReport) {
+        debug_assert_eq!(report.received, self.samples, "every sample is counted");
+        SamplesIngested { report }.emit(self.metrics);
+        self.settled = true;
+    }
+
+    /// The request was refused whole by its decoder (a malformed body): its samples are not
+    /// counted, as those of a body that did not decode are not.
+    fn refused_whole(mut self) {
+        self.settled = true;
+    }
+}
+
+impl Drop for Unaccounted<'_> {
+    fn drop(&mut self) {
+        if self.settled {
             return;
         }
-    }
-    let mut report = IngestReport::default();
-    let mut refused = None;
-    // Taken out for the call (put back below), so that the labels can be resolved meanwhile.
-    let all = std::mem::take(&mut series.samples);
-    let mut samples = all.as_slice();
-    if samples.iter().any(|s| s.timestamp_ms > latest) {
-        in_time.clear();
-        in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
-        let future = (samples.len() - in_time.len()) as u64;
-        report.reject(RejectReason::FutureTimestamp, future);
-        refused = Some(SeriesRejection::FutureTimestamp);
-        samples = in_time;
-    }
-    let count = all.len() as u64;
-    if !samples.is_empty() {
-        let mut floats = IngestReport::default();
-        let done = known.is_some_and(|k| engine.ingest_known(k, samples, now_ms, &mut floats));
-        if !done {
-            match resolve_labels(series, scratch, limits) {
-                Ok(Ok(())) => {
-                    let key = series.key.map(|k| (k, *limits));
-                    engine.ingest_keyed(key, &series.labels, samples, now_ms, &mut floats);
-                }
-                // Unreachable for bytes that passed before; counted as the full path would.
-                Ok(Err(error)) => {
-                    outcome.report.reject(RejectReason::Label(error), count);
-                    outcome.reject_series(position, &series.labels, error.into());
-                    return;
-                }
-                Err(_) => {
-                    let error = LabelError::EmptyLabelSet;
-                    outcome.report.reject(RejectReason::Label(error), count);
-                    outcome.reject_series(position, &[], error.into());
-                    return;
-                }
-            }
-        }
-        outcome.written.samples += accepted(&floats);
-        report.merge(&floats);
-    }
-    series.samples = all;
-    if report.rejected[RejectReason::ActiveSeriesLimit.index()] > 0 {
-        refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
-    }
-    if let Some(reason) = refused {
-        outcome.reject_known_series(position, series, limits, reason);
-    }
-    outcome.report.merge(&report);
-}
-
-/// Applies one native histogram sample; `Ok(true)` when it was written in full.
-fn apply_histogram(
-    engine: &mut Engine,
-    series: &SeriesRef<'_>,
-    histogram: &NativeHistogram,
-    now_ms: i64,
-    report: &mut IngestReport,
-) -> Result<bool, SeriesRejection> {
-    match histogram {
-        NativeHistogram::OtherSchema { .. } => {
-            report.reject(RejectReason::NativeHistogram, 1);
-            Ok(true)
-        }
-        NativeHistogram::Invalid(e) => {
-            report.reject(RejectReason::InvalidNativeHistogram, 1);
-            Err((*e).into())
-        }
-        NativeHistogram::CustomBuckets(h) => {
-            let mut classic = IngestReport::default();
-            let converted = histogram::for_each_classic_series(
-                &series.labels,
-                std::slice::from_ref(h),
-                |labels, samples| engine.ingest(labels, samples, now_ms, &mut classic),
-            );
-            report.merge(&classic);
-            match converted {
-                Ok(()) => Ok(accepted(&classic) == classic.received),
-                Err(e) => {
-                    report.reject(
-                        RejectReason::InvalidNativeHistogram,
-                        histogram.sample_count(),
-                    );
-                    Err(e.into())
-                }
-            }
-        }
+        let mut report = IngestReport::default();
+        report.reject(RejectReason::InternalError, self.samples);
+        SamplesIngested { report: &report }.emit(self.metrics);
     }
 }
 
-/// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
-pub(crate) fn quote_labels(labels: &[Label<'_>]) -> String {
-    let mut out = String::from("{");
-    for (i, label) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
+/// `message` for the one-line answer: line breaks (an `assert_eq!` message has several) become
+/// ` / `, and it is cut at [`MAX_QUOTED_PANIC`] bytes. The log keeps the whole message.
+fn one_line(message: &str) -> String {
+    let mut line = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" / ");
+    if line.len() > MAX_QUOTED_PANIC {
+        let mut cut = MAX_QUOTED_PANIC;
+        while !line.is_char_boundary(cut) {
+            cut -= 1;
         }
-        let _ = write!(out, "{}={:?}", label.name, label.value);
-        if out.len() > MAX_QUOTED_LABELS {
-            let mut cut = MAX_QUOTED_LABELS;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push('…');
-            break;
-        }
+        line.truncate(cut);
+        line.push('…');
     }
-    out.push('}');
-    out
+    line
+}
+
+/// The message of a panic payload: the `&str` or `String` that `panic!` was given, else a
+/// placeholder (a payload of another type).
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
+        (Some(s), _) => (*s).to_owned(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic payload that is not a string".to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -545,5 +373,5 @@ pub(crate) fn quote_labels(labels: &[Label<'_>]) -> String {
 mod tests;
 
 #[cfg(test)]
-#[path = "ingest_known_tests.rs"]
-mod known_tests;
+#[path = "ingest_index_tests.rs"]
+mod index_tests;

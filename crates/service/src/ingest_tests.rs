@@ -1,7 +1,30 @@
-//! Tests of the ingest step: accounting, written counts, rejections and the active-series cap.
+//! Tests of the ingest step through [`receive`]: accounting, written counts, rejections and the
+//! active-series cap. Expected values by hand.
 
+use super::apply::{MAX_QUOTED_LABELS, quote_labels};
+use super::receiver::Receiver;
 use super::*;
-use crate::config::Limits;
+use protocol::{Label, LabelError};
+
+#[test]
+fn a_multiline_panic_message_is_quoted_on_one_bounded_line() {
+    let assert_eq_message = "assertion `left == right` failed\n  left: 1\n right: 2";
+    assert_eq!(
+        one_line(assert_eq_message),
+        "assertion `left == right` failed / left: 1 / right: 2"
+    );
+    // 300 two-byte characters = 600 bytes: cut at the last boundary within 512 bytes (256
+    // characters), then the ellipsis.
+    let long = "é".repeat(300);
+    let quoted = one_line(&long);
+    assert_eq!(quoted, format!("{}…", "é".repeat(256)));
+    assert_eq!(panic_message(&"static str"), "static str");
+    assert_eq!(panic_message(&String::from("owned")), "owned");
+    assert_eq!(
+        panic_message(&42_u32),
+        "a panic payload that is not a string"
+    );
+}
 
 #[test]
 fn quoted_labels_are_escaped_and_bounded() {
@@ -29,11 +52,26 @@ fn quoted_labels_are_escaped_and_bounded() {
     );
 }
 
-use engine::{Engine, EngineConfig, Family};
+use engine::{EngineConfig, Family};
 use prost::Message;
+use protocol::MetricType;
 use protocol::encode::{CustomBucketsSpec, RequestV2Builder};
 use protocol::prompb::v2 as pb;
-use protocol::{MetricType, v2};
+
+/// The first refused series of `receipt`: (position, series in the request, refused series,
+/// reason).
+fn invalid(receipt: &Receipt) -> Option<(usize, usize, usize, SeriesRejection)> {
+    match &receipt.result {
+        Err(IngestError::InvalidSeries {
+            invalid,
+            total,
+            index,
+            reason,
+            ..
+        }) => Some((*index, *total, *invalid, *reason)),
+        _ => None,
+    }
+}
 
 fn owned(labels: &[(&str, &str)]) -> Vec<(String, String)> {
     labels
@@ -145,9 +183,7 @@ fn mixed_request() -> Vec<u8> {
 #[test]
 fn every_sample_is_accounted_and_written_counts_only_accepted_ones() {
     let bytes = mixed_request();
-    let request = v2::decode(&bytes).unwrap();
-    let mut engine = Engine::new(EngineConfig::default());
-    let outcome = prepare(request, &Limits::default()).apply(&mut engine, 0);
+    let outcome = Receiver::new(EngineConfig::default()).receive_raw(Version::V2, &bytes, 0);
     let r = &outcome.report;
     let n = |reason: RejectReason| r.rejected[reason.index()];
     // Received: 2 + 1 + 1 + 1 + 5 + 1 + 1 + 2 = 14.
@@ -172,12 +208,14 @@ fn every_sample_is_accounted_and_written_counts_only_accepted_ones() {
         }
     );
     // Series #2, #3 and #6 were refused with an error; #2 is quoted first.
-    assert_eq!((outcome.series, outcome.rejected_series), (8, 3));
-    let first = outcome.first_rejected.unwrap();
-    assert_eq!(first.index, 2);
     assert_eq!(
-        first.reason,
-        SeriesRejection::Label(LabelError::MissingMetricName)
+        invalid(&outcome),
+        Some((
+            2,
+            8,
+            3,
+            SeriesRejection::Label(LabelError::MissingMetricName)
+        ))
     );
 }
 
@@ -214,14 +252,16 @@ fn custom_bucket_histogram_feeds_the_itl_rule_like_classic_series() {
         vec![],
     );
     let bytes = b.build().encode_to_vec();
-    let mut engine = Engine::new(EngineConfig {
+    let receiver = Receiver::new(EngineConfig {
         // One scrape per test: evaluated at once (the settling has its own tests).
         settle_scrapes: 0,
         ..EngineConfig::default()
     });
-    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
+    receiver.receive_raw(Version::V2, &bytes, 0);
     let mut got = Vec::new();
-    engine.for_each_derived(Family::TokenWeightedItl, |_, v| got.push(v.clone()));
+    receiver
+        .engine()
+        .for_each_derived(Family::TokenWeightedItl, |_, v| got.push(v.clone()));
     assert_eq!(
         got,
         [engine::DerivedValue::SumCount {
@@ -249,10 +289,10 @@ fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
         });
     }
     let bytes = b.build().encode_to_vec();
-    let mut engine = Engine::new(EngineConfig::default());
-    prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, 0);
+    let receiver = Receiver::new(EngineConfig::default());
+    receiver.receive_raw(Version::V2, &bytes, 0);
     // Only `vllm:inter_token_latency_seconds` is read by a rule: the other two are not kept.
-    assert_eq!(engine.metadata_families(), 1);
+    assert_eq!(receiver.engine().metadata_families(), 1);
 }
 
 #[test]
@@ -262,7 +302,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
         idle_timeout_ms: 60_000,
         ..EngineConfig::default()
     };
-    let mut engine = Engine::new(config);
+    let receiver = Receiver::new(config);
     let series = |engine_label: &'static str, name: &'static str, v: f64, ts: i64| {
         let mut b = RequestV2Builder::new();
         push(
@@ -273,9 +313,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
         );
         b.build().encode_to_vec()
     };
-    let mut apply = |bytes: Vec<u8>, now: i64| {
-        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
-    };
+    let apply = |bytes: Vec<u8>, now: i64| receiver.receive_raw(Version::V2, &bytes, now);
     let tokens = "vllm:generation_tokens_total";
     let ttft = "vllm:time_to_first_token_seconds_count";
     assert_eq!(apply(series("0", tokens, 1.0, 1_000), 0).report.applied, 1);
@@ -287,8 +325,8 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
         1
     );
     assert_eq!(
-        refused.first_rejected.unwrap().reason,
-        SeriesRejection::ActiveSeriesLimit
+        invalid(&refused).map(|i| i.3),
+        Some(SeriesRejection::ActiveSeriesLimit)
     );
     // A known series keeps flowing at the cap.
     assert_eq!(apply(series("0", tokens, 2.0, 16_000), 1).report.applied, 1);
@@ -299,10 +337,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
         1
     );
     // Engine "0"'s group goes idle (last seen at 1 ms, cutoff 60 001 ms): its 2 series are freed.
-    assert_eq!(engine.sweep_idle(60_002), 1);
-    let mut apply = |bytes: Vec<u8>, now: i64| {
-        prepare(v2::decode(&bytes).unwrap(), &Limits::default()).apply(&mut engine, now)
-    };
+    assert_eq!(receiver.engine().sweep_idle(60_002), 1);
     assert_eq!(
         apply(series("1", tokens, 1.0, 1_000), 60_002)
             .report
@@ -314,11 +349,21 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
 #[test]
 fn request_refused_whole_counts_every_sample_for_its_reason() {
     let bytes = mixed_request();
-    let request = v2::decode(&bytes).unwrap();
-    let report = reject_request(&request, RejectReason::TooManySeries);
+    let mut receiver = Receiver::new(EngineConfig::default());
+    receiver.limits.max_series_per_request = 7;
+    let refused = receiver.receive_raw(Version::V2, &bytes, 0);
+    assert_eq!(
+        refused.result,
+        Err(IngestError::TooManySeries {
+            series: 8,
+            limit: 7
+        })
+    );
     // As counted in every_sample_is_accounted…: 14 samples.
+    let report = &refused.report;
     assert_eq!(report.received, 14);
     assert_eq!(report.rejected[RejectReason::TooManySeries.index()], 14);
+    assert_eq!(receiver.engine().indexed_series(), 0, "nothing applied");
 }
 
 #[test]

@@ -5,14 +5,14 @@
 //!
 //! ```text
 //! POST /api/v1/write
-//!   http        negotiate (v1 / v2 / 415), limits                -> bytes
-//!   protocol    snappy (length-checked) -> borrowed RW1/RW2 decode -> series with samples   (crate `protocol`)
-//!   ingest      label limits, normalise, custom buckets -> classic -> engine, every sample counted
-//!   engine      classify series -> group -> frame at ts -> rules   -> derived values        (crate `engine`)
-//!   exposition  derived values + self-metrics                      -> GET /metrics
+//!   http        negotiate (v1 / v2 / 415), limits, read the body     -> bytes
+//!   ingest      snappy, decode (crate `protocol`), one engine lock: look series up by key,
+//!               decode and check the labels of the others, apply; every sample counted
+//!   engine      series index -> group -> frame at ts -> rules        -> derived values (crate `engine`)
+//!   exposition  derived values + self-metrics                        -> GET /metrics
 //! ```
 //!
-//! * [`ingest`] feeds one decoded request to the engine and accounts for every sample.
+//! * [`ingest`] receives one remote-write body into the engine and accounts for every sample.
 //! * [`exposition`] renders the engine's derived values and the self-metrics.
 //! * [`http`] wires them together and maps each layer's error enum to a status code, once.
 //! * [`config`] turns raw CLI arguments and the optional YAML file into a validated config.
@@ -37,6 +37,8 @@ pub mod reload;
 pub mod run;
 pub mod storage;
 pub mod telemetry;
+#[cfg(test)]
+mod test_points;
 pub mod web;
 
 /// `--version`'s text: the crate version and the git commit it was built from (`build.rs`:

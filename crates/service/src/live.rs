@@ -32,6 +32,10 @@ pub(crate) struct Live {
     pub(crate) inflight_kib: Arc<Semaphore>,
     /// `--web.config.file`, validated.
     pub(crate) web: Arc<WebSettings>,
+    /// Raised by every reload that changes `limits.labels`: the engine's series index remembers
+    /// which label sets passed the label checks, and forgets them when this grows
+    /// (`engine::Engine::batch`).
+    pub(crate) label_epoch: u64,
 }
 
 impl Live {
@@ -42,6 +46,7 @@ impl Live {
             inflight_kib: Arc::new(Semaphore::new(kib(limits.max_inflight_bytes) as usize)),
             limits,
             web,
+            label_epoch: 0,
         }
     }
 
@@ -55,6 +60,7 @@ impl Live {
         if live.limits.max_inflight_bytes == self.limits.max_inflight_bytes {
             live.inflight_kib = self.inflight_kib.clone();
         }
+        live.label_epoch = self.label_epoch + u64::from(live.limits.labels != self.limits.labels);
         live
     }
 }

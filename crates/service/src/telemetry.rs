@@ -496,27 +496,19 @@ impl InternalEvent for MetadataEntriesDropped {
 /// its samples in `vllm_corrector_samples_rejected_total{reason="internal_error"}`.
 #[derive(Debug)]
 pub(crate) struct WritePanicked<'a> {
-    /// The panic message (its payload when a string, else a placeholder).
+    /// The panic message (its payload when a string, else a placeholder). The request's samples,
+    /// once decoded, are counted `internal_error` by the ingest's guard.
     pub(crate) message: &'a str,
-    /// Samples of the request not yet counted when it panicked (received and rejected as
-    /// `internal_error`); `None` when it panicked before decoding, so they cannot be known.
-    pub samples: Option<u64>,
 }
 
 impl InternalEvent for WritePanicked<'_> {
     fn emit(self, metrics: &SelfMetrics) {
         tracing::error!(
             panic = self.message,
-            samples_rejected = self.samples,
             "remote write processing panicked: this is a bug, please report it; answered 400 so \
              the sender drops this batch instead of retrying it forever"
         );
         metrics.write_panics.inc();
-        if let Some(n) = self.samples {
-            let mut report = IngestReport::default();
-            report.reject(RejectReason::InternalError, n);
-            metrics.record_ingest(&report);
-        }
     }
 }
 

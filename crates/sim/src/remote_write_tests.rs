@@ -55,7 +55,9 @@ fn snapshot() -> Snapshot {
 fn receive(body: &[u8], f: impl FnOnce(protocol::WriteRequestRef<'_>)) {
     let mut raw = Vec::new();
     snappy::decompress_into(body, 1 << 20, &mut raw).expect("snappy block body");
-    f(v1::decode(&raw).expect("RW 1.0 WriteRequest"));
+    let mut request = v1::decode(&raw).expect("RW 1.0 WriteRequest");
+    request.resolve_all().expect("RW 1.0 labels");
+    f(request);
 }
 
 #[test]
@@ -69,20 +71,20 @@ fn batches_decode_in_the_receiver_with_sorted_labels_and_the_snapshot_timestamp(
     assert_eq!(reqs.len(), 2);
     receive(&encode(&reqs[0]), |req| {
         assert_eq!(req.series.len(), 2);
-        let names: Vec<&str> = req.series[1].labels.iter().map(|l| l.name).collect();
+        let names: Vec<&str> = req.series[1].labels.decoded().iter().map(|l| l.name).collect();
         assert_eq!(
             names,
             ["__name__", "engine", "instance", "job", "model_name"]
         );
-        assert_eq!(req.series[1].labels[1].value, "1");
-        assert_eq!(req.series[1].labels[3].value, "sim");
+        assert_eq!(req.series[1].labels.decoded()[1].value, "1");
+        assert_eq!(req.series[1].labels.decoded()[3].value, "sim");
         assert_eq!(req.series[1].samples[0].value, 7.0);
         assert_eq!(req.series[1].samples[0].timestamp_ms, 1_700_000_002_000);
     });
     receive(&encode(&reqs[1]), |req| {
         assert_eq!(req.series.len(), 1);
         // The exposition's own `job` wins over the extra label (honor_labels: true).
-        let job = req.series[0].labels.iter().find(|l| l.name == "job");
+        let job = req.series[0].labels.decoded().iter().find(|l| l.name == "job");
         assert_eq!(job.map(|l| l.value), Some("from-exposition"));
         assert_eq!(req.series[0].samples[0].value, 3.0);
     });

@@ -24,8 +24,14 @@ const SCAN_INTERVAL_MS: i64 = 1_000;
 impl Engine {
     /// True when the group in `slot` may be evicted at `now_ms`.
     fn evictable(&self, slot: u32, now_ms: i64) -> bool {
-        let group = self.group(slot);
-        group.feeds_no_family()
+        let entry = self.slots[slot as usize]
+            .entry
+            .as_ref()
+            .expect("a live slot");
+        let group = &entry.group;
+        // A group the current batch looked up keeps its series' handles valid (`KnownSeries`).
+        entry.batch != self.batches
+            && group.feeds_no_family()
             && (group.incomplete()
                 || now_ms.saturating_sub(group.last_seen_ms) >= UNUSABLE_GRACE_MS)
     }

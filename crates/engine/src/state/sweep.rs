@@ -1,5 +1,5 @@
 //! The periodic sweep: groups that went idle or missed their scrapes leave, and with them the
-//! known series and cached series that pointed at them. A child of `state.rs`.
+//! indexed series that pointed at them. A child of `state.rs`.
 
 use super::*;
 
@@ -49,18 +49,13 @@ impl Engine {
             });
             self.remove_group(*slot);
         }
+        // Forget the indexed series of every removed group (idle here, stale since the last
+        // sweep), and unused series not seen within the idle timeout.
         let slots = &self.slots;
-        self.known.sweep(cutoff, |slot, generation| {
+        self.index.sweep(cutoff, |slot, generation| {
             slots
                 .get(slot as usize)
                 .is_some_and(|s| s.generation == generation && s.entry.is_some())
-        });
-        // Forget cached series of every removed group (idle here, stale since the last sweep).
-        let slots = &self.slots;
-        self.series.retain(|c| {
-            slots
-                .get(c.slot as usize)
-                .is_some_and(|s| s.generation == c.generation && s.entry.is_some())
         });
         self.removed_idle += idle.len() as u64;
         idle.len()

@@ -5,6 +5,7 @@
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::ingest::IngestError;
 use crate::reload::ReloadError;
 use crate::telemetry::RequestLimit;
 use crate::web::auth::AuthError;
@@ -38,40 +39,12 @@ pub(crate) enum HttpError {
     /// A zero-byte body. 400.
     #[error("empty request body: expected a snappy-compressed WriteRequest")]
     EmptyBody,
-    /// Snappy or protobuf failure; [`ProtocolError::DecodedTooLarge`] is 413, the others 400.
+    /// What the ingest refused, whole or in part ([`IngestError`]): 413 for a request over a
+    /// size limit ([`ProtocolError::DecodedTooLarge`], [`IngestError::TooManySeries`]: the same
+    /// batch can never fit), otherwise 400, a panic included (a sender retries a 5xx forever with
+    /// the same batch, so a panic that the batch triggers would stall its shard).
     #[error(transparent)]
-    Protocol(#[from] ProtocolError),
-    /// The request holds more series than `limits.max_series_per_request`. None of it was
-    /// applied. 413: the same batch can never fit, so the sender must not retry it.
-    #[error(
-        "request holds {series} series, over limits.max_series_per_request = {limit}; \
-         lower queue_config.max_samples_per_send"
-    )]
-    TooManySeries {
-        /// Series in the request.
-        series: usize,
-        /// The configured cap.
-        limit: usize,
-    },
-    /// Some series (or some of their native histogram samples) were refused: invalid labels or
-    /// label references, a label limit, an invalid custom-buckets histogram, or the active-series
-    /// limit. Their samples were rejected; the rest was applied. 400 (docs/REMOTE-WRITE.md,
-    /// checklist item 1).
-    #[error(
-        "{invalid} of {total} series rejected; the first is series #{index} {labels}: {reason}"
-    )]
-    InvalidSeries {
-        /// Series with a rejection in the request.
-        invalid: usize,
-        /// Series in the request.
-        total: usize,
-        /// Zero-based position of the first rejected series in the request.
-        index: usize,
-        /// Its labels, as `{name="value", …}` (shortened when long).
-        labels: String,
-        /// Why it was rejected.
-        reason: crate::ingest::SeriesRejection,
-    },
+    Ingest(#[from] IngestError),
     /// No request slot became free in time (`limits.max_concurrent_requests`). 503: transient,
     /// the sender retries with backoff.
     #[error(
@@ -88,16 +61,6 @@ pub(crate) enum HttpError {
     /// batch gets through once the connection recovers.
     #[error("request body not received within limits.request_body_timeout")]
     BodyTimeout,
-    /// A bug: processing the request panicked. 400, not 500: Prometheus retries a 5xx forever
-    /// with the same batch, so a panic that the batch itself triggers would stall the sender's
-    /// shard (and grow its WAL) until the process is fixed; a 400 drops that one batch and lets
-    /// the rest flow. Logged at error level and counted by [`crate::telemetry::WritePanicked`].
-    #[error(
-        "internal error: processing this request panicked ({0}). This is a bug in vllm-corrector: \
-         please report it with this message and the server log. Answered 400, not 500, so the \
-         sender drops this batch instead of retrying it forever"
-    )]
-    Panicked(String),
     /// Authentication refused the request (any route but the probes): 403 without a verified
     /// client certificate, 401 with a `WWW-Authenticate` challenge per configured scheme for
     /// missing or invalid credentials ([`AuthError::status`]).
@@ -121,10 +84,12 @@ impl HttpError {
     pub(crate) fn limit(&self) -> Option<RequestLimit> {
         match self {
             HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
-            HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
+            HttpError::Ingest(IngestError::Protocol(ProtocolError::DecodedTooLarge { .. })) => {
                 Some(RequestLimit::MaxDecodedBytes)
             }
-            HttpError::TooManySeries { .. } => Some(RequestLimit::MaxSeriesPerRequest),
+            HttpError::Ingest(IngestError::TooManySeries { .. }) => {
+                Some(RequestLimit::MaxSeriesPerRequest)
+            }
             HttpError::Overloaded => Some(RequestLimit::MaxConcurrentRequests),
             HttpError::OverBudget => Some(RequestLimit::MaxInflightBytes),
             HttpError::BodyTimeout => Some(RequestLimit::RequestBodyTimeout),
@@ -132,9 +97,7 @@ impl HttpError {
             | HttpError::UnsupportedContentType(_)
             | HttpError::BodyRead(_)
             | HttpError::EmptyBody
-            | HttpError::Protocol(_)
-            | HttpError::InvalidSeries { .. }
-            | HttpError::Panicked(_)
+            | HttpError::Ingest(_)
             | HttpError::Auth(_)
             | HttpError::ReloadUnavailable
             | HttpError::Reload(_)
@@ -149,20 +112,22 @@ impl HttpError {
                 StatusCode::UNSUPPORTED_MEDIA_TYPE
             }
             HttpError::BodyTooLarge { .. }
-            | HttpError::TooManySeries { .. }
-            | HttpError::Protocol(ProtocolError::DecodedTooLarge { .. }) => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            | HttpError::Ingest(
+                IngestError::TooManySeries { .. }
+                | IngestError::Protocol(ProtocolError::DecodedTooLarge { .. }),
+            ) => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::BodyRead(_)
             | HttpError::EmptyBody
-            | HttpError::Protocol(
-                ProtocolError::Snappy(_)
-                | ProtocolError::Protobuf(_)
-                | ProtocolError::SymbolsStartNotEmpty(_)
-                | ProtocolError::V2BodyAsV1 { .. },
-            )
-            | HttpError::InvalidSeries { .. }
-            | HttpError::Panicked(_) => StatusCode::BAD_REQUEST,
+            | HttpError::Ingest(
+                IngestError::Protocol(
+                    ProtocolError::Snappy(_)
+                    | ProtocolError::Protobuf(_)
+                    | ProtocolError::SymbolsStartNotEmpty(_)
+                    | ProtocolError::V2BodyAsV1 { .. },
+                )
+                | IngestError::InvalidSeries { .. }
+                | IngestError::Panicked(_),
+            ) => StatusCode::BAD_REQUEST,
             HttpError::Overloaded | HttpError::OverBudget | HttpError::BodyTimeout => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -183,13 +148,15 @@ impl HttpError {
             | HttpError::BodyTooLarge { .. }
             | HttpError::BodyRead(_)
             | HttpError::EmptyBody
-            | HttpError::Protocol(_)
-            | HttpError::TooManySeries { .. }
-            | HttpError::InvalidSeries { .. }
+            | HttpError::Ingest(
+                IngestError::Protocol(_)
+                | IngestError::TooManySeries { .. }
+                | IngestError::InvalidSeries { .. },
+            )
             | HttpError::Overloaded
             | HttpError::OverBudget
             | HttpError::BodyTimeout => true,
-            HttpError::Panicked(_)
+            HttpError::Ingest(IngestError::Panicked(_))
             | HttpError::Auth(_)
             | HttpError::ReloadUnavailable
             | HttpError::Reload(_)

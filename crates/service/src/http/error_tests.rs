@@ -9,26 +9,31 @@ fn each_protocol_error_has_its_status() {
         cap: 5,
     };
     assert_eq!(
-        HttpError::from(too_large).status(),
+        HttpError::from(IngestError::from(too_large)).status(),
         StatusCode::PAYLOAD_TOO_LARGE
     );
     assert_eq!(
-        HttpError::from(ProtocolError::Snappy("x".into())).status(),
+        HttpError::from(IngestError::from(ProtocolError::Snappy("x".into()))).status(),
         StatusCode::BAD_REQUEST
     );
     assert_eq!(
-        HttpError::from(ProtocolError::Protobuf("x".into())).status(),
+        HttpError::from(IngestError::from(ProtocolError::Protobuf("x".into()))).status(),
         StatusCode::BAD_REQUEST
     );
     assert_eq!(
-        HttpError::from(ProtocolError::SymbolsStartNotEmpty("x".into())).status(),
+        HttpError::from(IngestError::from(ProtocolError::SymbolsStartNotEmpty(
+            "x".into()
+        )))
+        .status(),
         StatusCode::BAD_REQUEST
     );
 }
 
 #[test]
 fn a_panic_is_a_non_retryable_400_that_asks_to_be_reported() {
-    let error = HttpError::Panicked("index out of bounds".into());
+    let error = HttpError::Ingest(crate::ingest::IngestError::Panicked(
+        "index out of bounds".into(),
+    ));
     assert_eq!(error.status(), StatusCode::BAD_REQUEST);
     let text = error.to_string();
     assert!(text.starts_with("internal error: "), "{text}");

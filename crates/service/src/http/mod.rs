@@ -74,24 +74,6 @@ pub struct AppState {
     ready: Arc<AtomicBool>,
     /// Re-reads the configuration files (`POST /-/reload`); `None` in-process (tests, `demo`).
     reloader: Option<Arc<Reloader>>,
-    /// Test builds only: where the next write request panics ([`AppState::panic_next_write_at`]).
-    #[cfg(test)]
-    panic_at: Arc<Mutex<Option<PanicAt>>>,
-    /// Test builds only: how many times the engine lock was taken ([`AppState::lock_engine`]).
-    #[cfg(test)]
-    engine_holds: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Test builds only: a point in the processing of a write request where a panic can be injected,
-/// to test the panic path (`panic_tests`). Release builds have no such hook.
-#[cfg(test)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PanicAt {
-    /// On the blocking thread, before the body is decompressed: the samples are unknown.
-    BeforeDecode,
-    /// Holding the engine lock, after decoding and label checks: the lock is poisoned and the
-    /// decoded samples are known.
-    UnderEngineLock,
 }
 
 impl AppState {
@@ -109,33 +91,15 @@ impl AppState {
             permit_wait: DEFAULT_PERMIT_WAIT,
             ready: Arc::new(AtomicBool::new(false)),
             reloader: None,
-            #[cfg(test)]
-            panic_at: Arc::default(),
-            #[cfg(test)]
-            engine_holds: Arc::default(),
         }
     }
 
-    /// Test builds only: the next write request (of any sender) panics at `at`.
-    #[cfg(test)]
-    pub(crate) fn panic_next_write_at(&self, at: PanicAt) {
-        *self.panic_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
-    }
-
-    /// Test builds only: how many times the engine lock was taken so far.
-    #[cfg(test)]
-    pub(crate) fn engine_holds(&self) -> usize {
-        self.engine_holds.load(Ordering::Relaxed)
-    }
-
-    /// Test builds only: panics when a panic was requested at `at`, once.
-    #[cfg(test)]
-    pub(crate) fn injected_panic(&self, at: PanicAt) {
-        let mut slot = self.panic_at.lock().unwrap_or_else(PoisonError::into_inner);
-        if *slot == Some(at) {
-            *slot = None;
-            drop(slot);
-            panic!("injected test panic at {at:?}");
+    /// Where remote writes go: the engine, the self-metrics and the event log.
+    pub(crate) fn sink(&self) -> crate::ingest::Sink<'_> {
+        crate::ingest::Sink {
+            engine: &self.engine,
+            metrics: &self.metrics,
+            events: &self.event_log,
         }
     }
 
@@ -211,8 +175,6 @@ impl AppState {
     /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
     /// that request's samples; every later request is applied as usual.
     pub(crate) fn lock_engine(&self) -> MutexGuard<'_, Engine> {
-        #[cfg(test)]
-        self.engine_holds.fetch_add(1, Ordering::Relaxed);
         self.engine.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

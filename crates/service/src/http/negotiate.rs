@@ -6,14 +6,8 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use super::HttpError;
 use crate::exposition::Format;
 
-/// The remote-write protocol of a request body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WriteProtocol {
-    /// Remote write 1.0: a snappy-compressed `prometheus.WriteRequest`.
-    V1,
-    /// Remote write 2.0: a snappy-compressed `io.prometheus.write.v2.Request`.
-    V2,
-}
+/// The remote-write protocol of a request body (snappy-compressed in both).
+pub(crate) use protocol::Version as WriteProtocol;
 
 /// Chooses the protocol from `Content-Encoding` and `Content-Type` (RW 1.0 spec, "Protocol";
 /// RW 2.0 spec, "Content-Type"):

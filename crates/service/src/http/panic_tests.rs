@@ -1,5 +1,5 @@
 //! The panic path of `POST /api/v1/write`, through the real router: a panic while processing a
-//! request (a bug, injected here by the test-only [`PanicAt`] hook) must answer 400 — never 500,
+//! request (a bug, injected here at a fail point, `crate::test_points`) must answer 400 — never 500,
 //! which a sender would retry forever — count the panic and, once the request was decoded, its
 //! samples as `internal_error`, and leave the service working: the next write is a 204, even when
 //! the panic poisoned the engine lock.
@@ -11,8 +11,9 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use tower::ServiceExt;
 
-use super::{AppState, PanicAt, app};
+use super::{AppState, app};
 use crate::config::Limits;
+use crate::test_points::{self, BEFORE_DECODE, UNDER_LOCK};
 use engine::{Engine, EngineConfig};
 use protocol::encode::{self, SeriesSpec};
 
@@ -96,7 +97,7 @@ pub(in crate::http) fn assert_counters(m: &BTreeMap<String, f64>, want: &[(&str,
 #[tokio::test]
 async fn a_panic_after_decoding_is_a_400_counting_its_samples_and_the_next_write_succeeds() {
     let state = state();
-    state.panic_next_write_at(PanicAt::UnderEngineLock);
+    test_points::panic_once_at(UNDER_LOCK);
     // Two series, 1 + 2 = 3 samples, all decoded before the panic.
     let body = encode::encode_v1(
         &[
@@ -109,7 +110,7 @@ async fn a_panic_after_decoding_is_a_400_counting_its_samples_and_the_next_write
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     assert_eq!(written, None, "RW 1.0 answers carry no written headers");
     assert!(
-        text.starts_with("internal error: processing this request panicked (injected test panic at UnderEngineLock)"),
+        text.starts_with("internal error: processing this request panicked (injected test panic at ingest::under_lock)"),
         "{text}"
     );
     assert!(text.contains("please report it"), "{text}");
@@ -157,14 +158,14 @@ async fn a_panic_after_decoding_is_a_400_counting_its_samples_and_the_next_write
 #[tokio::test]
 async fn a_panic_before_decoding_is_a_400_that_cannot_count_samples() {
     let state = state();
-    state.panic_next_write_at(PanicAt::BeforeDecode);
+    test_points::panic_once_at(BEFORE_DECODE);
     let body = encode::encode_v2(&[tokens("0", &[(1.0, T)])]);
     let (status, written, text) = send(&state, V2, body.clone()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     // RW 2.0 answers always carry the headers: nothing was written.
     assert_eq!(written.as_deref(), Some("0"));
     assert!(
-        text.contains("(injected test panic at BeforeDecode)"),
+        text.contains("(injected test panic at ingest::before_decode)"),
         "{text}"
     );
     assert!(!state.engine.is_poisoned());

@@ -1,0 +1,305 @@
+//! The two passes of [`super::receive`] under the engine lock: [`look_up`] every series (decoding,
+//! checking and normalising the labels of those the engine's index does not hold), then [`apply`]
+//! every series, with the rejections and what was written.
+
+use std::fmt::Write as _;
+
+use super::{IngestError, Unaccounted, Written};
+use crate::config::Limits;
+use engine::{Batch, IngestReport, KnownSeries, RejectReason};
+use protocol::histogram::{self, HistogramError, NativeHistogram};
+use protocol::labels::LabelLimits;
+use protocol::{
+    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesKey, SeriesRef,
+    WriteRequestRef,
+};
+
+/// The longest label text quoted in a 400 answer.
+pub(super) const MAX_QUOTED_LABELS: usize = 512;
+
+/// Why some of a series was refused with an error (a 400 answer; the rest of the request is still
+/// applied, as docs/REMOTE-WRITE.md's checklist item 1 asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SeriesRejection {
+    /// Invalid labels, label references or a label limit: the whole series is rejected.
+    #[error(transparent)]
+    Label(#[from] LabelError),
+    /// A custom-buckets native histogram sample is inconsistent: that sample is rejected.
+    #[error("invalid native histogram: {0}")]
+    Histogram(#[from] HistogramError),
+    /// Some samples are stamped later than receive time plus `limits.max_future_skew`: those
+    /// samples are refused.
+    #[error("sample timestamp beyond limits.max_future_skew past the receiver's clock")]
+    FutureTimestamp,
+    /// The engine holds `limits.max_active_series` series: this new series is refused.
+    #[error(
+        "limits.max_active_series reached: new series are refused until idle or stale groups leave"
+    )]
+    ActiveSeriesLimit,
+}
+
+/// What [`look_up`] decided for one series.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Verdict {
+    /// The engine's index holds it: its labels stay as they came (pending for RW 1.0).
+    Known(KnownSeries),
+    /// The index does not hold it: its labels are decoded, checked and normalised.
+    New,
+    /// Its labels were refused: every sample of it is rejected with this reason.
+    Refused(LabelError),
+}
+
+/// Pass 1: what the engine knows of each series of `request`, by its key; the labels of every
+/// other series decoded, checked against `limits` and normalised. Every group the request sends
+/// to is held for the batch ([`Batch::lookup`], [`Batch::hold`]), so none is evicted under it. A series with native histograms
+/// is never looked up: it needs its labels to name the classic series it stands for. `samples`
+/// follows a series walked only now, which may hold more samples than its provisional reading.
+///
+/// # Errors
+/// The [`ProtocolError`] of the first series, in wire order, whose labels do not decode (not
+/// UTF-8, a malformed `Label`): the request is refused whole, before anything is applied.
+pub(super) fn look_up<'a>(
+    batch: &mut Batch<'_>,
+    request: &mut WriteRequestRef<'a>,
+    limits: &LabelLimits,
+    samples: &mut Unaccounted<'_>,
+) -> Result<Vec<Verdict>, ProtocolError> {
+    let mut verdicts = Vec::with_capacity(request.series.len());
+    let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
+    for series in &mut request.series {
+        let known = match series.labels.key() {
+            Some(key) if series.histograms.is_empty() => batch.lookup(key),
+            _ => None,
+        };
+        let verdict = match known {
+            Some(known) => Verdict::Known(known),
+            None => {
+                let before = series.sample_count();
+                series.resolve(&mut scratch)?;
+                samples.recount(before, series.sample_count());
+                match series.check_labels(limits, &mut memo) {
+                    Ok(()) => {
+                        batch.hold(series.labels.decoded());
+                        Verdict::New
+                    }
+                    Err(error) => Verdict::Refused(error),
+                }
+            }
+        };
+        verdicts.push(verdict);
+    }
+    Ok(verdicts)
+}
+
+/// Everything pass 2 did: the accounting, what was written, and the refused series.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    /// Sample accounting of the request.
+    pub(super) report: IngestReport,
+    /// What was written (RW 2.0 response headers).
+    pub(super) written: Written,
+    /// Series in the request.
+    series: usize,
+    /// Series with at least one [`SeriesRejection`].
+    rejected_series: usize,
+    /// The first of them: position, quoted labels, reason.
+    first_rejected: Option<(usize, String, SeriesRejection)>,
+}
+
+impl Outcome {
+    /// [`IngestError::InvalidSeries`] naming the first refused series, if any was.
+    pub(super) fn error(&self) -> Result<(), IngestError> {
+        match &self.first_rejected {
+            None => Ok(()),
+            Some((index, labels, reason)) => Err(IngestError::InvalidSeries {
+                invalid: self.rejected_series,
+                total: self.series,
+                index: *index,
+                labels: labels.clone(),
+                reason: *reason,
+            }),
+        }
+    }
+
+    /// Counts a refused series, and quotes it when it is the first ([`quote_series`]).
+    fn reject_series(
+        &mut self,
+        index: usize,
+        (series, verdict): (&SeriesRef<'_>, Verdict),
+        limits: &LabelLimits,
+        reason: SeriesRejection,
+    ) {
+        self.rejected_series += 1;
+        self.first_rejected
+            .get_or_insert_with(|| (index, quote_series(series, verdict, limits), reason));
+    }
+}
+
+/// Samples of `report` the receiver accepted (see [`Written`]).
+fn accepted(report: &IngestReport) -> u64 {
+    report.applied
+        + report.rejected[RejectReason::UnusedSeries.index()]
+        + report.rejected[RejectReason::DuplicateSample.index()]
+}
+
+/// Pass 2: applies every series of `request` by its [`Verdict`] at receive time `now_ms` (ms
+/// since the epoch): samples stamped later than `now_ms` plus `limits.max_future_skew` are
+/// refused, the others go to the engine (float samples; custom-bucket native histograms as the
+/// classic series they stand for, [`histogram::for_each_classic_series`]; other schemas counted,
+/// not used); metadata (RW 1.0 entries, RW 2.0 per-series metadata) is cached and never fails a
+/// request. Every sample is counted in the outcome's report.
+pub(super) fn apply(
+    batch: &mut Batch<'_>,
+    request: &WriteRequestRef<'_>,
+    verdicts: &[Verdict],
+    limits: &Limits,
+    now_ms: i64,
+) -> Outcome {
+    let mut outcome = Outcome {
+        series: request.series.len(),
+        ..Outcome::default()
+    };
+    let latest = now_ms.saturating_add(limits.max_future_skew_ms);
+    let limited = RejectReason::ActiveSeriesLimit.index();
+    let mut in_time: Vec<Sample> = Vec::new();
+    let mut scratch = Vec::new();
+    for (position, (series, &verdict)) in request.series.iter().zip(verdicts).enumerate() {
+        if let Verdict::Refused(error) = verdict {
+            let report = &mut outcome.report;
+            report.reject(RejectReason::Label(error), series.sample_count());
+            let reason = error.into();
+            outcome.reject_series(position, (series, verdict), &limits.labels, reason);
+            continue;
+        }
+        let mut refused = None;
+        let limited_before = outcome.report.rejected[limited];
+        let mut samples = series.samples.as_slice();
+        if samples.iter().any(|s| s.timestamp_ms > latest) {
+            in_time.clear();
+            in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
+            let future = (samples.len() - in_time.len()) as u64;
+            outcome.report.reject(RejectReason::FutureTimestamp, future);
+            refused = Some(SeriesRejection::FutureTimestamp);
+            samples = &in_time;
+        }
+        if !samples.is_empty() {
+            let accepted_before = accepted(&outcome.report);
+            match verdict {
+                Verdict::Known(known) => batch.apply_known(known, samples, &mut outcome.report),
+                _ => {
+                    let (key, labels) = (series.labels.key(), series.labels.decoded());
+                    batch.apply(key, labels, samples, &mut outcome.report);
+                }
+            }
+            outcome.written.samples += accepted(&outcome.report) - accepted_before;
+        }
+        for h in &series.histograms {
+            if let NativeHistogram::CustomBuckets(c) = h
+                && c.timestamp_ms > latest
+            {
+                let report = &mut outcome.report;
+                report.reject(RejectReason::FutureTimestamp, h.sample_count());
+                refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                continue;
+            }
+            let labels = series.labels.decoded();
+            match apply_histogram(batch, labels, h, &mut outcome.report, &mut scratch) {
+                Ok(true) => outcome.written.histograms += 1,
+                Ok(false) => {}
+                Err(reason) => refused = refused.or(Some(reason)),
+            }
+        }
+        if outcome.report.rejected[limited] > limited_before {
+            refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
+        }
+        if let Some(reason) = refused {
+            outcome.reject_series(position, (series, verdict), &limits.labels, reason);
+        }
+        if let Some(metadata) = series.family_metadata() {
+            batch.record_metadata(&metadata);
+        }
+    }
+    for metadata in &request.metadata {
+        batch.record_metadata(metadata);
+    }
+    outcome
+}
+
+/// Applies one native histogram sample of a series with `labels` (decoded and normalised);
+/// `Ok(true)` when it was written in full.
+fn apply_histogram(
+    batch: &mut Batch<'_>,
+    labels: &[Label<'_>],
+    histogram: &NativeHistogram,
+    report: &mut IngestReport,
+    scratch: &mut Vec<u8>,
+) -> Result<bool, SeriesRejection> {
+    match histogram {
+        NativeHistogram::OtherSchema { .. } => {
+            report.reject(RejectReason::NativeHistogram, 1);
+            Ok(true)
+        }
+        NativeHistogram::Invalid(e) => {
+            report.reject(RejectReason::InvalidNativeHistogram, 1);
+            Err((*e).into())
+        }
+        NativeHistogram::CustomBuckets(h) => {
+            let mut classic = IngestReport::default();
+            let converted = histogram::for_each_classic_series(
+                labels,
+                std::slice::from_ref(h),
+                |labels, samples| {
+                    let key = SeriesKey::of_labels(labels, scratch);
+                    batch.apply(Some(key), labels, samples, &mut classic);
+                },
+            );
+            report.merge(&classic);
+            match converted {
+                Ok(()) => Ok(accepted(&classic) == classic.received),
+                Err(e) => {
+                    report.reject(
+                        RejectReason::InvalidNativeHistogram,
+                        histogram.sample_count(),
+                    );
+                    Err(e.into())
+                }
+            }
+        }
+    }
+}
+
+/// The labels of a refused series, quoted as [`look_up`] left them. A known series' labels were
+/// neither decoded nor normalised there, so a copy is (they passed both before, from the same
+/// bytes, under the same `limits`): its quote is the one it got as a new series.
+fn quote_series(series: &SeriesRef<'_>, verdict: Verdict, limits: &LabelLimits) -> String {
+    if !matches!(verdict, Verdict::Known(_)) {
+        return quote_labels(series.labels.decoded());
+    }
+    let mut series = series.clone();
+    if series.resolve(&mut LabelScratch::default()).is_ok() {
+        let _ = series.check_labels(limits, &mut NameMemo::default());
+    }
+    quote_labels(series.labels.decoded())
+}
+
+/// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
+pub(super) fn quote_labels(labels: &[Label<'_>]) -> String {
+    let mut out = String::from("{");
+    for (i, label) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{}={:?}", label.name, label.value);
+        if out.len() > MAX_QUOTED_LABELS {
+            let mut cut = MAX_QUOTED_LABELS;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push('…');
+            break;
+        }
+    }
+    out.push('}');
+    out
+}
