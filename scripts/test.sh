@@ -27,7 +27,7 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
-# No two modules of a crate use each other (docs/ARCHITECTURE.md, "Rules of the layout").
+# Sibling modules form no cycle (docs/ARCHITECTURE.md, "Rules of the layout").
 python3 scripts/module_cycles_test.py
 python3 scripts/module_cycles.py
 cargo build --locked --workspace --all-targets
