@@ -7,11 +7,13 @@
 //! Both decoders ([`v1::decode`], [`v2::decode`]) produce the same [`WriteRequestRef`] shape, so the
 //! layers above never ask which protocol a series came in.
 
+#[cfg(any(test, feature = "encode"))]
 pub mod encode;
 mod error;
 pub mod histogram;
 mod key;
 pub mod labels;
+#[cfg(any(test, feature = "encode"))]
 pub mod prompb;
 mod request;
 mod sample;

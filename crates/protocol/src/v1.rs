@@ -362,7 +362,8 @@ impl MetricType {
     }
 
     /// The wire value of this type in `MetricMetadata.MetricType` (RW 1.0); the inverse of
-    /// [`MetricType::from_wire`] (`Other(v)` maps to `v`).
+    /// [`MetricType::from_wire`] (`Other(v)` maps to `v`). For the encoders.
+    #[cfg(any(test, feature = "encode"))]
     pub(crate) fn to_wire(self) -> i32 {
         match self {
             MetricType::Unknown => 0,
