@@ -87,7 +87,7 @@ pub struct AppState {
 #[cfg(test)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PanicAt {
-    /// On the blocking thread, before the body is decompressed: the samples are unknown.
+    /// Before the body is decompressed (on the worker or the blocking pool): the samples are unknown.
     BeforeDecode,
     /// Holding the engine lock, after decoding and label checks: the lock is poisoned and the
     /// decoded samples are known.
