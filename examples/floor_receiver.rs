@@ -1,9 +1,9 @@
 //! The floor of the receive path over HTTP: a remote-write receiver that does only the first
 //! stages of vllm-corrector's, so that `scripts/bench-compare.sh` can price them on this machine
 //! beside the real service: its targets `floor-http`, `floor-snappy` and `floor-key` (the last two
-//! run by default) start this binary with `FLOOR_STAGE` set (docs/PERFORMANCE.md, "The fifth pass:
-//! the floor, measured"). It keeps nothing and corrects nothing: it is a measuring tool, not a
-//! receiver to run.
+//! run by default) start this binary with `FLOOR_STAGE` set (docs/PERFORMANCE.md, "The floor,
+//! measured"). It keeps nothing and corrects nothing: it is a measuring tool, not a receiver to
+//! run.
 //!
 //! `FLOOR_STAGE` (environment) chooses how far it goes; each stage includes the ones before:
 //! - `http` (the default): reads the body over HTTP/1.1 (hyper and axum, tokio with one worker per

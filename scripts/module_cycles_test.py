@@ -31,65 +31,84 @@ def run(root):
 
 
 class ModuleCyclesTest(unittest.TestCase):
-    def test_two_modules_using_each_other_are_a_circle(self):
-        root = crate({
+    def test_two_siblings_using_each_other_are_a_cycle(self):
+        status, out = run(crate({
             'lib.rs': 'mod a;\nmod b;\n',
             'a.rs': 'use crate::b::B;\npub struct A;\n',
             'b.rs': 'pub struct B;\nfn f() { let _ = super::a::A; }\n',
-        })
-        status, out = run(root)
+        }))
         self.assertEqual(status, 1, out)
         self.assertIn('crate::a -> crate::b: crate::b::B', out)
         self.assertIn('crate::b -> crate::a: super::a::A', out)
 
-    def test_a_use_through_a_re_export_is_a_use_of_the_defining_module(self):
-        root = crate({
-            'lib.rs': 'mod a;\nmod b;\npub use a::{A as Alpha};\npub use b::*;\n',
-            'a.rs': 'use super::B;\npub struct A;\n',
-            'b.rs': 'pub struct B;\n',
-        })
-        status, out = run(root)
-        self.assertEqual(status, 0, out)
-        self.assertIn('x: 3 modules, 3 module uses, 0 circles', out)
-
-    def test_a_root_defining_what_its_children_use_and_re_exporting_them_is_a_circle(self):
-        root = crate({
-            'lib.rs': 'mod a;\npub use a::A;\npub struct Shared;\n',
-            'a.rs': 'use super::Shared;\npub struct A;\n',
-        })
-        status, out = run(root)
+    def test_three_siblings_around_a_circle_are_a_cycle(self):
+        status, out = run(crate({
+            'lib.rs': 'mod a;\nmod b;\nmod c;\n',
+            'a.rs': 'use crate::b::B;\npub struct A;\n',
+            'b.rs': 'use crate::c::C;\npub struct B;\n',
+            'c.rs': 'use crate::a::A;\npub struct C;\n',
+        }))
         self.assertEqual(status, 1, out)
+        self.assertIn('cycle: crate::a, crate::b, crate::c', out)
+
+    def test_a_parent_and_its_child_may_use_each_other(self):
+        status, out = run(crate({
+            'lib.rs': 'mod a;\npub use a::A;\npub struct Shared;\n',
+            'a.rs': 'mod inner;\nuse super::Shared;\nuse inner::Inner;\npub struct A;\n',
+            'a/inner.rs': 'use super::A;\nuse crate::Shared;\npub struct Inner;\n',
+        }))
+        self.assertEqual(status, 0, out)
+        self.assertIn('x: 3 modules, 0 sibling uses, 0 cycles', out)
+
+    def test_a_use_of_a_siblings_descendant_is_a_use_of_that_sibling(self):
+        status, out = run(crate({
+            'lib.rs': 'mod a;\nmod b;\n',
+            'a.rs': 'use crate::b::c::C;\npub struct A;\n',
+            'b/mod.rs': 'pub(crate) mod c;\n',
+            'b/c.rs': 'pub struct C(crate::a::A);\n',
+        }))
+        self.assertEqual(status, 1, out)
+        self.assertIn('crate::a -> crate::b: crate::b::c::C', out)
+        self.assertIn('crate::b -> crate::a: crate::a::A', out)
+
+    def test_a_use_through_a_re_export_is_a_use_of_the_defining_module(self):
+        status, out = run(crate({
+            'lib.rs': 'mod a;\nmod b;\npub use b::*;\n',
+            'a.rs': 'use super::B;\npub struct A;\n',
+            'b.rs': 'pub struct B;\npub fn f() -> crate::a::A { crate::a::A }\n',
+        }))
+        self.assertEqual(status, 1, out)
+        self.assertIn('crate::a -> crate::b: super::B', out)
+
+    def test_a_glob_use_of_the_parent_uses_what_it_re_exports_from_a_sibling(self):
+        status, out = run(crate({
+            'lib.rs': 'mod a;\nmod b;\npub use b::B;\n',
+            'a.rs': 'use super::*;\npub struct A(B);\n',
+            'b.rs': 'use crate::a::A;\npub struct B;\n',
+        }))
+        self.assertEqual(status, 1, out)
+        self.assertIn('crate::a -> crate::b: super::*', out)
 
     def test_test_modules_comments_and_strings_are_not_uses(self):
-        root = crate({
+        status, out = run(crate({
             'lib.rs': 'mod a;\nmod b;\n#[cfg(test)]\nmod a_tests;\n',
             'a.rs': 'pub struct A;\n// crate::b::B in a comment\nconst S: &str = "crate::b::B";\n'
                     '#[cfg(test)]\nmod tests {\n    use crate::b::B;\n}\n',
             'a_tests.rs': 'use crate::a::A;\nuse crate::b::B;\n',
             'b.rs': 'use crate::a::A;\npub struct B;\n',
-        })
-        status, out = run(root)
+        }))
         self.assertEqual(status, 0, out)
-        self.assertIn('x: 3 modules, 1 module uses, 0 circles', out)
-
-    def test_a_glob_use_of_a_re_exporting_module_uses_what_it_re_exports(self):
-        root = crate({
-            'lib.rs': 'mod a;\nmod b;\npub use b::B;\n',
-            'a.rs': 'use super::*;\npub struct A(B);\n',
-            'b.rs': 'use crate::a::A;\npub struct B;\n',
-        })
-        status, out = run(root)
-        self.assertEqual(status, 1, out)
+        self.assertIn('x: 3 modules, 1 sibling uses, 0 cycles', out)
 
     def test_a_module_at_a_path_attribute_is_read_from_that_file(self):
-        root = crate({
-            'lib.rs': 'mod a;\n',
-            'a.rs': '#[path = "b_impl.rs"]\nmod b;\nuse b::B;\npub struct A;\n',
-            'b_impl.rs': 'use super::A;\npub struct B;\n',
-        })
-        status, out = run(root)
+        status, out = run(crate({
+            'lib.rs': 'mod a;\nmod c;\n',
+            'a.rs': '#[path = "b_impl.rs"]\nmod b;\npub struct A;\n',
+            'b_impl.rs': 'use crate::c::C;\npub struct B;\n',
+            'c.rs': 'pub struct C(crate::a::A);\n',
+        }))
         self.assertEqual(status, 1, out)
-        self.assertIn('crate::a::b -> crate::a: super::A', out)
+        self.assertIn('crate::a -> crate::c: crate::c::C', out)
 
 
 if __name__ == '__main__':

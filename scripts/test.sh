@@ -27,7 +27,10 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
-# No two modules of a crate use each other (docs/ARCHITECTURE.md, "Rules of the layout").
+# Every repository path, link and quoted heading a doc or a code comment cites exists.
+python3 scripts/doc_paths_test.py
+python3 scripts/doc_paths.py
+# Sibling modules form no cycle (docs/ARCHITECTURE.md, "Rules of the layout").
 python3 scripts/module_cycles_test.py
 python3 scripts/module_cycles.py
 cargo build --locked --workspace --all-targets

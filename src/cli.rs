@@ -1,5 +1,5 @@
-//! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect` and
-//! `rules` subcommands.
+//! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect`, `rules`
+//! and `relabel` subcommands.
 //!
 //! ```text
 //! vllm-corrector [--web.listen-address …] [--config.file …] [--log.level …] [--log.format …]
@@ -10,8 +10,8 @@
 //! vllm-corrector relabel [--operator]  the narrowest write_relabel_configs for the remote write
 //! ```
 //!
-//! With no subcommand the binary is the service, exactly as before subcommands existed: the Docker
-//! image and the Kubernetes manifests call it with `--web.listen-address`/`--config.file` only.
+//! With no subcommand the binary is the service: the Docker image and the Kubernetes manifests
+//! call it with `--web.listen-address`/`--config.file` only.
 //! The service flags and a subcommand cannot be mixed.
 
 use clap::{Parser, Subcommand};

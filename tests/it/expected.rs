@@ -12,7 +12,7 @@ pub(crate) const TOKEN_WEIGHTED_ITL: &str = "vllm_corrected_token_weighted_itl_s
 pub(crate) const ACCEPTANCE_ITL: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
 /// Local-compute iteration tokens.
 pub(crate) const LOCAL_COMPUTE: &str = "vllm_corrected_iteration_tokens_local_compute";
-/// All four, in exposition order.
+/// Four of the five corrected families, in exposition order (tokens per output is not listed).
 pub(crate) const FAMILIES: [&str; 4] = [
     CANONICAL_TPOT,
     TOKEN_WEIGHTED_ITL,

@@ -182,7 +182,7 @@ impl IngestReport {
     }
 }
 
-/// A corrected family: its position in the rule registry (`src/engine/rules/mod.rs`, `REGISTRY`;
+/// A corrected family: its position in the rule registry (`crates/engine/src/rules/mod.rs`, `REGISTRY`;
 /// `docs/ENGINE.md`, "The rule registry"), which is also the exposition order and the index into
 /// per-family arrays. What the family is comes from its rule's [`Spec`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -210,9 +210,9 @@ const fn same_str(a: &str, b: &str) -> bool {
     true
 }
 
-// The family names of the first four rules, named like the enum variants they replace so that
-// code and tests that mean one particular family read as before. A family added later needs no
-// such name: code iterates [`Family::ALL`], and a test finds it with [`Family::named`].
+// Names for the four families that code and tests single out, in the case of enum variants. A
+// family needs no such name: code iterates [`Family::ALL`], and a test finds it with
+// [`Family::named`].
 #[allow(non_upper_case_globals)]
 impl Family {
     /// `vllm_corrected_request_time_per_output_token_seconds`: canonical TPOT histogram, seconds.

@@ -1,5 +1,6 @@
-//! Request encoders for tests and the future simulator: owned series in, a snappy-compressed
-//! remote-write body out, exactly as a sender would POST it.
+//! Request encoders for tests, benches, fuzz seeds and the simulator's remote write
+//! (`crates/sim/src/remote_write.rs`): owned series in, a snappy-compressed remote-write body out,
+//! exactly as a sender would POST it. Compiled with the `encode` feature (and in this crate's tests).
 //!
 //! Built on the prost types of [`super::prompb`] (`proto/remote.proto`, `proto/remote_v2.proto`)
 //! and `snap::raw` (snappy **block** format, as the remote-write specs require). Not the hot path.

@@ -6,7 +6,7 @@
 pub const INLINE_LABELS: usize = 12;
 
 /// One series' labels: inline up to [`INLINE_LABELS`], so decoding a request allocates nothing
-/// per series (two allocations per series were ~700 instructions per sample: docs/PERFORMANCE.md).
+/// per series (two allocations per series were ~700 instructions per sample: CHANGELOG.md, issue 5).
 pub type LabelSet<'a> = smallvec::SmallVec<[Label<'a>; INLINE_LABELS]>;
 
 /// One label pair borrowing from the decompressed request body.
@@ -155,7 +155,7 @@ pub(crate) fn normalize_labels_in_place(
 /// Names repeat from series to series of one request (every series of a vLLM pod has the same
 /// label names, and histogram buckets share a metric name), and comparing a name with the one
 /// validated at the same position in the previous series costs less than checking its characters
-/// again (~450 instructions per series on vLLM-shaped requests, docs/PERFORMANCE.md). Keep one
+/// again (~450 instructions per series on vLLM-shaped requests, CHANGELOG.md, issue 5). Keep one
 /// memo per request: it borrows the request body.
 #[derive(Debug, Default)]
 pub struct NameMemo<'a> {

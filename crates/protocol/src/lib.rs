@@ -8,11 +8,13 @@
 //! layers above never ask which protocol a series came in: a series' labels are pending (RW 1.0,
 //! decoded on demand), decoded (RW 2.0) or invalid ([`SeriesLabels`]), each with a [`SeriesKey`].
 
+#[cfg(any(test, feature = "encode"))]
 pub mod encode;
 mod error;
 pub mod histogram;
 mod key;
 pub mod labels;
+#[cfg(any(test, feature = "encode"))]
 pub mod prompb;
 mod request;
 mod sample;

@@ -5,7 +5,6 @@ use crate::histogram::NativeHistogram;
 use crate::key::SeriesKey;
 use crate::labels::{self, Label, LabelError, LabelLimits, LabelSet, NameMemo};
 use crate::sample::Samples;
-use crate::{LabelScratch, ProtocolError, v1};
 
 /// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing from the decompressed body.
 /// Nothing in it says which protocol it came in: RW 1.0 series start with their labels
@@ -107,33 +106,6 @@ impl<'a> SeriesLabels<'a> {
 }
 
 impl<'a> SeriesRef<'a> {
-    /// Decodes pending labels ([`SeriesLabels::Pending`] to [`SeriesLabels::Decoded`]), exactly as
-    /// the protobuf message defines them (same labels, same order); a series whose key was
-    /// provisional is walked first, so its key, samples, histograms and exemplars become exact.
-    /// Nothing for labels already decoded or invalid. `scratch` is reused between calls.
-    ///
-    /// # Errors
-    /// [`ProtocolError::Protobuf`] for a malformed `Label`, a label that is not UTF-8, or (for a
-    /// provisional key) any error of the walk; the labels then stay pending.
-    pub fn resolve(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
-        let SeriesLabels::Pending(pending) = self.labels else {
-            return Ok(());
-        };
-        let key = if pending.provisional {
-            self.samples.clear();
-            self.histograms.clear();
-            self.exemplars = 0;
-            v1::walk_series_into(pending.message, self)?
-        } else {
-            pending.key
-        };
-        let mut labels = LabelSet::new();
-        v1::decode_labels_of(pending.message, scratch, &mut labels)?;
-        let key = key.unwrap_or_else(|| SeriesKey::of_labels(&labels, &mut scratch.text));
-        self.labels = SeriesLabels::Decoded { labels, key };
-        Ok(())
-    }
-
     /// Checks decoded labels against `limits` and normalises them in place
     /// ([`labels::normalize_labels_memo`]: sorted by name, empty values dropped, names checked),
     /// with a per-request [`NameMemo`]. The key stays the one of the labels as sent.
@@ -274,47 +246,6 @@ impl WriteRequestRef<'_> {
     /// Every sample of the request as the receiver counts them ([`SeriesRef::sample_count`]).
     pub fn sample_count(&self) -> u64 {
         self.series.iter().map(SeriesRef::sample_count).sum()
-    }
-
-    /// Resolves every series' labels ([`SeriesRef::resolve`]): afterwards the request is what a
-    /// decoder that decodes everything would give. For tools, tests and fuzzing; the receiver
-    /// resolves only the series it does not know.
-    ///
-    /// # Errors
-    /// The error of the first series, in wire order, that does not resolve.
-    pub fn resolve_all(&mut self) -> Result<(), ProtocolError> {
-        let mut scratch = LabelScratch::default();
-        self.series
-            .iter_mut()
-            .try_for_each(|s| s.resolve(&mut scratch))
-    }
-
-    /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving
-    /// its labels pending: afterwards every series' samples, histograms and exemplars are exact.
-    /// For a request refused whole before its labels are decoded, so that its samples are counted
-    /// as [`WriteRequestRef::resolve_all`] would count them.
-    ///
-    /// # Errors
-    /// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing,
-    /// sample or histogram does not decode.
-    pub fn walk_provisional(&mut self) -> Result<(), ProtocolError> {
-        for series in &mut self.series {
-            if let SeriesLabels::Pending(pending) = &mut series.labels
-                && pending.provisional
-            {
-                let message = pending.message;
-                series.samples.clear();
-                series.histograms.clear();
-                series.exemplars = 0;
-                let key = v1::walk_series_into(message, series)?;
-                series.labels = SeriesLabels::Pending(PendingLabels {
-                    message,
-                    key,
-                    provisional: false,
-                });
-            }
-        }
-        Ok(())
     }
 }
 

@@ -339,7 +339,8 @@ impl MetricType {
     }
 
     /// The wire value of this type in `MetricMetadata.MetricType` (RW 1.0); the inverse of
-    /// [`MetricType::from_wire`] (`Other(v)` maps to `v`).
+    /// [`MetricType::from_wire`] (`Other(v)` maps to `v`). For the encoders.
+    #[cfg(any(test, feature = "encode"))]
     pub(crate) fn to_wire(self) -> i32 {
         match self {
             MetricType::Unknown => 0,
@@ -515,6 +516,79 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
         }
     }
     Ok(valid.then_some(metadata))
+}
+
+/// Resolving what [`decode`] leaves pending: the RW 1.0 side of [`SeriesLabels`].
+impl SeriesRef<'_> {
+    /// Decodes pending labels ([`SeriesLabels::Pending`] to [`SeriesLabels::Decoded`]), exactly as
+    /// the protobuf message defines them (same labels, same order); a series whose key was
+    /// provisional is walked first, so its key, samples, histograms and exemplars become exact.
+    /// Nothing for labels already decoded or invalid. `scratch` is reused between calls.
+    ///
+    /// # Errors
+    /// [`ProtocolError::Protobuf`] for a malformed `Label`, a label that is not UTF-8, or (for a
+    /// provisional key) any error of the walk; the labels then stay pending.
+    pub fn resolve(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
+        let SeriesLabels::Pending(pending) = self.labels else {
+            return Ok(());
+        };
+        let key = if pending.provisional {
+            self.samples.clear();
+            self.histograms.clear();
+            self.exemplars = 0;
+            walk_series_into(pending.message, self)?
+        } else {
+            pending.key
+        };
+        let mut labels = LabelSet::new();
+        decode_labels_of(pending.message, scratch, &mut labels)?;
+        let key = key.unwrap_or_else(|| SeriesKey::of_labels(&labels, &mut scratch.text));
+        self.labels = SeriesLabels::Decoded { labels, key };
+        Ok(())
+    }
+}
+
+impl WriteRequestRef<'_> {
+    /// Resolves every series' labels ([`SeriesRef::resolve`]): afterwards the request is what a
+    /// decoder that decodes everything would give. For tools, tests and fuzzing; the receiver
+    /// resolves only the series it does not know.
+    ///
+    /// # Errors
+    /// The error of the first series, in wire order, that does not resolve.
+    pub fn resolve_all(&mut self) -> Result<(), ProtocolError> {
+        let mut scratch = LabelScratch::default();
+        self.series
+            .iter_mut()
+            .try_for_each(|s| s.resolve(&mut scratch))
+    }
+
+    /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving
+    /// its labels pending: afterwards every series' samples, histograms and exemplars are exact.
+    /// For a request refused whole before its labels are decoded, so that its samples are counted
+    /// as [`WriteRequestRef::resolve_all`] would count them.
+    ///
+    /// # Errors
+    /// The [`ProtocolError::Protobuf`] of the first such series, in wire order, whose framing,
+    /// sample or histogram does not decode.
+    pub fn walk_provisional(&mut self) -> Result<(), ProtocolError> {
+        for series in &mut self.series {
+            if let SeriesLabels::Pending(pending) = &mut series.labels
+                && pending.provisional
+            {
+                let message = pending.message;
+                series.samples.clear();
+                series.histograms.clear();
+                series.exemplars = 0;
+                let key = walk_series_into(message, series)?;
+                series.labels = SeriesLabels::Pending(PendingLabels {
+                    message,
+                    key,
+                    provisional: false,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,12 @@ fn batches_decode_in_the_receiver_with_sorted_labels_and_the_snapshot_timestamp(
     assert_eq!(reqs.len(), 2);
     receive(&encode(&reqs[0]), |req| {
         assert_eq!(req.series.len(), 2);
-        let names: Vec<&str> = req.series[1].labels.decoded().iter().map(|l| l.name).collect();
+        let names: Vec<&str> = req.series[1]
+            .labels
+            .decoded()
+            .iter()
+            .map(|l| l.name)
+            .collect();
         assert_eq!(
             names,
             ["__name__", "engine", "instance", "job", "model_name"]
@@ -84,7 +89,11 @@ fn batches_decode_in_the_receiver_with_sorted_labels_and_the_snapshot_timestamp(
     receive(&encode(&reqs[1]), |req| {
         assert_eq!(req.series.len(), 1);
         // The exposition's own `job` wins over the extra label (honor_labels: true).
-        let job = req.series[0].labels.decoded().iter().find(|l| l.name == "job");
+        let job = req.series[0]
+            .labels
+            .decoded()
+            .iter()
+            .find(|l| l.name == "job");
         assert_eq!(job.map(|l| l.value), Some("from-exposition"));
         assert_eq!(req.series[0].samples[0].value, 3.0);
     });

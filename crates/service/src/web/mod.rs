@@ -1,6 +1,7 @@
 //! `--web.config.file`: TLS, client certificates and HTTP authentication, in the Prometheus
-//! exporter-toolkit web configuration format (`docs/web-configuration.md` of
-//! prometheus/exporter-toolkit), plus this project's bearer-token extension.
+//! exporter-toolkit web configuration format
+//! (<https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md>), plus
+//! this project's bearer-token extension.
 //!
 //! ```yaml
 //! tls_server_config:
