@@ -1,5 +1,5 @@
-//! [`SeriesKey`]: the identity of one series' encoded label bytes, for the known-series fast path
-//! (docs/PERFORMANCE.md, "The known-series fast path").
+//! [`SeriesKey`]: the identity of one series' labels, for the series index
+//! (docs/ENGINE.md, "The series index").
 //!
 //! Two `foldhash` passes with independent seeds drawn once per process ([`independent_hashers`]).
 //! A one-pass 128-bit replacement (two

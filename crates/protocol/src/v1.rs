@@ -33,7 +33,7 @@ use super::{
 /// decoded only by [`SeriesRef::resolve`]. Samples (values bit-exact, so the staleness marker
 /// survives; timestamps in ms), histograms, exemplar counts and metadata are decoded here, in
 /// wire order. The receiver resolves only the series it does not know by key
-/// (docs/PERFORMANCE.md, "The known-series fast path"); [`WriteRequestRef::resolve_all`] gives
+/// (docs/ENGINE.md, "The series index"); [`WriteRequestRef::resolve_all`] gives
 /// the fully decoded request.
 ///
 /// A metadata entry whose family name, help or unit is not UTF-8 is dropped rather than failing
