@@ -35,9 +35,9 @@ fn main() {
         let mut request = v1::decode(&buffer).unwrap();
         let (limits, mut memo) = (Default::default(), NameMemo::default());
         let mut scratch = protocol::LabelScratch::default();
-        for s in &mut request.series {
-            s.resolve(&mut scratch).unwrap();
-            s.check_labels(&limits, &mut memo).unwrap();
+        for i in 0..request.series.len() {
+            request.resolve(i, &mut scratch).unwrap();
+            request.check_labels(i, &limits, &mut memo).unwrap();
         }
         series += request.series.len();
     }

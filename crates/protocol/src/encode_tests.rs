@@ -26,8 +26,8 @@ fn v1_body_decodes_back_to_the_same_series_and_metadata() {
     let mut req = decoder::decode(&raw).unwrap();
     req.resolve_all().unwrap();
     assert_eq!(req.series.len(), 2);
-    assert_eq!(req.series[0].labels.decoded()[1].name, "engine");
-    assert_eq!(req.series[0].labels.decoded()[1].value, "0");
+    assert_eq!(req.labels_of(&req.series[0])[1].name, "engine");
+    assert_eq!(req.labels_of(&req.series[0])[1].value, "0");
     assert_eq!(
         req.series[0].samples.as_slice(),
         [

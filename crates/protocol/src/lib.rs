@@ -28,11 +28,10 @@ pub use v1::LabelScratch;
 
 pub use error::ProtocolError;
 pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
-pub use labels::{INLINE_LABELS, LabelSet};
 pub use labels::{Label, LabelError, NameMemo, normalize_labels};
 pub use request::{
-    MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels, SeriesLabels,
-    SeriesMetadata, SeriesRef, WriteRequestRef,
+    LabelRange, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels,
+    SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef,
 };
 pub use sample::{STALE_NAN_BITS, Sample, Samples, is_stale_marker};
 

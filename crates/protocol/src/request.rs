@@ -1,9 +1,10 @@
 //! The shape both decoders produce: a request of series, each with its labels, samples,
 //! histograms and metadata, borrowing its strings from the decompressed body.
 
+use crate::ProtocolError;
 use crate::histogram::NativeHistogram;
 use crate::key::SeriesKey;
-use crate::labels::{self, Label, LabelError, LabelLimits, LabelSet, NameMemo};
+use crate::labels::{self, Label, LabelError, LabelLimits, NameMemo};
 use crate::sample::Samples;
 
 /// One `TimeSeries` of a decoded request (RW 1.0 or 2.0), borrowing from the decompressed body.
@@ -35,23 +36,20 @@ pub struct SeriesRef<'a> {
 /// The labels of one series, as far as they are decoded.
 ///
 /// A receiver looks a series up by [`SeriesLabels::key`] first; only a series it does not know
-/// needs [`SeriesRef::resolve`] (decoding) and [`SeriesRef::check_labels`] (limits and
+/// needs [`WriteRequestRef::resolve`] (decoding) and [`WriteRequestRef::check_labels`] (limits and
 /// normalisation).
 #[derive(Debug, Clone, PartialEq)]
-// The decoded label set is inline on purpose: decoding allocates nothing per series
-// (`LabelSet`'s doc); a series' size does not depend on its state.
-#[allow(clippy::large_enum_variant)]
 pub enum SeriesLabels<'a> {
     /// Not decoded yet (RW 1.0, [`crate::v1::decode`]): the bytes they are in, and the identity
     /// of those bytes when the label fields lead the message.
     Pending(PendingLabels<'a>),
-    /// Decoded, as sent until [`SeriesRef::check_labels`] sorts them, with their [`SeriesKey`]:
-    /// the key of the encoded label bytes for RW 1.0, of the label text for RW 2.0 (whose
-    /// encoding depends on each request's symbol table) and for an RW 1.0 series whose label
-    /// fields do not lead.
+    /// Decoded into the request's label arena ([`WriteRequestRef::labels_of`]), as sent until
+    /// [`WriteRequestRef::check_labels`] sorts them, with their [`SeriesKey`]: the key of the
+    /// encoded label bytes for RW 1.0, of the label text for RW 2.0 (whose encoding depends on
+    /// each request's symbol table) and for an RW 1.0 series whose label fields do not lead.
     Decoded {
-        /// The labels.
-        labels: LabelSet<'a>,
+        /// Where the labels are in [`WriteRequestRef::labels`].
+        range: LabelRange,
         /// Their identity, computed before any normalisation.
         key: SeriesKey,
     },
@@ -67,6 +65,33 @@ impl Default for SeriesLabels<'_> {
     }
 }
 
+/// Where one series' decoded labels are in its request's label arena ([`WriteRequestRef::labels`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LabelRange {
+    start: u32,
+    len: u32,
+}
+
+impl LabelRange {
+    /// The range of the labels pushed onto `arena` since it held `start` labels.
+    ///
+    /// # Errors
+    /// [`ProtocolError::Protobuf`] when the arena outgrows `u32` labels (a body of more than 4 GiB).
+    pub(crate) fn since(start: usize, arena: &[Label<'_>]) -> Result<LabelRange, ProtocolError> {
+        let too_many = || ProtocolError::Protobuf("more than 2^32 labels in one request".into());
+        let end = u32::try_from(arena.len()).map_err(|_| too_many())?;
+        let start = u32::try_from(start).map_err(|_| too_many())?;
+        Ok(LabelRange {
+            start,
+            len: end - start,
+        })
+    }
+
+    fn indices(self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
 /// Labels not decoded yet: an RW 1.0 `TimeSeries` message and the key of its label bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PendingLabels<'a> {
@@ -77,7 +102,7 @@ pub struct PendingLabels<'a> {
     pub(crate) key: Option<SeriesKey>,
     /// The message ends in one canonical `Sample` field and was not walked: `key` covers every
     /// byte before that field, and the series' `samples` hold that one sample. A hit among the keys
-    /// of label runs walked before is exact (the same bytes are that run); [`SeriesRef::resolve`]
+    /// of label runs walked before is exact (the same bytes are that run); [`WriteRequestRef::resolve`]
     /// walks the message and replaces the key, samples, histograms and exemplars with what the walk
     /// finds (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the provisional key").
     pub(crate) provisional: bool,
@@ -95,42 +120,9 @@ impl<'a> SeriesLabels<'a> {
             SeriesLabels::Invalid(_) => None,
         }
     }
-
-    /// The decoded labels; empty while pending or invalid.
-    pub fn decoded(&self) -> &[Label<'a>] {
-        match self {
-            SeriesLabels::Decoded { labels, .. } => labels,
-            SeriesLabels::Pending(_) | SeriesLabels::Invalid(_) => &[],
-        }
-    }
 }
 
-impl<'a> SeriesRef<'a> {
-    /// Checks decoded labels against `limits` and normalises them in place
-    /// ([`labels::normalize_labels_memo`]: sorted by name, empty values dropped, names checked),
-    /// with a per-request [`NameMemo`]. The key stays the one of the labels as sent.
-    ///
-    /// # Errors
-    /// The reason of [`SeriesLabels::Invalid`]; [`LabelError::EmptyLabelSet`] for labels still
-    /// pending (call [`SeriesRef::resolve`] first); otherwise the error of
-    /// [`LabelLimits::check`] or of the normalisation.
-    pub fn check_labels(
-        &mut self,
-        limits: &LabelLimits,
-        memo: &mut NameMemo<'a>,
-    ) -> Result<(), LabelError> {
-        match &mut self.labels {
-            SeriesLabels::Decoded { labels, .. } => {
-                limits.check(labels)?;
-                let (len, result) = labels::normalize_labels_memo(labels, memo);
-                labels.truncate(len);
-                result
-            }
-            SeriesLabels::Invalid(error) => Err(*error),
-            SeriesLabels::Pending(_) => Err(LabelError::EmptyLabelSet),
-        }
-    }
-
+impl SeriesRef<'_> {
     /// The number of samples this series counts for in the receiver's accounting (received =
     /// applied + Σ rejected): its float samples, plus [`NativeHistogram::sample_count`] of each
     /// native histogram sample (a custom-buckets histogram counts as the classic samples it
@@ -142,40 +134,6 @@ impl<'a> SeriesRef<'a> {
                 .iter()
                 .map(NativeHistogram::sample_count)
                 .sum::<u64>()
-    }
-
-    /// The RW 2.0 per-series metadata as a family-level [`MetadataRef`], for the metadata cache.
-    ///
-    /// The family name is the series' `__name__`, minus `_bucket`, `_sum` or `_count` for a
-    /// histogram or gauge histogram and minus `_sum` or `_count` for a summary: the name the
-    /// family's `# TYPE` line carries, and RW 1.0's `metric_family_name`. `None` without metadata,
-    /// for metadata that says nothing (type unspecified, no help, no unit), or without a name.
-    pub fn family_metadata(&self) -> Option<MetadataRef<'_>> {
-        let m = self.metadata?;
-        if m.metric_type == MetricType::Unknown && m.help.is_empty() && m.unit.is_empty() {
-            return None;
-        }
-        let name = self
-            .labels
-            .decoded()
-            .iter()
-            .find(|l| l.name == labels::METRIC_NAME_LABEL)?
-            .value;
-        let suffixes: &[&str] = match m.metric_type {
-            MetricType::Histogram | MetricType::GaugeHistogram => &["_bucket", "_sum", "_count"],
-            MetricType::Summary => &["_sum", "_count"],
-            _ => &[],
-        };
-        let family_name = suffixes
-            .iter()
-            .find_map(|s| name.strip_suffix(s))
-            .unwrap_or(name);
-        Some(MetadataRef {
-            metric_type: m.metric_type,
-            family_name,
-            help: m.help,
-            unit: m.unit,
-        })
     }
 }
 
@@ -233,6 +191,9 @@ pub struct MetadataRef<'a> {
 pub struct WriteRequestRef<'a> {
     /// The series, in wire order.
     pub series: Vec<SeriesRef<'a>>,
+    /// The label arena: every decoded series' labels, back to back ([`WriteRequestRef::labels_of`]).
+    /// One vector per request, so decoding allocates nothing per series and a series stays small.
+    pub labels: Vec<Label<'a>>,
     /// The metadata entries, in wire order (RW 1.0 only; RW 2.0 sends metadata per series, see
     /// [`SeriesRef::metadata`]).
     pub metadata: Vec<MetadataRef<'a>>,
@@ -242,10 +203,82 @@ pub struct WriteRequestRef<'a> {
     pub metadata_dropped: MetadataDropped,
 }
 
-impl WriteRequestRef<'_> {
+impl<'a> WriteRequestRef<'a> {
     /// Every sample of the request as the receiver counts them ([`SeriesRef::sample_count`]).
     pub fn sample_count(&self) -> u64 {
         self.series.iter().map(SeriesRef::sample_count).sum()
+    }
+
+    /// The decoded labels of `series` (one of this request's); empty while pending or invalid.
+    pub fn labels_of(&self, series: &SeriesRef<'a>) -> &[Label<'a>] {
+        match series.labels {
+            SeriesLabels::Decoded { range, .. } => &self.labels[range.indices()],
+            SeriesLabels::Pending(_) | SeriesLabels::Invalid(_) => &[],
+        }
+    }
+
+    /// Checks the decoded labels of series `index` against `limits` and normalises them in place
+    /// ([`labels::normalize_labels_memo`]: sorted by name, empty values dropped, names checked),
+    /// with a per-request [`NameMemo`]. The key stays the one of the labels as sent.
+    ///
+    /// # Errors
+    /// The reason of [`SeriesLabels::Invalid`]; [`LabelError::EmptyLabelSet`] for labels still
+    /// pending (resolve them first, [`WriteRequestRef::resolve`]) or an index out of range;
+    /// otherwise the error of [`LabelLimits::check`] or of the normalisation.
+    pub fn check_labels(
+        &mut self,
+        index: usize,
+        limits: &LabelLimits,
+        memo: &mut NameMemo<'a>,
+    ) -> Result<(), LabelError> {
+        let Some(series) = self.series.get_mut(index) else {
+            return Err(LabelError::EmptyLabelSet);
+        };
+        match &mut series.labels {
+            SeriesLabels::Decoded { range, .. } => {
+                let labels = &mut self.labels[range.indices()];
+                limits.check(labels)?;
+                let (len, result) = labels::normalize_labels_memo(labels, memo);
+                range.len = len as u32;
+                result
+            }
+            SeriesLabels::Invalid(error) => Err(*error),
+            SeriesLabels::Pending(_) => Err(LabelError::EmptyLabelSet),
+        }
+    }
+
+    /// The RW 2.0 per-series metadata of `series` (one of this request's) as a family-level
+    /// [`MetadataRef`], for the metadata cache.
+    ///
+    /// The family name is the series' `__name__`, minus `_bucket`, `_sum` or `_count` for a
+    /// histogram or gauge histogram and minus `_sum` or `_count` for a summary: the name the
+    /// family's `# TYPE` line carries, and RW 1.0's `metric_family_name`. `None` without metadata,
+    /// for metadata that says nothing (type unspecified, no help, no unit), or without a name.
+    pub fn family_metadata(&self, series: &SeriesRef<'a>) -> Option<MetadataRef<'a>> {
+        let m = series.metadata?;
+        if m.metric_type == MetricType::Unknown && m.help.is_empty() && m.unit.is_empty() {
+            return None;
+        }
+        let name = self
+            .labels_of(series)
+            .iter()
+            .find(|l| l.name == labels::METRIC_NAME_LABEL)?
+            .value;
+        let suffixes: &[&str] = match m.metric_type {
+            MetricType::Histogram | MetricType::GaugeHistogram => &["_bucket", "_sum", "_count"],
+            MetricType::Summary => &["_sum", "_count"],
+            _ => &[],
+        };
+        let family_name = suffixes
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name);
+        Some(MetadataRef {
+            metric_type: m.metric_type,
+            family_name,
+            help: m.help,
+            unit: m.unit,
+        })
     }
 }
 

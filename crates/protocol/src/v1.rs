@@ -2,9 +2,9 @@
 //!
 //! This is the receiver's hot path: it walks the protobuf wire format by hand and borrows every
 //! string from the decompressed body, allocating one `Vec` of series and one of metadata per
-//! request (sized by a cheap first pass over the field keys); a series' labels and sample are kept
-//! inline ([`super::LabelSet`], [`super::Samples`]), and only native histograms, or more than
-//! [`super::INLINE_LABELS`] labels, allocate. The wire cursor is
+//! request (sized by a cheap first pass over the field keys); a series' sample is kept inline
+//! ([`super::Samples`]), its labels stay pending until resolved into the request's label arena,
+//! and only native histograms allocate. The wire cursor is
 //! [`super::wire`]. Labels encoded as every sender encodes them (each `Label` with field 1 then 2,
 //! one-byte lengths, all before the samples) take a tight loop; UTF-8 is then checked once per
 //! series (with SIMD) over the bytes from the first name to the last value, whose framing bytes are
@@ -23,7 +23,7 @@
 
 use super::wire::{Reader, Wire, count_fields, lenient_utf8, utf8, varint_filling};
 use super::{
-    Label, LabelSet, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels,
+    Label, LabelRange, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels,
     ProtocolError, Sample, SeriesKey, SeriesLabels, SeriesRef, WriteRequestRef, histogram,
 };
 
@@ -52,6 +52,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let (n_series, n_metadata) = count_request(buf)?;
     let mut request = WriteRequestRef {
         series: empty_series(n_series),
+        labels: Vec::new(),
         metadata: Vec::with_capacity(n_metadata),
         metadata_dropped: MetadataDropped::default(),
     };
@@ -94,9 +95,8 @@ fn count_request(buf: &[u8]) -> Result<(usize, usize), ProtocolError> {
     Ok((series, metadata))
 }
 
-/// `n` empty series, written in place in one pass. A `SeriesRef` holds its labels inline (~450
-/// bytes); pushing one per series built it aside and copied it in (`memcpy`, ~90 instructions per
-/// series, more than the decoding of its sample).
+/// `n` empty series, written in place in one pass (pushing one per series builds it aside and
+/// copies it in).
 fn empty_series<'a>(n: usize) -> Vec<SeriesRef<'a>> {
     let mut series = Vec::with_capacity(n);
     series.resize_with(n, SeriesRef::default);
@@ -218,20 +218,16 @@ fn tail_sample(m: &[u8]) -> Option<Sample> {
 }
 
 /// The labels of the `TimeSeries` message `buf`, decoded exactly as the protobuf message defines
-/// them (wire order; a `Label` field repeated keeps its last value). `labels` is empty on error.
+/// them (wire order; a `Label` field repeated keeps its last value), pushed onto `labels`. On error
+/// some may have been pushed (the caller truncates).
 pub(crate) fn decode_labels_of<'a>(
     buf: &'a [u8],
     scratch: &mut LabelScratch,
-    labels: &mut LabelSet<'a>,
+    labels: &mut Vec<Label<'a>>,
 ) -> Result<(), ProtocolError> {
     let spans = &mut scratch.spans;
     spans.clear();
-    labels.clear();
-    let result = walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels));
-    if result.is_err() {
-        labels.clear();
-    }
-    result
+    walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels))
 }
 
 /// The one walk over a `TimeSeries` message (fields 1 labels, 2 samples, 3 exemplars, 4
@@ -370,7 +366,7 @@ struct LabelSpan {
 fn labels_of<'a>(
     buf: &'a [u8],
     spans: &[LabelSpan],
-    labels: &mut LabelSet<'a>,
+    labels: &mut Vec<Label<'a>>,
 ) -> Result<(), ProtocolError> {
     let (Some(first), Some(last)) = (spans.first(), spans.last()) else {
         return Ok(());
@@ -386,7 +382,7 @@ fn labels_of<'a>(
         None
     };
     let slice = |(a, b): (usize, usize)| checked?.get(a.wrapping_sub(lo)..b.wrapping_sub(lo));
-    labels.reserve_exact(spans.len());
+    labels.reserve(spans.len());
     for span in spans {
         match (slice(span.name), slice(span.value)) {
             (Some(name), Some(value)) => labels.push(Label { name, value }),
@@ -519,47 +515,56 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
 }
 
 /// Resolving what [`decode`] leaves pending: the RW 1.0 side of [`SeriesLabels`].
-impl SeriesRef<'_> {
-    /// Decodes pending labels ([`SeriesLabels::Pending`] to [`SeriesLabels::Decoded`]), exactly as
-    /// the protobuf message defines them (same labels, same order); a series whose key was
-    /// provisional is walked first, so its key, samples, histograms and exemplars become exact.
-    /// Nothing for labels already decoded or invalid. `scratch` is reused between calls.
+impl WriteRequestRef<'_> {
+    /// Decodes the pending labels of series `index` ([`SeriesLabels::Pending`] to
+    /// [`SeriesLabels::Decoded`]) into the label arena, exactly as the protobuf message defines
+    /// them (same labels, same order); a series whose key was provisional is walked first, so its
+    /// key, samples, histograms and exemplars become exact. Nothing for labels already decoded or
+    /// invalid, or an index out of range. `scratch` is reused between calls.
     ///
     /// # Errors
     /// [`ProtocolError::Protobuf`] for a malformed `Label`, a label that is not UTF-8, or (for a
     /// provisional key) any error of the walk; the labels then stay pending.
-    pub fn resolve(&mut self, scratch: &mut LabelScratch) -> Result<(), ProtocolError> {
-        let SeriesLabels::Pending(pending) = self.labels else {
+    pub fn resolve(
+        &mut self,
+        index: usize,
+        scratch: &mut LabelScratch,
+    ) -> Result<(), ProtocolError> {
+        let Some(series) = self.series.get_mut(index) else {
+            return Ok(());
+        };
+        let SeriesLabels::Pending(pending) = series.labels else {
             return Ok(());
         };
         let key = if pending.provisional {
-            self.samples.clear();
-            self.histograms.clear();
-            self.exemplars = 0;
-            walk_series_into(pending.message, self)?
+            series.samples.clear();
+            series.histograms.clear();
+            series.exemplars = 0;
+            walk_series_into(pending.message, series)?
         } else {
             pending.key
         };
-        let mut labels = LabelSet::new();
-        decode_labels_of(pending.message, scratch, &mut labels)?;
-        let key = key.unwrap_or_else(|| SeriesKey::of_labels(&labels, &mut scratch.text));
-        self.labels = SeriesLabels::Decoded { labels, key };
+        let start = self.labels.len();
+        if let Err(e) = decode_labels_of(pending.message, scratch, &mut self.labels) {
+            self.labels.truncate(start);
+            return Err(e);
+        }
+        let range = LabelRange::since(start, &self.labels)?;
+        let key =
+            key.unwrap_or_else(|| SeriesKey::of_labels(&self.labels[start..], &mut scratch.text));
+        series.labels = SeriesLabels::Decoded { range, key };
         Ok(())
     }
-}
 
-impl WriteRequestRef<'_> {
-    /// Resolves every series' labels ([`SeriesRef::resolve`]): afterwards the request is what a
-    /// decoder that decodes everything would give. For tools, tests and fuzzing; the receiver
-    /// resolves only the series it does not know.
+    /// Resolves every series' labels ([`WriteRequestRef::resolve`]): afterwards the request is
+    /// what a decoder that decodes everything would give. For tools, tests and fuzzing; the
+    /// receiver resolves only the series it does not know.
     ///
     /// # Errors
     /// The error of the first series, in wire order, that does not resolve.
     pub fn resolve_all(&mut self) -> Result<(), ProtocolError> {
         let mut scratch = LabelScratch::default();
-        self.series
-            .iter_mut()
-            .try_for_each(|s| s.resolve(&mut scratch))
+        (0..self.series.len()).try_for_each(|i| self.resolve(i, &mut scratch))
     }
 
     /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving

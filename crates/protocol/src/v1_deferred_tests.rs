@@ -65,7 +65,7 @@ fn flat(request: &WriteRequestRef<'_>) -> Flat {
         .series
         .iter()
         .map(|s| {
-            let labels = s.labels.decoded().iter();
+            let labels = request.labels_of(s).iter();
             let samples = s.samples.iter();
             (
                 labels.map(|l| (l.name.into(), l.value.into())).collect(),
@@ -224,7 +224,7 @@ fn a_label_after_a_sample_gives_no_wire_key_and_is_keyed_by_its_text_once_resolv
     let request = decode(&body).unwrap();
     assert_eq!(key(&request.series[0]), None);
     let resolved = walked(&body);
-    let labels = resolved.series[0].labels.decoded();
+    let labels = resolved.labels_of(&resolved.series[0]);
     assert_eq!(
         labels.iter().map(|l| (l.name, l.value)).collect::<Vec<_>>(),
         [("__name__", "up"), ("job", "x")]
@@ -252,8 +252,8 @@ fn a_label_that_is_not_utf8_fails_when_resolved_as_prost_refuses_it() {
     let body = field(0x0a, &field(0x0a, &bad));
     assert!(pb::WriteRequest::decode(body.as_slice()).is_err());
     let mut request = decode(&body).unwrap();
-    let error = request.series[0]
-        .resolve(&mut LabelScratch::default())
+    let error = request
+        .resolve(0, &mut LabelScratch::default())
         .unwrap_err();
     assert!(error.to_string().contains("UTF-8"), "{error}");
     assert!(matches!(request.series[0].labels, SeriesLabels::Pending(_)));
@@ -324,5 +324,5 @@ fn a_label_value_that_ends_like_a_sample_field_is_walked_not_cut() {
     assert!(learned.series[0].samples.is_empty(), "no sample field");
     assert_eq!(key(&learned.series[0]), Some(SeriesKey::of(&message)));
     assert_ne!(key(&fresh.series[0]), key(&learned.series[0]));
-    assert_eq!(learned.series[0].labels.decoded()[0].value, value);
+    assert_eq!(learned.labels_of(&learned.series[0])[0].value, value);
 }

@@ -25,7 +25,7 @@ fn random_request(rng: &mut StdRng) -> pb::WriteRequest {
     ];
     let timeseries = (0..rng.random_range(0..8))
         .map(|_| pb::TimeSeries {
-            // Sometimes more than `INLINE_LABELS` (12), so the spilled label set is covered.
+            // Sometimes more than 12: a label set longer than a vLLM series'.
             labels: (0..rng.random_range(0..6) + if rng.random_bool(0.2) { 10 } else { 0 })
                 .map(|_| label(&random_string(rng), &random_string(rng)))
                 .collect(),

@@ -78,12 +78,7 @@ type Flat<'a> = (
 
 fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
     let series = r.series.iter().map(|s| {
-        let labels = s
-            .labels
-            .decoded()
-            .iter()
-            .map(|l| (l.name, l.value))
-            .collect();
+        let labels = r.labels_of(s).iter().map(|l| (l.name, l.value)).collect();
         let samples = s
             .samples
             .iter()
@@ -192,7 +187,7 @@ fn prost_encoded_request_decodes_field_by_field() {
     // And against the values written above, by hand.
     let req = decode(&bytes).unwrap();
     assert_eq!(
-        req.series[0].labels.decoded()[0].value,
+        req.labels_of(&req.series[0])[0].value,
         "vllm:generation_tokens_total"
     );
     assert_eq!(req.series[0].samples[0].value, 42.5);
@@ -227,8 +222,8 @@ fn fields_in_reverse_order_decode_the_same() {
     let req = decode(&bytes).unwrap();
     assert_eq!(
         (
-            req.series[0].labels.decoded()[0].name,
-            req.series[0].labels.decoded()[0].value
+            req.labels_of(&req.series[0])[0].name,
+            req.labels_of(&req.series[0])[0].value
         ),
         ("__name__", "up")
     );
@@ -288,7 +283,7 @@ fn unknown_fields_of_every_wire_type_are_skipped_at_every_level() {
     assert_eq!(req.series.len(), 1);
     assert_eq!(req.series[0].samples[0].value, 1.5);
     assert_eq!(req.series[0].samples[0].timestamp_ms, 99);
-    assert_eq!(req.series[0].labels.decoded()[0].value, "x");
+    assert_eq!(req.labels_of(&req.series[0])[0].value, "x");
     assert_eq!(req.metadata[0].metric_type, MetricType::Summary);
 }
 
@@ -455,8 +450,8 @@ fn repeated_scalar_fields_keep_the_last_value() {
     let req = decode(&bytes).unwrap();
     assert_eq!(
         (
-            req.series[0].labels.decoded()[0].name,
-            req.series[0].labels.decoded()[0].value
+            req.labels_of(&req.series[0])[0].name,
+            req.labels_of(&req.series[0])[0].value
         ),
         ("__name__", "v2")
     );

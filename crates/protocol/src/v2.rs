@@ -29,7 +29,7 @@
 
 use super::wire::{Reader, Wire, count_fields, utf8};
 use super::{
-    Label, LabelError, LabelSet, MetadataDropReason, MetadataDropped, MetricType, ProtocolError,
+    Label, LabelError, LabelRange, MetadataDropReason, MetadataDropped, MetricType, ProtocolError,
     Sample, Samples, SeriesKey, SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef,
     histogram,
 };
@@ -40,9 +40,9 @@ const MAX_QUOTED_SYMBOL: usize = 64;
 /// Decodes a decompressed RW 2.0 `Request`, borrowing label strings from `buf`.
 ///
 /// `buf` is the snappy-decoded request body. Series come back in wire order with labels resolved
-/// from `symbols` (as sent: not yet normalised, see [`SeriesRef::check_labels`]), sample values
+/// from `symbols` (as sent: not yet normalised, see [`WriteRequestRef::check_labels`]), sample values
 /// bit-exact, timestamps in milliseconds. [`WriteRequestRef::metadata`] stays empty: RW 2.0
-/// metadata is per series ([`SeriesRef::family_metadata`]). A series' metadata whose `help_ref` or
+/// metadata is per series ([`WriteRequestRef::family_metadata`]). A series' metadata whose `help_ref` or
 /// `unit_ref` is outside `symbols` is dropped (the series is kept) and counted in
 /// [`WriteRequestRef::metadata_dropped`] as [`MetadataDropReason::SymbolRefOutOfRange`].
 ///
@@ -79,6 +79,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
     }
     let mut request = WriteRequestRef {
         series: Vec::with_capacity(n_series),
+        labels: Vec::new(),
         metadata: Vec::new(),
         metadata_dropped: MetadataDropped::default(),
     };
@@ -90,6 +91,7 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
                 r.bytes()?,
                 &symbols,
                 (&mut refs, &mut text),
+                &mut request.labels,
                 &mut request.metadata_dropped,
             )?),
             (_, wire) => r.skip(wire)?,
@@ -106,6 +108,7 @@ fn decode_series<'a>(
     buf: &'a [u8],
     symbols: &[&'a str],
     (refs, text): (&mut Vec<u64>, &mut Vec<u8>),
+    labels: &mut Vec<Label<'a>>,
     dropped: &mut MetadataDropped,
 ) -> Result<SeriesRef<'a>, ProtocolError> {
     let [n_samples, n_histograms] = count_fields(buf, "TimeSeries", [2, 3])?;
@@ -144,18 +147,27 @@ fn decode_series<'a>(
         dropped.add(reason);
         None
     });
-    series.labels = match resolve_labels(refs, symbols) {
-        Ok(labels) => SeriesLabels::Decoded {
-            key: SeriesKey::of_labels(&labels, text),
-            labels,
+    let start = labels.len();
+    series.labels = match resolve_labels(refs, symbols, labels) {
+        Ok(()) => SeriesLabels::Decoded {
+            key: SeriesKey::of_labels(&labels[start..], text),
+            range: LabelRange::since(start, labels)?,
         },
-        Err(error) => SeriesLabels::Invalid(error),
+        Err(error) => {
+            labels.truncate(start);
+            SeriesLabels::Invalid(error)
+        }
     };
     Ok(series)
 }
 
-/// Resolves `labels_refs` (name, value, name, value, …) against `symbols`, in order.
-fn resolve_labels<'a>(refs: &[u64], symbols: &[&'a str]) -> Result<LabelSet<'a>, LabelError> {
+/// Resolves `labels_refs` (name, value, name, value, …) against `symbols`, in order, pushing the
+/// labels onto `labels` (some may have been pushed on error: the caller truncates).
+fn resolve_labels<'a>(
+    refs: &[u64],
+    symbols: &[&'a str],
+    labels: &mut Vec<Label<'a>>,
+) -> Result<(), LabelError> {
     if !refs.len().is_multiple_of(2) {
         return Err(LabelError::OddLabelRefs);
     }
@@ -166,14 +178,14 @@ fn resolve_labels<'a>(refs: &[u64], symbols: &[&'a str]) -> Result<LabelSet<'a>,
             .and_then(|r| symbols.get(r).copied())
             .ok_or(LabelError::SymbolRefOutOfRange)
     };
-    refs.chunks_exact(2)
-        .map(|pair| {
-            Ok(Label {
-                name: symbol(pair[0])?,
-                value: symbol(pair[1])?,
-            })
-        })
-        .collect()
+    labels.reserve(refs.len() / 2);
+    for pair in refs.chunks_exact(2) {
+        labels.push(Label {
+            name: symbol(pair[0])?,
+            value: symbol(pair[1])?,
+        });
+    }
+    Ok(())
 }
 
 /// Decodes one RW 2.0 `Sample` (1 value, 2 timestamp, 3 start timestamp, all ms).

@@ -38,7 +38,7 @@ fn random_request(rng: &mut StdRng) -> pb::Request {
     let timeseries = (0..rng.random_range(0..8))
         .map(|_| pb::TimeSeries {
             // An odd length one time in ten.
-            // Sometimes more than `INLINE_LABELS` (12) pairs, so the spilled label set is covered.
+            // Sometimes more than 12 pairs: a label set longer than a vLLM series'.
             labels_refs: (0..2
                 * (rng.random_range(0..5) + if rng.random_bool(0.2) { 10 } else { 0 })
                 + usize::from(rng.random_bool(0.1)))

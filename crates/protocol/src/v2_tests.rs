@@ -57,7 +57,7 @@ fn flat_ours<'a>(r: &WriteRequestRef<'a>) -> Flat<'a> {
         .map(|s| {
             let labels = match &s.labels {
                 crate::SeriesLabels::Invalid(e) => Err(*e),
-                other => Ok(other.decoded().iter().map(|l| (l.name, l.value)).collect()),
+                _ => Ok(r.labels_of(s).iter().map(|l| (l.name, l.value)).collect()),
             };
             let samples = s
                 .samples
@@ -202,14 +202,14 @@ fn prost_encoded_request_decodes_field_by_field() {
     // And against the values written above, by hand.
     let req = decode(&bytes).unwrap();
     let s0 = &req.series[0];
-    assert_eq!(s0.labels.decoded()[0].value, "vllm:generation_tokens_total");
+    assert_eq!(req.labels_of(s0)[0].value, "vllm:generation_tokens_total");
     assert_eq!(
         (s0.samples[0].value, s0.samples[0].timestamp_ms),
         (42.5, 1_700_000_000_000)
     );
     assert_eq!(s0.exemplars, 1);
     assert_eq!(s0.start_timestamp_ms, Some(1_699_999_000_000));
-    let m = s0.family_metadata().unwrap();
+    let m = req.family_metadata(s0).unwrap();
     assert_eq!(
         (m.metric_type, m.family_name, m.help, m.unit),
         (
@@ -229,7 +229,7 @@ fn prost_encoded_request_decodes_field_by_field() {
         (&h.cumulative[..], h.count, h.sum),
         (&[1.0, 4.0][..], 5.0, 0.2)
     );
-    let m = s1.family_metadata().unwrap();
+    let m = req.family_metadata(s1).unwrap();
     assert_eq!(
         (m.metric_type, m.family_name),
         (MetricType::Histogram, "vllm:inter_token_latency_seconds")
@@ -261,7 +261,7 @@ fn histogram_metadata_names_the_family_without_its_suffix() {
     let families: Vec<Option<&str>> = req
         .series
         .iter()
-        .map(|s| s.family_metadata().map(|m| m.family_name))
+        .map(|s| req.family_metadata(s).map(|m| m.family_name))
         .collect();
     // "silent" says nothing (unspecified type, no help, no unit): not cached.
     assert_eq!(
@@ -310,19 +310,19 @@ fn bad_label_refs_reject_only_their_series() {
             None
         ]
     );
-    assert!(got.series[1].labels.decoded().is_empty());
+    assert!(got.labels_of(&got.series[1]).is_empty());
     assert_eq!(
         got.series[1].labels.key(),
         None,
         "no key for invalid labels"
     );
-    let mut rejected = got.series[1].clone();
+    let mut got = got;
     assert_eq!(
-        rejected.check_labels(&Default::default(), &mut Default::default()),
+        got.check_labels(1, &Default::default(), &mut Default::default()),
         Err(LabelError::SymbolRefOutOfRange)
     );
     // The samples stay countable for the accounting: 1 float sample.
-    assert_eq!(rejected.sample_count(), 1);
+    assert_eq!(got.series[1].sample_count(), 1);
 }
 
 #[test]
@@ -352,9 +352,8 @@ fn unpacked_label_refs_and_fields_in_any_order_decode_the_same() {
     }
     decode_both(&b);
     let got = decode(&b).unwrap();
-    let labels: Vec<_> = got.series[0]
-        .labels
-        .decoded()
+    let labels: Vec<_> = got
+        .labels_of(&got.series[0])
         .iter()
         .map(|l| (l.name, l.value))
         .collect();
@@ -370,7 +369,7 @@ fn metadata_with_a_bad_ref_is_dropped_not_the_series() {
     decode_both(&bytes);
     let got = decode(&bytes).unwrap();
     assert_eq!(got.series[0].metadata, None);
-    assert_eq!(got.series[0].labels.decoded().len(), 2);
+    assert_eq!(got.labels_of(&got.series[0]).len(), 2);
     assert_eq!(
         got.metadata_dropped
             .get(MetadataDropReason::SymbolRefOutOfRange),
@@ -414,7 +413,7 @@ fn every_series_metadata_with_a_bad_ref_is_counted() {
         .map(|s| s.metadata.map(|m| m.help))
         .collect();
     assert_eq!(kept, [None, None, None, Some("d")]);
-    assert!(got.series.iter().all(|s| s.labels.decoded().len() == 1));
+    assert!(got.series.iter().all(|s| got.labels_of(s).len() == 1));
     assert_eq!(
         got.metadata_dropped
             .get(MetadataDropReason::SymbolRefOutOfRange),

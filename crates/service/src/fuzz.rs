@@ -75,9 +75,8 @@ fn decoder_agrees_with_prost(raw: &[u8]) {
     }
     assert_eq!(ours.series.len(), theirs.timeseries.len());
     for (a, b) in ours.series.iter().zip(&theirs.timeseries) {
-        let labels: Vec<_> = a
-            .labels
-            .decoded()
+        let labels: Vec<_> = ours
+            .labels_of(a)
             .iter()
             .map(|l| (l.name, l.value))
             .collect();

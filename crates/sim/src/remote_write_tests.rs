@@ -71,9 +71,8 @@ fn batches_decode_in_the_receiver_with_sorted_labels_and_the_snapshot_timestamp(
     assert_eq!(reqs.len(), 2);
     receive(&encode(&reqs[0]), |req| {
         assert_eq!(req.series.len(), 2);
-        let names: Vec<&str> = req.series[1]
-            .labels
-            .decoded()
+        let names: Vec<&str> = req
+            .labels_of(&req.series[1])
             .iter()
             .map(|l| l.name)
             .collect();
@@ -81,17 +80,16 @@ fn batches_decode_in_the_receiver_with_sorted_labels_and_the_snapshot_timestamp(
             names,
             ["__name__", "engine", "instance", "job", "model_name"]
         );
-        assert_eq!(req.series[1].labels.decoded()[1].value, "1");
-        assert_eq!(req.series[1].labels.decoded()[3].value, "sim");
+        assert_eq!(req.labels_of(&req.series[1])[1].value, "1");
+        assert_eq!(req.labels_of(&req.series[1])[3].value, "sim");
         assert_eq!(req.series[1].samples[0].value, 7.0);
         assert_eq!(req.series[1].samples[0].timestamp_ms, 1_700_000_002_000);
     });
     receive(&encode(&reqs[1]), |req| {
         assert_eq!(req.series.len(), 1);
         // The exposition's own `job` wins over the extra label (honor_labels: true).
-        let job = req.series[0]
-            .labels
-            .decoded()
+        let job = req
+            .labels_of(&req.series[0])
             .iter()
             .find(|l| l.name == "job");
         assert_eq!(job.map(|l| l.value), Some("from-exposition"));

@@ -10,8 +10,7 @@ use engine::{Batch, IngestReport, KnownSeries, RejectReason};
 use protocol::histogram::{self, HistogramError, NativeHistogram};
 use protocol::labels::LabelLimits;
 use protocol::{
-    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesKey, SeriesRef,
-    WriteRequestRef,
+    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesKey, WriteRequestRef,
 };
 
 /// The longest label text quoted in a 400 answer.
@@ -66,7 +65,8 @@ pub(super) fn look_up<'a>(
 ) -> Result<Vec<Verdict>, ProtocolError> {
     let mut verdicts = Vec::with_capacity(request.series.len());
     let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
-    for series in &mut request.series {
+    for i in 0..request.series.len() {
+        let series = &request.series[i];
         let known = match series.labels.key() {
             Some(key) if series.histograms.is_empty() => batch.lookup(key),
             _ => None,
@@ -75,11 +75,11 @@ pub(super) fn look_up<'a>(
             Some(known) => Verdict::Known(known),
             None => {
                 let before = series.sample_count();
-                series.resolve(&mut scratch)?;
-                samples.recount(before, series.sample_count());
-                match series.check_labels(limits, &mut memo) {
+                request.resolve(i, &mut scratch)?;
+                samples.recount(before, request.series[i].sample_count());
+                match request.check_labels(i, limits, &mut memo) {
                     Ok(()) => {
-                        batch.hold(series.labels.decoded());
+                        batch.hold(request.labels_of(&request.series[i]));
                         Verdict::New
                     }
                     Err(error) => Verdict::Refused(error),
@@ -124,14 +124,13 @@ impl Outcome {
     /// Counts a refused series, and quotes it when it is the first ([`quote_series`]).
     fn reject_series(
         &mut self,
-        index: usize,
-        (series, verdict): (&SeriesRef<'_>, Verdict),
+        (request, index, verdict): (&WriteRequestRef<'_>, usize, Verdict),
         limits: &LabelLimits,
         reason: SeriesRejection,
     ) {
         self.rejected_series += 1;
         self.first_rejected
-            .get_or_insert_with(|| (index, quote_series(series, verdict, limits), reason));
+            .get_or_insert_with(|| (index, quote_series(request, index, verdict, limits), reason));
     }
 }
 
@@ -168,7 +167,7 @@ pub(super) fn apply(
             let report = &mut outcome.report;
             report.reject(RejectReason::Label(error), series.sample_count());
             let reason = error.into();
-            outcome.reject_series(position, (series, verdict), &limits.labels, reason);
+            outcome.reject_series((request, position, verdict), &limits.labels, reason);
             continue;
         }
         let mut refused = None;
@@ -187,7 +186,7 @@ pub(super) fn apply(
             match verdict {
                 Verdict::Known(known) => batch.apply_known(known, samples, &mut outcome.report),
                 _ => {
-                    let (key, labels) = (series.labels.key(), series.labels.decoded());
+                    let (key, labels) = (series.labels.key(), request.labels_of(series));
                     batch.apply(key, labels, samples, &mut outcome.report);
                 }
             }
@@ -202,7 +201,7 @@ pub(super) fn apply(
                 refused = refused.or(Some(SeriesRejection::FutureTimestamp));
                 continue;
             }
-            let labels = series.labels.decoded();
+            let labels = request.labels_of(series);
             match apply_histogram(batch, labels, h, &mut outcome.report, &mut scratch) {
                 Ok(true) => outcome.written.histograms += 1,
                 Ok(false) => {}
@@ -213,9 +212,11 @@ pub(super) fn apply(
             refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
         }
         if let Some(reason) = refused {
-            outcome.reject_series(position, (series, verdict), &limits.labels, reason);
+            outcome.reject_series((request, position, verdict), &limits.labels, reason);
         }
-        if let Some(metadata) = series.family_metadata() {
+        if series.metadata.is_some()
+            && let Some(metadata) = request.family_metadata(series)
+        {
             batch.record_metadata(&metadata);
         }
     }
@@ -268,18 +269,27 @@ fn apply_histogram(
     }
 }
 
-/// The labels of a refused series, quoted as [`look_up`] left them. A known series' labels were
-/// neither decoded nor normalised there, so a copy is (they passed both before, from the same
-/// bytes, under the same `limits`): its quote is the one it got as a new series.
-fn quote_series(series: &SeriesRef<'_>, verdict: Verdict, limits: &LabelLimits) -> String {
+/// The labels of series `index` of `request`, refused, quoted as [`look_up`] left them. A known
+/// series' labels were neither decoded nor normalised there, so they are here, in a copy of the
+/// request (they passed both before, from the same bytes, under the same `limits`): its quote is
+/// the one it got as a new series.
+fn quote_series(
+    request: &WriteRequestRef<'_>,
+    index: usize,
+    verdict: Verdict,
+    limits: &LabelLimits,
+) -> String {
     if !matches!(verdict, Verdict::Known(_)) {
-        return quote_labels(series.labels.decoded());
+        return quote_labels(request.labels_of(&request.series[index]));
     }
-    let mut series = series.clone();
-    if series.resolve(&mut LabelScratch::default()).is_ok() {
-        let _ = series.check_labels(limits, &mut NameMemo::default());
+    let mut copy = WriteRequestRef {
+        series: vec![request.series[index].clone()],
+        ..WriteRequestRef::default()
+    };
+    if copy.resolve(0, &mut LabelScratch::default()).is_ok() {
+        let _ = copy.check_labels(0, limits, &mut NameMemo::default());
     }
-    quote_labels(series.labels.decoded())
+    quote_labels(copy.labels_of(&copy.series[0]))
 }
 
 /// `{name="value", …}` with values escaped, cut at [`MAX_QUOTED_LABELS`] bytes.
