@@ -4,7 +4,7 @@
 //! [`Committed`] and the arithmetic is in [`super::acceptance`].
 
 use super::acceptance::{Committed, ItlPoint};
-use super::rule::{
+use super::{
     HistRoles, ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Stateful, Unit,
     hist, itl_input, need, per_pos,
 };

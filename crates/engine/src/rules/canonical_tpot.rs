@@ -1,7 +1,7 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::rule::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
+use super::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
 use crate::classify::Input;
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 

@@ -2,7 +2,7 @@
 //! tokens an engine iteration computed here, without prompt tokens from the prefix cache or a KV
 //! transfer, which vLLM 0.16–0.22 count in `vllm:iteration_tokens_total`.
 
-use super::rule::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, need};
+use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, need};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 

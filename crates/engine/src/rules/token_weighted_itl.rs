@@ -1,7 +1,7 @@
 //! Token-weighted ITL (`docs/METRICS.md`, "Token-weighted ITL"): Σ ITL over the tokens emitted
 //! after each request's first output.
 
-use super::rule::{
+use super::{
     ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input,
     need, sum_count,
 };

@@ -3,7 +3,7 @@
 //! the acceptance length as the client sees it, and exactly the factor by which the raw ITL mean
 //! overstates the time per token.
 
-use super::rule::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
+use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
