@@ -4,10 +4,7 @@
 //! [`Committed`] and the arithmetic is in [`super::acceptance`].
 
 use super::acceptance::{Committed, ItlPoint};
-use super::{
-    HistRoles, ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Stateful, Unit,
-    hist, itl_input, need, per_pos,
-};
+use super::{HistRoles, Plan, Registered, Rule, Spec, Stateful, hist, itl_input, need, per_pos};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -23,25 +20,6 @@ pub(super) const RULE: Registered = Registered {
             "vllm:time_to_first_token_seconds_count",
             "vllm:spec_decode_num_accepted_tokens_per_pos_total",
         ],
-        words: "acceptance-corrected ITL",
-        column: "ITL acceptance-corr. ms",
-        json_key: "acceptance_corrected_itl_seconds",
-        demo: (
-            "ITL per token, acceptance-corrected",
-            "itl_acceptance_corrected_seconds",
-        ),
-        demo_p99: None,
-        unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: ITL_SUM,
-            den: ITL_COUNT,
-            offset: 0.0,
-        }),
-        truth: (Measured::ItlSum, Measured::TokensAfterFirst),
-        // The exact sum and count only: the tokens emitted after each request's first, as the
-        // token-weighted count (docs/METRICS.md, "Accepted drafts are counted before truncation").
-        promql: super::token_weighted_itl::SUM_AND_COUNT_PROMQL,
-        promql_note: "exact sum and count, no buckets",
     },
     rule: &AcceptanceCorrectedItl,
     stateful: Some(&AcceptanceCorrectedItl),

@@ -1,7 +1,7 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
+use super::{Plan, Registered, Rule, Spec, find, hist};
 use crate::classify::Input;
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -15,40 +15,6 @@ pub(super) const RULE: Registered = Registered {
             "vllm:request_time_per_output_token_seconds",
             "vllm:request_generation_tokens_bucket{le=\"1\"}",
         ],
-        words: "canonical TPOT",
-        column: "TPOT canonical ms",
-        json_key: "canonical_tpot_mean_seconds",
-        demo: ("TPOT mean (per request, n > 1)", "tpot_mean_seconds"),
-        demo_p99: Some(P99Row {
-            label: "TPOT p99 (±1 bucket)",
-            key: "tpot_p99_seconds",
-            raw: "vllm:request_time_per_output_token_seconds",
-            truth: Measured::TpotP99,
-        }),
-        unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: &["vllm:request_time_per_output_token_seconds_sum"],
-            den: &["vllm:request_time_per_output_token_seconds_count"],
-            offset: 0.0,
-        }),
-        truth: (Measured::TpotSum, Measured::TpotRequests),
-        // Requests with n <= 1 fall in every TPOT bucket with TPOT 0. vLLM prints the bound `1.0`
-        // (Python `repr`); Prometheus 3 normalises classic-histogram `le` values to `1`.
-        promql: &[
-            (
-                "_bucket",
-                "vllm:request_time_per_output_token_seconds_bucket\n  - ignoring(le) group_left\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-            (
-                "_sum",
-                "vllm:request_time_per_output_token_seconds_sum\n  and ignoring(le)\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-            (
-                "_count",
-                "vllm:request_time_per_output_token_seconds_count\n  - ignoring(le)\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-        ],
-        promql_note: "canonical TPOT, exact",
     },
     rule: &CanonicalTpot,
     stateful: None,

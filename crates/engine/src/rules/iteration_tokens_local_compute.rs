@@ -2,7 +2,7 @@
 //! tokens an engine iteration computed here, without prompt tokens from the prefix cache or a KV
 //! transfer, which vLLM 0.16–0.22 count in `vllm:iteration_tokens_total`.
 
-use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, need};
+use super::{Plan, Registered, Rule, Spec, need};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -17,30 +17,6 @@ pub(super) const RULE: Registered = Registered {
             "vllm:generation_tokens_total",
             "vllm:iteration_tokens_total_count",
         ],
-        words: "local-compute tokens",
-        column: "iteration tokens local",
-        json_key: "local_compute_iteration_tokens_mean",
-        demo: ("iteration tokens, local compute", "iteration_tokens_mean"),
-        demo_p99: None,
-        unit: Unit::Ratio,
-        raw: Some(RawMean {
-            num: &["vllm:iteration_tokens_total_sum"],
-            den: &["vllm:iteration_tokens_total_count"],
-            offset: 0.0,
-        }),
-        truth: (Measured::LocalIterationTokens, Measured::Iterations),
-        // vLLM >= 0.16, which has the by-source counter.
-        promql: &[
-            (
-                "_sum",
-                "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}\n  + ignoring(source)\nvllm:generation_tokens_total",
-            ),
-            (
-                "_count",
-                "vllm:iteration_tokens_total_count\n  and vllm:generation_tokens_total\n  and ignoring(source)\nvllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
-            ),
-        ],
-        promql_note: "exact, vLLM >= 0.16",
     },
     rule: &IterationTokensLocalCompute,
     stateful: None,

@@ -1,7 +1,7 @@
 //! The correction rules as data (`docs/ENGINE.md`, "The rule registry"): one file per rule, one
 //! [`REGISTRY`] that every part of the product iterates.
 //!
-//! A rule has a [`Spec`] (the corrected family's name, help, type, and how the clients show it),
+//! A rule has a [`Spec`] (what the corrected family is: its name, help, type and inputs),
 //! decides a [`Plan`] from the roles a group has learned (which of its series it reads), and
 //! evaluates a complete frame. A stateful rule also gives [`Stateful`] hooks: its state, how it is
 //! seeded for a bucket layout, and how one frame advances it; the group replays and commits frames
@@ -29,77 +29,20 @@ use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// One registry entry: the family's spec, its rule, and the stateful hooks if it has state.
 pub(crate) struct Registered {
-    /// What the family is and how clients show it.
-    pub spec: Spec,
+    /// What the family is.
+    pub(crate) spec: Spec,
     /// The stateless part: plan and (for stateless families) evaluation.
     pub(crate) rule: &'static dyn Rule,
     /// Hooks of a stateful family; `None` for a function of one frame.
     pub(crate) stateful: Option<&'static dyn Stateful>,
 }
 
-/// The unit of a family's mean `Δ_sum / Δ_count`, for display.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Seconds (tables show milliseconds).
-    Seconds,
-    /// A count per count (tokens per iteration, tokens per output).
-    Ratio,
-}
-
-/// A raw vLLM reading a family is compared with: `Δ num / Δ den + offset` between two dumps, each
-/// side the first of its alternative series names that both dumps hold (the new ITL name before
-/// the old one).
+/// What a corrected family is: its exposition name, help and type, and the raw series it reads.
+/// How the tools show it is theirs (`crates/tools/src/presentation.rs`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RawMean {
-    /// Numerator series names, by preference.
-    pub num: &'static [&'static str],
-    /// Denominator series names, by preference.
-    pub den: &'static [&'static str],
-    /// Added to the ratio (1 for vLLM's acceptance length `1 + accepted / drafts`).
-    pub offset: f64,
-}
-
-/// What a family's `_sum` or `_count` counts, in the simulator's per-request and per-output terms
-/// (`sim::truth`, crates/sim): the truth the demo compares the family with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Measured {
-    /// Σ per-request TPOT over finished requests with n > 1, seconds.
-    TpotSum,
-    /// Finished requests with n > 1.
-    TpotRequests,
-    /// The 99th percentile of per-request TPOT over requests with n > 1 (numpy), seconds.
-    TpotP99,
-    /// Σ of every gap between a request's consecutive outputs, seconds.
-    ItlSum,
-    /// Outputs after each request's first.
-    ItlOutputs,
-    /// Tokens carried by outputs after each request's first.
-    TokensAfterFirst,
-    /// Locally computed prompt tokens plus generated tokens.
-    LocalIterationTokens,
-    /// Engine iterations (output batches).
-    Iterations,
-}
-
-/// A p99 row of the demo: estimated from buckets on both sides, so exact only within one bucket.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct P99Row {
-    /// Row label.
-    pub label: &'static str,
-    /// Plain-output key.
-    pub key: &'static str,
-    /// The raw vLLM histogram compared with it.
-    pub raw: &'static str,
-    /// Its truth.
-    pub truth: Measured,
-}
-
-/// What a corrected family is: its exposition, and how `inspect`, `demo`, `rules` and the
-/// dashboard show it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The exposed family name (`vllm_corrected_…`).
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The `# HELP` text.
     pub(crate) help: &'static str,
     /// Histogram or sum/count.
@@ -107,28 +50,6 @@ pub struct Spec {
     /// The raw vLLM series it reads (for documentation; [`crate::READ_NAMES`] is the
     /// classifier's table).
     pub(crate) inputs: &'static [&'static str],
-    /// Words for notes: `canonical TPOT`.
-    pub words: &'static str,
-    /// `inspect` column header.
-    pub column: &'static str,
-    /// `inspect --json` key of the mean.
-    pub json_key: &'static str,
-    /// `demo` row label and plain-output key of the mean.
-    pub demo: (&'static str, &'static str),
-    /// The demo's p99 row of a histogram family, if it shows one.
-    pub demo_p99: Option<P99Row>,
-    /// Unit of the mean.
-    pub unit: Unit,
-    /// The raw vLLM reading of the same quantity, as a user would read it uncorrected.
-    pub raw: Option<RawMean>,
-    /// The truth of the mean: `(what _sum counts, what _count counts)`.
-    pub truth: (Measured, Measured),
-    /// The PromQL recording rules of `vllm-corrector rules`: `(name suffix, expression)`, the
-    /// suffix appended to the family name without its `vllm_corrected_` prefix. Empty when PromQL
-    /// cannot express the family.
-    pub promql: &'static [(&'static str, &'static str)],
-    /// One line for the `rules` header: what is recorded and how exact it is.
-    pub promql_note: &'static str,
 }
 
 /// A histogram's roles: `(le, role)` ascending with the `+Inf` bucket last, plus `_sum` and `_count`.
@@ -301,17 +222,6 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
     }
     Ok(DerivedValue::SumCount { sum, count })
 }
-
-/// The ITL `_sum` and `_count` series names, new name first (the [`RawMean`] of raw ITL).
-pub(crate) const ITL_SUM: &[&str] = &[
-    "vllm:inter_token_latency_seconds_sum",
-    "vllm:time_per_output_token_seconds_sum",
-];
-/// See [`ITL_SUM`].
-pub(crate) const ITL_COUNT: &[&str] = &[
-    "vllm:inter_token_latency_seconds_count",
-    "vllm:time_per_output_token_seconds_count",
-];
 
 /// Every rule, in exposition order. A family's [`crate::Family`] is its index here.
 /// Adding a family is one file under `crates/engine/src/rules/` and one line here (`docs/ENGINE.md`,

@@ -1,10 +1,7 @@
 //! Token-weighted ITL (`docs/METRICS.md`, "Token-weighted ITL"): Σ ITL over the tokens emitted
 //! after each request's first output.
 
-use super::{
-    ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input,
-    need, sum_count,
-};
+use super::{Plan, Registered, Rule, Spec, find, itl_input, need, sum_count};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -19,23 +16,6 @@ pub(super) const RULE: Registered = Registered {
             "vllm:generation_tokens_total",
             "vllm:time_to_first_token_seconds_count",
         ],
-        words: "token-weighted ITL",
-        column: "ITL token-weighted ms",
-        json_key: "token_weighted_itl_seconds",
-        demo: (
-            "ITL per token, token-weighted",
-            "itl_token_weighted_seconds",
-        ),
-        demo_p99: None,
-        unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: ITL_SUM,
-            den: ITL_COUNT,
-            offset: 0.0,
-        }),
-        truth: (Measured::ItlSum, Measured::TokensAfterFirst),
-        promql: SUM_AND_COUNT_PROMQL,
-        promql_note: "exact",
     },
     rule: &TokenWeightedItl,
     stateful: None,
@@ -65,16 +45,3 @@ impl Rule for TokenWeightedItl {
         sum_count(v(0), v(1) - v(2))
     }
 }
-
-/// The PromQL of the ITL `_sum` and of the tokens emitted after each request's first: the exact sum
-/// and count of this family, shared by the acceptance-corrected ITL (the same sum and count).
-pub(super) const SUM_AND_COUNT_PROMQL: &[(&str, &str)] = &[
-    (
-        "_sum",
-        "(vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
-    ),
-    (
-        "_count",
-        "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_sum or vllm:time_per_output_token_seconds_sum)",
-    ),
-];

@@ -3,7 +3,7 @@
 //! the acceptance length as the client sees it, and exactly the factor by which the raw ITL mean
 //! overstates the time per token.
 
-use super::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
+use super::{Plan, Registered, Rule, Spec, find, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -18,34 +18,6 @@ pub(super) const RULE: Registered = Registered {
             "vllm:time_to_first_token_seconds_count",
             "vllm:inter_token_latency_seconds_count",
         ],
-        words: "tokens per output",
-        column: "tokens per output",
-        json_key: "tokens_per_output_mean",
-        demo: (
-            "tokens per output (acceptance length)",
-            "tokens_per_output_mean",
-        ),
-        demo_p99: None,
-        unit: Unit::Ratio,
-        // vLLM's own acceptance length, 1 + accepted / drafts: it also counts drafts that
-        // `max_tokens` cut off, and leaves out outputs of steps without drafts.
-        raw: Some(RawMean {
-            num: &["vllm:spec_decode_num_accepted_tokens_total"],
-            den: &["vllm:spec_decode_num_drafts_total"],
-            offset: 1.0,
-        }),
-        truth: (Measured::TokensAfterFirst, Measured::ItlOutputs),
-        promql: &[
-            (
-                "_sum",
-                "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)",
-            ),
-            (
-                "_count",
-                "(vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
-            ),
-        ],
-        promql_note: "exact",
     },
     rule: &TokensPerOutput,
     stateful: None,
