@@ -1,7 +1,7 @@
 //! Public types of the engine: reasons, reports, families and derived values.
 
 pub use super::rules::FAMILIES;
-use super::rules::{REGISTRY, Registered, Spec};
+use super::rules::{REGISTRY, Spec};
 pub use super::values::{DerivedValue, FamilyKind, WithheldReason};
 use protocol::LabelError;
 
@@ -257,7 +257,7 @@ impl Family {
     pub(crate) const fn by_name(name: &str) -> Option<Family> {
         let mut i = 0;
         while i < FAMILIES {
-            if same_str(REGISTRY[i].spec.name, name) {
+            if same_str(REGISTRY[i].name, name) {
                 return Some(Family(i as u8));
             }
             i += 1;
@@ -265,9 +265,9 @@ impl Family {
         None
     }
 
-    /// What the family is: name, help, kind and inputs.
+    /// The registry entry: what the family is (name, help, kind, inputs) and how it is evaluated.
     pub(crate) fn spec(self) -> &'static Spec {
-        &REGISTRY[self.index()].spec
+        &REGISTRY[self.index()]
     }
 
     /// The exposed family name.
@@ -288,11 +288,6 @@ impl Family {
     /// Index into per-family arrays (`[_; FAMILIES]`).
     pub const fn index(self) -> usize {
         self.0 as usize
-    }
-
-    /// The registry entry.
-    pub(crate) fn registered(self) -> &'static Registered {
-        &REGISTRY[self.index()]
     }
 }
 

@@ -2,48 +2,42 @@
 //! tokens an engine iteration computed here, without prompt tokens from the prefix cache or a KV
 //! transfer, which vLLM 0.16–0.22 count in `vllm:iteration_tokens_total`.
 
-use super::{Plan, Registered, Rule, Spec, need};
+use super::{Evaluation, Plan, Spec, need};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_iteration_tokens_local_compute",
-        help: "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations.",
-        kind: FamilyKind::SumCount,
-        inputs: &[
-            "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
-            "vllm:generation_tokens_total",
-            "vllm:iteration_tokens_total_count",
-        ],
-    },
-    rule: &IterationTokensLocalCompute,
-    stateful: None,
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_iteration_tokens_local_compute",
+    help: "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations.",
+    kind: FamilyKind::SumCount,
+    inputs: &[
+        "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
+        "vllm:generation_tokens_total",
+        "vllm:iteration_tokens_total_count",
+    ],
+    plan,
+    evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[prompt tokens {source="local_compute"}, generation tokens, iterations]`.
-struct IterationTokensLocalCompute;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    Ok(Plan {
+        hist: None,
+        scalars: vec![
+            need(learned, Input::LocalCompute)?,
+            need(learned, Input::GenTotal)?,
+            need(learned, Input::IterCount)?,
+        ],
+        series: Vec::new(),
+    })
+}
 
-impl Rule for IterationTokensLocalCompute {
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        Ok(Plan {
-            hist: None,
-            scalars: vec![
-                need(learned, Input::LocalCompute)?,
-                need(learned, Input::GenTotal)?,
-                need(learned, Input::IterCount)?,
-            ],
-            series: Vec::new(),
-        })
-    }
-
-    /// `local_compute + generation_tokens` over iterations.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        let v = |i: usize| values[plan.scalars[i]];
-        Ok(DerivedValue::SumCount {
-            sum: v(0) + v(1),
-            count: v(2),
-        })
-    }
+/// `local_compute + generation_tokens` over iterations.
+fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+    let v = |i: usize| values[plan.scalars[i]];
+    Ok(DerivedValue::SumCount {
+        sum: v(0) + v(1),
+        count: v(2),
+    })
 }

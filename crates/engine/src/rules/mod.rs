@@ -1,15 +1,16 @@
 //! The correction rules as data (`docs/ENGINE.md`, "The rule registry"): one file per rule, one
 //! [`REGISTRY`] that every part of the product iterates.
 //!
-//! A rule has a [`Spec`] (what the corrected family is: its name, help, type and inputs),
-//! decides a [`Plan`] from the roles a group has learned (which of its series it reads), and
-//! evaluates a complete frame. A stateful rule also gives [`Stateful`] hooks: its state, how it is
-//! seeded for a bucket layout, and how one frame advances it; the group replays and commits frames
-//! through those hooks alone (`super::group`). Semantics: `docs/METRICS.md`, "The corrected
-//! families".
+//! A rule is a [`Spec`]: what the corrected family is (its name, help, type and inputs), how it
+//! decides a [`Plan`] from the roles a group has learned (which of its series it reads), and how
+//! its value comes from the frames the plan reads ([`Evaluation`]): a function of one complete
+//! frame, or, for the acceptance-corrected buckets alone, a state the group advances frame by
+//! frame through [`acceptance_corrected_itl`]'s functions (`super::group`). How the tools show a
+//! family is theirs (`crates/tools/src/presentation.rs`). Semantics: `docs/METRICS.md`, "The
+//! corrected families".
 
 mod acceptance;
-mod acceptance_corrected_itl;
+pub(crate) mod acceptance_corrected_itl;
 mod canonical_tpot;
 mod iteration_tokens_local_compute;
 mod token_weighted_itl;
@@ -27,19 +28,10 @@ pub(crate) use acceptance::{
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
-/// One registry entry: the family's spec, its rule, and the stateful hooks if it has state.
-pub(crate) struct Registered {
-    /// What the family is.
-    pub(crate) spec: Spec,
-    /// The stateless part: plan and (for stateless families) evaluation.
-    pub(crate) rule: &'static dyn Rule,
-    /// Hooks of a stateful family; `None` for a function of one frame.
-    pub(crate) stateful: Option<&'static dyn Stateful>,
-}
-
-/// What a corrected family is: its exposition name, help and type, and the raw series it reads.
-/// How the tools show it is theirs (`crates/tools/src/presentation.rs`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// One registry entry: what a corrected family is (its exposition name, help and type, and the raw
+/// series it reads) and how its value is computed. How the tools show it is theirs
+/// (`crates/tools/src/presentation.rs`).
+#[derive(Debug)]
 pub(crate) struct Spec {
     /// The exposed family name (`vllm_corrected_…`).
     pub(crate) name: &'static str,
@@ -47,9 +39,36 @@ pub(crate) struct Spec {
     pub(crate) help: &'static str,
     /// Histogram or sum/count.
     pub(crate) kind: FamilyKind,
-    /// The raw vLLM series it reads (for documentation; [`crate::READ_NAMES`] is the
-    /// classifier's table).
+    /// The raw vLLM series it reads, each a [`crate::READ_NAMES`] name or the histogram one is
+    /// part of, with the label it selects on if any. Documentation, checked against `READ_NAMES`
+    /// (the classifier's table) by `every_spec_input_is_a_series_the_classifier_reads`.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) inputs: &'static [&'static str],
+    /// Decides the plan. Called when the group's role set changes, never per sample.
+    pub(crate) plan: Planner,
+    /// How the value comes from the frames the plan reads.
+    pub(crate) evaluation: Evaluation,
+}
+
+/// Decides a family's plan from the group's learned (non-stale) roles, `(key, role index)`.
+///
+/// # Errors
+/// [`WithheldReason::MissingInput`] when a required series was never seen, or a more specific
+/// reason (`no_le_1_bound`).
+pub(crate) type Planner = fn(&[(RoleKey, usize)]) -> Result<Plan, WithheldReason>;
+
+/// How a family's value comes from the frames its plan reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Evaluation {
+    /// A function of one complete frame (`values[role]`, cumulative since the inputs' last
+    /// reset), called once per completed frame. Errors:
+    /// [`WithheldReason::InconsistentInputs`] when the inputs cannot give a valid value.
+    Frame(fn(&Plan, &[f64]) -> Result<DerivedValue, WithheldReason>),
+    /// The acceptance-corrected ITL buckets, which depend on earlier frames: each group keeps one
+    /// [`Committed`] state for them, advanced, checked and rendered by the functions of
+    /// [`acceptance_corrected_itl`] (`super::group`'s `AcceptanceState`). Only that family is
+    /// evaluated so.
+    AcceptanceBuckets,
 }
 
 /// A histogram's roles: `(le, role)` ascending with the `+Inf` bucket last, plus `_sum` and `_count`.
@@ -106,49 +125,6 @@ impl Plan {
     pub(crate) fn histogram(&self) -> Result<&HistRoles, WithheldReason> {
         self.hist.as_ref().ok_or(WithheldReason::Incomplete)
     }
-}
-
-/// A correction rule. Implementations are unit structs listed in [`REGISTRY`]; the engine calls
-/// them through `&'static dyn Rule` once per plan decision and once per completed frame.
-pub(crate) trait Rule: Sync {
-    /// Decides the plan from the group's learned (non-stale) roles, `(key, role index)`.
-    ///
-    /// # Errors
-    /// [`WithheldReason::MissingInput`] when a required series was never seen, or a more
-    /// specific reason (`no_le_1_bound`).
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason>;
-
-    /// Evaluates one complete frame (`values[role]`, cumulative since the inputs' last reset).
-    /// A stateful rule is evaluated through its [`Stateful`] hooks instead.
-    ///
-    /// # Errors
-    /// [`WithheldReason::InconsistentInputs`] when the inputs cannot give a valid value.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason>;
-}
-
-/// The hooks of a rule whose output depends on earlier frames (the acceptance-corrected buckets).
-/// Its state is a [`Committed`]: everything up to one frame. The group keeps one committed state
-/// per group, replays its kept frames after it for each output, commits the oldest frame when it
-/// leaves the window, and hands the state over when the group is retired (`super::group`).
-pub(crate) trait Stateful: Sync {
-    /// Whether the frame's values can be used at all.
-    ///
-    /// # Errors
-    /// [`WithheldReason::InconsistentInputs`] when a value no counter can hold is there.
-    fn check(&self, plan: &Plan, values: &[f64]) -> Result<(), WithheldReason>;
-    /// True when `state` belongs to the plan's layout (its bucket bounds); otherwise it is
-    /// re-seeded with [`Stateful::seed`] before any frame is added.
-    fn fits(&self, plan: &Plan, state: &Committed) -> bool;
-    /// The empty state of the plan's layout.
-    fn seed(&self, plan: &Plan) -> Committed;
-    /// Adds the frame at `ts` to `state`. Returns true when an input fell since the state's
-    /// frame (a counter reset: the state restarted from this frame).
-    fn advance(&self, plan: &Plan, state: &mut Committed, values: &[f64], ts: i64) -> bool;
-    /// The family's value from a state that holds at least one frame.
-    ///
-    /// # Errors
-    /// [`WithheldReason::Incomplete`] when the state holds no frame.
-    fn output(&self, plan: &Plan, state: &Committed) -> Result<DerivedValue, WithheldReason>;
 }
 
 /// Finds the learned role of `input` (non-bucket inputs).
@@ -224,30 +200,30 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
 }
 
 /// Every rule, in exposition order. A family's [`crate::Family`] is its index here.
-/// Adding a family is one file under `crates/engine/src/rules/` and one line here (`docs/ENGINE.md`,
-/// "Adding a family").
-pub(crate) const REGISTRY: &[Registered] = &[
-    canonical_tpot::RULE,
-    token_weighted_itl::RULE,
-    acceptance_corrected_itl::RULE,
-    iteration_tokens_local_compute::RULE,
-    tokens_per_output::RULE,
+/// Adding a family is one file under `crates/engine/src/rules/` and one line here, and one entry in
+/// the tools' presentation table (`docs/ENGINE.md`, "Adding a family").
+pub(crate) const REGISTRY: &[Spec] = &[
+    canonical_tpot::SPEC,
+    token_weighted_itl::SPEC,
+    acceptance_corrected_itl::SPEC,
+    iteration_tokens_local_compute::SPEC,
+    tokens_per_output::SPEC,
 ];
 
 /// Number of corrected families: the length of per-family arrays.
 pub const FAMILIES: usize = REGISTRY.len();
 
-// At most one stateful rule: the state document (`--storage.path`, format version 1) and the
-// retired states hold one state per group. A second one needs a new format version.
+// The acceptance-corrected buckets are one family's: each group, the retired states and the state
+// document (`--storage.path`, format version 1) hold one acceptance state per group.
 const _: () = {
-    let (mut i, mut stateful) = (0, 0);
+    let (mut i, mut accumulated) = (0, 0);
     while i < REGISTRY.len() {
-        if REGISTRY[i].stateful.is_some() {
-            stateful += 1;
+        if matches!(REGISTRY[i].evaluation, Evaluation::AcceptanceBuckets) {
+            accumulated += 1;
         }
         i += 1;
     }
-    assert!(stateful <= 1, "at most one stateful rule (state format 1)");
+    assert!(accumulated <= 1, "one family has the acceptance state");
     assert!(REGISTRY.len() < 64, "a family index fits in a u8");
 };
 

@@ -1,47 +1,41 @@
 //! Token-weighted ITL (`docs/METRICS.md`, "Token-weighted ITL"): Σ ITL over the tokens emitted
 //! after each request's first output.
 
-use super::{Plan, Registered, Rule, Spec, find, itl_input, need, sum_count};
+use super::{Evaluation, Plan, Spec, find, itl_input, need, sum_count};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_token_weighted_itl_seconds",
-        help: "Inter-token latency weighted by tokens: _sum is seconds of decode, _count is tokens generated after each request's first.",
-        kind: FamilyKind::SumCount,
-        inputs: &[
-            "vllm:inter_token_latency_seconds_sum",
-            "vllm:generation_tokens_total",
-            "vllm:time_to_first_token_seconds_count",
-        ],
-    },
-    rule: &TokenWeightedItl,
-    stateful: None,
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_token_weighted_itl_seconds",
+    help: "Inter-token latency weighted by tokens: _sum is seconds of decode, _count is tokens generated after each request's first.",
+    kind: FamilyKind::SumCount,
+    inputs: &[
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+    ],
+    plan,
+    evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[ITL _sum, generation tokens, TTFT _count]`.
-struct TokenWeightedItl;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    let itl_sum =
+        find(learned, itl_input(learned)(Part::Sum)).ok_or(WithheldReason::MissingInput)?;
+    Ok(Plan {
+        hist: None,
+        scalars: vec![
+            itl_sum,
+            need(learned, Input::GenTotal)?,
+            need(learned, Input::TtftCount)?,
+        ],
+        series: Vec::new(),
+    })
+}
 
-impl Rule for TokenWeightedItl {
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        let itl_sum =
-            find(learned, itl_input(learned)(Part::Sum)).ok_or(WithheldReason::MissingInput)?;
-        Ok(Plan {
-            hist: None,
-            scalars: vec![
-                itl_sum,
-                need(learned, Input::GenTotal)?,
-                need(learned, Input::TtftCount)?,
-            ],
-            series: Vec::new(),
-        })
-    }
-
-    /// `Σ ITL` over `generation_tokens − TTFT count`.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        let v = |i: usize| values[plan.scalars[i]];
-        sum_count(v(0), v(1) - v(2))
-    }
+/// `Σ ITL` over `generation_tokens − TTFT count`.
+fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+    let v = |i: usize| values[plan.scalars[i]];
+    sum_count(v(0), v(1) - v(2))
 }
