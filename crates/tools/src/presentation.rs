@@ -105,16 +105,19 @@ pub(crate) fn of(family: Family) -> &'static Presentation {
         .unwrap_or_else(|| panic!("{family:?} has no entry in crates/tools/src/presentation.rs"))
 }
 
-/// The ITL `_sum` and `_count` series names, new name first (the [`RawMean`] of raw ITL).
-const ITL_SUM: &[&str] = &[
-    "vllm:inter_token_latency_seconds_sum",
-    "vllm:time_per_output_token_seconds_sum",
-];
-/// See [`ITL_SUM`].
-const ITL_COUNT: &[&str] = &[
-    "vllm:inter_token_latency_seconds_count",
-    "vllm:time_per_output_token_seconds_count",
-];
+/// vLLM's raw ITL mean, per output whatever its tokens: the ITL `_sum` over its `_count`, the new
+/// name before the old one. Both ITL families are compared with it.
+const RAW_ITL: RawMean = RawMean {
+    num: &[
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:time_per_output_token_seconds_sum",
+    ],
+    den: &[
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:time_per_output_token_seconds_count",
+    ],
+    offset: 0.0,
+};
 
 /// The PromQL of the ITL `_sum` and of the tokens emitted after each request's first: the exact sum
 /// and count of token-weighted ITL, shared by the acceptance-corrected ITL (the same sum and count).
@@ -179,11 +182,7 @@ pub(crate) const PRESENTATIONS: &[Presentation] = &[
         ),
         demo_p99: None,
         unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: ITL_SUM,
-            den: ITL_COUNT,
-            offset: 0.0,
-        }),
+        raw: Some(RAW_ITL),
         truth: (Measured::ItlSum, Measured::TokensAfterFirst),
         promql: SUM_AND_COUNT_PROMQL,
         promql_note: "exact",
@@ -199,11 +198,7 @@ pub(crate) const PRESENTATIONS: &[Presentation] = &[
         ),
         demo_p99: None,
         unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: ITL_SUM,
-            den: ITL_COUNT,
-            offset: 0.0,
-        }),
+        raw: Some(RAW_ITL),
         truth: (Measured::ItlSum, Measured::TokensAfterFirst),
         // The exact sum and count only: the tokens emitted after each request's first, as the
         // token-weighted count (docs/METRICS.md, "Accepted drafts are counted before truncation").
