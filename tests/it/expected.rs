@@ -12,12 +12,15 @@ pub(crate) const TOKEN_WEIGHTED_ITL: &str = "vllm_corrected_token_weighted_itl_s
 pub(crate) const ACCEPTANCE_ITL: &str = "vllm_corrected_acceptance_corrected_itl_seconds";
 /// Local-compute iteration tokens.
 pub(crate) const LOCAL_COMPUTE: &str = "vllm_corrected_iteration_tokens_local_compute";
-/// Four of the five corrected families, in exposition order (tokens per output is not listed).
-pub(crate) const FAMILIES: [&str; 4] = [
+/// Tokens per streamed output.
+pub(crate) const TOKENS_PER_OUTPUT: &str = "vllm_corrected_tokens_per_output";
+/// All five, in exposition order.
+pub(crate) const FAMILIES: [&str; 5] = [
     CANONICAL_TPOT,
     TOKEN_WEIGHTED_ITL,
     ACCEPTANCE_ITL,
     LOCAL_COMPUTE,
+    TOKENS_PER_OUTPUT,
 ];
 
 /// vLLM's ITL and request-TPOT bounds (docs/METRICS.md, "Default bucket bounds"), without `+Inf`.
@@ -37,6 +40,8 @@ pub(crate) struct Expected {
     pub acceptance: Histogram,
     /// Local-compute iteration tokens `(_sum, _count)`, or `None` when it must be absent.
     pub local_compute: Option<(f64, f64)>,
+    /// Tokens per output `(_sum, _count)`.
+    pub tokens_per_output: (f64, f64),
 }
 
 /// A histogram over [`ITL_BOUNDS`] and `+Inf`: `head` gives the first bounds' cumulative counts,
@@ -60,7 +65,7 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
     let h = itl_histogram;
     match (scrape, engine) {
         // §1: TPOT buckets − G(4); §2: 1240 − 40; §3: interval 0→t1, classes 300/100/100/100 of
-        // 1/2/3/4 tokens; §4: 5000 + 1240.
+        // 1/2/3/4 tokens; §4: 5000 + 1240; §5: 1240 − 40 over N = 600.
         (Scrape::T1, "0") => Expected {
             canonical: Some(h(&[2.0, 16.0, 26.0, 27.0], 28.0, 0.8, 28.0)),
             token_weighted: (27.0, 1200.0),
@@ -81,8 +86,10 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
                 1200.0,
             ),
             local_compute: Some((6240.0, 700.0)),
+            tokens_per_output: (1200.0, 600.0),
         },
-        // §1: − G(7); §2: 1870 − 70; §3: t1 + interval 2 (classes 280/60/40/20); §4: 8000 + 1870.
+        // §1: − G(7); §2: 1870 − 70; §3: t1 + interval 2 (classes 280/60/40/20); §4: 8000 + 1870;
+        // §5: 1870 − 70 over N = 1000.
         (Scrape::T2, "0") => Expected {
             canonical: Some(h(&[3.0, 31.0, 48.0, 51.0, 52.0], 53.0, 1.5, 53.0)),
             token_weighted: (43.0, 1800.0),
@@ -103,6 +110,7 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
                 1800.0,
             ),
             local_compute: Some((9870.0, 1100.0)),
+            tokens_per_output: (1800.0, 1000.0),
         },
         // Restart: every family from the t3 values alone; §3 buckets restart from 0 (classes
         // 50/20/10/20).
@@ -116,8 +124,9 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
                 200.0,
             ),
             local_compute: Some((1108.0, 120.0)),
+            tokens_per_output: (200.0, 100.0),
         },
-        // No spec decode: acceptance-corrected ITL = raw ITL.
+        // No spec decode: acceptance-corrected ITL = raw ITL, one token per output (§5: 500 / 500).
         (Scrape::T1, "1") => Expected {
             canonical: Some(h(&[0.0, 8.0, 17.0], 18.0, 0.55, 18.0)),
             token_weighted: (17.5, 500.0),
@@ -128,6 +137,7 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
                 500.0,
             ),
             local_compute: Some((4525.0, 530.0)),
+            tokens_per_output: (500.0, 500.0),
         },
         // t3 repeats t2 for engine "1": an interval with ΔN = 0 adds nothing.
         (Scrape::T2 | Scrape::T3Restart, "1") => Expected {
@@ -140,6 +150,7 @@ pub(crate) fn fixture(scrape: Scrape, engine: &str) -> Expected {
                 800.0,
             ),
             local_compute: Some((7345.0, 860.0)),
+            tokens_per_output: (800.0, 800.0),
         },
         _ => panic!("no fixture engine {engine:?}"),
     }
@@ -240,7 +251,14 @@ pub(crate) fn check_group(
         &expected.acceptance,
         &format!("{what} {ACCEPTANCE_ITL}"),
     )?;
-    check_sum_count(snapshot, LOCAL_COMPUTE, group, expected.local_compute, what)
+    check_sum_count(snapshot, LOCAL_COMPUTE, group, expected.local_compute, what)?;
+    check_sum_count(
+        snapshot,
+        TOKENS_PER_OUTPUT,
+        group,
+        Some(expected.tokens_per_output),
+        what,
+    )
 }
 
 /// Panics (with the served text) unless `snapshot` serves exactly `expected` for `group`.

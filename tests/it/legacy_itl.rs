@@ -13,6 +13,8 @@
 //!   T = 300 − 200 = 100, w = 1; ΔC = 0, 60, 100, 100…; adds 0, 60, 100, 100…, +Inf 100.
 //!   At t2: 0, 260, 300, 300…, +Inf 300; `_sum` 7; `_count` = 320 − 20 = 300.
 //!   Counting both names would give `_sum` 14 and `_count` 500.
+//! - Tokens per output at t2: `_sum` = 320 − 20 = 300 tokens after each first output, `_count` =
+//!   the ITL `_count` 200 (one name; both would give 400).
 //! - No request TPOT histogram and no by-source prompt tokens: canonical TPOT and local-compute
 //!   iteration tokens are absent.
 
@@ -138,6 +140,7 @@ fn expected_at_t2() -> Expected {
         token_weighted: (7.0, 300.0),
         acceptance: itl_histogram(&[0.0, 260.0], 300.0, 7.0, 300.0),
         local_compute: None,
+        tokens_per_output: (300.0, 200.0),
     }
 }
 

@@ -14,11 +14,12 @@ use crate::metrics::Snapshot;
 use crate::prometheus_e2e::{ExpositionServer, Prometheus};
 use crate::promtool::require_tool;
 
-const FAMILIES: [&str; 4] = [
+const FAMILIES: [&str; 5] = [
     "vllm_corrected_request_time_per_output_token_seconds_count",
     "vllm_corrected_token_weighted_itl_seconds_count",
     "vllm_corrected_acceptance_corrected_itl_seconds_count",
     "vllm_corrected_iteration_tokens_local_compute_count",
+    "vllm_corrected_tokens_per_output_count",
 ];
 
 fn simulator() -> Simulator {

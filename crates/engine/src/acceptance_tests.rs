@@ -342,7 +342,7 @@ fn lcg(state: &mut u64) -> u64 {
 #[test]
 fn late_and_interleaved_scrapes_give_the_acceptance_buckets_of_in_order_scrapes() {
     // Each output is computed from the previous output's state plus the new frames when that
-    // state still stands for the committed frames plus the complete kept ones (group/stateful.rs).
+    // state still stands for the committed frames plus the complete kept ones (group/acceptance.rs).
     // Samples of two neighbouring scrapes arriving mixed (each series still in time order), with
     // a window of 2 frames so that frames are committed between outputs, must give the buckets of
     // the same scrapes sent one after the other. Cumulative inputs grow by random steps; the

@@ -373,11 +373,19 @@ fn errors(v: &[Option<f64>; 3]) -> String {
     format!("{} / {}", e(v[0]), e(v[1]))
 }
 
-fn rel(x: Option<f64>, t: Option<f64>) -> f64 {
-    match (x, t) {
-        (Some(x), Some(t)) => ((x - t) / t).abs(),
-        _ => 0.0,
-    }
+/// `|x − t| / t`, or `None` when either value is missing: a withheld family fails every bound
+/// asserted on it, rather than passing as an error of 0.
+fn rel(x: Option<f64>, t: Option<f64>) -> Option<f64> {
+    Some(((x? - t?) / t?).abs())
+}
+
+/// Asserts `rel(x, t) < bound`, both values present.
+#[track_caller]
+fn assert_within(x: Option<f64>, t: Option<f64>, bound: f64, at: &str, row: &Row) {
+    assert!(
+        rel(x, t).is_some_and(|e| e < bound),
+        "{at}: {x:?} against {t:?}, bound {bound}: {row:?}"
+    );
 }
 
 #[test]
@@ -406,19 +414,30 @@ fn simulator_rows_of_docs_accuracy() {
             );
             let at = format!("{} {}", profile.as_str(), scenario.name());
             // Canonical TPOT and local-compute iteration tokens are exact wherever they exist,
-            // through resets and restarts: functions of one scrape, reset with their inputs.
-            assert!(rel(row.tpot[1], row.tpot[2]) < 1e-9, "{at}: {row:?}");
-            assert!(
-                rel(row.iterations[1], row.iterations[2]) < 1e-9,
-                "{at}: {row:?}"
-            );
+            // through resets and restarts: functions of one scrape, reset with their inputs. They
+            // exist where vLLM has their inputs (docs/METRICS.md, "The input series"): vLLM 0.10
+            // has no request TPOT histogram, and vLLM before 0.16 no by-source prompt counter,
+            // so the engine withholds them there, and only there.
+            if profile == Profile::V0_10 {
+                assert_eq!(row.tpot[1], None, "{at}: {row:?}");
+            } else {
+                assert_within(row.tpot[1], row.tpot[2], 1e-9, &at, &row);
+            }
+            if matches!(profile, Profile::V0_10 | Profile::V0_14) {
+                assert_eq!(row.iterations[1], None, "{at}: {row:?}");
+            } else {
+                assert_within(row.iterations[1], row.iterations[2], 1e-9, &at, &row);
+            }
             // The per-token mean is exact up to first outputs that carried no token (2 % of
             // requests, one token each out of ~130): under 0.1 %.
-            assert!(rel(row.itl[1], row.itl[2]) < 1e-3, "{at}: {row:?}");
+            assert_within(row.itl[1], row.itl[2], 1e-3, &at, &row);
             // The raw ITL mean is per output: with acceptance 0.7 and k = 3 it is far off.
-            assert!(rel(row.itl[0], row.itl[2]) > 0.3, "{at}: {row:?}");
+            assert!(
+                rel(row.itl[0], row.itl[2]).is_some_and(|e| e > 0.3),
+                "{at}: {row:?}"
+            );
             if scenario != Scenario::CorrectorRestart {
-                assert!(rel(row.p90[1], row.p90[2]) < 0.10, "{at}: {row:?}");
+                assert_within(row.p90[1], row.p90[2], 0.10, &at, &row);
             }
             match scenario {
                 Scenario::Steady => steady = Some(row),

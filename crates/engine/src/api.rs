@@ -1,7 +1,7 @@
 //! Public types of the engine: reasons, reports, families and derived values.
 
-pub use super::rules::{FAMILIES, Measured, P99Row, RawMean, Spec, Unit};
-use super::rules::{REGISTRY, Registered};
+pub use super::rules::FAMILIES;
+use super::rules::{REGISTRY, Spec};
 pub use super::values::{DerivedValue, FamilyKind, WithheldReason};
 use protocol::LabelError;
 
@@ -184,7 +184,8 @@ impl IngestReport {
 
 /// A corrected family: its position in the rule registry (`crates/engine/src/rules/mod.rs`, `REGISTRY`;
 /// `docs/ENGINE.md`, "The rule registry"), which is also the exposition order and the index into
-/// per-family arrays. What the family is comes from its rule's [`Spec`].
+/// per-family arrays. What the family is (name, help, type) comes from its rule's spec; how the
+/// tools show it is theirs (`crates/tools/src/presentation.rs`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Family(u8);
 
@@ -240,11 +241,12 @@ impl Family {
         all
     };
 
-    /// The family exposed as `name`. In a constant, a name no rule has does not compile.
+    /// The family exposed as `name`. In a constant, a name no rule has does not compile, so a
+    /// table keyed by family (the tools' presentation) cannot name an unregistered one.
     ///
     /// # Panics
-    /// When no registered rule has that name (use [`Family::by_name`] for names from input).
-    pub(crate) const fn named(name: &str) -> Family {
+    /// When no registered rule has that name.
+    pub const fn named(name: &str) -> Family {
         match Family::by_name(name) {
             Some(f) => f,
             None => panic!("no registered rule has this family name"),
@@ -255,7 +257,7 @@ impl Family {
     pub(crate) const fn by_name(name: &str) -> Option<Family> {
         let mut i = 0;
         while i < FAMILIES {
-            if same_str(REGISTRY[i].spec.name, name) {
+            if same_str(REGISTRY[i].name, name) {
                 return Some(Family(i as u8));
             }
             i += 1;
@@ -263,9 +265,9 @@ impl Family {
         None
     }
 
-    /// What the family is: name, help, kind, and how clients show it.
-    pub fn spec(self) -> &'static Spec {
-        &REGISTRY[self.index()].spec
+    /// The registry entry: what the family is (name, help, kind, inputs) and how it is evaluated.
+    pub(crate) fn spec(self) -> &'static Spec {
+        &REGISTRY[self.index()]
     }
 
     /// The exposed family name.
@@ -286,11 +288,6 @@ impl Family {
     /// Index into per-family arrays (`[_; FAMILIES]`).
     pub const fn index(self) -> usize {
         self.0 as usize
-    }
-
-    /// The registry entry.
-    pub(crate) fn registered(self) -> &'static Registered {
-        &REGISTRY[self.index()]
     }
 }
 

@@ -17,14 +17,14 @@ use super::completeness;
 use super::hold::Hold;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
-use super::rules::Plan;
+use super::rules::{Evaluation, Plan};
 use super::values::{DerivedValue, WithheldReason};
 
+mod acceptance;
 mod frame;
-mod stateful;
 
+use acceptance::AcceptanceState;
 use frame::{Frame, MASK_ROLES, PlanRoles};
-use stateful::RuleState;
 
 /// One input series of the group.
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ fn plan_of<'s>(
 ) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
-        family.registered().rule.plan(&learned(roles)).map(|p| {
+        (family.spec().plan)(&learned(roles)).map(|p| {
             let roles = PlanRoles::new(p.roles());
             Box::new((p, roles))
         })
@@ -123,8 +123,8 @@ pub(crate) struct Group {
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
     slots: [Slot; FAMILIES],
-    /// The stateful family's state (at most one family is stateful, `rules::REGISTRY`).
-    state: RuleState,
+    /// The acceptance-corrected buckets' state (`rules::Evaluation::AcceptanceBuckets`).
+    acceptance: AcceptanceState,
     pub(crate) events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
@@ -158,7 +158,7 @@ impl Group {
             index: HashMap::new(),
             frames: VecDeque::new(),
             slots: Default::default(),
-            state: RuleState::default(),
+            acceptance: AcceptanceState::default(),
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
@@ -208,7 +208,7 @@ impl Group {
         if let Some(reason) = slot.refused {
             return Some(reason);
         }
-        match family.registered().rule.plan(&self.learned()) {
+        match (family.spec().plan)(&self.learned()) {
             Err(reason) => Some(reason),
             Ok(_) if self.settling => Some(WithheldReason::Settling),
             Ok(_) => Some(WithheldReason::Incomplete),
@@ -233,11 +233,7 @@ impl Group {
             .iter()
             .all(|f| match &self.slots[f.index()].plan {
                 Some(plan) => plan.is_err(),
-                None => f
-                    .registered()
-                    .rule
-                    .plan(learned.get_or_init(|| self.learned()))
-                    .is_err(),
+                None => (f.spec().plan)(learned.get_or_init(|| self.learned())).is_err(),
             })
     }
 
@@ -359,7 +355,7 @@ impl Group {
         for slot in &mut self.slots {
             slot.plan = None;
         }
-        self.state.plan_changed();
+        self.acceptance.plan_changed();
         self.structurally_incomplete = std::cell::OnceCell::new();
     }
 
@@ -414,17 +410,15 @@ impl Group {
             .iter()
             .map(|r| (*r, self.frames[frame].values[*r]))
             .collect();
-        let registered = family.registered();
-        let result = match registered.stateful {
-            Some(hooks) => self.state.evaluate(
-                hooks,
+        let result = match family.spec().evaluation {
+            Evaluation::Frame(evaluate) => evaluate(&plan, &self.frames[frame].values),
+            Evaluation::AcceptanceBuckets => self.acceptance.evaluate(
                 &plan,
                 &roles,
                 &self.frames,
                 frame,
                 &mut self.events.counter_resets,
             ),
-            None => registered.rule.evaluate(&plan, &self.frames[frame].values),
         };
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
@@ -446,14 +440,14 @@ impl Group {
     /// of the frame they were computed from, to be handed to [`Group::resume_acceptance`] if this
     /// group comes back after it is removed for staleness. `None` when it never had that output.
     pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
-        self.state.take_latest()
+        self.acceptance.take_latest()
     }
 
     /// The acceptance-corrected state behind the current output, left in place (for
     /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
     /// group never had that output.
     pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
-        self.state.latest()
+        self.acceptance.latest()
     }
 
     /// Continues the acceptance-corrected buckets from `state`, which the same group left when it
@@ -464,10 +458,10 @@ impl Group {
     /// cumulative counts at the current acceptance length, and a bucket that came out lower would
     /// read as a counter reset in Prometheus.
     pub(crate) fn resume_acceptance(&mut self, state: Committed) {
-        self.state.resume(state);
+        self.acceptance.resume(state);
     }
 
-    /// Drops the oldest frame; the stateful family commits it first.
+    /// Drops the oldest frame; the acceptance-corrected buckets commit it first.
     fn evict_oldest(&mut self) {
         let Some(oldest) = self.frames.pop_front() else {
             return;
@@ -493,11 +487,11 @@ impl Group {
             self.roles_changed(newest);
         }
         for family in Family::ALL {
-            let Some(hooks) = family.registered().stateful else {
+            if !matches!(family.spec().evaluation, Evaluation::AcceptanceBuckets) {
                 continue;
-            };
+            }
             if let Ok((plan, roles)) = plan_of(&mut self.slots, &self.roles, family) {
-                self.state.commit(hooks, plan, roles, &oldest);
+                self.acceptance.commit(plan, roles, &oldest);
             }
         }
     }

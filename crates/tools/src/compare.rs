@@ -3,9 +3,10 @@
 
 use std::fmt::Write as _;
 
+use super::presentation::{self, Measured, Unit};
 use super::readings::Interval;
 use super::table::{Cell, Table, Tone};
-use engine::{Family, Measured, Unit};
+use engine::Family;
 use sim::truth::GroupTruth;
 
 /// One compared quantity.
@@ -44,7 +45,7 @@ pub(crate) struct Comparison {
     /// True acceptance length `1 + accepted / drafts` in the window.
     pub acceptance_length: Option<f64>,
     /// One row per family in registry order (its mean), and its p99 after it where the family
-    /// shows one ([`engine::Spec::demo_p99`]).
+    /// shows one ([`presentation::Presentation::demo_p99`]).
     pub(crate) rows: Vec<Row>,
     /// Why a row is held or shows no difference, printed under the table.
     pub(crate) notes: Vec<String>,
@@ -73,23 +74,23 @@ pub(crate) fn comparison(
 ) -> Comparison {
     let mut rows = Vec::new();
     for family in Family::ALL {
-        let spec = family.spec();
-        let (sum, count) = spec.truth;
-        let (label, key) = spec.demo;
+        let shown = presentation::of(family);
+        let (sum, count) = shown.truth;
+        let (label, key) = shown.demo;
         rows.push(Row {
             key,
             label,
-            seconds: spec.unit == Unit::Seconds,
+            seconds: shown.unit == Unit::Seconds,
             estimate: false,
             raw: raw.raw_mean(family),
             corrected: corrected.mean(family),
             truth: ratio(measured(truth, sum), measured(truth, count)),
         });
-        if let Some(p99) = spec.demo_p99 {
+        if let Some(p99) = shown.demo_p99 {
             rows.push(Row {
                 key: p99.key,
                 label: p99.label,
-                seconds: spec.unit == Unit::Seconds,
+                seconds: shown.unit == Unit::Seconds,
                 estimate: true,
                 raw: raw.raw_hist[family.index()]
                     .as_ref()

@@ -4,13 +4,15 @@
 //! * [`demo`]: the service and the simulator in one process, with a live comparison table;
 //! * [`promql_rules`]: `vllm-corrector rules`, recording rules for what PromQL can express;
 //! * [`relabel`]: `vllm-corrector relabel`, the narrowest `write_relabel_configs`;
-//! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print.
+//! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print;
+//! * `presentation`: how each corrected family is shown (columns, keys, rows, truth, PromQL).
 #![forbid(unsafe_code)]
 
 pub mod compare;
 pub mod demo;
 pub mod inspect;
 pub mod order;
+mod presentation;
 pub mod promql_rules;
 pub mod readings;
 pub mod relabel;

@@ -4,8 +4,8 @@
 //! serde-saphyr, behind a comment block that lists what PromQL cannot express and why.
 //!
 //! The formulas are those of `docs/METRICS.md`, "The corrected families", on vLLM's series as
-//! exposed by `vllm/v1/metrics/loggers.py`. Each family's expressions are in its own rule file
-//! (`crates/engine/src/rules/`, [`engine::Spec::promql`]); this module only iterates the registry:
+//! exposed by `vllm/v1/metrics/loggers.py`. Each family's expressions are in its presentation entry
+//! (`crates/tools/src/presentation.rs`); this module only iterates the registry:
 //!
 //! | recorded (with the default prefix) | expression |
 //! |---|---|
@@ -24,6 +24,8 @@ use serde::Serialize;
 
 use engine::Family;
 use serde_saphyr::LitString;
+
+use crate::presentation;
 
 /// Options of [`render`]; also the flags of `vllm-corrector rules`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
@@ -145,13 +147,14 @@ struct RuleFile {
 }
 
 /// `(recorded name suffix, PromQL)` of every rule, in registry order: each family's own
-/// [`engine::Spec::promql`], recorded under the family name less `vllm_corrected_`.
+/// PromQL ([`presentation::Presentation::promql`]), recorded under the family name less
+/// `vllm_corrected_`.
 fn rules() -> Vec<(String, &'static str)> {
     Family::ALL
         .iter()
         .flat_map(|f| {
             let base = f.name().strip_prefix(DEFAULT_PREFIX).unwrap_or(f.name());
-            f.spec()
+            presentation::of(*f)
                 .promql
                 .iter()
                 .map(move |(suffix, expr)| (format!("{base}{suffix}"), *expr))
@@ -164,18 +167,18 @@ fn rules() -> Vec<(String, &'static str)> {
 fn recorded_lines() -> String {
     let mut out = String::new();
     for f in Family::ALL {
-        let spec = f.spec();
-        if spec.promql.is_empty() {
+        let shown = presentation::of(f);
+        if shown.promql.is_empty() {
             continue;
         }
-        let base = spec.name.strip_prefix(DEFAULT_PREFIX).unwrap_or(spec.name);
-        let parts: Vec<&str> = spec
+        let base = f.name().strip_prefix(DEFAULT_PREFIX).unwrap_or(f.name());
+        let parts: Vec<&str> = shown
             .promql
             .iter()
             .map(|(suffix, _)| suffix.trim_start_matches('_'))
             .collect();
         let recorded = format!("<prefix>{base}_{{{}}}", parts.join(","));
-        out.push_str(&format!("#   {recorded:<67}{}\n", spec.promql_note));
+        out.push_str(&format!("#   {recorded:<67}{}\n", shown.promql_note));
     }
     out
 }

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::presentation;
 use engine::{FAMILIES, Family, FamilyKind};
 
 pub(crate) use engine::RULE_DIMENSIONS;
@@ -410,11 +411,11 @@ pub(crate) struct Interval {
     /// Each corrected family's increase, by [`Family::index`]; a sum/count family is a [`Hist`]
     /// without buckets.
     pub families: [Option<Hist>; FAMILIES],
-    /// The increases of each family's raw counterpart ([`engine::Spec::raw`]): numerator
+    /// The increases of each family's raw counterpart ([`presentation::Presentation::raw`]): numerator
     /// as `sum`, denominator as `count`, by [`Family::index`].
     pub raw: [Option<SumCount>; FAMILIES],
     /// The raw histogram whose p99 the demo compares with each family's
-    /// ([`engine::Spec::demo_p99`]), by [`Family::index`].
+    /// ([`presentation::Presentation::demo_p99`]), by [`Family::index`].
     pub(crate) raw_hist: [Option<Hist>; FAMILIES],
 }
 
@@ -461,13 +462,14 @@ impl Interval {
             }),
         });
         let raw = Family::ALL.map(|f| {
-            let raw = f.spec().raw?;
+            let raw = presentation::of(f).raw?;
             Some(SumCount {
                 sum: series_delta(before, after, raw.num)?,
                 count: series_delta(before, after, raw.den)?,
             })
         });
-        let raw_hist = Family::ALL.map(|f| hist_delta(before, after, f.spec().demo_p99?.raw));
+        let raw_hist =
+            Family::ALL.map(|f| hist_delta(before, after, presentation::of(f).demo_p99?.raw));
         Interval {
             reset_line: None,
             raw_tpot: hist_delta(before, after, RAW_TPOT),
@@ -488,9 +490,9 @@ impl Interval {
         self.family(family)?.mean()
     }
 
-    /// The raw reading of `family`'s quantity: `Δ num / Δ den + offset` ([`engine::RawMean`]).
+    /// The raw reading of `family`'s quantity: `Δ num / Δ den + offset` ([`presentation::RawMean`]).
     pub(crate) fn raw_mean(&self, family: Family) -> Option<f64> {
-        let offset = family.spec().raw?.offset;
+        let offset = presentation::of(family).raw?.offset;
         Some(self.raw[family.index()]?.mean()? + offset)
     }
 

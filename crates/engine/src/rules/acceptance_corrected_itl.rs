@@ -1,139 +1,115 @@
 //! Acceptance-corrected ITL (`docs/METRICS.md`, "Acceptance-corrected ITL"): the per-token ITL
 //! histogram under speculative decoding. Its `_sum` and `_count` are exact; its buckets are
-//! estimated per scrape interval and accumulated, so this is the stateful rule: its state is a
-//! [`Committed`] and the arithmetic is in [`super::acceptance`].
+//! estimated per scrape interval and accumulated, so its value depends on earlier frames
+//! ([`Evaluation::AcceptanceBuckets`]): the group keeps a [`Committed`] state and advances it
+//! through the functions below (`crate::group`), and the arithmetic is in [`super::acceptance`].
 
 use super::acceptance::{Committed, ItlPoint};
-use super::rule::{
-    HistRoles, ITL_COUNT, ITL_SUM, Measured, Plan, RawMean, Registered, Rule, Spec, Stateful, Unit,
-    hist, itl_input, need, per_pos,
-};
+use super::{Evaluation, HistRoles, Plan, Spec, hist, itl_input, need, per_pos};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_acceptance_corrected_itl_seconds",
-        help: "Inter-token latency per token under speculative decoding: exact _sum and _count, buckets estimated per scrape interval.",
-        kind: FamilyKind::Histogram,
-        inputs: &[
-            "vllm:inter_token_latency_seconds",
-            "vllm:generation_tokens_total",
-            "vllm:time_to_first_token_seconds_count",
-            "vllm:spec_decode_num_accepted_tokens_per_pos_total",
-        ],
-        words: "acceptance-corrected ITL",
-        column: "ITL acceptance-corr. ms",
-        json_key: "acceptance_corrected_itl_seconds",
-        demo: (
-            "ITL per token, acceptance-corrected",
-            "itl_acceptance_corrected_seconds",
-        ),
-        demo_p99: None,
-        unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: ITL_SUM,
-            den: ITL_COUNT,
-            offset: 0.0,
-        }),
-        truth: (Measured::ItlSum, Measured::TokensAfterFirst),
-        // The exact sum and count only: the tokens emitted after each request's first, as the
-        // token-weighted count (docs/METRICS.md, "Accepted drafts are counted before truncation").
-        promql: super::token_weighted_itl::SUM_AND_COUNT_PROMQL,
-        promql_note: "exact sum and count, no buckets",
-    },
-    rule: &AcceptanceCorrectedItl,
-    stateful: Some(&AcceptanceCorrectedItl),
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_acceptance_corrected_itl_seconds",
+    help: "Inter-token latency per token under speculative decoding: exact _sum and _count, buckets estimated per scrape interval.",
+    kind: FamilyKind::Histogram,
+    inputs: &[
+        "vllm:inter_token_latency_seconds",
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    ],
+    plan,
+    evaluation: Evaluation::AcceptanceBuckets,
 };
 
 /// Plan: the ITL histogram (new name, else the old one); scalars `[generation tokens, TTFT
 /// _count]`; series the accepted drafts per position 0..k − 1, or none (no speculative decoding,
 /// or a position missing), which shape the buckets, never the count.
-struct AcceptanceCorrectedItl;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    Ok(Plan {
+        hist: Some(hist(learned, itl_input(learned)).ok_or(WithheldReason::MissingInput)?),
+        scalars: vec![
+            need(learned, Input::GenTotal)?,
+            need(learned, Input::TtftCount)?,
+        ],
+        series: per_pos(learned),
+    })
+}
 
-impl Rule for AcceptanceCorrectedItl {
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        Ok(Plan {
-            hist: Some(hist(learned, itl_input(learned)).ok_or(WithheldReason::MissingInput)?),
-            scalars: vec![
-                need(learned, Input::GenTotal)?,
-                need(learned, Input::TtftCount)?,
-            ],
-            series: per_pos(learned),
-        })
-    }
-
-    /// Stateful: the group evaluates it through [`Stateful`]. Withheld rather than a panic,
-    /// should it ever be asked here.
-    fn evaluate(&self, _: &Plan, _: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        Err(WithheldReason::Incomplete)
+/// Whether the frame's values can be used at all.
+///
+/// # Errors
+/// [`WithheldReason::InconsistentInputs`] when a value no counter can hold is there
+/// ([`ItlPoint::is_valid`]); [`WithheldReason::Incomplete`] when the plan has no histogram.
+pub(crate) fn check(plan: &Plan, values: &[f64]) -> Result<(), WithheldReason> {
+    let itl = plan.histogram()?;
+    if point(plan, itl, values).is_valid() {
+        Ok(())
+    } else {
+        Err(WithheldReason::InconsistentInputs)
     }
 }
 
-impl Stateful for AcceptanceCorrectedItl {
-    fn check(&self, plan: &Plan, values: &[f64]) -> Result<(), WithheldReason> {
-        let itl = plan.histogram()?;
-        if point(plan, itl, values).is_valid() {
-            Ok(())
-        } else {
-            Err(WithheldReason::InconsistentInputs)
-        }
-    }
+/// True when `state` belongs to the plan's layout: its buckets are the plan's ITL bounds.
+/// Otherwise (the group came back with other ITL bounds, or a bound appeared or went stale) it is
+/// re-seeded with [`seed`] before any frame is added. The committed timestamp goes with a
+/// re-seed: it belonged to the old layout, and kept it would hide every frame at or before it
+/// (issue 13, the panic of a retired group returning with new bounds and an older frame).
+pub(crate) fn fits(plan: &Plan, state: &Committed) -> bool {
+    let Some(itl) = plan.hist.as_ref() else {
+        return false;
+    };
+    let bounds = itl.finite_bounds();
+    state.acc.len() == itl.buckets.len()
+        && state.bounds == bounds
+        && state
+            .point
+            .as_ref()
+            .is_none_or(|p| p.finite.len() == bounds.len())
+}
 
-    /// The state's buckets are the plan's ITL bounds (the group came back with other ITL
-    /// bounds, or a bound appeared or went stale, and the state is re-seeded). The committed
-    /// timestamp goes with a re-seed: it belonged to the old layout, and kept it would hide every
-    /// frame at or before it (issue 13, the panic of a retired group returning with new bounds
-    /// and an older frame).
-    fn fits(&self, plan: &Plan, state: &Committed) -> bool {
-        let Some(itl) = plan.hist.as_ref() else {
-            return false;
-        };
-        let bounds = itl.finite_bounds();
-        state.acc.len() == itl.buckets.len()
-            && state.bounds == bounds
-            && state
-                .point
-                .as_ref()
-                .is_none_or(|p| p.finite.len() == bounds.len())
+/// The empty state of the plan's layout: no frame, every bucket 0.
+pub(crate) fn seed(plan: &Plan) -> Committed {
+    let itl = plan.hist.as_ref();
+    Committed {
+        ts: None,
+        point: None,
+        acc: vec![0.0; itl.map_or(1, |h| h.buckets.len())],
+        bounds: itl.map(|h| h.finite_bounds()).unwrap_or_default(),
     }
+}
 
-    fn seed(&self, plan: &Plan) -> Committed {
-        let itl = plan.hist.as_ref();
-        Committed {
-            ts: None,
-            point: None,
-            acc: vec![0.0; itl.map_or(1, |h| h.buckets.len())],
-            bounds: itl.map(|h| h.finite_bounds()).unwrap_or_default(),
-        }
-    }
+/// Adds the frame at `ts` (ms) to `state`. Returns true when an input fell since the state's
+/// frame (a counter reset: the state restarted from this frame).
+pub(crate) fn advance(plan: &Plan, state: &mut Committed, values: &[f64], ts: i64) -> bool {
+    let Some(itl) = plan.hist.as_ref() else {
+        return false;
+    };
+    state.advance(point(plan, itl, values), ts)
+}
 
-    fn advance(&self, plan: &Plan, state: &mut Committed, values: &[f64], ts: i64) -> bool {
-        let Some(itl) = plan.hist.as_ref() else {
-            return false;
-        };
-        state.advance(point(plan, itl, values), ts)
-    }
-
-    /// Buckets from the accumulated state, `_sum` the newest frame's ITL `_sum`, `_count` the
-    /// held token count (`+Inf`).
-    fn output(&self, plan: &Plan, state: &Committed) -> Result<DerivedValue, WithheldReason> {
-        let itl = plan.histogram()?;
-        let point = state.point.as_ref().ok_or(WithheldReason::Incomplete)?;
-        let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
-        let buckets = itl
-            .buckets
-            .iter()
-            .map(|(le, _)| *le)
-            .zip(state.acc.iter().copied())
-            .collect();
-        Ok(DerivedValue::Histogram {
-            buckets,
-            sum: point.sum,
-            count,
-        })
-    }
+/// The family's value from a state that holds at least one frame: buckets from the accumulated
+/// state, `_sum` the newest frame's ITL `_sum`, `_count` the held token count (`+Inf`).
+///
+/// # Errors
+/// [`WithheldReason::Incomplete`] when the state holds no frame (or the plan no histogram).
+pub(crate) fn output(plan: &Plan, state: &Committed) -> Result<DerivedValue, WithheldReason> {
+    let itl = plan.histogram()?;
+    let point = state.point.as_ref().ok_or(WithheldReason::Incomplete)?;
+    let count = *state.acc.last().ok_or(WithheldReason::Incomplete)?;
+    let buckets = itl
+        .buckets
+        .iter()
+        .map(|(le, _)| *le)
+        .zip(state.acc.iter().copied())
+        .collect();
+    Ok(DerivedValue::Histogram {
+        buckets,
+        sum: point.sum,
+        count,
+    })
 }
 
 /// Reads the raw point of a complete frame (ITL histogram; scalars generation tokens, TTFT count;

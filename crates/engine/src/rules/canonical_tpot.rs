@@ -1,99 +1,59 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::rule::{Measured, P99Row, Plan, RawMean, Registered, Rule, Spec, Unit, find, hist};
-use crate::classify::Input;
+use super::{Evaluation, Plan, Spec, find, hist};
+use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_request_time_per_output_token_seconds",
-        help: "Per-request time per output token in seconds over requests with more than one output token, as vllm bench serve computes it.",
-        kind: FamilyKind::Histogram,
-        inputs: &[
-            "vllm:request_time_per_output_token_seconds",
-            "vllm:request_generation_tokens_bucket{le=\"1\"}",
-        ],
-        words: "canonical TPOT",
-        column: "TPOT canonical ms",
-        json_key: "canonical_tpot_mean_seconds",
-        demo: ("TPOT mean (per request, n > 1)", "tpot_mean_seconds"),
-        demo_p99: Some(P99Row {
-            label: "TPOT p99 (±1 bucket)",
-            key: "tpot_p99_seconds",
-            raw: "vllm:request_time_per_output_token_seconds",
-            truth: Measured::TpotP99,
-        }),
-        unit: Unit::Seconds,
-        raw: Some(RawMean {
-            num: &["vllm:request_time_per_output_token_seconds_sum"],
-            den: &["vllm:request_time_per_output_token_seconds_count"],
-            offset: 0.0,
-        }),
-        truth: (Measured::TpotSum, Measured::TpotRequests),
-        // Requests with n <= 1 fall in every TPOT bucket with TPOT 0. vLLM prints the bound `1.0`
-        // (Python `repr`); Prometheus 3 normalises classic-histogram `le` values to `1`.
-        promql: &[
-            (
-                "_bucket",
-                "vllm:request_time_per_output_token_seconds_bucket\n  - ignoring(le) group_left\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-            (
-                "_sum",
-                "vllm:request_time_per_output_token_seconds_sum\n  and ignoring(le)\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-            (
-                "_count",
-                "vllm:request_time_per_output_token_seconds_count\n  - ignoring(le)\nvllm:request_generation_tokens_bucket{le=~\"1|1[.]0\"}",
-            ),
-        ],
-        promql_note: "canonical TPOT, exact",
-    },
-    rule: &CanonicalTpot,
-    stateful: None,
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_request_time_per_output_token_seconds",
+    help: "Per-request time per output token in seconds over requests with more than one output token, as vllm bench serve computes it.",
+    kind: FamilyKind::Histogram,
+    inputs: &[
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:request_generation_tokens_bucket{le=\"1\"}",
+    ],
+    plan,
+    evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: the request TPOT histogram; scalars `[generation_tokens_bucket{le="1"}]`.
-struct CanonicalTpot;
-
-impl Rule for CanonicalTpot {
-    fn plan(&self, learned: &[(crate::classify::RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        let tpot = hist(learned, Input::Tpot).ok_or(WithheldReason::MissingInput)?;
-        let gen_le1 = match find(learned, Input::GenLe1) {
-            Some(r) => r,
-            None if find(learned, Input::GenCount).is_some() => {
-                return Err(WithheldReason::NoLeOneBound);
-            }
-            None => return Err(WithheldReason::MissingInput),
-        };
-        Ok(Plan {
-            hist: Some(tpot),
-            scalars: vec![gen_le1],
-            series: Vec::new(),
-        })
-    }
-
-    /// Every bucket and `_count` minus `generation_tokens_bucket{le="1"}`, `_sum` unchanged.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        let tpot = plan.histogram()?;
-        let short = values[plan.scalars[0]];
-        let count = values[tpot.count] - short;
-        let buckets: Vec<(f64, f64)> = tpot
-            .buckets
-            .iter()
-            .map(|(le, r)| (*le, values[*r] - short))
-            .collect();
-        // A `+Inf` bucket that is not the `_count` (never from vLLM; found by the rw2 fuzz target)
-        // would make an invalid histogram: withhold rather than expose it.
-        let inf_is_count = buckets.last().is_some_and(|(_, c)| *c == count);
-        if count < 0.0 || !inf_is_count || buckets.iter().any(|(_, c)| *c < 0.0) {
-            return Err(WithheldReason::InconsistentInputs);
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    let tpot = hist(learned, Input::Tpot).ok_or(WithheldReason::MissingInput)?;
+    let gen_le1 = match find(learned, Input::GenLe1) {
+        Some(r) => r,
+        None if find(learned, Input::GenCount).is_some() => {
+            return Err(WithheldReason::NoLeOneBound);
         }
-        Ok(DerivedValue::Histogram {
-            buckets,
-            sum: values[tpot.sum],
-            count,
-        })
+        None => return Err(WithheldReason::MissingInput),
+    };
+    Ok(Plan {
+        hist: Some(tpot),
+        scalars: vec![gen_le1],
+        series: Vec::new(),
+    })
+}
+
+/// Every bucket and `_count` minus `generation_tokens_bucket{le="1"}`, `_sum` unchanged.
+fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+    let tpot = plan.histogram()?;
+    let short = values[plan.scalars[0]];
+    let count = values[tpot.count] - short;
+    let buckets: Vec<(f64, f64)> = tpot
+        .buckets
+        .iter()
+        .map(|(le, r)| (*le, values[*r] - short))
+        .collect();
+    // A `+Inf` bucket that is not the `_count` (never from vLLM; found by the rw2 fuzz target)
+    // would make an invalid histogram: withhold rather than expose it.
+    let inf_is_count = buckets.last().is_some_and(|(_, c)| *c == count);
+    if count < 0.0 || !inf_is_count || buckets.iter().any(|(_, c)| *c < 0.0) {
+        return Err(WithheldReason::InconsistentInputs);
     }
+    Ok(DerivedValue::Histogram {
+        buckets,
+        sum: values[tpot.sum],
+        count,
+    })
 }

@@ -2,72 +2,42 @@
 //! tokens an engine iteration computed here, without prompt tokens from the prefix cache or a KV
 //! transfer, which vLLM 0.16–0.22 count in `vllm:iteration_tokens_total`.
 
-use super::rule::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, need};
+use super::{Evaluation, Plan, Spec, need};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_iteration_tokens_local_compute",
-        help: "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations.",
-        kind: FamilyKind::SumCount,
-        inputs: &[
-            "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
-            "vllm:generation_tokens_total",
-            "vllm:iteration_tokens_total_count",
-        ],
-        words: "local-compute tokens",
-        column: "iteration tokens local",
-        json_key: "local_compute_iteration_tokens_mean",
-        demo: ("iteration tokens, local compute", "iteration_tokens_mean"),
-        demo_p99: None,
-        unit: Unit::Ratio,
-        raw: Some(RawMean {
-            num: &["vllm:iteration_tokens_total_sum"],
-            den: &["vllm:iteration_tokens_total_count"],
-            offset: 0.0,
-        }),
-        truth: (Measured::LocalIterationTokens, Measured::Iterations),
-        // vLLM >= 0.16, which has the by-source counter.
-        promql: &[
-            (
-                "_sum",
-                "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}\n  + ignoring(source)\nvllm:generation_tokens_total",
-            ),
-            (
-                "_count",
-                "vllm:iteration_tokens_total_count\n  and vllm:generation_tokens_total\n  and ignoring(source)\nvllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
-            ),
-        ],
-        promql_note: "exact, vLLM >= 0.16",
-    },
-    rule: &IterationTokensLocalCompute,
-    stateful: None,
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_iteration_tokens_local_compute",
+    help: "Tokens computed locally per engine iteration: _sum is local-compute prompt tokens plus generated tokens, _count is iterations.",
+    kind: FamilyKind::SumCount,
+    inputs: &[
+        "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
+        "vllm:generation_tokens_total",
+        "vllm:iteration_tokens_total_count",
+    ],
+    plan,
+    evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[prompt tokens {source="local_compute"}, generation tokens, iterations]`.
-struct IterationTokensLocalCompute;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    Ok(Plan {
+        hist: None,
+        scalars: vec![
+            need(learned, Input::LocalCompute)?,
+            need(learned, Input::GenTotal)?,
+            need(learned, Input::IterCount)?,
+        ],
+        series: Vec::new(),
+    })
+}
 
-impl Rule for IterationTokensLocalCompute {
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        Ok(Plan {
-            hist: None,
-            scalars: vec![
-                need(learned, Input::LocalCompute)?,
-                need(learned, Input::GenTotal)?,
-                need(learned, Input::IterCount)?,
-            ],
-            series: Vec::new(),
-        })
-    }
-
-    /// `local_compute + generation_tokens` over iterations.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        let v = |i: usize| values[plan.scalars[i]];
-        Ok(DerivedValue::SumCount {
-            sum: v(0) + v(1),
-            count: v(2),
-        })
-    }
+/// `local_compute + generation_tokens` over iterations.
+fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+    let v = |i: usize| values[plan.scalars[i]];
+    Ok(DerivedValue::SumCount {
+        sum: v(0) + v(1),
+        count: v(2),
+    })
 }

@@ -10,12 +10,15 @@ fn evaluate_stateless(
     plan: &Plan,
     values: &[f64],
 ) -> Result<DerivedValue, WithheldReason> {
-    family.registered().rule.evaluate(plan, values)
+    match family.spec().evaluation {
+        Evaluation::Frame(evaluate) => evaluate(plan, values),
+        Evaluation::AcceptanceBuckets => panic!("{family:?} is evaluated from its state"),
+    }
 }
 
 /// The plan of `family` from `learned`.
 fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    family.registered().rule.plan(learned)
+    (family.spec().plan)(learned)
 }
 
 /// A plan of a histogram and single roles.
@@ -472,4 +475,26 @@ fn interpolation_resumed_from_the_last_segment_matches_a_search_from_the_first_b
         );
     }
     assert_eq!(from, bounds.len(), "past the last bound");
+}
+
+#[test]
+fn every_spec_input_is_a_series_the_classifier_reads() {
+    use crate::classify::{READ_NAMES, histogram_of};
+    for family in Family::ALL {
+        for input in family.spec().inputs {
+            // `name` or `name{label="value"}`.
+            let (name, selector) = match input.split_once('{') {
+                Some((name, rest)) => (name, rest.strip_suffix('}')),
+                None => (*input, None),
+            };
+            let read = READ_NAMES
+                .iter()
+                .find(|r| r.name == name || histogram_of(r) == Some(name));
+            let read = read.unwrap_or_else(|| panic!("{family:?}: {input} is not read"));
+            if let Some(selector) = selector {
+                let label = selector.split('=').next();
+                assert_eq!(read.only.map(|(l, _)| l), label, "{family:?}: {input}");
+            }
+        }
+    }
 }

@@ -3,82 +3,48 @@
 //! the acceptance length as the client sees it, and exactly the factor by which the raw ITL mean
 //! overstates the time per token.
 
-use super::rule::{Measured, Plan, RawMean, Registered, Rule, Spec, Unit, find, itl_input, need};
+use super::{Evaluation, Plan, Spec, find, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
 /// The registry entry.
-pub(super) const RULE: Registered = Registered {
-    spec: Spec {
-        name: "vllm_corrected_tokens_per_output",
-        help: "Tokens per streamed output after each request's first: _sum is tokens generated after each request's first output, _count is those outputs; the ratio is the acceptance length as the client sees it.",
-        kind: FamilyKind::SumCount,
-        inputs: &[
-            "vllm:generation_tokens_total",
-            "vllm:time_to_first_token_seconds_count",
-            "vllm:inter_token_latency_seconds_count",
-        ],
-        words: "tokens per output",
-        column: "tokens per output",
-        json_key: "tokens_per_output_mean",
-        demo: (
-            "tokens per output (acceptance length)",
-            "tokens_per_output_mean",
-        ),
-        demo_p99: None,
-        unit: Unit::Ratio,
-        // vLLM's own acceptance length, 1 + accepted / drafts: it also counts drafts that
-        // `max_tokens` cut off, and leaves out outputs of steps without drafts.
-        raw: Some(RawMean {
-            num: &["vllm:spec_decode_num_accepted_tokens_total"],
-            den: &["vllm:spec_decode_num_drafts_total"],
-            offset: 1.0,
-        }),
-        truth: (Measured::TokensAfterFirst, Measured::ItlOutputs),
-        promql: &[
-            (
-                "_sum",
-                "(vllm:generation_tokens_total - vllm:time_to_first_token_seconds_count)\n  and (vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)",
-            ),
-            (
-                "_count",
-                "(vllm:inter_token_latency_seconds_count or vllm:time_per_output_token_seconds_count)\n  and vllm:generation_tokens_total\n  and vllm:time_to_first_token_seconds_count",
-            ),
-        ],
-        promql_note: "exact",
-    },
-    rule: &TokensPerOutput,
-    stateful: None,
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_tokens_per_output",
+    help: "Tokens per streamed output after each request's first: _sum is tokens generated after each request's first output, _count is those outputs; the ratio is the acceptance length as the client sees it.",
+    kind: FamilyKind::SumCount,
+    inputs: &[
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+    ],
+    plan,
+    evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[generation tokens, TTFT _count, ITL _count]` (the ITL of the new name when
 /// the group has it, else the old one).
-struct TokensPerOutput;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+    let itl_count =
+        find(learned, itl_input(learned)(Part::Count)).ok_or(WithheldReason::MissingInput)?;
+    Ok(Plan {
+        hist: None,
+        scalars: vec![
+            need(learned, Input::GenTotal)?,
+            need(learned, Input::TtftCount)?,
+            itl_count,
+        ],
+        series: Vec::new(),
+    })
+}
 
-impl Rule for TokensPerOutput {
-    fn plan(&self, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-        let itl_count =
-            find(learned, itl_input(learned)(Part::Count)).ok_or(WithheldReason::MissingInput)?;
-        Ok(Plan {
-            hist: None,
-            scalars: vec![
-                need(learned, Input::GenTotal)?,
-                need(learned, Input::TtftCount)?,
-                itl_count,
-            ],
-            series: Vec::new(),
-        })
+/// `generation_tokens − TTFT count` over the ITL count.
+fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
+    let v = |i: usize| values[plan.scalars[i]];
+    let sum = v(0) - v(1);
+    if sum < 0.0 {
+        return Err(WithheldReason::InconsistentInputs);
     }
-
-    /// `generation_tokens − TTFT count` over the ITL count.
-    fn evaluate(&self, plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason> {
-        let v = |i: usize| values[plan.scalars[i]];
-        let sum = v(0) - v(1);
-        if sum < 0.0 {
-            return Err(WithheldReason::InconsistentInputs);
-        }
-        Ok(DerivedValue::SumCount { sum, count: v(2) })
-    }
+    Ok(DerivedValue::SumCount { sum, count: v(2) })
 }
 
 #[cfg(test)]

@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::presentation::{self, Unit};
 use crate::readings::{Interval, RAW_ITL, RAW_TPOT};
 use crate::table::{Cell, Table, Tone};
-use engine::{FAMILIES, Family, Unit, WithheldReason};
+use engine::{FAMILIES, Family, WithheldReason};
 
 /// The JSON object of one group (`--json`): `labels`, then each value by its key, then `note`
 /// and `null_reasons`. Seconds are seconds; a value is `null` when the dumps cannot support it.
@@ -18,7 +19,7 @@ pub struct GroupReport {
     /// `finished_reason`).
     pub labels: BTreeMap<String, String>,
     /// `(key, value)` in [`value_keys`] order: each family's `Δ_sum / Δ_count` under its
-    /// [`engine::Spec::json_key`] (`canonical_tpot_mean_seconds`, …), then the raw
+    /// `inspect --json` key (`canonical_tpot_mean_seconds`, …), then the raw
     /// readings `raw_tpot_mean_seconds` (n ≤ 1 requests counted as 0) and `raw_itl_mean_seconds`
     /// (seconds per output, whatever its tokens).
     pub(crate) values: Vec<(&'static str, Option<f64>)>,
@@ -78,14 +79,14 @@ fn sources() -> impl Iterator<Item = Source> {
 impl Source {
     fn key(self) -> &'static str {
         match self {
-            Source::Family(f) => f.spec().json_key,
+            Source::Family(f) => presentation::of(f).json_key,
             Source::Raw(i) => RAW_FIELDS[i].0,
         }
     }
 
     fn words(self) -> &'static str {
         match self {
-            Source::Family(f) => f.spec().words,
+            Source::Family(f) => presentation::of(f).words,
             Source::Raw(i) => RAW_FIELDS[i].1,
         }
     }
@@ -204,9 +205,9 @@ fn columns() -> Vec<(&'static str, &'static str, Unit)> {
     let mut out = Vec::new();
     let mut raw_done = [false; RAW_FIELDS.len()];
     for family in Family::ALL {
-        let spec = family.spec();
+        let shown = presentation::of(family);
         for (i, (key, _, column, series)) in RAW_FIELDS.iter().enumerate() {
-            let same = spec
+            let same = shown
                 .raw
                 .is_some_and(|r| r.num.first().is_some_and(|n| n.starts_with(series)));
             if same && !raw_done[i] {
@@ -214,7 +215,7 @@ fn columns() -> Vec<(&'static str, &'static str, Unit)> {
                 out.push((*column, *key, Unit::Seconds));
             }
         }
-        out.push((spec.column, spec.json_key, spec.unit));
+        out.push((shown.column, shown.json_key, shown.unit));
     }
     for (i, (key, _, column, _)) in RAW_FIELDS.iter().enumerate() {
         if !raw_done[i] {

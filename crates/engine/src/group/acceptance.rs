@@ -1,26 +1,33 @@
-//! The state of the stateful rule in one group, driven only through the rule's
-//! [`Stateful`] hooks: the committed state (every frame that left the window), the state behind
-//! the current output, and the newest counter reset counted.
+//! The acceptance-corrected buckets' state in one group (the one family evaluated from state,
+//! `rules::Evaluation::AcceptanceBuckets`), advanced only through the rule's functions
+//! (`rules::acceptance_corrected_itl`): the committed state (every frame that left the window),
+//! the state behind the current output, and the newest counter reset counted.
 //!
 //! One implementation serves both paths that add frames to a state: a replay (each output: the
 //! kept complete frames after a base state, on a copy) and a commit (the oldest frame leaving the
 //! window, into the committed state). Both first re-seed a state whose bucket layout is not the
-//! plan's ([`Stateful::fits`]).
+//! plan's ([`rule::fits`]).
 //!
 //! The base of a replay is the state behind the previous output while that is still the committed
 //! state plus every complete kept frame up to its own, else the committed state (docs/ENGINE.md,
 //! "The stateful family's replay"). In steady state that adds one interval per output instead of
 //! one per kept frame. Debug builds also replay from the committed state and compare the two.
+//!
+//! The state's handover is here too, in one place: [`AcceptanceState::take_latest`] when the group
+//! is retired (the engine keeps it among its retired states), [`AcceptanceState::latest`] when
+//! it is stored (`--storage.path`, `persist.rs`), and [`AcceptanceState::resume`] when
+//! a retired or restored state comes back to its group.
 
 use std::collections::VecDeque;
 
 use super::frame::{Frame, PlanRoles};
-use crate::rules::{Committed, Plan, Stateful};
+use crate::rules::acceptance_corrected_itl as rule;
+use crate::rules::{Committed, Plan};
 use crate::values::{DerivedValue, WithheldReason};
 
-/// The stateful family's state in one group.
+/// The acceptance-corrected buckets' state in one group.
 #[derive(Debug, Default)]
-pub(crate) struct RuleState {
+pub(crate) struct AcceptanceState {
     /// Everything before the oldest kept frame (or what a retired group left behind).
     committed: Committed,
     /// The state behind the current output, handed over when the group is retired: by the time
@@ -30,7 +37,7 @@ pub(crate) struct RuleState {
     last_reset_ts: Option<i64>,
     /// True while `latest` equals the committed state plus every complete kept frame up to
     /// `latest.ts`, under the current plan: a replay may then start from `latest`. Cleared when
-    /// the plan changes ([`RuleState::plan_changed`]) or the committed state is replaced.
+    /// the plan changes ([`AcceptanceState::plan_changed`]) or the committed state is replaced.
     latest_is_base: bool,
 }
 
@@ -38,25 +45,24 @@ pub(crate) struct RuleState {
 /// timestamp order, after re-seeding `state` if its layout is not the plan's. Returns the
 /// timestamps of the frames at which an input fell (a counter reset).
 fn advance_over<'f>(
-    hooks: &dyn Stateful,
     plan: &Plan,
     roles: &PlanRoles,
     state: &mut Committed,
     frames: impl Iterator<Item = &'f Frame>,
     mut on_reset: impl FnMut(i64),
 ) {
-    if !hooks.fits(plan, state) {
-        *state = hooks.seed(plan);
+    if !rule::fits(plan, state) {
+        *state = rule::seed(plan);
     }
     let after = state.ts;
     for frame in frames.filter(|f| after.is_none_or(|t| f.ts > t) && f.holds_plan(roles)) {
-        if hooks.advance(plan, state, &frame.values, frame.ts) {
+        if rule::advance(plan, state, &frame.values, frame.ts) {
             on_reset(frame.ts);
         }
     }
 }
 
-impl RuleState {
+impl AcceptanceState {
     /// The output at frame `frame`: the committed state plus every kept complete frame replayed
     /// after it. Each counter reset at a frame newer than the last one counted adds 1 to `resets`.
     ///
@@ -65,18 +71,17 @@ impl RuleState {
     /// [`WithheldReason::Incomplete`] when there is neither a usable frame nor a committed state.
     pub(crate) fn evaluate(
         &mut self,
-        hooks: &dyn Stateful,
         plan: &Plan,
         roles: &PlanRoles,
         frames: &VecDeque<Frame>,
         frame: usize,
         resets: &mut u64,
     ) -> Result<DerivedValue, WithheldReason> {
-        hooks.check(plan, &frames[frame].values)?;
+        rule::check(plan, &frames[frame].values)?;
         // A replay over another set of frames (the plan gained or lost a role) can estimate a
         // bucket lower than what an older scrape served; the output hold (`super::hold`) keeps it.
-        if !hooks.fits(plan, &self.committed) {
-            self.committed = hooks.seed(plan);
+        if !rule::fits(plan, &self.committed) {
+            self.committed = rule::seed(plan);
             self.latest_is_base = false;
         }
         let base = match &self.latest {
@@ -86,7 +91,7 @@ impl RuleState {
         };
         let mut state = base.clone();
         let last = &mut self.last_reset_ts;
-        advance_over(hooks, plan, roles, &mut state, frames.iter(), |ts| {
+        advance_over(plan, roles, &mut state, frames.iter(), |ts| {
             if last.is_none_or(|t| ts > t) {
                 *last = Some(ts);
                 *resets += 1;
@@ -95,7 +100,7 @@ impl RuleState {
         #[cfg(debug_assertions)]
         {
             let mut full = self.committed.clone();
-            advance_over(hooks, plan, roles, &mut full, frames.iter(), |_| {});
+            advance_over(plan, roles, &mut full, frames.iter(), |_| {});
             debug_assert_eq!(
                 state, full,
                 "a replay from the previous output's state diverged"
@@ -104,7 +109,7 @@ impl RuleState {
         if state.point.is_none() {
             return Err(WithheldReason::Incomplete);
         }
-        let value = hooks.output(plan, &state)?;
+        let value = rule::output(plan, &state)?;
         self.latest = Some(state);
         self.latest_is_base = true;
         Ok(value)
@@ -117,15 +122,8 @@ impl RuleState {
     }
 
     /// Commits the frame leaving the window into the committed state.
-    pub(crate) fn commit(
-        &mut self,
-        hooks: &dyn Stateful,
-        plan: &Plan,
-        roles: &PlanRoles,
-        frame: &Frame,
-    ) {
+    pub(crate) fn commit(&mut self, plan: &Plan, roles: &PlanRoles, frame: &Frame) {
         advance_over(
-            hooks,
             plan,
             roles,
             &mut self.committed,
@@ -135,7 +133,7 @@ impl RuleState {
     }
 
     /// Takes the state behind the current output (the group is being retired); see
-    /// [`RuleState::latest`] for a group without one.
+    /// [`AcceptanceState::latest`] for a group without one.
     pub(crate) fn take_latest(&mut self) -> Option<Committed> {
         self.latest.take().or_else(|| {
             self.committed

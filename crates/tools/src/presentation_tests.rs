@@ -1,0 +1,36 @@
+//! Tests of `presentation.rs`: the table covers the registry, once per family.
+
+use super::*;
+
+/// Every registered family has one entry, and the table has no other: an entry names its family
+/// through a `Family` constant or `Family::named`, which does not compile for a name no rule has,
+/// so an entry cannot name an unregistered family.
+#[test]
+fn every_registered_family_has_exactly_one_presentation_entry() {
+    for family in Family::ALL {
+        let entries = PRESENTATIONS.iter().filter(|p| p.family == family).count();
+        assert_eq!(entries, 1, "{family:?}: {entries} entries");
+    }
+}
+
+#[test]
+fn keys_and_labels_are_unique_across_families() {
+    let unique = |what: &str, keys: Vec<&str>| {
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len(), "{what}: {keys:?}");
+    };
+    unique(
+        "json keys",
+        PRESENTATIONS.iter().map(|p| p.json_key).collect(),
+    );
+    unique("columns", PRESENTATIONS.iter().map(|p| p.column).collect());
+    unique("words", PRESENTATIONS.iter().map(|p| p.words).collect());
+    let demo_keys = PRESENTATIONS
+        .iter()
+        .flat_map(|p| [Some(p.demo.1), p.demo_p99.map(|r| r.key)])
+        .flatten()
+        .collect();
+    unique("demo keys", demo_keys);
+}
