@@ -251,17 +251,11 @@ impl Group {
         self.settling = settle_scrapes > 0;
     }
 
-    /// Offers one sample of the series `key` (`ts` in ms). `max_frames` bounds the pending window;
-    /// `settle_scrapes` is `EngineConfig::settle_scrapes`.
-    pub(crate) fn offer(
-        &mut self,
-        key: RoleKey,
-        ts: i64,
-        value: f64,
-        max_frames: usize,
-        settle_scrapes: u32,
-    ) -> Offer {
-        let role = match self.index.get(&key) {
+    /// The position of the series `key` among the group's roles, created if the group does not hold
+    /// it yet (at sample time `ts`, ms; `settle_scrapes` is `EngineConfig::settle_scrapes`). A
+    /// position is stable for the group's life: roles are never removed, only marked stale.
+    pub(crate) fn role_position(&mut self, key: RoleKey, ts: i64, settle_scrapes: u32) -> usize {
+        match self.index.get(&key) {
             Some(r) => *r,
             None => {
                 self.roles.push(Role {
@@ -275,7 +269,25 @@ impl Group {
                 self.new_role(ts, settle_scrapes);
                 self.roles.len() - 1
             }
-        };
+        }
+    }
+
+    /// Offers one sample (`ts` in ms) of the series at position `role`
+    /// ([`Group::role_position`]). `max_frames` bounds the pending window; `settle_scrapes` is
+    /// `EngineConfig::settle_scrapes`. A position the group does not hold is refused as
+    /// [`Offer::FrameEvicted`] (a caller's bug, never an input's).
+    pub(crate) fn offer(
+        &mut self,
+        role: usize,
+        ts: i64,
+        value: f64,
+        max_frames: usize,
+        settle_scrapes: u32,
+    ) -> Offer {
+        if role >= self.roles.len() {
+            debug_assert!(false, "role position {role} of {}", self.roles.len());
+            return Offer::FrameEvicted;
+        }
         let newest = self.roles[role].newest_ts;
         let marker = protocol::is_stale_marker(value);
         // A real value and a staleness marker of one series at one timestamp: the real value wins

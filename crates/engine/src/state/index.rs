@@ -13,7 +13,8 @@
 //!   (an opaque number the caller raises when those rules change, [`SeriesIndex::admit`]): a newer
 //!   epoch empties the table; a request of an older one neither reads nor fills it. Refused label
 //!   sets are never entered, so they are refused and counted on every request.
-//! * A series read by a rule points at its group's slot and generation: when the group leaves
+//! * A series read by a rule points at its group's slot and generation, and at its position
+//!   among the group's roles (so a hit needs no hash of its role either): when the group leaves
 //!   (stale, idle, evicted) the entry is dead, dropped on its next look-up or at the next sweep.
 //! * A series no rule reads by its name and labels (84 % of what a vLLM pod sends) needs no group:
 //!   its entry carries the receive time it was last seen, and leaves after the idle timeout
@@ -23,24 +24,23 @@
 
 use std::mem::size_of;
 
-use hashbrown::{HashMap, HashTable};
+use hashbrown::HashTable;
 
-use crate::classify::RoleKey;
 use protocol::SeriesKey;
 
 /// What the engine decided for an indexed series. `Copy` and 12 bytes, so a request can hold
 /// one per series between its look-up and its apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
-    /// An input series of the group in `slot` while the slot has `generation`, as the role at
-    /// index `role` of [`SeriesIndex`]'s interned roles.
+    /// An input series of the group in `slot` while the slot has `generation`, at `position`
+    /// among the group's roles (stable for the group's life).
     Group {
         /// The group's slot.
         slot: u32,
         /// The slot's generation when the entry was made.
         generation: u32,
-        /// Index of the series' role among the interned roles.
-        role: u16,
+        /// The series' position among its group's roles.
+        position: u16,
     },
     /// A series no rule reads, last seen at `seen_s` (receive time, whole seconds since the epoch,
     /// saturating into `u32`: until 2106).
@@ -58,10 +58,6 @@ struct Entry {
     target: Target,
 }
 
-/// Most distinct roles remembered (a vLLM engine's series have about 50; a role is an input
-/// with its `le` bound or draft position).
-const MAX_ROLES: usize = u16::MAX as usize;
-
 /// Receive time in whole seconds (saturating into `u32`).
 fn seconds(now_ms: i64) -> u32 {
     u32::try_from(now_ms.max(0) / 1000).unwrap_or(u32::MAX)
@@ -71,9 +67,6 @@ fn seconds(now_ms: i64) -> u32 {
 #[derive(Debug, Default)]
 pub(crate) struct SeriesIndex {
     table: HashTable<Entry>,
-    /// Every role an entry names, interned (they are few: inputs × bucket bounds).
-    roles: Vec<RoleKey>,
-    role_index: HashMap<RoleKey, u16>,
     /// The epoch every entry was checked under ([`SeriesIndex::admit`]).
     epoch: u64,
     /// Most entries.
@@ -94,13 +87,10 @@ impl SeriesIndex {
         self.table.len()
     }
 
-    /// Bytes the index holds: the table's slots (an entry and a control byte each) and the
-    /// interned roles with their map.
+    /// Bytes the index holds: the table's slots (an entry and a control byte each).
     #[allow(dead_code)] // For the memory budget (docs/RELIABILITY.md).
     pub(crate) fn bytes(&self) -> usize {
         self.table.capacity() * (size_of::<Entry>() + 1)
-            + self.roles.capacity() * size_of::<RoleKey>()
-            + self.role_index.capacity() * (size_of::<(RoleKey, u16)>() + 1)
     }
 
     /// The epoch of the entries held.
@@ -120,6 +110,7 @@ impl SeriesIndex {
     }
 
     /// The target of `key`, if any; an unused series is marked seen at `now_ms`.
+    #[inline]
     pub(crate) fn get(&mut self, key: SeriesKey, now_ms: i64) -> Option<Target> {
         let check = key.check as u32;
         let entry = self
@@ -129,11 +120,6 @@ impl SeriesIndex {
             *seen_s = seconds(now_ms);
         }
         Some(entry.target)
-    }
-
-    /// The role at `index` among the interned roles.
-    pub(crate) fn role(&self, index: u16) -> Option<RoleKey> {
-        self.roles.get(usize::from(index)).copied()
     }
 
     /// Forgets `key`.
@@ -147,16 +133,16 @@ impl SeriesIndex {
         }
     }
 
-    /// Remembers `key` as an input series of the group in `slot` at `generation`, as `role`
-    /// (nothing when [`MAX_ROLES`] other roles are held, or the index is full).
+    /// Remembers `key` as the series at `position` among the roles of the group in `slot` at
+    /// `generation` (nothing when the position does not fit 16 bits, or the index is full).
     pub(crate) fn insert_group(
         &mut self,
         key: SeriesKey,
         slot: u32,
         generation: u32,
-        role: RoleKey,
+        position: usize,
     ) {
-        let Some(role) = self.intern(role) else {
+        let Ok(position) = u16::try_from(position) else {
             return;
         };
         self.insert(
@@ -164,7 +150,7 @@ impl SeriesIndex {
             Target::Group {
                 slot,
                 generation,
-                role,
+                position,
             },
         );
     }
@@ -173,19 +159,6 @@ impl SeriesIndex {
     pub(crate) fn insert_unused(&mut self, key: SeriesKey, now_ms: i64) {
         let seen_s = seconds(now_ms);
         self.insert(key, Target::Unused { seen_s });
-    }
-
-    /// The index of `role` among the interned roles; `None` when [`MAX_ROLES`] are held.
-    fn intern(&mut self, role: RoleKey) -> Option<u16> {
-        if let Some(&i) = self.role_index.get(&role) {
-            return Some(i);
-        }
-        let i = u16::try_from(self.roles.len())
-            .ok()
-            .filter(|&i| usize::from(i) < MAX_ROLES)?;
-        self.roles.push(role);
-        self.role_index.insert(role, i);
-        Some(i)
     }
 
     /// Enters or replaces `key`'s target; a new key only while fewer than [`SeriesIndex::cap`]

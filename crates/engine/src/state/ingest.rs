@@ -19,6 +19,15 @@ use protocol::{Sample, SeriesKey, is_stale_marker};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KnownSeries(Target);
 
+/// A series of a group: by its role, or by its position among the group's roles once it has one.
+#[derive(Debug, Clone, Copy)]
+enum RoleRef {
+    /// Its role, new to the group or not.
+    Key(RoleKey),
+    /// Its position ([`crate::group::Group::role_position`]).
+    At(usize),
+}
+
 /// Where a series goes, once its labels are read.
 enum Route {
     /// No rule reads it.
@@ -106,18 +115,19 @@ impl Engine {
         Route::Group(slot, key)
     }
 
-    /// The samples of a series routed to the group in `slot` as role `key`.
+    /// The samples of a series routed to the group in `slot` as `role`. Returns the series'
+    /// position among the group's roles when it has one (its first sample may create it).
     fn apply_routed(
         &mut self,
         slot: u32,
-        key: RoleKey,
+        mut role: RoleRef,
         samples: &[Sample],
         now_ms: i64,
         report: &mut IngestReport,
-    ) {
+    ) -> Option<usize> {
         let max_frames = self.config.max_pending_frames.max(1);
         let settle = self.config.settle_scrapes;
-        let new_role = !self.group(slot).has_role(key);
+        let new_role = matches!(role, RoleRef::Key(key) if !self.group(slot).has_role(key));
         let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
         let generation = self.slots[slot as usize].generation;
         let Entry { group, meta, .. } = self.slots[slot as usize]
@@ -126,7 +136,7 @@ impl Engine {
             .expect("routed to a live group");
         if no_room {
             report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
-            return;
+            return None;
         }
         group.last_seen_ms = now_ms;
         let series_before = group.series();
@@ -137,7 +147,18 @@ impl Engine {
                 report.reject(RejectReason::NanValue, 1);
                 continue;
             }
-            match group.offer(key, sample.timestamp_ms, sample.value, max_frames, settle) {
+            let position = match role {
+                RoleRef::At(position) => position,
+                RoleRef::Key(key) => group.role_position(key, sample.timestamp_ms, settle),
+            };
+            role = RoleRef::At(position);
+            match group.offer(
+                position,
+                sample.timestamp_ms,
+                sample.value,
+                max_frames,
+                settle,
+            ) {
                 Offer::Applied | Offer::Stale => {
                     report.apply(1);
                     newest = newest.max(Some(sample.timestamp_ms));
@@ -183,6 +204,10 @@ impl Engine {
                 slots[*s as usize].generation == *g && slots[*s as usize].entry.is_some()
             });
         }
+        match role {
+            RoleRef::At(position) => Some(position),
+            RoleRef::Key(_) => None,
+        }
     }
 
     /// Removes the groups whose series all went stale during the batch that ends (and stayed
@@ -214,6 +239,7 @@ impl Batch<'_> {
     /// What the index holds for `key`: `None` when it holds nothing (or only a dead entry of a
     /// removed group, which is forgotten here), and always for a batch that does not use the
     /// index. A group found is kept for the rest of the batch (never evicted).
+    #[inline]
     pub fn lookup(&mut self, key: SeriesKey) -> Option<KnownSeries> {
         if !self.indexed {
             return None;
@@ -260,6 +286,7 @@ impl Batch<'_> {
 
     /// Applies one series' samples to what [`Batch::lookup`] found for it in this batch, exactly
     /// as [`Batch::apply`] would with its labels. The accounting is [`Batch::apply`]'s.
+    #[inline]
     pub fn apply_known(
         &mut self,
         known: KnownSeries,
@@ -267,7 +294,7 @@ impl Batch<'_> {
         report: &mut IngestReport,
     ) {
         let engine = &mut *self.engine;
-        let (slot, generation, role) = match known.0 {
+        let (slot, generation, position) = match known.0 {
             Target::Unused { .. } => {
                 report.reject(RejectReason::UnusedSeries, samples.len() as u64);
                 return;
@@ -275,20 +302,13 @@ impl Batch<'_> {
             Target::Group {
                 slot,
                 generation,
-                role,
-            } => (slot, generation, role),
+                position,
+            } => (slot, generation, position),
         };
-        match engine.index.role(role) {
-            Some(role) if engine.live(slot, generation) => {
-                engine.apply_routed(slot, role, samples, self.now_ms, report);
-            }
-            // Unreachable: no group a batch looked up leaves before the batch ends, and roles are
-            // never forgotten. Counted, never applied to another series.
-            _ => {
-                debug_assert!(false, "a known series' group left during its batch");
-                report.reject(RejectReason::InternalError, samples.len() as u64);
-            }
-        }
+        // No group a batch looked up leaves before the batch ends (`Batch`'s doc).
+        debug_assert!(engine.live(slot, generation), "a known series' group left");
+        let role = RoleRef::At(usize::from(position));
+        engine.apply_routed(slot, role, samples, self.now_ms, report);
     }
 
     /// Applies one series' samples by its labels, remembering what was decided under `key` (the
@@ -322,20 +342,25 @@ impl Batch<'_> {
         } else {
             Route::Unused
         };
-        if let Some(key) = key.filter(|_| self.indexed) {
-            match route {
-                Route::Unused => engine.index.insert_unused(key, now_ms),
-                Route::Limited => {}
-                Route::Group(slot, role) => {
-                    let generation = engine.slots[slot as usize].generation;
-                    engine.index.insert_group(key, slot, generation, role);
+        let key = key.filter(|_| self.indexed);
+        match route {
+            Route::Unused => {
+                report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+                if let Some(key) = key {
+                    engine.index.insert_unused(key, now_ms);
                 }
             }
-        }
-        match route {
-            Route::Unused => report.reject(RejectReason::UnusedSeries, samples.len() as u64),
             Route::Limited => report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64),
-            Route::Group(slot, role) => engine.apply_routed(slot, role, samples, now_ms, report),
+            Route::Group(slot, role) => {
+                let role = RoleRef::Key(role);
+                let position = engine.apply_routed(slot, role, samples, now_ms, report);
+                // Remembered once the series has its place in the group (not when its samples
+                // were all refused before the group took it: the next request routes it again).
+                if let (Some(key), Some(position)) = (key, position) {
+                    let generation = engine.slots[slot as usize].generation;
+                    engine.index.insert_group(key, slot, generation, position);
+                }
+            }
         }
     }
 

@@ -63,30 +63,28 @@ pub(super) fn look_up<'a>(
     limits: &LabelLimits,
     samples: &mut Unaccounted<'_>,
 ) -> Result<Vec<Verdict>, ProtocolError> {
-    let mut verdicts = Vec::with_capacity(request.series.len());
-    let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
-    for i in 0..request.series.len() {
-        let series = &request.series[i];
-        let known = match series.labels.key() {
-            Some(key) if series.histograms.is_empty() => batch.lookup(key),
-            _ => None,
-        };
-        let verdict = match known {
-            Some(known) => Verdict::Known(known),
-            None => {
-                let before = series.sample_count();
-                request.resolve(i, &mut scratch)?;
-                samples.recount(before, request.series[i].sample_count());
-                match request.check_labels(i, limits, &mut memo) {
-                    Ok(()) => {
-                        batch.hold(request.labels_of(&request.series[i]));
-                        Verdict::New
-                    }
-                    Err(error) => Verdict::Refused(error),
-                }
+    let mut verdicts: Vec<Verdict> = request
+        .series
+        .iter()
+        .map(|series| match series.labels.key() {
+            Some(key) if series.histograms.is_empty() => {
+                batch.lookup(key).map_or(Verdict::New, Verdict::Known)
             }
-        };
-        verdicts.push(verdict);
+            _ => Verdict::New,
+        })
+        .collect();
+    let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
+    for (i, verdict) in verdicts.iter_mut().enumerate() {
+        if !matches!(verdict, Verdict::New) {
+            continue;
+        }
+        let before = request.series[i].sample_count();
+        request.resolve(i, &mut scratch)?;
+        samples.recount(before, request.series[i].sample_count());
+        match request.check_labels(i, limits, &mut memo) {
+            Ok(()) => batch.hold(request.labels_of(&request.series[i])),
+            Err(error) => *verdict = Verdict::Refused(error),
+        }
     }
     Ok(verdicts)
 }
@@ -162,6 +160,9 @@ pub(super) fn apply(
     let limited = RejectReason::ActiveSeriesLimit.index();
     let mut in_time: Vec<Sample> = Vec::new();
     let mut scratch = Vec::new();
+    // Samples the classic series of native histograms had accepted, which are not float samples
+    // written (`Written::samples` is the accepted samples less these).
+    let mut classic_accepted = 0;
     for (position, (series, &verdict)) in request.series.iter().zip(verdicts).enumerate() {
         if let Verdict::Refused(error) = verdict {
             let report = &mut outcome.report;
@@ -171,7 +172,6 @@ pub(super) fn apply(
             continue;
         }
         let mut refused = None;
-        let limited_before = outcome.report.rejected[limited];
         let mut samples = series.samples.as_slice();
         if samples.iter().any(|s| s.timestamp_ms > latest) {
             in_time.clear();
@@ -181,35 +181,41 @@ pub(super) fn apply(
             refused = Some(SeriesRejection::FutureTimestamp);
             samples = &in_time;
         }
-        if !samples.is_empty() {
-            let accepted_before = accepted(&outcome.report);
-            match verdict {
-                Verdict::Known(known) => batch.apply_known(known, samples, &mut outcome.report),
-                _ => {
-                    let (key, labels) = (series.labels.key(), request.labels_of(series));
-                    batch.apply(key, labels, samples, &mut outcome.report);
+        if let Verdict::Known(known) = verdict {
+            // Float samples only (a series with histograms is never looked up), and a place in
+            // its group already, so the series limit cannot refuse it.
+            if !samples.is_empty() {
+                batch.apply_known(known, samples, &mut outcome.report);
+            }
+        } else {
+            let limited_before = outcome.report.rejected[limited];
+            if !samples.is_empty() {
+                let (key, labels) = (series.labels.key(), request.labels_of(series));
+                batch.apply(key, labels, samples, &mut outcome.report);
+            }
+            for h in &series.histograms {
+                if let NativeHistogram::CustomBuckets(c) = h
+                    && c.timestamp_ms > latest
+                {
+                    let report = &mut outcome.report;
+                    report.reject(RejectReason::FutureTimestamp, h.sample_count());
+                    refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                    continue;
+                }
+                let labels = request.labels_of(series);
+                let mut classic = IngestReport::default();
+                let applied = apply_histogram(batch, labels, h, &mut classic, &mut scratch);
+                classic_accepted += accepted(&classic);
+                outcome.report.merge(&classic);
+                match applied {
+                    Ok(true) => outcome.written.histograms += 1,
+                    Ok(false) => {}
+                    Err(reason) => refused = refused.or(Some(reason)),
                 }
             }
-            outcome.written.samples += accepted(&outcome.report) - accepted_before;
-        }
-        for h in &series.histograms {
-            if let NativeHistogram::CustomBuckets(c) = h
-                && c.timestamp_ms > latest
-            {
-                let report = &mut outcome.report;
-                report.reject(RejectReason::FutureTimestamp, h.sample_count());
-                refused = refused.or(Some(SeriesRejection::FutureTimestamp));
-                continue;
+            if outcome.report.rejected[limited] > limited_before {
+                refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
             }
-            let labels = request.labels_of(series);
-            match apply_histogram(batch, labels, h, &mut outcome.report, &mut scratch) {
-                Ok(true) => outcome.written.histograms += 1,
-                Ok(false) => {}
-                Err(reason) => refused = refused.or(Some(reason)),
-            }
-        }
-        if outcome.report.rejected[limited] > limited_before {
-            refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
         }
         if let Some(reason) = refused {
             outcome.reject_series((request, position, verdict), &limits.labels, reason);
@@ -220,14 +226,15 @@ pub(super) fn apply(
             batch.record_metadata(&metadata);
         }
     }
+    outcome.written.samples = accepted(&outcome.report) - classic_accepted;
     for metadata in &request.metadata {
         batch.record_metadata(metadata);
     }
     outcome
 }
 
-/// Applies one native histogram sample of a series with `labels` (decoded and normalised);
-/// `Ok(true)` when it was written in full.
+/// Applies one native histogram sample of a series with `labels` (decoded and normalised),
+/// counting its samples in `report`; `Ok(true)` when it was written in full.
 fn apply_histogram(
     batch: &mut Batch<'_>,
     labels: &[Label<'_>],
