@@ -344,15 +344,23 @@ fn one_line(message: &str) -> String {
         .filter(|l| !l.is_empty())
         .collect::<Vec<_>>()
         .join(" / ");
-    if line.len() > MAX_QUOTED_PANIC {
-        let mut cut = MAX_QUOTED_PANIC;
-        while !line.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        line.truncate(cut);
-        line.push('…');
-    }
+    cut_with_ellipsis(&mut line, MAX_QUOTED_PANIC);
     line
+}
+
+/// Cuts `text` to at most `max` bytes (at a character boundary) followed by `…`, when it is
+/// longer; returns whether it was cut.
+fn cut_with_ellipsis(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push('…');
+    true
 }
 
 /// The message of a panic payload: the `&str` or `String` that `panic!` was given, else a

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{IngestError, Unaccounted, Written};
+use super::{IngestError, Unaccounted, Written, cut_with_ellipsis};
 use crate::config::Limits;
 use engine::{Batch, IngestReport, KnownSeries, RejectReason};
 use protocol::histogram::{self, HistogramError, NativeHistogram};
@@ -307,13 +307,7 @@ pub(super) fn quote_labels(labels: &[Label<'_>]) -> String {
             out.push_str(", ");
         }
         let _ = write!(out, "{}={:?}", label.name, label.value);
-        if out.len() > MAX_QUOTED_LABELS {
-            let mut cut = MAX_QUOTED_LABELS;
-            while !out.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            out.truncate(cut);
-            out.push('…');
+        if cut_with_ellipsis(&mut out, MAX_QUOTED_LABELS) {
             break;
         }
     }
