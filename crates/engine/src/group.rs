@@ -8,6 +8,7 @@
 //! kept frames in timestamp order, so arrival order across series never changes the output.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 
@@ -15,6 +16,7 @@ use super::Family;
 use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
+use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
 use super::rules::Plan;
@@ -45,7 +47,9 @@ struct Slot {
     /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
     /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
     plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
-    output: Option<DerivedValue>,
+    /// Shared with the hold (it is what was served) and with `/metrics` snapshots taken since
+    /// ([`Group::shared_output`]): each evaluation replaces it, never mutates it.
+    output: Option<Arc<DerivedValue>>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
     /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
@@ -115,8 +119,8 @@ fn plan_of<'s>(
 /// One group's state.
 #[derive(Debug)]
 pub(crate) struct Group {
-    /// Group labels, sorted by name.
-    pub labels: Vec<(String, String)>,
+    /// Group labels, sorted by name; shared with snapshots ([`GroupLabels`]).
+    pub labels: GroupLabels,
     /// Receive wall clock (ms) of the newest sample, for the idle timeout.
     pub(crate) last_seen_ms: i64,
     roles: Vec<Role>,
@@ -152,7 +156,7 @@ impl Group {
     /// Creates an empty group with these (sorted) labels.
     pub(crate) fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
         Group {
-            labels,
+            labels: labels.into(),
             last_seen_ms: now_ms,
             roles: Vec::new(),
             index: HashMap::new(),
@@ -191,6 +195,12 @@ impl Group {
 
     /// Current output of `family`, if any.
     pub(crate) fn output(&self, family: Family) -> Option<&DerivedValue> {
+        self.slots[family.index()].output.as_deref()
+    }
+
+    /// Current output of `family`, if any, as the engine holds it: a clone is a pointer copy,
+    /// and stays as it is while later evaluations replace the group's output.
+    pub(crate) fn shared_output(&self, family: Family) -> Option<&Arc<DerivedValue>> {
         self.slots[family.index()].output.as_ref()
     }
 

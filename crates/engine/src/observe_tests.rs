@@ -38,7 +38,7 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
     let snap = engine.snapshot();
     assert_eq!(snap.len(), 1);
     let g = &snap[0];
-    assert_eq!(g.labels, labels_of("0"));
+    assert_eq!(g.labels, labels_of("0").into());
     assert!(
         g.families.iter().all(|f| f.withheld.is_none()),
         "{:?}",

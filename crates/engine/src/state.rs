@@ -521,7 +521,7 @@ impl Engine {
         if events.counter_resets > 0 {
             meta.counter_resets += events.counter_resets;
             self.events.push(EngineEvent::CounterReset {
-                labels: group.labels.clone(),
+                labels: group.labels.to_vec(),
             });
         }
         if !meta.touched {
@@ -530,10 +530,10 @@ impl Engine {
         }
         if all_stale {
             if let Some(state) = group.acceptance_state() {
-                self.retired.insert(group.labels.clone(), (state, now_ms));
+                self.retired.insert(group.labels.to_vec(), (state, now_ms));
             }
             self.events.push(EngineEvent::GroupRemoved {
-                labels: group.labels.clone(),
+                labels: group.labels.to_vec(),
                 reason: RemovalReason::Stale,
             });
             self.remove_group(slot);
