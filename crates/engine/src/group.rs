@@ -209,7 +209,9 @@ impl Group {
         self.slots[family.index()].output_ts
     }
 
-    /// Why `family` has no output, or `None` when it has one.
+    /// Why `family` has no output, or `None` when it has one. Uses the cached plan where it is
+    /// decided: `stats` asks for every group and family under the engine lock on every `/metrics`
+    /// scrape, and planning again copies the group's role list.
     pub(crate) fn withheld(&self, family: Family) -> Option<WithheldReason> {
         let slot = &self.slots[family.index()];
         if slot.output.is_some() {
@@ -218,10 +220,14 @@ impl Group {
         if let Some(reason) = slot.refused {
             return Some(reason);
         }
-        match family.registered().rule.plan(&self.learned()) {
-            Err(reason) => Some(reason),
-            Ok(_) if self.settling => Some(WithheldReason::Settling),
-            Ok(_) => Some(WithheldReason::Incomplete),
+        let unplanned = match &slot.plan {
+            Some(plan) => plan.as_ref().err().copied(),
+            None => family.registered().rule.plan(&self.learned()).err(),
+        };
+        match unplanned {
+            Some(reason) => Some(reason),
+            None if self.settling => Some(WithheldReason::Settling),
+            None => Some(WithheldReason::Incomplete),
         }
     }
 
