@@ -84,7 +84,8 @@ impl Engine {
     /// A read-only copy of every group's state (families served or withheld and why, newest
     /// sample, scrape interval, input series, counter resets, incompleteness), in no particular
     /// order: what `/status` and `/api/v1/groups` render, sorted by labels after the engine lock
-    /// is released. O(groups × roles), labels shared ([`crate::GroupLabels`]); not for the hot path.
+    /// is released. O(groups × families), labels shared ([`crate::GroupLabels`]); a withheld
+    /// family without a cached plan is planned again (O(roles)). Not for the hot path.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
         self.slots
             .iter()
