@@ -8,6 +8,7 @@
 //! kept frames in timestamp order, so arrival order across series never changes the output.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 
@@ -15,6 +16,7 @@ use super::Family;
 use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
+use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
 use super::rules::{Evaluation, Plan};
@@ -45,7 +47,9 @@ struct Slot {
     /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
     /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
     plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
-    output: Option<DerivedValue>,
+    /// Shared with the hold (it is what was served) and with `/metrics` snapshots taken since
+    /// ([`Group::shared_output`]): each evaluation replaces it, never mutates it.
+    output: Option<Arc<DerivedValue>>,
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
     /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
@@ -115,11 +119,15 @@ fn plan_of<'s>(
 /// One group's state.
 #[derive(Debug)]
 pub(crate) struct Group {
-    /// Group labels, sorted by name.
-    pub labels: Vec<(String, String)>,
+    /// Group labels, sorted by name; shared with snapshots ([`GroupLabels`]).
+    pub labels: GroupLabels,
     /// Receive wall clock (ms) of the newest sample, for the idle timeout.
     pub(crate) last_seen_ms: i64,
     roles: Vec<Role>,
+    /// Roles that are not stale, kept with every change of [`Role::stale`]: `Engine::stats` asks
+    /// every group on every `/metrics` scrape, under the engine lock, and counting walked every
+    /// role (most of that hold at 10,000 groups, docs/PERFORMANCE.md).
+    active_roles: usize,
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
     slots: [Slot; FAMILIES],
@@ -152,9 +160,10 @@ impl Group {
     /// Creates an empty group with these (sorted) labels.
     pub(crate) fn new(labels: Vec<(String, String)>, now_ms: i64) -> Group {
         Group {
-            labels,
+            labels: labels.into(),
             last_seen_ms: now_ms,
             roles: Vec::new(),
+            active_roles: 0,
             index: HashMap::new(),
             frames: VecDeque::new(),
             slots: Default::default(),
@@ -181,7 +190,11 @@ impl Group {
 
     /// Number of input series that are not stale.
     pub(crate) fn active_series(&self) -> usize {
-        self.roles.iter().filter(|r| !r.stale).count()
+        debug_assert_eq!(
+            self.active_roles,
+            self.roles.iter().filter(|r| !r.stale).count()
+        );
+        self.active_roles
     }
 
     /// True when every series of the group has gone stale: the group should be removed.
@@ -191,6 +204,12 @@ impl Group {
 
     /// Current output of `family`, if any.
     pub(crate) fn output(&self, family: Family) -> Option<&DerivedValue> {
+        self.slots[family.index()].output.as_deref()
+    }
+
+    /// Current output of `family`, if any, as the engine holds it: a clone is a pointer copy,
+    /// and stays as it is while later evaluations replace the group's output.
+    pub(crate) fn shared_output(&self, family: Family) -> Option<&Arc<DerivedValue>> {
         self.slots[family.index()].output.as_ref()
     }
 
@@ -199,7 +218,9 @@ impl Group {
         self.slots[family.index()].output_ts
     }
 
-    /// Why `family` has no output, or `None` when it has one.
+    /// Why `family` has no output, or `None` when it has one. Uses the cached plan where it is
+    /// decided: `stats` asks for every group and family under the engine lock on every `/metrics`
+    /// scrape, and planning again copies the group's role list.
     pub(crate) fn withheld(&self, family: Family) -> Option<WithheldReason> {
         let slot = &self.slots[family.index()];
         if slot.output.is_some() {
@@ -208,10 +229,14 @@ impl Group {
         if let Some(reason) = slot.refused {
             return Some(reason);
         }
-        match (family.spec().plan)(&self.learned()) {
-            Err(reason) => Some(reason),
-            Ok(_) if self.settling => Some(WithheldReason::Settling),
-            Ok(_) => Some(WithheldReason::Incomplete),
+        let unplanned = match &slot.plan {
+            Some(plan) => plan.as_ref().err().copied(),
+            None => (family.spec().plan)(&self.learned()).err(),
+        };
+        match unplanned {
+            Some(reason) => Some(reason),
+            None if self.settling => Some(WithheldReason::Settling),
+            None => Some(WithheldReason::Incomplete),
         }
     }
 
@@ -264,6 +289,7 @@ impl Group {
                     stale: false,
                     newest_is_marker: false,
                 });
+                self.active_roles += 1;
                 self.index.insert(key, self.roles.len() - 1);
                 self.invalidate_plans();
                 self.new_role(ts, settle_scrapes);
@@ -305,6 +331,7 @@ impl Group {
             self.roles[role].newest_is_marker = true;
             if !self.roles[role].stale {
                 self.roles[role].stale = true;
+                self.active_roles -= 1;
                 self.on_role_set_shrunk();
                 self.roles_changed(ts);
             }
@@ -317,6 +344,7 @@ impl Group {
         self.roles[role].newest_is_marker = false;
         if self.roles[role].stale {
             self.roles[role].stale = false;
+            self.active_roles += 1;
             self.invalidate_plans();
             self.roles_changed(ts);
         }
@@ -494,6 +522,7 @@ impl Group {
             .collect();
         if !lapsed.is_empty() {
             lapsed.iter().for_each(|i| self.roles[*i].stale = true);
+            self.active_roles -= lapsed.len();
             self.on_role_set_shrunk();
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);

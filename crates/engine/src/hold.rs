@@ -30,18 +30,21 @@
 //! After the hold, buckets are made non-decreasing in `le` and no bucket exceeds `_count`, and the
 //! `+Inf` bucket is set to `_count`.
 
+use std::sync::Arc;
+
 use super::values::DerivedValue;
 
 /// A family's hold state in one group: the value last served and the input values it came from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Hold {
     /// The last output of the family (after the hold), `None` before the first or after a reset.
-    served: Option<DerivedValue>,
+    /// The same allocation as the group's current output while that is this value.
+    served: Option<Arc<DerivedValue>>,
     /// Timestamp (ms) of the frame `served` was computed from.
     served_ts: Option<i64>,
     /// What was served for the newest frame older than `served_ts`: the floor of `served_ts`'s
     /// evaluations. `None` before a second frame or after a reset.
-    floor: Option<DerivedValue>,
+    floor: Option<Arc<DerivedValue>>,
     /// `(role index, value)` of every input of the frame last evaluated, in the plan's order.
     inputs: Vec<(usize, f64)>,
 }
@@ -69,15 +72,16 @@ impl Hold {
     }
 
     /// Holds `value`, computed from the frame at `ts` (ms), at what was served for older frames,
-    /// and records the result as served. Returns the output and whether any component was raised
-    /// (a hold, counted by the caller).
+    /// and records the result as served. Returns the output (shared with the record: a new
+    /// allocation each time, so a value handed out before is never changed) and whether any
+    /// component was raised (a hold, counted by the caller).
     ///
     /// The floor is what was served for the newest *older* frame, not an earlier evaluation of
     /// the same frame: while one scrape's series arrive (split over requests), the frame is
     /// evaluated again as the group learns each new input, and each evaluation replaces the one
     /// before, so the output at `ts` does not depend on the order its series arrived in
     /// (`docs/ENGINE.md`, invariants 2 and 7).
-    pub(crate) fn apply(&mut self, ts: i64, value: DerivedValue) -> (DerivedValue, bool) {
+    pub(crate) fn apply(&mut self, ts: i64, value: DerivedValue) -> (Arc<DerivedValue>, bool) {
         if self.served_ts != Some(ts) {
             self.floor = self.served.take();
         }
@@ -88,7 +92,8 @@ impl Hold {
         if let DerivedValue::Histogram { buckets, count, .. } = &mut out {
             monotone(buckets, *count);
         }
-        self.served = Some(out.clone());
+        let out = Arc::new(out);
+        self.served = Some(Arc::clone(&out));
         self.served_ts = Some(ts);
         (out, held)
     }
@@ -204,7 +209,7 @@ mod tests {
         );
         assert!(!held);
         assert_eq!(
-            out,
+            *out,
             h(
                 &[(0.01, 5.0), (0.05, 5.0), (0.1, 8.0), (INF, 8.0)],
                 1.0,
@@ -220,9 +225,15 @@ mod tests {
         assert!(!hold.observe_inputs(vec![(0, 10.0), (1, 5.0)]));
         let _ = hold.apply(1_000, sc(10.0, 5.0));
         assert!(!hold.observe_inputs(vec![(0, 12.0), (1, 6.0)]));
-        assert_eq!(hold.apply(16_000, sc(9.0, 6.0)), (sc(10.0, 6.0), true));
+        assert_eq!(
+            hold.apply(16_000, sc(9.0, 6.0)),
+            (Arc::new(sc(10.0, 6.0)), true)
+        );
         assert!(hold.observe_inputs(vec![(0, 1.0), (1, 6.0)]), "role 0 fell");
-        assert_eq!(hold.apply(31_000, sc(1.0, 0.5)), (sc(1.0, 0.5), false));
+        assert_eq!(
+            hold.apply(31_000, sc(1.0, 0.5)),
+            (Arc::new(sc(1.0, 0.5)), false)
+        );
     }
 
     #[test]
@@ -231,12 +242,27 @@ mod tests {
         let mut hold = Hold::default();
         // First scrape, evaluated before and after its last input arrived: the second, lower
         // value replaces the first, so the output does not depend on arrival order.
-        assert_eq!(hold.apply(1_000, sc(10.0, 5.0)), (sc(10.0, 5.0), false));
-        assert_eq!(hold.apply(1_000, sc(7.0, 5.0)), (sc(7.0, 5.0), false));
+        assert_eq!(
+            hold.apply(1_000, sc(10.0, 5.0)),
+            (Arc::new(sc(10.0, 5.0)), false)
+        );
+        assert_eq!(
+            hold.apply(1_000, sc(7.0, 5.0)),
+            (Arc::new(sc(7.0, 5.0)), false)
+        );
         // The next scrape is held at what the first one served last (7), not at 10.
-        assert_eq!(hold.apply(16_000, sc(6.0, 6.0)), (sc(7.0, 6.0), true));
+        assert_eq!(
+            hold.apply(16_000, sc(6.0, 6.0)),
+            (Arc::new(sc(7.0, 6.0)), true)
+        );
         // Evaluated again within that scrape: still floored by the first scrape, not by itself.
-        assert_eq!(hold.apply(16_000, sc(8.0, 5.5)), (sc(8.0, 5.5), false));
-        assert_eq!(hold.apply(16_000, sc(6.5, 4.0)), (sc(7.0, 5.0), true));
+        assert_eq!(
+            hold.apply(16_000, sc(8.0, 5.5)),
+            (Arc::new(sc(8.0, 5.5)), false)
+        );
+        assert_eq!(
+            hold.apply(16_000, sc(6.5, 4.0)),
+            (Arc::new(sc(7.0, 5.0)), true)
+        );
     }
 }

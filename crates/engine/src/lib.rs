@@ -21,7 +21,9 @@ mod values;
 
 pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
-pub use observe::{EngineEvent, FamilyStatus, GroupSnapshot, RemovalReason};
+pub use observe::{
+    EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupSnapshot, RemovalReason,
+};
 pub use state::persist::{STATE_FORMAT_VERSION, StateError};
 pub use state::{Batch, Engine, KnownSeries};
 

@@ -3,9 +3,38 @@
 //! logs: it returns these values and the HTTP layer renders or logs them (`crates/service/src/http/status.rs`,
 //! `service::telemetry::events::EventLog`).
 
+use std::sync::Arc;
+
 use super::Family;
 use super::rules::FAMILIES;
-use super::values::WithheldReason;
+use super::values::{DerivedValue, WithheldReason};
+
+/// A group's labels: the input labels minus `__name__`, `le`, `source`, `position` and
+/// `finished_reason`, as `(name, value)` sorted by name. Shared by the group and every snapshot
+/// taken of it, so a snapshot copies a pointer.
+pub type GroupLabels = Arc<[(String, String)]>;
+
+/// What `/metrics` shows of one group, built by [`super::Engine::outputs`]: its labels and its
+/// current output of each family, both shared with the engine (taking one copies pointers, never
+/// buckets). The engine replaces an output when it evaluates the family again and never changes
+/// one in place, so a snapshot keeps what it saw while writes go on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupOutputs {
+    /// The group's labels.
+    pub labels: GroupLabels,
+    /// The output of each family, by [`Family::index`] (in [`Family::ALL`] order); `None` where
+    /// the group withholds the family.
+    pub values: [Option<Arc<DerivedValue>>; FAMILIES],
+}
+
+impl GroupOutputs {
+    /// Sorts `groups` in ascending label order (labels compared pair by pair, name then value):
+    /// the order `/metrics` shows groups in within each family. Group labels are unique, so the
+    /// order is total. Meant to run after the engine lock is released.
+    pub fn sort(groups: &mut [GroupOutputs]) {
+        groups.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+    }
+}
 
 /// One family of one group as the status page shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +49,8 @@ pub struct FamilyStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupSnapshot {
     /// Group labels (the input labels minus `__name__`, `le`, `source`, `position`,
-    /// `finished_reason`), sorted by name.
-    pub labels: Vec<(String, String)>,
+    /// `finished_reason`), sorted by name, shared with the group.
+    pub labels: GroupLabels,
     /// Every family, in [`Family::ALL`] order.
     pub families: [FamilyStatus; FAMILIES],
     /// Newest sample timestamp applied to the group (ms since the epoch, the sender's scrape
@@ -70,7 +99,7 @@ pub enum EngineEvent {
     /// The group served a family for the first time: its first complete scrape.
     FirstCompleteScrape {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
         /// The families served.
         served: Vec<Family>,
         /// The families withheld, and why.
@@ -79,7 +108,7 @@ pub enum EngineEvent {
     /// A family the group served is withheld now.
     FamilyWithheld {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
         /// The family.
         family: Family,
         /// Why.
@@ -88,27 +117,27 @@ pub enum EngineEvent {
     /// A family the group had withheld since its first complete scrape is served again.
     FamilyServed {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
         /// The family.
         family: Family,
     },
     /// The group left `/metrics` and its memory was freed.
     GroupRemoved {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
         /// Why.
         reason: RemovalReason,
     },
     /// An input counter of the group went down: a vLLM restart.
     CounterReset {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
     },
     /// The group's series can come from no vLLM version, over more than one scrape (a logged
     /// warning: a target split across instances, or filtered by relabelling).
     GroupIncomplete {
         /// Group labels.
-        labels: Vec<(String, String)>,
+        labels: GroupLabels,
     },
 }
 

@@ -38,7 +38,7 @@ fn snapshot_reports_families_series_resets_and_scrape_interval() {
     let snap = engine.snapshot();
     assert_eq!(snap.len(), 1);
     let g = &snap[0];
-    assert_eq!(g.labels, labels_of("0"));
+    assert_eq!(g.labels, labels_of("0").into());
     assert!(
         g.families.iter().all(|f| f.withheld.is_none()),
         "{:?}",
@@ -101,7 +101,7 @@ fn first_complete_scrape_is_reported_once_over_many_scrapes() {
     assert_eq!(
         events,
         [EngineEvent::FirstCompleteScrape {
-            labels: labels_of("0"),
+            labels: labels_of("0").into(),
             served: Family::ALL.to_vec(),
             withheld: vec![]
         }]
@@ -139,7 +139,7 @@ fn family_withheld_and_served_again_are_reported_once_each() {
         &mut report,
     );
     let withheld = EngineEvent::FamilyWithheld {
-        labels: labels_of("0"),
+        labels: labels_of("0").into(),
         family: Family::IterationTokensLocalCompute,
         reason: WithheldReason::MissingInput,
     };
@@ -149,7 +149,7 @@ fn family_withheld_and_served_again_are_reported_once_each() {
     assert_eq!(
         engine.take_events(),
         [EngineEvent::FamilyServed {
-            labels: labels_of("0"),
+            labels: labels_of("0").into(),
             family: Family::IterationTokensLocalCompute
         }]
     );
@@ -170,7 +170,7 @@ fn counter_reset_and_stale_removal_are_reported_once() {
     assert_eq!(
         resets,
         [&EngineEvent::CounterReset {
-            labels: labels_of("0")
+            labels: labels_of("0").into()
         }]
     );
     assert_eq!(engine.snapshot()[0].counter_resets, 1);
@@ -194,7 +194,7 @@ fn counter_reset_and_stale_removal_are_reported_once() {
     assert_eq!(
         engine.take_events(),
         [EngineEvent::GroupRemoved {
-            labels: labels_of("0"),
+            labels: labels_of("0").into(),
             reason: RemovalReason::Stale
         }]
     );
@@ -263,7 +263,7 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
     assert_eq!(
         engine.take_events(),
         [EngineEvent::GroupRemoved {
-            labels: labels_of("0"),
+            labels: labels_of("0").into(),
             reason: RemovalReason::MissedScrapes
         }]
     );

@@ -223,7 +223,7 @@ impl Engine {
                 .expect("a live slot");
             let labels = entry.group.labels.clone();
             if let Some(state) = entry.group.acceptance_state() {
-                self.retired.insert(labels.clone(), (state, now_ms));
+                self.retired.insert(labels.to_vec(), (state, now_ms));
             }
             self.events.push(EngineEvent::GroupRemoved {
                 labels,

@@ -54,13 +54,16 @@ impl Engine {
     pub fn state_document(&self) -> String {
         let live = self
             .live_groups()
-            .filter_map(|g| g.acceptance_snapshot().map(|c| (&g.labels, c)));
-        let retired = self.retired.iter().map(|(labels, (c, _))| (labels, c));
+            .filter_map(|g| g.acceptance_snapshot().map(|c| (&g.labels[..], c)));
+        let retired = self
+            .retired
+            .iter()
+            .map(|(labels, (c, _))| (labels.as_slice(), c));
         let groups: Vec<SavedGroup> = live
             .chain(retired)
             .filter(|(_, c)| c.is_finite())
             .map(|(labels, c)| SavedGroup {
-                labels: labels.clone(),
+                labels: labels.to_vec(),
                 acceptance: c.clone(),
             })
             .collect();

@@ -41,7 +41,7 @@ impl Engine {
                 && let Some(state) = entry.group.acceptance_state()
             {
                 self.retired
-                    .insert(entry.group.labels.clone(), (state, now_ms));
+                    .insert(entry.group.labels.to_vec(), (state, now_ms));
             }
             self.events.push(EngineEvent::GroupRemoved {
                 labels: entry.group.labels.clone(),

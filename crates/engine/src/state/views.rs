@@ -2,7 +2,10 @@
 //! `/metrics`, group snapshots for `/status` and `/api/v1/groups`, events for the event log, and
 //! the self-metrics counts. A child of `state.rs` (the write side).
 
+use std::sync::Arc;
+
 use super::*;
+use crate::observe::GroupOutputs;
 
 impl Engine {
     pub(super) fn live_groups(&self) -> impl Iterator<Item = &Group> {
@@ -25,21 +28,39 @@ impl Engine {
         }
     }
 
+    /// What `/metrics` shows: the labels and current outputs of every live group that serves at
+    /// least one family, shared with the engine, in no particular order ([`GroupOutputs::sort`]
+    /// orders them). O(groups × families) pointer copies: nothing is formatted, sorted or
+    /// deep-copied here, so the caller can hold the engine lock for this alone, whatever the size
+    /// of the groups' histograms, and format after releasing it.
+    pub fn outputs(&self) -> Vec<GroupOutputs> {
+        let mut out = Vec::with_capacity(self.groups.len());
+        for group in self.live_groups() {
+            let values = Family::ALL.map(|f| group.shared_output(f).cloned());
+            if values.iter().any(Option::is_some) {
+                out.push(GroupOutputs {
+                    labels: Arc::clone(&group.labels),
+                    values,
+                });
+            }
+        }
+        out
+    }
+
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
-    /// its current derived value of `family`, in ascending label order. Groups that withhold `family`
-    /// are skipped.
+    /// its current derived value of `family`, in ascending label order (as `/metrics` shows them,
+    /// from [`Engine::outputs`]). Groups that withhold `family` are skipped.
     pub fn for_each_derived(
         &self,
         family: Family,
         mut f: impl FnMut(&[(String, String)], &DerivedValue),
     ) {
-        let mut rows: Vec<(&[(String, String)], &DerivedValue)> = self
-            .live_groups()
-            .filter_map(|g| g.output(family).map(|v| (g.labels.as_slice(), v)))
-            .collect();
-        rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        for (labels, value) in rows {
-            f(labels, value);
+        let mut groups = self.outputs();
+        GroupOutputs::sort(&mut groups);
+        for group in &groups {
+            if let Some(value) = &group.values[family.index()] {
+                f(&group.labels, value);
+            }
         }
     }
 
@@ -52,7 +73,7 @@ impl Engine {
     ) {
         let mut rows: Vec<(&[(String, String)], WithheldReason)> = self
             .live_groups()
-            .filter_map(|g| g.withheld(family).map(|r| (g.labels.as_slice(), r)))
+            .filter_map(|g| g.withheld(family).map(|r| (&g.labels[..], r)))
             .collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (labels, reason) in rows {
@@ -61,15 +82,16 @@ impl Engine {
     }
 
     /// A read-only copy of every group's state (families served or withheld and why, newest
-    /// sample, scrape interval, input series, counter resets, incompleteness), in ascending label
-    /// order: what `/status` and `/api/v1/groups` render. O(groups × roles); not for the hot path.
+    /// sample, scrape interval, input series, counter resets, incompleteness), in no particular
+    /// order: what `/status` and `/api/v1/groups` render, sorted by labels after the engine lock
+    /// is released. O(groups × families), labels shared ([`crate::GroupLabels`]); a withheld
+    /// family without a cached plan is planned again (O(roles)). Not for the hot path.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
-        let mut out: Vec<GroupSnapshot> = self
-            .slots
+        self.slots
             .iter()
             .filter_map(|s| s.entry.as_ref())
             .map(|Entry { group, meta, .. }| GroupSnapshot {
-                labels: group.labels.clone(),
+                labels: Arc::clone(&group.labels),
                 families: Family::ALL.map(|family| FamilyStatus {
                     family,
                     withheld: group.withheld(family),
@@ -81,9 +103,7 @@ impl Engine {
                 counter_resets: meta.counter_resets,
                 incomplete: group.incomplete(),
             })
-            .collect();
-        out.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
-        out
+            .collect()
     }
 
     /// The events since the last call, each reported once: counter resets and removals as they
@@ -148,10 +168,14 @@ impl Engine {
         self.events.take()
     }
 
-    /// Counts for self-metrics.
+    /// Counts for self-metrics, in one pass over the groups (it runs under the engine lock on
+    /// every `/metrics` scrape).
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
+        let (mut active_series, mut groups_incomplete) = (0, 0);
         for group in self.live_groups() {
+            active_series += group.active_series();
+            groups_incomplete += usize::from(group.incomplete());
             for family in Family::ALL {
                 if let Some(reason) = group.withheld(family) {
                     *withheld.entry((family, reason)).or_default() += 1;
@@ -162,7 +186,7 @@ impl Engine {
             withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
         withheld.sort();
         EngineStats {
-            active_series: self.live_groups().map(Group::active_series).sum(),
+            active_series,
             groups: self.groups.len(),
             withheld,
             frames_dropped: self.frames_dropped,
@@ -173,7 +197,7 @@ impl Engine {
             output_holds: self.output_holds,
             output_resets: self.output_resets,
             newest_sample_ms: self.newest_sample_ms,
-            groups_incomplete: self.live_groups().filter(|g| g.incomplete()).count(),
+            groups_incomplete,
         }
     }
 }

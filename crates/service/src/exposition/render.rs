@@ -17,7 +17,7 @@
 
 use std::fmt::Write;
 
-use engine::{DerivedValue, Engine, Family, FamilyKind};
+use engine::{DerivedValue, Family, FamilyKind, GroupOutputs};
 
 /// An exposition format of `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,18 +38,23 @@ impl Format {
     }
 }
 
-/// Appends every derived family of `engine` (in [`Family::ALL`] order) to `out`. A family with no
-/// group to show is left out entirely (no `# HELP`/`# TYPE` lines either).
-pub(crate) fn render_engine(out: &mut String, engine: &Engine, format: Format) {
+/// Appends every derived family (in [`Family::ALL`] order) of `groups`, taken by
+/// [`engine::Engine::outputs`], to `out`, each family's groups in the order given (ascending
+/// labels after [`GroupOutputs::sort`]). A family with no group to show is left out entirely (no
+/// `# HELP`/`# TYPE` lines either).
+pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: Format) {
     for family in Family::ALL {
         let mut header_written = false;
-        engine.for_each_derived(family, |labels, value| {
+        for group in groups {
+            let Some(value) = &group.values[family.index()] else {
+                continue;
+            };
             if !header_written {
                 write_header(out, family, format);
                 header_written = true;
             }
-            write_group(out, family, labels, value);
-        });
+            write_group(out, family, &group.labels, value);
+        }
     }
 }
 

@@ -83,8 +83,12 @@ pub(crate) async fn docs() -> Response {
         .into_response()
 }
 
+/// Every group's snapshot in ascending label order. The engine lock is held for the copy alone
+/// (labels are shared, not copied); the sort, like the rendering, runs after it is released.
 fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
-    state.lock_engine().snapshot()
+    let mut groups = state.lock_engine().snapshot();
+    groups.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+    groups
 }
 
 /// `GET /api/v1/groups`: one object per group, in ascending label order.
@@ -166,7 +170,7 @@ pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
     );
     for g in groups {
         out.push_str("<tr class=\"group\"><td class=\"labels\">");
-        for (n, v) in &g.labels {
+        for (n, v) in g.labels.iter() {
             let _ = write!(
                 out,
                 "<span class=\"label\">{}=&quot;{}&quot;</span><br>",

@@ -134,22 +134,22 @@ fn engine_events_are_logged_at_their_level() {
         log.log(
             vec![
                 EngineEvent::CounterReset {
-                    labels: labels("b"),
+                    labels: labels("b").into(),
                 },
                 EngineEvent::GroupIncomplete {
-                    labels: labels("b"),
+                    labels: labels("b").into(),
                 },
                 EngineEvent::FamilyWithheld {
-                    labels: labels("b"),
+                    labels: labels("b").into(),
                     family: Family::CanonicalTpot,
                     reason: WithheldReason::InconsistentInputs,
                 },
                 EngineEvent::FamilyServed {
-                    labels: labels("b"),
+                    labels: labels("b").into(),
                     family: Family::CanonicalTpot,
                 },
                 EngineEvent::GroupRemoved {
-                    labels: labels("b"),
+                    labels: labels("b").into(),
                     reason: RemovalReason::Stale,
                 },
             ],
@@ -178,14 +178,14 @@ fn a_flood_of_one_event_kind_is_rate_limited_and_the_rest_counted() {
     let text = captured(|| {
         let flood: Vec<EngineEvent> = (0..250)
             .map(|i| EngineEvent::CounterReset {
-                labels: labels(&i.to_string()),
+                labels: labels(&i.to_string()).into(),
             })
             .collect();
         log.log(flood, 1_000);
         // Another kind still gets through in the same window.
         log.log(
             vec![EngineEvent::GroupIncomplete {
-                labels: labels("x"),
+                labels: labels("x").into(),
             }],
             2_000,
         );
