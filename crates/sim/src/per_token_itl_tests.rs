@@ -258,3 +258,20 @@ fn zero_token_failures_are_the_only_difference() {
         }
     }
 }
+
+#[test]
+fn simulate_itl_per_token_flag_selects_per_token_observation() {
+    use clap::Parser;
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        args: serve::SimulateArgs,
+    }
+    let observation = |argv: &[&str]| {
+        let full = [&["simulate"], argv].concat();
+        let args = Command::try_parse_from(full).expect("arguments parse").args;
+        args.config(0).itl_observation
+    };
+    assert_eq!(observation(&["--itl-per-token"]), ItlObservation::PerToken);
+    assert_eq!(observation(&[]), ItlObservation::PerOutput);
+}
