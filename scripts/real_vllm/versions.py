@@ -31,8 +31,8 @@ import sys
 # the servers `capture` runs one after another, and the server `deploy` runs.
 VERSIONS = {
     "0.32.0": {"torch": "2.13.0", "torchvision": "0.28.0", "servers": ["d3", "d5"], "deploy": "d3"},
-    # n-gram drafts work on 0.22's CPU runner; DecodeBenchConnector refuses drafts, so it is
-    # a server of its own.
+    # n-gram drafts work on 0.22's CPU runner; DecodeBenchConnector runs on a server of its own,
+    # without drafts, so that its batches show the connector alone.
     "0.22.0": {"torch": "2.11.0", "torchvision": "0.26.0", "servers": ["d3", "kv"], "deploy": "d3"},
     # 0.14's CPU model runner refuses speculative decoding ("spec decode is not supported"), so
     # both servers run without drafts: once with the default metrics, once with the hidden ones.
