@@ -13,7 +13,8 @@
 //!   with stop strings, see [`uses_stop_strings`]; raw ITL Δ`_count` ≥ the benchmark's ITL samples,
 //!   as a streamed chunk can carry two outputs) and every family equal to its formula applied to the
 //!   dumps (`docs/METRICS.md`, "The corrected families") through `inspect`, the library function;
-//!   the benchmark's means within the client/server gap; the rows of `docs/ACCURACY.md`;
+//!   the benchmark's mean TPOT within the measured client/server gap where the capture's client kept
+//!   up with the stream ([`Release::clock_checked`]); the rows of `docs/ACCURACY.md`;
 //! * [`rw`]: the same dumps through remote write into the service (BEFORE then AFTER, read back
 //!   from `/metrics`), every family by its formula, withheld ones with their reason;
 //! * [`versions`]: what differs between releases: both ITL names on 0.14 counted once, the
