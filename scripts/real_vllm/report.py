@@ -11,6 +11,10 @@ For every FIXTURE_ROOT/<batch>/ holding before.prom, after.prom and truth.json (
                 per-token truth: vLLM's own ITL time over the tokens the bench received)
   acc ITL       the corrector's acceptance-corrected ITL, vs the same truth
   acc count     Δ ITL _sum / acc ITL = the count the corrector divided by, vs Σ max(n−1, 0)
+  iter raw      Δ iteration_tokens_total _sum / _count, vLLM's raw tokens per iteration
+  iter local    the corrector's local-compute iteration tokens (null before vLLM 0.16: withheld,
+                with the reason `inspect` gives), and the raw mean's excess over it (the cache
+                hits and KV transfers vLLM 0.16-0.22 count as computed)
 Errors are (value − truth) / truth.
 """
 
@@ -63,12 +67,16 @@ def main() -> None:
             "token_weighted_itl_s": g.get("token_weighted_itl_seconds"),
             "acceptance_corrected_itl_s": acc,
             "acceptance_corrected_count": acc_count,
+            "raw_iteration_tokens_mean": t.get("raw_iteration_tokens_mean"),
+            "local_compute_iteration_tokens_mean": g.get("local_compute_iteration_tokens_mean"),
+            "local_compute_null_reason": (g.get("null_reasons") or {}).get(
+                "local_compute_iteration_tokens_mean"),
             "groups": len(groups),
         }
         rows.append(row)
     hdr = ("batch", "req", "n≤1", "Σ(n−1)", "ITL n", "acc", "AL", "bench TPOT", "raw TPOT", "err",
            "canon TPOT", "err", "truth ITL/tok", "raw ITL", "err", "tw ITL", "err", "acc ITL", "err",
-           "ITL n+acc", "−Σ(n−1)")
+           "ITL n+acc", "−Σ(n−1)", "iter raw", "iter local", "raw excess")
     table = []
     for r in rows:
         table.append((
@@ -86,6 +94,10 @@ def main() -> None:
             "—" if r["acceptance_corrected_count"] is None else f"{r['acceptance_corrected_count']:.0f}",
             "—" if r["acceptance_corrected_count"] is None
             else f"{round(r['acceptance_corrected_count'] - r['tokens_after_first']):+d}",
+            "—" if r["raw_iteration_tokens_mean"] is None else f"{r['raw_iteration_tokens_mean']:.2f}",
+            (r["local_compute_null_reason"] or "—") if r["local_compute_iteration_tokens_mean"] is None
+            else f"{r['local_compute_iteration_tokens_mean']:.2f}",
+            pct(r["raw_iteration_tokens_mean"], r["local_compute_iteration_tokens_mean"]),
         ))
     print("times in ms; errors against the truth column to their left (TPOT: bench mean over n > 1; "
           "ITL: Δ ITL _sum / Σ max(n−1, 0))")

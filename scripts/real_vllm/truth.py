@@ -11,7 +11,11 @@ Reads RAW/{before.prom, after.prom, bench.json, batch.json}; writes into FIXTURE
   before.prom, after.prom  the dumps reduced to vllm:* families (HELP/TYPE kept, as served)
   bench.json               per request: input_len, output_len, ttft, itl_count, itl_sum, latency
                            (seconds); and the bench summary's mean/median/p90/p99 TTFT, TPOT, ITL,
-                           E2EL in ms, as `vllm bench serve` printed them
+                           E2EL in ms, as `vllm bench serve` printed them. Releases before 0.32
+                           (0.14, 0.22) save no per-request `latencies`; latency is then
+                           ttft + Σ itls, which is how their client measures it (the last chunk's
+                           time − the send time, with ttft and each itl read off the same clock),
+                           and `latency_from` says so
   truth.json               counts from the per-request results and raw counter deltas from the
                            reduced dumps (see `truth()`)
   batch.json               copied
@@ -32,23 +36,26 @@ SUMMARY_KEYS = [f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el")
 
 def reduce_bench(raw: dict) -> dict:
     reqs = []
+    saved = "latencies" in raw
     for i, n in enumerate(raw["output_lens"]):
         err = raw["errors"][i]
         itls = raw["itls"][i] or []
+        latency = raw["latencies"][i] if saved else raw["ttfts"][i] + sum(itls)
         reqs.append({
             "input_len": raw["input_lens"][i],
             "output_len": n,
             "ttft": raw["ttfts"][i],
             "itl_count": len(itls),
             "itl_sum": sum(itls),
-            "latency": raw["latencies"][i],
+            "latency": latency,
             **({"error": err} if err else {}),
         })
     summary = {k: raw[k] for k in SUMMARY_KEYS if k in raw}
     for k in ("completed", "failed", "total_input_tokens", "total_output_tokens", "duration"):
         if k in raw:
             summary[k] = raw[k]
-    return {"requests": reqs, "summary": summary}
+    return {"latency_from": "latencies" if saved else "ttft + sum(itls)", "requests": reqs,
+            "summary": summary}
 
 
 def delta(before: Dump, after: Dump, name: str, **match) -> float:
@@ -62,6 +69,7 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
     tpots = [(r["latency"] - r["ttft"]) / (r["output_len"] - 1) for r in n_gt_1]
     d = lambda name, **m: delta(before, after, name, **m)  # noqa: E731
     itl = "vllm:inter_token_latency_seconds"
+    old = "vllm:time_per_output_token_seconds"  # the old ITL name (0.14 with hidden metrics)
     raw = {
         "generation_tokens": d("vllm:generation_tokens_total"),
         "prompt_tokens": d("vllm:prompt_tokens_total"),
@@ -69,6 +77,8 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
         "ttft_sum": d("vllm:time_to_first_token_seconds_sum"),
         "itl_count": d(f"{itl}_count"),
         "itl_sum": d(f"{itl}_sum"),
+        **({"old_itl_count": d(f"{old}_count"), "old_itl_sum": d(f"{old}_sum")}
+           if after.has(f"{old}_count") else {}),
         "tpot_count": d("vllm:request_time_per_output_token_seconds_count"),
         "tpot_sum": d("vllm:request_time_per_output_token_seconds_sum"),
         "e2el_count": d("vllm:e2e_request_latency_seconds_count"),
@@ -97,6 +107,7 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
         "iteration_tokens_count": d("vllm:iteration_tokens_total_count"),
         "iteration_tokens_sum": d("vllm:iteration_tokens_total_sum"),
     }
+    by_source = raw["prompt_tokens_by_source"]
     acc_count = raw["itl_count"] + raw["spec_decode_num_accepted_tokens"]
     return {
         "batch": batch["label"],
@@ -121,6 +132,13 @@ def truth(bench: dict, before: Dump, after: Dump, batch: dict) -> dict:
         "raw_itl_mean_s": raw["itl_sum"] / raw["itl_count"] if raw["itl_count"] else None,
         "itl_count_plus_accepted": acc_count,
         "itl_count_plus_accepted_minus_tokens_after_first": acc_count - after_first,
+        # Iteration tokens per iteration: vLLM's raw mean, and local compute + generation over
+        # the same iterations (null before 0.16, which has no by-source prompt counter).
+        "raw_iteration_tokens_mean": (raw["iteration_tokens_sum"] / raw["iteration_tokens_count"]
+                                      if raw["iteration_tokens_count"] else None),
+        "local_compute_iteration_tokens_mean": (
+            (by_source["local_compute"] + raw["generation_tokens"]) / raw["iteration_tokens_count"]
+            if by_source and raw["iteration_tokens_count"] else None),
     }
 
 
@@ -129,14 +147,17 @@ def window(fx: str, raw_dirs: list) -> None:
     for name, src in (("before.prom", raw_dirs[0]), ("after.prom", raw_dirs[-1])):
         with open(os.path.join(src, name)) as f, open(os.path.join(fx, name), "w") as g:
             g.write(reduce_to_vllm(f.read()))
-    reqs, parts = [], []
+    reqs, parts, latency_from = [], [], set()
     for d in raw_dirs:
         with open(os.path.join(d, "bench.json")) as f:
-            reqs += reduce_bench(json.load(f))["requests"]
+            reduced = reduce_bench(json.load(f))
+        reqs += reduced["requests"]
+        latency_from.add(reduced["latency_from"])
         with open(os.path.join(d, "batch.json")) as f:
             parts.append(json.load(f))
-    bench = {"requests": reqs, "summary": {}}
+    bench = {"latency_from": " / ".join(sorted(latency_from)), "requests": reqs, "summary": {}}
     batch = {"name": "window", "label": os.path.basename(os.path.normpath(fx)),
+             "server": parts[0].get("server"), "serve_args": parts[0].get("serve_args"),
              "num_speculative_tokens": parts[0]["num_speculative_tokens"],
              "covers": "every batch of one server, back to back, as one metric window: "
                        + ", ".join(p["label"] for p in parts),

@@ -43,5 +43,4 @@ mod slow_senders;
 mod stale_idle;
 mod status_browser;
 mod storage_restart;
-mod tokens_per_output;
 mod withheld;

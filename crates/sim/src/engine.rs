@@ -17,7 +17,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::model::{FinishReason, PromptTokens, SimConfig, SpecConfig, secs_to_ns, stream_seed};
+use super::model::{
+    FinishReason, ItlObservation, PromptTokens, SimConfig, SpecConfig, secs_to_ns, stream_seed,
+};
 
 /// One output of a request as the frontend sees it (truth record).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -132,6 +134,25 @@ pub(crate) struct OutputEvent {
     pub(crate) is_first: bool,
     /// For a non-first output: engine time since the previous output, ns.
     pub(crate) itl_ns: Option<u64>,
+}
+
+impl OutputEvent {
+    /// The ITL samples this output records, seconds, in observation order: none for a first
+    /// output; otherwise one of the gap since the request's previous output
+    /// ([`ItlObservation::PerOutput`]), or one of gap / k per token of its k tokens
+    /// ([`ItlObservation::PerToken`]).
+    pub(crate) fn itl_samples(&self, how: ItlObservation) -> impl Iterator<Item = f64> + use<> {
+        let (n, v) = match (self.itl_ns, how) {
+            (None, _) => (0, 0.0),
+            (Some(gap), ItlObservation::PerOutput) => (1, gap as f64 / 1e9),
+            (Some(gap), ItlObservation::PerToken) => {
+                // A non-first output holds at least one token (the cut keeps one).
+                let k = self.tokens.max(1);
+                (k, gap as f64 / 1e9 / f64::from(k))
+            }
+        };
+        std::iter::repeat_n(v, n as usize)
+    }
 }
 
 /// Everything one step's output batch reports: the unit of one synchronous metrics update.

@@ -31,6 +31,8 @@ pub mod truth;
 #[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
+mod per_token_itl_tests;
+#[cfg(test)]
 mod profile_tests;
 #[cfg(test)]
 mod trace_tests;
@@ -38,7 +40,9 @@ mod trace_tests;
 pub use args::positive_duration;
 pub use error::SimError;
 pub use exposition::{Snapshot, SnapshotFamily, SnapshotSample};
-pub use model::{FinishReason, PromptTokens, ScriptedRequest, SimConfig, SpecConfig};
+pub use model::{
+    FinishReason, ItlObservation, PromptTokens, ScriptedRequest, SimConfig, SpecConfig,
+};
 pub use profile::Profile;
 pub use serve::{SimulateArgs, run};
 pub use simulator::Simulator;

@@ -7,7 +7,7 @@
 use super::engine::{Request, StepReport};
 use super::families::FAM_COUNT;
 pub(crate) use super::families::{ChildOrder, Fam, FamilySpec, ITL_BOUNDS, Kind, families};
-use super::model::SimConfig;
+use super::model::{ItlObservation, SimConfig};
 /// A `prometheus_client` histogram child: per-bucket (non-cumulative) counts, the last one
 /// being `+Inf`, and the float sum in observation order.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +52,7 @@ pub(crate) struct MetricsRegistry {
     /// `values[engine][family position][child]`.
     pub(crate) values: Vec<Vec<Vec<Value>>>,
     local_only_iteration: bool,
+    itl_observation: ItlObservation,
 }
 
 impl MetricsRegistry {
@@ -94,6 +95,7 @@ impl MetricsRegistry {
             slot,
             engine_labels,
             local_only_iteration: cfg.profile.iteration_tokens_local_only(),
+            itl_observation: cfg.itl_observation,
         }
     }
 
@@ -193,9 +195,7 @@ impl MetricsRegistry {
                 ext += u64::from(o.prompt.external_kv_transfer);
                 ttfts.push((rep.end_ns - o.arrival_ns) as f64 / 1e9);
             }
-            if let Some(itl) = o.itl_ns {
-                itls.push(itl as f64 / 1e9);
-            }
+            itls.extend(o.itl_samples(self.itl_observation));
         }
         self.inc(e, Fam::Preemptions, 0, 0.0);
         self.inc(e, Fam::PromptTokens, 0, prompt_total as f64);

@@ -23,6 +23,20 @@ pub struct SpecConfig {
     pub no_draft_fraction: f64,
 }
 
+/// How the ITL histograms (`inter_token_latency_seconds` and the old name) observe an output
+/// after a request's first, of k tokens, that came g seconds after the request's previous output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ItlObservation {
+    /// One sample of g per output, whatever k is: every vLLM release read (`docs/METRICS.md`, "The
+    /// input series").
+    #[default]
+    PerOutput,
+    /// k samples of g / k each (seconds): vllm#47382 (open) would apportion each output's gap over
+    /// its tokens, as SGLang does. ITL `_count` then counts tokens, `_sum` is unchanged.
+    PerToken,
+}
+
 /// Everything that defines a simulation run. Same config and seed → identical trajectory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SimConfig {
@@ -54,6 +68,8 @@ pub struct SimConfig {
     pub max_tokens: u32,
     /// Speculative decoding, or `None` for plain autoregressive decoding.
     pub spec: Option<SpecConfig>,
+    /// One ITL sample per output (vLLM so far) or one per token (vllm#47382).
+    pub itl_observation: ItlObservation,
     /// Fixed engine time per step, seconds.
     pub step_base_s: f64,
     /// Engine time per token computed in a step (locally computed prompt tokens, plus 1 + drafts
@@ -90,6 +106,7 @@ impl Default for SimConfig {
             single_token_fraction: 0.1,
             max_tokens: 256,
             spec: None,
+            itl_observation: ItlObservation::PerOutput,
             step_base_s: 0.015,
             step_per_token_s: 0.0001,
             max_num_seqs: 64,

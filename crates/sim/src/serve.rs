@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use super::exposition::{ExposedType, Snapshot, SnapshotFamily, SnapshotSample};
-use super::model::{SimConfig, SpecConfig};
+use super::model::{ItlObservation, SimConfig, SpecConfig};
 use super::profile::Profile;
 use super::remote_write;
 use super::{SimError, Simulator};
@@ -76,6 +76,10 @@ pub struct SimulateArgs {
     /// Fraction of request decode steps without drafts.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) spec_no_draft_fraction: f64,
+    /// Record ITL per token, as vllm#47382 proposes and SGLang does: an output of k tokens
+    /// records k samples of its gap / k (default: one sample of the gap per output).
+    #[arg(long)]
+    pub(crate) itl_per_token: bool,
     /// Engine time per step, seconds.
     #[arg(long, default_value_t = 0.015)]
     pub(crate) step_base: f64,
@@ -152,6 +156,11 @@ impl SimulateArgs {
                 acceptance_prob: self.spec_acceptance,
                 no_draft_fraction: self.spec_no_draft_fraction,
             }),
+            itl_observation: if self.itl_per_token {
+                ItlObservation::PerToken
+            } else {
+                ItlObservation::PerOutput
+            },
             step_base_s: self.step_base,
             step_per_token_s: self.step_per_token,
             max_num_seqs: self.max_num_seqs,

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::engine::{OutputRecord, Request, StepReport};
 use super::exposition::float_to_go_string;
 use super::metrics::ITL_BOUNDS;
-use super::model::{PromptTokens, SimConfig};
+use super::model::{ItlObservation, PromptTokens, SimConfig};
 
 /// One finished request, as written to the truth file. Times are seconds of simulated time
 /// (add `epoch_unix_ms / 1000` for Unix time).
@@ -83,6 +83,9 @@ pub struct TruthLog {
     engine_labels: Vec<(String, String)>,
     steps: Vec<StepRecord>,
     requests: Vec<RequestRecord>,
+    /// How the ITL histograms observe an output (the metrics' rule, so `itl_count` and
+    /// `itl_sum_seconds` count what they count).
+    itl_observation: ItlObservation,
 }
 
 /// One cumulative bucket count: requests with value ≤ `le` (`le` printed as vLLM does).
@@ -143,9 +146,10 @@ pub struct IterationTruth {
     pub(crate) first_outputs: u64,
     /// First outputs that carried 0 tokens (n = 0 requests).
     pub zero_token_first_outputs: u64,
-    /// ITL observations (non-first outputs).
+    /// ITL observations: one per non-first output, or one per token of those outputs with
+    /// [`ItlObservation::PerToken`] (then equal to `tokens_after_first`).
     pub itl_count: u64,
-    /// Σ ITL, s.
+    /// Σ ITL, s (the same with either observation, up to rounding).
     pub itl_sum_seconds: f64,
     /// Tokens carried by non-first outputs.
     pub tokens_after_first: u64,
@@ -162,7 +166,7 @@ pub struct IterationTruth {
     pub iteration_tokens_local_sum: u64,
     /// Σ (all credited prompt tokens + generated tokens): the ≤ 0.22 `iteration_tokens` sum.
     pub(crate) iteration_tokens_all_sum: u64,
-    /// Σ ITL / ITL count: raw per-output mean, s.
+    /// Σ ITL / ITL count: raw per-output mean, s (per token with [`ItlObservation::PerToken`]).
     pub(crate) raw_itl_mean_seconds: Option<f64>,
     /// Σ ITL / tokens after the first: true time per token, s.
     pub(crate) token_weighted_itl_seconds: Option<f64>,
@@ -261,6 +265,7 @@ impl TruthLog {
         }
         TruthLog {
             engine_labels,
+            itl_observation: cfg.itl_observation,
             ..Default::default()
         }
     }
@@ -282,10 +287,12 @@ impl TruthLog {
                 s.local_cache_hit += u64::from(o.prompt.local_cache_hit);
                 s.external_kv_transfer += u64::from(o.prompt.external_kv_transfer);
             }
-            if let Some(itl) = o.itl_ns {
-                s.itl_count += 1;
-                s.itl_sum_s += itl as f64 / 1e9;
+            if o.itl_ns.is_some() {
                 s.tokens_after_first += u64::from(o.tokens);
+            }
+            for itl in o.itl_samples(self.itl_observation) {
+                s.itl_count += 1;
+                s.itl_sum_s += itl;
             }
         }
         s.drafts = rep.drafts;

@@ -31,7 +31,7 @@ use service::run;
 use sim::exposition::ExposedType;
 use sim::remote_write;
 use sim::serve::{LiveSim, unix_now_ms};
-use sim::{Profile, SimConfig, SimError, Simulator, Snapshot, SpecConfig};
+use sim::{ItlObservation, Profile, SimConfig, SimError, Simulator, Snapshot, SpecConfig};
 
 /// Arguments of `demo`. Durations accept humantime (`2s`, `500ms`, `1m`); `--refresh`, `--window`
 /// and `--scrape-interval` must be longer than zero (the argument parser refuses `0s`).
@@ -76,6 +76,10 @@ pub struct DemoArgs {
     /// Per-draft acceptance probability.
     #[arg(long, default_value_t = 0.7)]
     pub(crate) spec_acceptance: f64,
+    /// Record ITL per token in the simulator, as vllm#47382 proposes (an output of k tokens
+    /// records k samples of its gap / k): the corrector should then leave ITL as it is.
+    #[arg(long)]
+    pub(crate) itl_per_token: bool,
     /// No ANSI colours (also when `NO_COLOR` is set or stdout is not a terminal).
     #[arg(long)]
     pub(crate) no_color: bool,
@@ -152,6 +156,11 @@ pub(crate) fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
             acceptance_prob: args.spec_acceptance,
             no_draft_fraction: 0.1,
         }),
+        itl_observation: if args.itl_per_token {
+            ItlObservation::PerToken
+        } else {
+            ItlObservation::PerOutput
+        },
         step_base_s: 0.03,
         step_per_token_s: 0.0002,
         seed: args.seed,

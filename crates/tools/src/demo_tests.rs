@@ -20,6 +20,16 @@ fn demo_args(argv: &[&str]) -> DemoArgs {
         .args
 }
 
+#[test]
+fn demo_itl_per_token_flag_makes_the_simulator_observe_itl_per_token() {
+    let per_token = sim_config(&demo_args(&["--itl-per-token"]), 0);
+    assert_eq!(per_token.itl_observation, ItlObservation::PerToken);
+    assert_eq!(
+        sim_config(&demo_args(&[]), 0).itl_observation,
+        ItlObservation::PerOutput
+    );
+}
+
 /// `key=value` of one plain line.
 fn field(line: &str, key: &str) -> Option<f64> {
     let value = line
