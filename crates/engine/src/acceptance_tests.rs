@@ -76,41 +76,38 @@ fn acceptance_buckets_restart_after_a_stale_gap_with_a_counter_reset() {
 }
 
 #[test]
-fn retired_acceptance_state_expires_with_the_idle_timeout() {
-    // Past idle_timeout the stale group's state is forgotten: the group comes back re-seeded.
+fn retired_acceptance_state_expires_by_sample_time_past_the_idle_timeout() {
+    // A stale group's state is kept while the engine's newest sample is within idle_timeout of the
+    // group's own newest sample, whatever the wall clock; past it the group comes back re-seeded.
     let t2 = t2_with_low_acceptance();
     let stale = f64::from_bits(STALE_NAN_BITS);
     // test_support's feeding, each call with a report of its own.
     let feed_at = |engine: &mut Engine, raw: Vec<Raw>, ts: i64, now_ms: i64| {
         feed_at(engine, &raw, ts, now_ms, &mut IngestReport::default());
     };
-    let run = |sweep_at: i64| {
+    let run = |others_at: i64| {
         let mut engine = Engine::new(EngineConfig {
             idle_timeout_ms: 60_000,
             ..crate::test_support::config()
         });
         feed_at(&mut engine, scrape("0", 1.0, true), 1_000, 1_000);
-        feed_at(
-            &mut engine,
-            scrape("0", 1.0, true)
-                .into_iter()
-                .map(|(l, _)| (l, stale))
-                .collect(),
-            8_000,
-            8_000,
-        );
-        engine.sweep_idle(sweep_at);
-        feed_at(&mut engine, t2.clone(), 16_000, sweep_at);
+        let markers = scrape("0", 1.0, true).into_iter().map(|(l, _)| (l, stale));
+        feed_at(&mut engine, markers.collect(), 8_000, 8_000);
+        // Another engine's samples move the sample clock on; the wall clock stays at 9 s.
+        feed_at(&mut engine, scrape("1", 1.0, true), others_at, 9_000);
+        engine.sweep_idle(9_000);
+        feed_at(&mut engine, t2.clone(), others_at + 1_000, 9_000);
         value_of(&outputs(&engine), Family::AcceptanceCorrectedItl, "0")
     };
     let mut fresh = Engine::new(crate::test_support::config());
     feed_at(&mut fresh, t2.clone(), 16_000, 16_000);
     let reseeded = value_of(&outputs(&fresh), Family::AcceptanceCorrectedItl, "0");
-    assert_ne!(run(68_000), reseeded, "removed 60 s before the sweep: kept");
+    // Engine 0's newest sample is at 1 s (its markers carry no value).
+    assert_ne!(run(61_000), reseeded, "60 s of sample time later: kept");
     assert_eq!(
-        run(68_001),
+        run(61_001),
         reseeded,
-        "removed more than 60 s before the sweep: forgotten"
+        "more than 60 s of sample time later: forgotten"
     );
 }
 

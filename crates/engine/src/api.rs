@@ -317,6 +317,12 @@ pub struct EngineConfig {
     /// failed shard resends later (docs/ENGINE.md, "Settling"). What was served before stays
     /// served. 0 evaluates the first complete frame. Default 2.
     pub settle_scrapes: u32,
+    /// The engine's state budget, bytes: groups with their labels, series and frames, the series
+    /// index, and what removed groups keep for their return (at most a quarter of it), as
+    /// accounted (docs/RELIABILITY.md, "The memory budget"). A new series that would take the state
+    /// past it is refused (`memory_budget`) once the retired states and the groups that feed no
+    /// family have made what room they can; known series keep flowing. Default 256 MiB.
+    pub max_state_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -328,6 +334,7 @@ impl Default for EngineConfig {
             missed_scrapes: 3,
             missed_scrapes_min_wait_ms: 30_000,
             settle_scrapes: 2,
+            max_state_bytes: 256 * 1024 * 1024,
         }
     }
 }

@@ -13,7 +13,9 @@ use protocol::Label;
 pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub(crate) enum Part {
     /// `_bucket{le}`: cumulative count of observations ≤ `le`.
     Bucket,
@@ -24,7 +26,9 @@ pub(crate) enum Part {
 }
 
 /// A rule input: one raw series kind (the `le` is kept beside it in [`RoleKey`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub(crate) enum Input {
     /// `vllm:inter_token_latency_seconds` (seconds, one observation per output after the first).
     Itl(Part),
@@ -57,7 +61,9 @@ pub(crate) enum Input {
 }
 
 /// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub(crate) struct RoleKey {
     /// Which input.
     pub(crate) input: Input,

@@ -34,7 +34,9 @@ struct Role {
     key: RoleKey,
     /// Newest timestamp seen (ms), stale markers included.
     newest_ts: i64,
-    /// True after a staleness marker, until the next real sample.
+    /// Left out of the plans: the series lapsed (no sample over the whole frame window), until
+    /// its next real sample. A staleness marker alone does not make a series stale
+    /// (docs/ENGINE.md, "Staleness markers").
     stale: bool,
     /// True when the sample at `newest_ts` is a staleness marker, which a real value of the same
     /// timestamp replaces ([`Group::offer`]).
@@ -74,6 +76,72 @@ pub(crate) enum Offer {
     OutOfOrder,
     /// Older than every kept frame while the window is full.
     FrameEvicted,
+}
+
+/// What a retired group leaves for its return ([`Group::retire`], [`Group::resume`]).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Retired {
+    /// The acceptance-corrected state behind the last output, if any.
+    pub(crate) acceptance: Option<Committed>,
+    /// Each family's hold (what was served and the inputs behind it), by [`Family::index`]; stored
+    /// by family name, so a file outlives a change of the registry's order.
+    #[serde(with = "holds_by_name")]
+    pub(crate) holds: [Option<Box<Hold>>; FAMILIES],
+    /// The newest sample timestamp the group had, ms since the epoch.
+    pub(crate) newest_sample_ms: i64,
+}
+
+impl Retired {
+    /// Heap bytes held, for the engine's memory accounting (its labels are counted by the holder).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let acceptance = self.acceptance.as_ref().map_or(0, Committed::heap_bytes);
+        let holds: usize = self
+            .holds
+            .iter()
+            .flatten()
+            .map(|h| size_of::<Hold>() + h.heap_bytes())
+            .sum();
+        size_of::<Retired>() + acceptance + holds
+    }
+
+    /// True when every number is finite and every shape consistent, as an engine writes it
+    /// (checked on a restored state).
+    pub(crate) fn is_valid(&self) -> bool {
+        self.acceptance
+            .as_ref()
+            .is_none_or(|c| c.is_finite() && c.is_consistent())
+            && self.holds.iter().flatten().all(|h| h.is_valid())
+    }
+}
+
+/// [`Retired::holds`] as a map from family name to hold; a name no family has is dropped on
+/// reading (a family since removed from the registry).
+mod holds_by_name {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{FAMILIES, Family, Hold};
+
+    pub(super) fn serialize<S: Serializer>(
+        holds: &[Option<Box<Hold>>; FAMILIES],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let map: BTreeMap<&str, &Hold> = Family::ALL
+            .iter()
+            .filter_map(|f| holds[f.index()].as_deref().map(|h| (f.name(), h)))
+            .collect();
+        map.serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<[Option<Box<Hold>>; FAMILIES], D::Error> {
+        let mut map: BTreeMap<String, Hold> = BTreeMap::deserialize(d)?;
+        Ok(std::array::from_fn(|i| {
+            map.remove(Family::ALL[i].name()).map(Box::new)
+        }))
+    }
 }
 
 /// Counters a group reports back to the engine.
@@ -128,6 +196,10 @@ pub(crate) struct Group {
     /// every group on every `/metrics` scrape, under the engine lock, and counting walked every
     /// role (most of that hold at 10,000 groups, docs/PERFORMANCE.md).
     active_roles: usize,
+    /// Roles that are not stale and whose newest sample is a staleness marker: when every active
+    /// role has one, the group is gone ([`Group::all_stale`]). Kept as [`Role::newest_is_marker`]
+    /// changes, so the check costs nothing per sample.
+    marked_roles: usize,
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
     slots: [Slot; FAMILIES],
@@ -164,6 +236,7 @@ impl Group {
             last_seen_ms: now_ms,
             roles: Vec::new(),
             active_roles: 0,
+            marked_roles: 0,
             index: HashMap::new(),
             frames: VecDeque::new(),
             slots: Default::default(),
@@ -197,9 +270,17 @@ impl Group {
         self.active_roles
     }
 
-    /// True when every series of the group has gone stale: the group should be removed.
+    /// True when every series of the group that has not lapsed ended in a staleness marker (a
+    /// failed scrape, a target gone): the group should be removed.
     pub(crate) fn all_stale(&self) -> bool {
-        self.roles.iter().all(|r| r.stale)
+        debug_assert_eq!(
+            self.marked_roles,
+            self.roles
+                .iter()
+                .filter(|r| !r.stale && r.newest_is_marker)
+                .count()
+        );
+        self.marked_roles == self.active_roles
     }
 
     /// Current output of `family`, if any.
@@ -327,21 +408,28 @@ impl Group {
             return Offer::OutOfOrder;
         }
         if marker {
-            self.roles[role].newest_ts = ts;
-            self.roles[role].newest_is_marker = true;
-            if !self.roles[role].stale {
-                self.roles[role].stale = true;
-                self.active_roles -= 1;
-                self.on_role_set_shrunk();
-                self.roles_changed(ts);
+            // The series has no value at `ts`. It stays in the plans: a frame that lacks it is not
+            // complete for the families that read it, so no family is evaluated or committed
+            // without it (its real value at `ts` may yet arrive, from another shard). It leaves
+            // the plans only when it lapses (no sample over the frame window, `evict_oldest`), or
+            // with its group when every series of the group ended in a marker.
+            let r = &mut self.roles[role];
+            r.newest_ts = ts;
+            if !r.newest_is_marker && !r.stale {
+                self.marked_roles += 1;
             }
+            r.newest_is_marker = true;
             return Offer::Stale;
         }
         let Some(frame) = self.frame_at(ts, max_frames, settle_scrapes) else {
             return Offer::FrameEvicted;
         };
-        self.roles[role].newest_ts = ts;
-        self.roles[role].newest_is_marker = false;
+        let r = &mut self.roles[role];
+        r.newest_ts = ts;
+        if r.newest_is_marker && !r.stale {
+            self.marked_roles -= 1;
+        }
+        r.newest_is_marker = false;
         if self.roles[role].stale {
             self.roles[role].stale = false;
             self.active_roles += 1;
@@ -445,11 +533,12 @@ impl Group {
         };
         let (plan, roles) = (plan.clone(), roles.clone());
         let ts = self.frames[frame].ts;
-        let inputs: Vec<(usize, f64)> = roles
+        let mut inputs: Vec<(RoleKey, f64)> = roles
             .roles
             .iter()
-            .map(|r| (*r, self.frames[frame].values[*r]))
+            .map(|r| (self.roles[*r].key, self.frames[frame].values[*r]))
             .collect();
+        inputs.sort_unstable_by_key(|(role, _)| *role);
         let result = match family.spec().evaluation {
             Evaluation::Frame(evaluate) => evaluate(&plan, &self.frames[frame].values),
             Evaluation::AcceptanceBuckets => self.acceptance.evaluate(
@@ -476,29 +565,48 @@ impl Group {
         });
     }
 
-    /// The acceptance-corrected buckets of the current output, with the raw point and timestamp
-    /// of the frame they were computed from, to be handed to [`Group::resume_acceptance`] if this
-    /// group comes back after it is removed for staleness. `None` when it never had that output.
-    pub(crate) fn acceptance_state(&mut self) -> Option<Committed> {
-        self.acceptance.take_latest()
+    /// What the group leaves behind when it is removed while its target may come back (every
+    /// series ended in a staleness marker, or it missed its scrapes): the acceptance-corrected
+    /// state behind its output and each family's hold, so that the same group, back after a failed
+    /// scrape or a sender's restart, continues its buckets and serves nothing below what it
+    /// served (docs/ENGINE.md, "Groups that leave and come back"). `newest_sample_ms` is the
+    /// newest sample timestamp the group had (ms): the state expires by sample time.
+    pub(crate) fn retire(&mut self, newest_sample_ms: i64) -> Retired {
+        Retired {
+            acceptance: self.acceptance.take_latest(),
+            holds: std::array::from_fn(|i| self.slots[i].hold.take()),
+            newest_sample_ms,
+        }
     }
 
     /// The acceptance-corrected state behind the current output, left in place (for
-    /// `--storage.path`): what [`Group::acceptance_state`] would hand over now. `None` when the
-    /// group never had that output.
+    /// `--storage.path`): what [`Group::retire`] would hand over now. `None` when the group never
+    /// had that output.
     pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
         self.acceptance.latest()
     }
 
-    /// Continues the acceptance-corrected buckets from `state`, which the same group left when it
-    /// was removed for staleness: the next complete frame adds its interval from `state`'s point
-    /// (or restarts the buckets if the raw counters reset meanwhile), exactly as if the group had
-    /// never left. A failed scrape makes Prometheus write staleness markers for every series of
-    /// the target, so without this every failed scrape would re-seed the buckets from vLLM's
-    /// cumulative counts at the current acceptance length, and a bucket that came out lower would
-    /// read as a counter reset in Prometheus.
-    pub(crate) fn resume_acceptance(&mut self, state: Committed) {
-        self.acceptance.resume(state);
+    /// Each family's hold, left in place (for `--storage.path`).
+    pub(crate) fn holds(&self) -> [Option<&Hold>; FAMILIES] {
+        std::array::from_fn(|i| self.slots[i].hold.as_deref())
+    }
+
+    /// Continues from what the same group left when it was retired ([`Group::retire`]), or what a
+    /// restored state file held: the next complete frame adds its interval to the
+    /// acceptance-corrected state (or restarts the buckets if vLLM's counters reset meanwhile),
+    /// and each family's output is held at what was served unless one of its inputs fell. A
+    /// failed scrape makes Prometheus write staleness markers for every series of the target, so
+    /// without this every failed scrape would re-seed the buckets and lower a held counter, which
+    /// Prometheus reads as a counter reset.
+    pub(crate) fn resume(&mut self, retired: Retired) {
+        if let Some(state) = retired.acceptance {
+            self.acceptance.resume(state);
+        }
+        for (slot, hold) in self.slots.iter_mut().zip(retired.holds) {
+            if hold.is_some() {
+                slot.hold = hold;
+            }
+        }
     }
 
     /// Drops the oldest frame; the acceptance-corrected buckets commit it first.
@@ -521,7 +629,13 @@ impl Group {
             .map(|(i, _)| i)
             .collect();
         if !lapsed.is_empty() {
-            lapsed.iter().for_each(|i| self.roles[*i].stale = true);
+            for i in &lapsed {
+                let r = &mut self.roles[*i];
+                r.stale = true;
+                if r.newest_is_marker {
+                    self.marked_roles -= 1;
+                }
+            }
             self.active_roles -= lapsed.len();
             self.on_role_set_shrunk();
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);

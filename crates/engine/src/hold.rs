@@ -32,10 +32,13 @@
 
 use std::sync::Arc;
 
+use super::classify::RoleKey;
 use super::values::DerivedValue;
 
 /// A family's hold state in one group: the value last served and the input values it came from.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Handed over with a retired group and stored by `--storage.path`, so that a group coming back
+/// resumes at or above what it served.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Hold {
     /// The last output of the family (after the hold), `None` before the first or after a reset.
     /// The same allocation as the group's current output while that is this value.
@@ -45,22 +48,67 @@ pub(crate) struct Hold {
     /// What was served for the newest frame older than `served_ts`: the floor of `served_ts`'s
     /// evaluations. `None` before a second frame or after a reset.
     floor: Option<Arc<DerivedValue>>,
-    /// `(role index, value)` of every input of the frame last evaluated, in the plan's order.
-    inputs: Vec<(usize, f64)>,
+    /// `(role, value)` of every input of the frame last evaluated, sorted by role. By role, not
+    /// by the role's position in its group, so a hold handed to the same group coming back (with
+    /// its series in another order) compares the same inputs ([`super::group::Retired`]).
+    inputs: Vec<(RoleKey, f64)>,
 }
 
 impl Hold {
-    /// True when an input shared with the last evaluated frame decreased (a counter reset). Role
-    /// indices are stable within a group, so a plan that gained or lost roles compares the rest.
-    fn input_reset(&self, inputs: &[(usize, f64)]) -> bool {
-        inputs
-            .iter()
-            .any(|(role, v)| self.inputs.iter().any(|(r, prev)| r == role && v < prev))
+    /// Heap bytes the hold holds, for the engine's memory accounting (a served value shared with
+    /// the group's output is counted here too: an upper bound).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let value = |v: &Option<Arc<DerivedValue>>| v.as_ref().map_or(0, |v| 48 + v.heap_bytes());
+        value(&self.served) + value(&self.floor) + self.inputs.capacity() * 32
     }
 
-    /// Records that a frame with `inputs` was evaluated; on an input reset the floor is dropped
-    /// and `true` returned. Called for every evaluation, including one whose family is withheld.
-    pub(crate) fn observe_inputs(&mut self, inputs: Vec<(usize, f64)>) -> bool {
+    /// True when no served value or input is negative (checked on a restored state: every
+    /// corrected family counts, and every input is a counter).
+    pub(crate) fn is_non_negative(&self) -> bool {
+        let value = |v: &Option<Arc<DerivedValue>>| v.as_ref().is_none_or(|v| v.is_non_negative());
+        value(&self.served) && value(&self.floor) && self.inputs.iter().all(|(_, v)| *v >= 0.0)
+    }
+
+    /// True when every number is finite and the inputs sorted, as an engine writes them
+    /// (checked on a restored state).
+    pub(crate) fn is_valid(&self) -> bool {
+        let value = |v: &Option<Arc<DerivedValue>>| v.as_ref().is_none_or(|v| v.is_finite());
+        value(&self.served)
+            && value(&self.floor)
+            && self.inputs.iter().all(|(_, v)| v.is_finite())
+            && self.inputs.windows(2).all(|w| w[0].0 < w[1].0)
+    }
+
+    /// True when an input shared with the last evaluated frame decreased (a counter reset); a plan
+    /// that gained or lost roles compares the rest. Both lists are sorted by role: one merge pass,
+    /// linear in the inputs (a 60 000-bucket histogram has as many).
+    fn input_reset(&self, inputs: &[(RoleKey, f64)]) -> bool {
+        let (mut old, mut new) = (self.inputs.iter().peekable(), inputs.iter().peekable());
+        while let (Some((a, prev)), Some((b, v))) = (old.peek(), new.peek()) {
+            match a.cmp(b) {
+                std::cmp::Ordering::Less => {
+                    old.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    new.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    if v < prev {
+                        return true;
+                    }
+                    old.next();
+                    new.next();
+                }
+            }
+        }
+        false
+    }
+
+    /// Records that a frame with `inputs` (sorted by role) was evaluated; on an input reset the
+    /// floor is dropped and `true` returned. Called for every evaluation, including one whose
+    /// family is withheld.
+    pub(crate) fn observe_inputs(&mut self, inputs: Vec<(RoleKey, f64)>) -> bool {
+        debug_assert!(inputs.windows(2).all(|w| w[0].0 < w[1].0), "sorted inputs");
         let reset = self.input_reset(&inputs);
         if reset {
             self.served = None;
@@ -132,8 +180,11 @@ pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue,
         ) => {
             up(&mut sum, *s0);
             up(&mut count, *c0);
+            // Both ascending in `le`: one merge pass, linear in the buckets.
+            let mut served = b0.iter().peekable();
             for (le, c) in &mut buckets {
-                if let Some((_, floor)) = b0.iter().find(|(l, _)| l == le) {
+                while served.next_if(|(l, _)| l < le).is_some() {}
+                if let Some((_, floor)) = served.next_if(|(l, _)| l == le) {
                     up(c, *floor);
                 }
             }
@@ -168,6 +219,14 @@ mod tests {
     use super::*;
 
     const INF: f64 = f64::INFINITY;
+
+    /// The `i`-th role of a test's inputs.
+    fn k(i: u64) -> RoleKey {
+        RoleKey {
+            input: crate::classify::Input::GenTotal,
+            le_bits: i,
+        }
+    }
 
     fn h(buckets: &[(f64, f64)], sum: f64, count: f64) -> DerivedValue {
         DerivedValue::Histogram {
@@ -222,14 +281,17 @@ mod tests {
     fn an_input_reset_drops_the_floor() {
         let sc = |sum, count| DerivedValue::SumCount { sum, count };
         let mut hold = Hold::default();
-        assert!(!hold.observe_inputs(vec![(0, 10.0), (1, 5.0)]));
+        assert!(!hold.observe_inputs(vec![(k(0), 10.0), (k(1), 5.0)]));
         let _ = hold.apply(1_000, sc(10.0, 5.0));
-        assert!(!hold.observe_inputs(vec![(0, 12.0), (1, 6.0)]));
+        assert!(!hold.observe_inputs(vec![(k(0), 12.0), (k(1), 6.0)]));
         assert_eq!(
             hold.apply(16_000, sc(9.0, 6.0)),
             (Arc::new(sc(10.0, 6.0)), true)
         );
-        assert!(hold.observe_inputs(vec![(0, 1.0), (1, 6.0)]), "role 0 fell");
+        assert!(
+            hold.observe_inputs(vec![(k(0), 1.0), (k(1), 6.0)]),
+            "role 0 fell"
+        );
         assert_eq!(
             hold.apply(31_000, sc(1.0, 0.5)),
             (Arc::new(sc(1.0, 0.5)), false)

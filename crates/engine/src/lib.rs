@@ -24,7 +24,7 @@ pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use observe::{
     EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupSnapshot, RemovalReason,
 };
-pub use state::persist::{STATE_FORMAT_VERSION, StateError};
+pub use state::persist::{STATE_FORMAT_VERSION, StateCursor, StateError, StateHeader, StateRecord};
 pub use state::{Batch, Engine, KnownSeries};
 
 #[cfg(test)]
@@ -41,6 +41,8 @@ mod evict_tests;
 mod frame_tests;
 #[cfg(test)]
 mod hold_tests;
+#[cfg(test)]
+mod leave_return_tests;
 #[cfg(test)]
 mod observe_tests;
 #[cfg(test)]

@@ -118,34 +118,42 @@ fn family_withheld_and_served_again_are_reported_once_each() {
     let mut engine = Engine::new(crate::test_support::config());
     scrape_at(&mut engine, "0", 1.0, true, 1_000, 1_000);
     assert_eq!(engine.take_events().len(), 1);
-    // The local-compute counter gets a staleness marker: the iteration-tokens family is withheld.
+    let is_local = |l: &[(&str, String)]| l.iter().any(|(_, v)| v == "local_compute");
+    // Scrapes without the local-compute counter (its first one carries a staleness marker): the
+    // family keeps what it served while the series may yet come back, and is withheld once the
+    // series has no sample in the whole frame window: when the frame window (16 frames) has moved
+    // past its marker's frame, at the 18th scrape after the first.
     let stale = f64::from_bits(STALE_NAN_BITS);
-    let (local, _) = scrape("0", 1.0, true)
-        .into_iter()
-        .find(|(l, _)| l.iter().any(|(_, v)| v == "local_compute"))
-        .unwrap();
-    let labels: Vec<Label<'_>> = local
-        .iter()
-        .map(|(n, v)| Label { name: n, value: v })
-        .collect();
-    let mut report = IngestReport::default();
-    engine.ingest(
-        &labels,
-        &[Sample {
-            value: stale,
-            timestamp_ms: 16_000,
-        }],
-        16_000,
-        &mut report,
-    );
+    let mut events = Vec::new();
+    for i in 1..=18 {
+        let ts = 1_000 + i * 15_000;
+        let mut report = IngestReport::default();
+        for (labels, value) in scrape("0", 1.0 + i as f64, true) {
+            let value = match (is_local(&labels), i) {
+                (false, _) => value,
+                (true, 1) => stale,
+                (true, _) => continue,
+            };
+            let sample = Sample {
+                value,
+                timestamp_ms: ts,
+            };
+            ingest_series(&mut engine, &labels, &[sample], ts, &mut report);
+        }
+        if i < 18 {
+            assert_eq!(engine.take_events(), [], "scrape {i}: nothing withheld yet");
+        } else {
+            events = engine.take_events();
+        }
+    }
     let withheld = EngineEvent::FamilyWithheld {
         labels: labels_of("0").into(),
         family: Family::IterationTokensLocalCompute,
         reason: WithheldReason::MissingInput,
     };
-    assert_eq!(engine.take_events(), [withheld]);
+    assert_eq!(events, [withheld]);
     // The next scrape carries the series again: the family is back, reported once.
-    scrape_at(&mut engine, "0", 2.0, true, 31_000, 31_000);
+    scrape_at(&mut engine, "0", 20.0, true, 400_000, 400_000);
     assert_eq!(
         engine.take_events(),
         [EngineEvent::FamilyServed {
@@ -153,7 +161,7 @@ fn family_withheld_and_served_again_are_reported_once_each() {
             family: Family::IterationTokensLocalCompute
         }]
     );
-    scrape_at(&mut engine, "0", 3.0, true, 46_000, 46_000);
+    scrape_at(&mut engine, "0", 21.0, true, 415_000, 415_000);
     assert_eq!(engine.take_events(), []);
 }
 

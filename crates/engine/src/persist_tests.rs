@@ -1,5 +1,6 @@
-//! The stateful rule's state across a restart (`crates/engine/src/state/persist.rs`): an engine serialised and
-//! restored halfway through a sequence gives exactly the outputs of one that never stopped.
+//! What groups keep across a restart (`crates/engine/src/state/persist.rs`): an engine serialised
+//! and restored halfway through a sequence gives exactly the outputs of one that never stopped, and
+//! a state file that is not what an engine writes restores nothing of what is wrong.
 
 use super::test_support::*;
 use super::*;
@@ -41,9 +42,9 @@ fn restored_acceptance_buckets_continue_exactly_as_without_a_restart() {
 
     let mut before = Engine::new(crate::test_support::config());
     run(&mut before, &scrapes[..2]);
-    let document = before.state_document();
+    let document = to_lines(&before);
     let mut after = Engine::new(crate::test_support::config());
-    assert_eq!(after.restore_state(&document, 0).unwrap(), 1);
+    assert_eq!(from_lines(&mut after, &document, 0).unwrap(), 1);
     run(&mut after, &scrapes[2..]);
 
     let mut restarted_without_state = Engine::new(crate::test_support::config());
@@ -73,10 +74,10 @@ fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
         .collect();
     feed(&mut engine, &markers, &mut IngestReport::default());
     assert_eq!(engine.stats().groups, 0);
-    let document = engine.state_document();
+    let document = to_lines(&engine);
     let mut restored = Engine::new(crate::test_support::config());
     assert_eq!(
-        restored.restore_state(&document, 0).unwrap(),
+        from_lines(&mut restored, &document, 0).unwrap(),
         1,
         "the retired state"
     );
@@ -86,29 +87,61 @@ fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
     assert_eq!(outputs(&restored), outputs(&uninterrupted));
 
     let mut fresh = Engine::new(crate::test_support::config());
+    let (header, record) = document.split_once('\n').expect("a header line");
     for (bad, version) in [
-        ("", false),
-        ("{\"version\": 1, \"groups\": [{\"labels\": []}]}", false),
-        (&document[..document.len() / 2], false),
-        (
-            &document.replacen("\"version\":1", "\"version\":2", 1),
-            true,
-        ),
+        (String::new(), false),
+        (format!("{header}\n{{\"labels\": []}}"), false),
+        (document[..document.len() / 2].to_owned(), false),
+        (document.replacen("\"version\":2", "\"version\":3", 1), true),
     ] {
-        let err = fresh.restore_state(bad, 0).unwrap_err();
+        let err = from_lines(&mut fresh, &bad, 0).unwrap_err();
         assert_eq!(
-            matches!(err, StateError::Version { found: 2 }),
+            matches!(err, StateError::Version { found: 3 }),
             version,
             "{err}"
         );
     }
-    // An inconsistent state (one bucket short of its bounds) is refused whole.
+    // An inconsistent state (one bucket short of its bounds) is refused.
     let short = document.replacen("\"acc\":[", "\"acc\":[0.5,", 1);
     assert!(matches!(
-        fresh.restore_state(&short, 0),
-        Err(StateError::Corrupt(_))
+        from_lines(&mut fresh, &short, 0),
+        Err(StateError::Invalid { .. })
     ));
-    assert_eq!(fresh.state_document(), "{\"version\":1,\"groups\":[]}");
+    assert!(!record.is_empty());
+    assert_eq!(to_lines(&fresh), format!("{header}\n"), "nothing restored");
+}
+
+#[test]
+fn a_hand_edited_state_file_with_impossible_values_is_refused_record_by_record() {
+    // Issue 23, item 9: a timestamp of i64::MAX or negative counts were accepted, froze the family
+    // and served `_count` as −1e9.
+    let scrapes = sequence();
+    let mut engine = Engine::new(crate::test_support::config());
+    run(&mut engine, &scrapes[..2]);
+    let document = to_lines(&engine);
+    let newest = "\"newest_sample_ms\":16000";
+    assert!(document.contains(newest), "{document}");
+    let far_future = document.replacen(newest, &format!("\"newest_sample_ms\":{}", i64::MAX), 1);
+    // The first accumulated bucket made −1e9, the shapes kept.
+    let at = document.find("\"acc\":[").expect("an acceptance state") + "\"acc\":[".len();
+    let end = at + document[at..].find([',', ']']).expect("a number");
+    let negative = format!("{}-1000000000.0{}", &document[..at], &document[end..]);
+    let nan_like = document.replacen("\"sum\":", "\"sum\":-", 1);
+    for (bad, why) in [
+        (far_future, "newest sample time out of range"),
+        (negative, "a negative count in the acceptance state"),
+        (nan_like, "a negative count"),
+    ] {
+        let mut fresh = Engine::new(crate::test_support::config());
+        match from_lines(&mut fresh, &bad, 20_000) {
+            Err(StateError::Invalid { why: got, .. }) => assert!(got.starts_with(why), "{got}"),
+            other => panic!("{why}: {other:?}"),
+        }
+        assert_eq!(fresh.stats().groups, 0);
+    }
+    // The unedited file restores, at a receive time within a day of its samples.
+    let mut fresh = Engine::new(crate::test_support::config());
+    assert_eq!(from_lines(&mut fresh, &document, 20_000).unwrap(), 1);
 }
 
 #[test]
@@ -120,12 +153,12 @@ fn a_restored_state_is_written_again_by_a_group_stopped_before_it_settles() {
     run(&mut first, &scrapes[..2]);
     // Restarted with the default settling, stopped again one scrape later: nothing served yet.
     let mut second = Engine::new(EngineConfig::default());
-    assert_eq!(second.restore_state(&first.state_document(), 0).unwrap(), 1);
+    assert_eq!(from_lines(&mut second, &to_lines(&first), 0).unwrap(), 1);
     run(&mut second, &scrapes[2..3]);
     assert!(outputs(&second).is_empty(), "settling");
     let mut third = Engine::new(crate::test_support::config());
     assert_eq!(
-        third.restore_state(&second.state_document(), 0).unwrap(),
+        from_lines(&mut third, &to_lines(&second), 0).unwrap(),
         1,
         "the restored state is written again"
     );

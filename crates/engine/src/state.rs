@@ -12,11 +12,13 @@ use super::observe::{EngineEvent, EventQueue, GroupMeta};
 use super::*;
 use index::SeriesIndex;
 use protocol::{Label, MetadataRef, MetricType};
+use retired::RetiredGroups;
 
 mod evict;
 mod index;
 pub(crate) mod ingest;
 pub(crate) mod persist;
+mod retired;
 mod sweep;
 mod views;
 
@@ -90,9 +92,8 @@ pub struct Engine {
     tracked_series: usize,
     /// Reused buffer: a label set's text, hashed by [`protocol::SeriesKey::of_labels`].
     scratch: Vec<u8>,
-    /// Acceptance-corrected bucket state of groups removed for staleness, by group labels, with
-    /// the receive time of removal (ms): resumed if the group returns within `idle_timeout_ms`.
-    retired: HashMap<Vec<(String, String)>, (Committed, i64)>,
+    /// What removed groups left for their return, bounded by sample time and bytes ([`retired`]).
+    retired: RetiredGroups,
     /// Groups (slot, generation) that took samples since the last [`Engine::take_events`].
     touched: Vec<(u32, u32)>,
     /// Events not yet taken.
@@ -124,7 +125,7 @@ impl Engine {
             newest_sample_ms: None,
             tracked_series: 0,
             scratch: Vec::with_capacity(512),
-            retired: HashMap::new(),
+            retired: RetiredGroups::default(),
             touched: Vec::new(),
             events: EventQueue::default(),
         }
@@ -134,6 +135,11 @@ impl Engine {
     /// the last [`Engine::set_config`] (a reload).
     pub fn idle_timeout_ms(&self) -> i64 {
         self.config.idle_timeout_ms
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
     }
 
     /// Replaces the settings (idle timeout, pending frames); existing state is kept.
@@ -188,10 +194,10 @@ impl Engine {
         let owned: Vec<(String, String)> = group_labels(labels)
             .map(|l| (l.name.to_owned(), l.value.to_owned()))
             .collect();
-        let resumed = self.retired.remove(&owned);
+        let resumed = self.retired.take(&owned);
         let mut group = Group::new(owned, now_ms);
-        if let Some((state, _)) = resumed {
-            group.resume_acceptance(state);
+        if let Some(retired) = resumed {
+            group.resume(retired);
         }
         let entry = Entry {
             hash,
@@ -217,6 +223,30 @@ impl Engine {
             slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash)
         });
         Some(slot)
+    }
+
+    /// Drops the oldest retired states until they take at most a quarter of the state budget.
+    fn fit_retired(&mut self) {
+        let cap = self.config.max_state_bytes / 4;
+        let over = self.retired.bytes().saturating_sub(cap);
+        if over > 0 {
+            self.retired.evict(over);
+        }
+    }
+
+    /// Removes the group in `slot`, keeping what it leaves for its return among the retired states
+    /// when `retire` (a group that went stale or missed its scrapes may come back; an evicted one
+    /// feeds nothing); indexed series pointing at it become dead by generation.
+    fn remove_retiring(&mut self, slot: u32, retire: bool) {
+        if retire && let Some(entry) = self.slots[slot as usize].entry.as_mut() {
+            let newest = entry.meta.newest_ts.unwrap_or(i64::MIN);
+            let retired = entry.group.retire(newest);
+            if retired.acceptance.is_some() || retired.holds.iter().any(Option::is_some) {
+                self.retired.insert(entry.group.labels.clone(), retired);
+                self.fit_retired();
+            }
+        }
+        self.remove_group(slot);
     }
 
     /// Removes the group in `slot`; indexed series pointing at it become dead by generation.

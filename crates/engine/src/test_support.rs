@@ -281,3 +281,43 @@ pub(super) fn config() -> EngineConfig {
         ..EngineConfig::default()
     }
 }
+
+/// The engine's state as the state file holds it (`crates/service/src/storage.rs`): a header line,
+/// then one JSON record per group, as written a few groups at a time.
+pub(crate) fn to_lines(engine: &Engine) -> String {
+    let mut out = serde_json::to_string(&crate::StateHeader::default()).expect("header");
+    out.push('\n');
+    let mut cursor = crate::StateCursor::default();
+    while !cursor.is_done() {
+        for record in engine.state_records(&mut cursor, 2) {
+            out.push_str(&serde_json::to_string(&record).expect("record"));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Restores `text` from [`to_lines`] into `engine` at `now_ms` as the service reads the file: the
+/// header's version, then each line. Returns the records restored, or the first error.
+pub(crate) fn from_lines(
+    engine: &mut Engine,
+    text: &str,
+    now_ms: i64,
+) -> Result<usize, crate::StateError> {
+    let corrupt = |e: serde_json::Error| crate::StateError::Corrupt(e.to_string());
+    let mut lines = text.lines();
+    let header: crate::StateHeader =
+        serde_json::from_str(lines.next().unwrap_or("")).map_err(corrupt)?;
+    if header.version != crate::STATE_FORMAT_VERSION {
+        return Err(crate::StateError::Version {
+            found: header.version,
+        });
+    }
+    let mut n = 0;
+    for line in lines {
+        let record: crate::StateRecord = serde_json::from_str(line).map_err(corrupt)?;
+        engine.restore_record(record, now_ms)?;
+        n += 1;
+    }
+    Ok(n)
+}

@@ -11,7 +11,11 @@ pub enum FamilyKind {
 }
 
 /// One derived value: cumulative since the inputs' last counter reset.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Stored (`--storage.path`, in a hold) as [`StoredValue`]: JSON has no infinity, so a
+/// histogram's bounds are stored without its last, `+Inf`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(into = "StoredValue", try_from = "StoredValue")]
 pub enum DerivedValue {
     /// A histogram: `(le, cumulative count)` pairs in ascending `le`, ending with `+Inf`; the
     /// `+Inf` count equals `count`. Counts may be fractional for estimated families.
@@ -30,6 +34,107 @@ pub enum DerivedValue {
         /// Count, in the family's unit (tokens or iterations).
         count: f64,
     },
+}
+
+/// [`DerivedValue`] as stored: a histogram's finite bounds and every bucket count (the last one
+/// `+Inf`'s).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+enum StoredValue {
+    Histogram {
+        bounds: Vec<f64>,
+        counts: Vec<f64>,
+        sum: f64,
+        count: f64,
+    },
+    SumCount {
+        sum: f64,
+        count: f64,
+    },
+}
+
+impl From<DerivedValue> for StoredValue {
+    fn from(value: DerivedValue) -> StoredValue {
+        match value {
+            DerivedValue::Histogram {
+                buckets,
+                sum,
+                count,
+            } => {
+                let finite = buckets.len().saturating_sub(1);
+                StoredValue::Histogram {
+                    bounds: buckets[..finite].iter().map(|(le, _)| *le).collect(),
+                    counts: buckets.iter().map(|(_, c)| *c).collect(),
+                    sum,
+                    count,
+                }
+            }
+            DerivedValue::SumCount { sum, count } => StoredValue::SumCount { sum, count },
+        }
+    }
+}
+
+impl TryFrom<StoredValue> for DerivedValue {
+    type Error = &'static str;
+
+    fn try_from(value: StoredValue) -> Result<DerivedValue, &'static str> {
+        match value {
+            StoredValue::Histogram {
+                bounds,
+                counts,
+                sum,
+                count,
+            } => {
+                if counts.len() != bounds.len() + 1 {
+                    return Err("a histogram needs one count per finite bound and one for +Inf");
+                }
+                if !bounds.windows(2).all(|w| w[0] < w[1]) || bounds.iter().any(|b| !b.is_finite())
+                {
+                    return Err("histogram bounds must be finite and ascending");
+                }
+                let les = bounds.into_iter().chain([f64::INFINITY]);
+                Ok(DerivedValue::Histogram {
+                    buckets: les.zip(counts).collect(),
+                    sum,
+                    count,
+                })
+            }
+            StoredValue::SumCount { sum, count } => Ok(DerivedValue::SumCount { sum, count }),
+        }
+    }
+}
+
+impl DerivedValue {
+    /// Heap bytes the value holds (its buckets), for the engine's memory accounting.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match self {
+            DerivedValue::Histogram { buckets, .. } => buckets.capacity() * 16,
+            DerivedValue::SumCount { .. } => 0,
+        }
+    }
+
+    /// True when no component is negative.
+    pub(crate) fn is_non_negative(&self) -> bool {
+        match self {
+            DerivedValue::Histogram {
+                buckets,
+                sum,
+                count,
+            } => *sum >= 0.0 && *count >= 0.0 && buckets.iter().all(|(_, c)| *c >= 0.0),
+            DerivedValue::SumCount { sum, count } => *sum >= 0.0 && *count >= 0.0,
+        }
+    }
+
+    /// True when every number is finite (the state file's JSON has no other numbers).
+    pub(crate) fn is_finite(&self) -> bool {
+        match self {
+            DerivedValue::Histogram {
+                buckets,
+                sum,
+                count,
+            } => sum.is_finite() && count.is_finite() && buckets.iter().all(|(_, c)| c.is_finite()),
+            DerivedValue::SumCount { sum, count } => sum.is_finite() && count.is_finite(),
+        }
+    }
 }
 
 /// Why a family is absent for a group. Each variant is one `reason` label value of

@@ -285,7 +285,7 @@ pub(crate) fn is_valid_metric_name(name: &str) -> bool {
 
 /// True when `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`, the classic label-name character set. Names
 /// starting with `__` (reserved for internal use) are accepted: `__name__` is one.
-pub(crate) fn is_valid_label_name(name: &str) -> bool {
+pub fn is_valid_label_name(name: &str) -> bool {
     valid_name(name, false)
 }
 

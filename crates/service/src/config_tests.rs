@@ -33,6 +33,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             missed_scrapes: 3,
             missed_scrapes_min_wait_ms: 30_000,
             settle_scrapes: 2,
+            max_state_bytes: 256 * 1024 * 1024,
         }
     );
     // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.

@@ -18,6 +18,28 @@ pub(crate) struct Committed {
 }
 
 impl Committed {
+    /// True when no accumulated bucket or raw input is negative (every one counts; checked on a
+    /// restored state).
+    pub(crate) fn is_non_negative(&self) -> bool {
+        let point = self.point.as_ref().is_none_or(|p| {
+            [p.count, p.sum, p.generated, p.first_outputs]
+                .iter()
+                .chain(&p.finite)
+                .chain(&p.per_pos)
+                .all(|v| *v >= 0.0)
+        });
+        point && self.acc.iter().all(|v| *v >= 0.0)
+    }
+
+    /// Heap bytes held (its vectors), for the engine's memory accounting.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let point = self
+            .point
+            .as_ref()
+            .map_or(0, |p| (p.finite.capacity() + p.per_pos.capacity()) * 8);
+        (self.bounds.capacity() + self.acc.capacity()) * 8 + point
+    }
+
     /// True when every number is finite (JSON, the storage format, has no other numbers).
     pub(crate) fn is_finite(&self) -> bool {
         let point = self.point.as_ref().is_none_or(|p| {

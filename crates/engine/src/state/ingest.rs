@@ -211,25 +211,18 @@ impl Engine {
     }
 
     /// Removes the groups whose series all went stale during the batch that ends (and stayed
-    /// so), keeping their acceptance-corrected state among the retired ones.
-    fn end_batch(&mut self, now_ms: i64) {
+    /// so), keeping what they leave for their return among the retired states.
+    fn end_batch(&mut self) {
         for (slot, generation) in std::mem::take(&mut self.stale) {
             if !self.live(slot, generation) || !self.group(slot).all_stale() {
                 continue;
             }
-            let entry = self.slots[slot as usize]
-                .entry
-                .as_mut()
-                .expect("a live slot");
-            let labels = entry.group.labels.clone();
-            if let Some(state) = entry.group.acceptance_state() {
-                self.retired.insert(labels.to_vec(), (state, now_ms));
-            }
+            let labels = self.group(slot).labels.clone();
             self.events.push(EngineEvent::GroupRemoved {
                 labels,
                 reason: RemovalReason::Stale,
             });
-            self.remove_group(slot);
+            self.remove_retiring(slot, true);
             self.removed_stale += 1;
         }
     }
@@ -372,6 +365,6 @@ impl Batch<'_> {
 
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
-        self.engine.end_batch(self.now_ms);
+        self.engine.end_batch();
     }
 }

@@ -1,110 +1,246 @@
-//! The stateful rule's state as a document, for `--storage.path` (`docs/RELIABILITY.md`, "State
-//! across restarts"): every group's acceptance-corrected state ([`Committed`]: the newest frame's
-//! timestamp, its raw cumulative inputs, the ITL bounds and the accumulated buckets), live groups
-//! and groups retired for staleness alike, keyed by the group's labels.
+//! What groups would need on their return, as records for `--storage.path` (`docs/RELIABILITY.md`,
+//! "State across restarts"): for every group, live or retired, its acceptance-corrected state
+//! ([`Committed`]) and each family's hold (what was served and the inputs behind it), with the
+//! group's labels and its newest sample time.
 //!
-//! Restored, each state waits among the retired ones ([`Engine`]'s `retired`, with the restore
-//! time as its removal time, so it expires after `engine.idle_timeout` like any retired state);
-//! when the group's first series arrives it resumes from it exactly as after a failed scrape, so
-//! the buckets continue as if the process had never stopped.
+//! The file is JSON lines: a header ([`StateHeader`], the format version), then one
+//! [`StateRecord`] per line, so that it is written a few groups at a time ([`Engine::state_records`]:
+//! the engine lock is held per chunk, never for the whole file) and read a line at a time
+//! ([`Engine::restore_record`]: memory bounded by the largest group, not the file). Format 1 (one
+//! JSON document of acceptance states) is still read ([`Engine::restore_state`]).
+//!
+//! Restored, each record waits among the retired states, with its own newest sample time, so it
+//! expires as it would have without the restart; when the group's first series arrives it resumes
+//! from it exactly as after a failed scrape. A record is validated before use: finite,
+//! non-negative numbers, consistent shapes, timestamps between the epoch and a day past the
+//! receive clock, label names and values as the receiver accepts them.
 
 use serde::{Deserialize, Serialize};
 
 use super::*;
+use crate::group::Retired;
 
-/// Version of the state document. A document of another version is ignored (and counted), never
-/// guessed at.
-pub const STATE_FORMAT_VERSION: u32 = 1;
+/// Version of the state file format. A file of another version is ignored (and counted), never
+/// guessed at; format 1 is read too.
+pub const STATE_FORMAT_VERSION: u32 = 2;
 
-/// The state document.
-#[derive(Debug, Serialize, Deserialize)]
-struct StateDocument {
-    /// [`STATE_FORMAT_VERSION`].
-    version: u32,
-    groups: Vec<SavedGroup>,
+/// How far past the receive clock a restored timestamp may be, ms: a day.
+const MAX_FUTURE_MS: i64 = 24 * 3600 * 1000;
+
+/// The state file's first line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateHeader {
+    /// [`STATE_FORMAT_VERSION`] of the file.
+    pub version: u32,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct SavedGroup {
+impl Default for StateHeader {
+    fn default() -> Self {
+        StateHeader {
+            version: STATE_FORMAT_VERSION,
+        }
+    }
+}
+
+/// One group's state, one line of the state file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateRecord {
     /// The group labels, sorted by name.
+    labels: Vec<(String, String)>,
+    /// What it would need on its return.
+    state: Retired,
+}
+
+/// Where [`Engine::state_records`] goes on from: the next live group's slot, then the retired
+/// states in order.
+#[derive(Debug, Clone, Default)]
+pub struct StateCursor {
+    slot: usize,
+    retired: usize,
+    done: bool,
+}
+
+impl StateCursor {
+    /// True once every group was given.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Format 1: one document of acceptance states.
+#[derive(Debug, Deserialize)]
+struct DocumentV1 {
+    groups: Vec<SavedGroupV1>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SavedGroupV1 {
     labels: Vec<(String, String)>,
     acceptance: Committed,
 }
 
-/// Why a state document was not restored.
+/// Why a state file, or one of its records, was not restored.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     /// Not JSON of the expected shape (truncated, edited, another program's file).
-    #[error("corrupt state document: {0}")]
+    #[error("corrupt state: {0}")]
     Corrupt(String),
+    /// Well-formed but impossible: a timestamp out of range, a negative or non-finite number, an
+    /// inconsistent shape, a label the receiver would refuse.
+    #[error("invalid state for group {labels}: {why}")]
+    Invalid {
+        /// The group's labels, quoted.
+        labels: String,
+        /// What is wrong.
+        why: &'static str,
+    },
     /// Written by a version of the format this build does not read.
-    #[error(
-        "state document format version {found}, this build reads version {STATE_FORMAT_VERSION}"
-    )]
+    #[error("state format version {found}, this build reads versions 1 and {STATE_FORMAT_VERSION}")]
     Version {
-        /// The version in the document.
+        /// The version in the file.
         found: u32,
     },
 }
 
 impl Engine {
-    /// The acceptance-corrected state of every group (live and retired) as a JSON document of
-    /// [`STATE_FORMAT_VERSION`]. A state holding a non-finite number (only from nonsensical
-    /// inputs; JSON has no such number) is left out.
-    pub fn state_document(&self) -> String {
-        let live = self
-            .live_groups()
-            .filter_map(|g| g.acceptance_snapshot().map(|c| (&g.labels[..], c)));
-        let retired = self
-            .retired
-            .iter()
-            .map(|(labels, (c, _))| (labels.as_slice(), c));
-        let groups: Vec<SavedGroup> = live
-            .chain(retired)
-            .filter(|(_, c)| c.is_finite())
-            .map(|(labels, c)| SavedGroup {
-                labels: labels.to_vec(),
-                acceptance: c.clone(),
-            })
-            .collect();
-        serde_json::to_string(&StateDocument {
-            version: STATE_FORMAT_VERSION,
-            groups,
-        })
-        .unwrap_or_else(|_| String::new())
+    /// Up to `max` groups' records from `cursor` on, live groups first, then the retired ones; the
+    /// cursor moves past them ([`StateCursor::is_done`] once all were given). Groups with nothing to
+    /// keep, and states holding a non-finite number (only from nonsensical inputs; JSON has no such
+    /// number), are left out. Call it under the engine lock, a chunk at a time, and write outside it.
+    pub fn state_records(&self, cursor: &mut StateCursor, max: usize) -> Vec<StateRecord> {
+        let mut out = Vec::new();
+        while out.len() < max && cursor.slot < self.slots.len() {
+            if let Some(Entry { group, meta, .. }) = &self.slots[cursor.slot].entry {
+                let state = Retired {
+                    acceptance: group.acceptance_snapshot().cloned(),
+                    holds: group.holds().map(|h| h.map(|h| Box::new(h.clone()))),
+                    newest_sample_ms: meta.newest_ts.unwrap_or(0),
+                };
+                if keeps_anything(&state) && state.is_valid() {
+                    out.push(StateRecord {
+                        labels: group.labels.to_vec(),
+                        state,
+                    });
+                }
+            }
+            cursor.slot += 1;
+        }
+        let retired = self.retired.iter().skip(cursor.retired);
+        for (labels, state) in retired.take(max.saturating_sub(out.len())) {
+            cursor.retired += 1;
+            if state.is_valid() {
+                out.push(StateRecord {
+                    labels: labels.to_vec(),
+                    state: state.clone(),
+                });
+            }
+        }
+        cursor.done = cursor.slot >= self.slots.len() && cursor.retired >= self.retired.len();
+        out
     }
 
-    /// Restores a document from [`Engine::state_document`]: each group's state waits to be
-    /// resumed when the group's series arrive (within `engine.idle_timeout` of `now_ms`, the
-    /// receive clock in ms). Returns how many group states were restored.
+    /// Restores one record of the state file at `now_ms` (receive clock, ms): it waits among the
+    /// retired states until the group's series arrive. The retired states' share of the memory
+    /// budget holds: the oldest are dropped to make room.
     ///
     /// # Errors
-    /// [`StateError::Version`] for another format version, [`StateError::Corrupt`] for anything
-    /// else that is not such a document; nothing is restored then.
-    pub fn restore_state(&mut self, document: &str, now_ms: i64) -> Result<usize, StateError> {
-        #[derive(Deserialize)]
-        struct Version {
-            version: u32,
-        }
-        let version: Version =
-            serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
-        if version.version != STATE_FORMAT_VERSION {
-            return Err(StateError::Version {
-                found: version.version,
+    /// [`StateError::Invalid`] when the record is not what an engine writes; nothing is restored.
+    pub fn restore_record(&mut self, record: StateRecord, now_ms: i64) -> Result<(), StateError> {
+        if let Err(why) = check_record(&record, now_ms) {
+            return Err(StateError::Invalid {
+                labels: format!("{:?}", record.labels),
+                why,
             });
         }
-        let doc: StateDocument =
+        let labels: GroupLabels = record.labels.into();
+        self.retired.insert(labels, record.state);
+        self.fit_retired();
+        Ok(())
+    }
+
+    /// Restores a format 1 document (acceptance states only) at `now_ms`. Returns how many group
+    /// states were restored.
+    ///
+    /// # Errors
+    /// [`StateError::Version`] for a version other than 1, [`StateError::Corrupt`] for anything
+    /// else that is not such a document, [`StateError::Invalid`] for an impossible state; nothing
+    /// is restored then.
+    pub fn restore_state(&mut self, document: &str, now_ms: i64) -> Result<usize, StateError> {
+        let header: StateHeader =
             serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
-        if let Some(bad) = doc.groups.iter().find(|g| !g.acceptance.is_consistent()) {
-            return Err(StateError::Corrupt(format!(
-                "inconsistent state for group {:?}",
-                bad.labels
-            )));
+        if header.version != 1 {
+            return Err(StateError::Version {
+                found: header.version,
+            });
         }
-        let n = doc.groups.len();
-        for g in doc.groups {
-            self.retired.insert(g.labels, (g.acceptance, now_ms));
+        let doc: DocumentV1 =
+            serde_json::from_str(document).map_err(|e| StateError::Corrupt(e.to_string()))?;
+        let records: Vec<StateRecord> = doc
+            .groups
+            .into_iter()
+            .map(|g| StateRecord {
+                labels: g.labels,
+                state: Retired {
+                    newest_sample_ms: g.acceptance.ts.unwrap_or(0),
+                    acceptance: Some(g.acceptance),
+                    holds: Default::default(),
+                },
+            })
+            .collect();
+        if let Some((record, why)) = records
+            .iter()
+            .find_map(|r| check_record(r, now_ms).err().map(|why| (r, why)))
+        {
+            return Err(StateError::Invalid {
+                labels: format!("{:?}", record.labels),
+                why,
+            });
         }
+        let n = records.len();
+        for record in records {
+            self.retired.insert(record.labels.into(), record.state);
+        }
+        self.fit_retired();
         Ok(n)
     }
+}
+
+/// True when a state holds something a returning group would use.
+fn keeps_anything(state: &Retired) -> bool {
+    state.acceptance.is_some() || state.holds.iter().any(Option::is_some)
+}
+
+/// Why `record` is not what an engine writes, if it is not.
+fn check_record(record: &StateRecord, now_ms: i64) -> Result<(), &'static str> {
+    let latest = now_ms.saturating_add(MAX_FUTURE_MS);
+    let in_range = |ts: i64| (0..=latest).contains(&ts);
+    let labels = &record.labels;
+    if labels.is_empty() || !labels.windows(2).all(|w| w[0].0 < w[1].0) {
+        return Err("labels empty, unsorted or repeated");
+    }
+    if labels
+        .iter()
+        .any(|(n, v)| v.is_empty() || !protocol::labels::is_valid_label_name(n))
+    {
+        return Err("a label the receiver refuses");
+    }
+    let state = &record.state;
+    if !state.is_valid() {
+        return Err("a non-finite number or an inconsistent shape");
+    }
+    if !in_range(state.newest_sample_ms) {
+        return Err("newest sample time out of range");
+    }
+    if let Some(c) = &state.acceptance {
+        if c.ts.is_some_and(|ts| !in_range(ts)) {
+            return Err("acceptance state time out of range");
+        }
+        if !c.is_non_negative() {
+            return Err("a negative count in the acceptance state");
+        }
+    }
+    if state.holds.iter().flatten().any(|h| !h.is_non_negative()) {
+        return Err("a negative count in a hold");
+    }
+    Ok(())
 }

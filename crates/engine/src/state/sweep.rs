@@ -6,15 +6,19 @@ use super::*;
 impl Engine {
     /// Drops groups that received no sample for longer than the idle timeout, and groups that
     /// received no new sample for [`EngineConfig::missed_scrapes`] of their own scrape intervals
-    /// (but at least [`EngineConfig::missed_scrapes_min_wait_ms`]). Returns how many. A group
-    /// removed for missed scrapes leaves its acceptance-corrected state behind exactly as a stale
-    /// group does, kept for the idle timeout, so it continues its buckets if it comes back.
+    /// (but at least [`EngineConfig::missed_scrapes_min_wait_ms`]). Returns how many. Each leaves
+    /// what it would need on its return among the retired states, as a stale group does
+    /// (docs/ENGINE.md, "Groups that leave and come back"); a retired state whose newest sample is
+    /// older than the engine's newest by more than the idle timeout expires (sample time, not the
+    /// wall clock: a state restored at start expires as it would have without the restart).
     ///
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
-        self.retired
-            .retain(|_, (_, removed_ms)| *removed_ms >= cutoff);
+        if let Some(newest) = self.newest_sample_ms {
+            self.retired
+                .expire(newest.saturating_sub(self.config.idle_timeout_ms));
+        }
         let (missed, min_wait) = (
             self.config.missed_scrapes,
             self.config.missed_scrapes_min_wait_ms,
@@ -33,21 +37,11 @@ impl Engine {
             .collect();
         let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
         for (slot, reason) in &leaving {
-            let entry = self.slots[*slot as usize]
-                .entry
-                .as_mut()
-                .expect("a live slot");
-            if *reason == RemovalReason::MissedScrapes
-                && let Some(state) = entry.group.acceptance_state()
-            {
-                self.retired
-                    .insert(entry.group.labels.to_vec(), (state, now_ms));
-            }
             self.events.push(EngineEvent::GroupRemoved {
-                labels: entry.group.labels.clone(),
+                labels: self.group(*slot).labels.clone(),
                 reason: *reason,
             });
-            self.remove_group(*slot);
+            self.remove_retiring(*slot, true);
         }
         // Forget the indexed series of every removed group (idle here, stale since the last
         // sweep), and unused series not seen within the idle timeout.

@@ -7,7 +7,8 @@ use prometheus_client::registry::Registry;
 
 /// Why a state file found at start was not used: the `reason` label of
 /// `vllm_corrector_state_loads_ignored_total`.
-pub(crate) const IGNORED_REASONS: [&str; 3] = ["corrupt", "version", "unreadable"];
+pub(crate) const IGNORED_REASONS: [&str; 5] =
+    ["corrupt", "version", "unreadable", "invalid", "too_large"];
 
 /// Storage self-metrics.
 #[derive(Debug, Default)]
@@ -30,7 +31,7 @@ impl StorageMetrics {
     pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_state_loads_ignored",
-            "State files (--storage.path) found at start and not used, by reason: corrupt (not a state document), version (another format version), unreadable (an I/O error). The acceptance-corrected buckets then start afresh",
+            "State files (--storage.path) found at start and not used, by reason: corrupt (not a state file), version (another format version), unreadable (an I/O error), too_large (over the engine's state budget); and records of a state file not used: invalid (a timestamp out of range, a negative or non-finite number, an inconsistent shape, a label the receiver refuses). Those groups then start afresh",
             self.ignored.clone(),
         );
         registry.register(
@@ -40,7 +41,8 @@ impl StorageMetrics {
         );
     }
 
-    /// Counts a state file ignored at start for `reason` (one of [`IGNORED_REASONS`]).
+    /// Counts a state file, or a record of one, ignored at start for `reason` (one of
+    /// [`IGNORED_REASONS`]).
     pub(crate) fn load_ignored(&self, reason: &'static str) {
         self.ignored.get_or_create(&[("reason", reason)]).inc();
     }

@@ -1,0 +1,126 @@
+//! What removed groups leave for their return ([`Retired`]: the acceptance-corrected state and
+//! each family's hold), by group labels (docs/ENGINE.md, "Groups that leave and come back").
+//!
+//! Bounded two ways: by sample time (an entry whose newest sample is older than the engine's
+//! newest sample by more than `engine.idle_timeout` expires, whatever the wall clock, so a state
+//! restored from `--storage.path` expires as it would have without the restart), and by bytes
+//! (the engine's state budget: when room is needed, the entries with the oldest samples go first,
+//! never a live group's state).
+
+use std::collections::BTreeMap;
+
+use hashbrown::HashMap;
+
+use crate::group::Retired;
+use crate::observe::GroupLabels;
+
+/// Bytes an entry costs beyond its [`Retired::heap_bytes`]: the map and order slots, the labels'
+/// `Arc` and its two `String`s per label (their text is counted separately).
+const ENTRY_BYTES: usize = 160;
+
+/// The retired groups' states.
+#[derive(Debug, Default)]
+pub(crate) struct RetiredGroups {
+    entries: HashMap<GroupLabels, Entry>,
+    /// `(newest sample ms, insertion number)` → labels: the eviction order, oldest samples first.
+    order: BTreeMap<(i64, u64), GroupLabels>,
+    inserted: u64,
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct Entry {
+    retired: Retired,
+    order: (i64, u64),
+    bytes: usize,
+}
+
+/// The bytes a group's labels take: their text and two `String` headers each.
+pub(crate) fn label_bytes(labels: &[(String, String)]) -> usize {
+    labels
+        .iter()
+        .map(|(n, v)| n.capacity() + v.capacity() + 2 * size_of::<String>())
+        .sum()
+}
+
+impl RetiredGroups {
+    /// Entries held.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Bytes held, as accounted ([`Retired::heap_bytes`] and the labels).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Keeps `retired` for `labels`, replacing what the same labels left before.
+    pub(crate) fn insert(&mut self, labels: GroupLabels, retired: Retired) {
+        self.take(&labels);
+        self.inserted += 1;
+        let order = (retired.newest_sample_ms, self.inserted);
+        let bytes = ENTRY_BYTES + label_bytes(&labels) + retired.heap_bytes();
+        self.bytes += bytes;
+        self.order.insert(order, labels.clone());
+        self.entries.insert(
+            labels,
+            Entry {
+                retired,
+                order,
+                bytes,
+            },
+        );
+    }
+
+    /// What `labels` left, taken out.
+    pub(crate) fn take(&mut self, labels: &[(String, String)]) -> Option<Retired> {
+        let entry = self.entries.remove(labels)?;
+        self.order.remove(&entry.order);
+        self.bytes -= entry.bytes;
+        Some(entry.retired)
+    }
+
+    /// Drops the entries whose newest sample is older than `cutoff_ms` (sample time); returns how
+    /// many.
+    pub(crate) fn expire(&mut self, cutoff_ms: i64) -> usize {
+        let mut n = 0;
+        while let Some((&(ts, _), _)) = self.order.first_key_value() {
+            if ts >= cutoff_ms {
+                break;
+            }
+            self.pop_oldest();
+            n += 1;
+        }
+        n
+    }
+
+    /// Drops entries, oldest samples first, until `bytes` are freed or none is left; returns the
+    /// bytes freed.
+    pub(crate) fn evict(&mut self, bytes: usize) -> usize {
+        let mut freed = 0;
+        while freed < bytes {
+            match self.pop_oldest() {
+                Some(n) => freed += n,
+                None => break,
+            }
+        }
+        freed
+    }
+
+    /// Drops the entry with the oldest samples; returns its bytes.
+    fn pop_oldest(&mut self) -> Option<usize> {
+        let (_, labels) = self.order.pop_first()?;
+        let entry = self.entries.remove(&labels)?;
+        self.bytes -= entry.bytes;
+        Some(entry.bytes)
+    }
+
+    /// Every entry, for `--storage.path`.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&GroupLabels, &Retired)> {
+        self.entries.iter().map(|(l, e)| (l, &e.retired))
+    }
+}
+
+#[cfg(test)]
+#[path = "retired_tests.rs"]
+mod tests;
