@@ -26,6 +26,7 @@ mod accuracy_stack;
 
 mod arrival;
 mod auth_e2e;
+mod auth_flood;
 mod auth_tls;
 mod cli;
 mod fuzz_seeds;

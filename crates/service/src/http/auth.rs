@@ -13,8 +13,8 @@ use crate::telemetry::{AuthRefused, InternalEvent};
 use crate::web::auth::OPEN_PATHS;
 use crate::web::tls::Peer;
 
-/// Middleware: refuses a request that does not pass every configured scheme (401 or 403,
-/// `crate::web::auth`); probes ([`OPEN_PATHS`]) always pass.
+/// Middleware: refuses a request that does not pass every configured scheme (401 or 403, or 503
+/// when its check cannot run now, `crate::web::auth`); probes ([`OPEN_PATHS`]) always pass.
 pub(crate) async fn require_auth(
     State(state): State<AppState>,
     request: Request,
@@ -26,14 +26,17 @@ pub(crate) async fn require_auth(
     if !web.authenticates() || OPEN_PATHS.contains(&path) {
         return next.run(request).await;
     }
-    let verified = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<Peer>>()
-        .is_some_and(|info| info.0.verified_client_certificate);
+        .map(|info| info.0);
+    let verified = peer.is_some_and(|peer| peer.verified_client_certificate);
+    let client = peer.map(|peer| peer.address.ip());
     let authorization = request.headers().get(header::AUTHORIZATION);
-    if let Err(error) = web.authenticate(verified, authorization).await {
+    if let Err(error) = web.authenticate(client, verified, authorization).await {
         AuthRefused {
             reason: error.reason(),
+            client,
             path,
         }
         .emit(&state.metrics);

@@ -2,7 +2,7 @@
 //! response once. Errors of the layers below that know their own status (the reload's
 //! [`ReloadError::status`], authentication's [`AuthError::status`]) are wrapped, not re-decided.
 
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::ingest::IngestError;
@@ -63,7 +63,8 @@ pub(crate) enum HttpError {
     BodyTimeout,
     /// Authentication refused the request (any route but the probes): 403 without a verified
     /// client certificate, 401 with a `WWW-Authenticate` challenge per configured scheme for
-    /// missing or invalid credentials ([`AuthError::status`]).
+    /// missing or invalid credentials, 503 with `Retry-After` when the check could not run now
+    /// ([`AuthError::status`]).
     #[error(transparent)]
     Auth(#[from] AuthError),
     /// `/-/reload` in a process without a reloader (in-process uses such as `demo`). 404: the
@@ -190,12 +191,20 @@ impl IntoResponse for HttpError {
             format!("{self}\n"),
         )
             .into_response();
-        if let HttpError::Auth(AuthError::Unauthenticated { challenges, .. }) = self {
-            for challenge in challenges {
+        match self {
+            HttpError::Auth(AuthError::Unauthenticated { challenges, .. }) => {
+                for challenge in challenges {
+                    response
+                        .headers_mut()
+                        .append(header::WWW_AUTHENTICATE, challenge);
+                }
+            }
+            HttpError::Auth(AuthError::RateLimited) => {
                 response
                     .headers_mut()
-                    .append(header::WWW_AUTHENTICATE, challenge);
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
+            _ => {}
         }
         response
     }

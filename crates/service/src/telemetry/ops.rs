@@ -23,14 +23,18 @@ pub(crate) enum AuthFailure {
     /// A client CA is configured (`client_auth_type: VerifyClientCertIfGiven`) and the connection
     /// presented no verified client certificate. 403.
     MissingClientCertificate,
+    /// A basic-auth check refused before bcrypt ran: the client used up its allowance of failed
+    /// checks, or no check slot freed in time (`crate::web::throttle`). 503.
+    RateLimited,
 }
 
 impl AuthFailure {
     /// Every reason, in label order.
-    pub(crate) const ALL: [AuthFailure; 3] = [
+    pub(crate) const ALL: [AuthFailure; 4] = [
         AuthFailure::MissingCredentials,
         AuthFailure::InvalidCredentials,
         AuthFailure::MissingClientCertificate,
+        AuthFailure::RateLimited,
     ];
 
     /// The label value.
@@ -39,6 +43,7 @@ impl AuthFailure {
             AuthFailure::MissingCredentials => "missing_credentials",
             AuthFailure::InvalidCredentials => "invalid_credentials",
             AuthFailure::MissingClientCertificate => "missing_client_certificate",
+            AuthFailure::RateLimited => "rate_limited",
         }
     }
 }
@@ -118,9 +123,15 @@ impl OpsMetrics {
 pub(crate) struct AuthRefused<'a> {
     /// Why.
     pub(crate) reason: AuthFailure,
+    /// The client's address, when known.
+    pub(crate) client: Option<std::net::IpAddr>,
     /// The request path (logged at debug level only).
     pub(crate) path: &'a str,
 }
+
+/// A flood of refusals repeats one line: at most one warning per 10 s for rate-limited checks
+/// (`suppressed` says how many were logged at debug meanwhile).
+static RATE_LIMITED_LOGGED: super::events::LogLimit = super::events::LogLimit::new(1);
 
 /// An event recorded into [`OpsMetrics`]: every one is a `super::InternalEvent` (a blanket impl
 /// there), so callers `emit` it like the others.
@@ -137,11 +148,22 @@ impl<T: ConnectionEvent> OpsEvent for T {
 
 impl OpsEvent for AuthRefused<'_> {
     fn record(self, ops: &OpsMetrics) {
-        tracing::debug!(
-            reason = self.reason.as_str(),
-            path = self.path,
-            "request refused by authentication"
-        );
+        let client = self.client.map(tracing::field::display);
+        let warn = self.reason == AuthFailure::RateLimited;
+        match warn.then(|| RATE_LIMITED_LOGGED.allow()).flatten() {
+            Some(suppressed) => tracing::warn!(
+                client,
+                suppressed,
+                "authentication checks refused: too many failed checks from this client, or no \
+                 check slot free within a second (answered 503)"
+            ),
+            None => tracing::debug!(
+                reason = self.reason.as_str(),
+                client,
+                path = self.path,
+                "request refused by authentication"
+            ),
+        }
         ops.auth_failures
             .get_or_create(&[("reason", self.reason.as_str())])
             .inc();

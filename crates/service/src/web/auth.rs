@@ -14,20 +14,27 @@
 //!
 //! bcrypt is slow by design (about 70 ms at cost 10), and Prometheus sends every remote-write
 //! request with the same credentials. As in the toolkit, a successful check is cached (keyed by a
-//! SHA-256 of user, password and hash, never the password itself; cleared by a reload); checks
-//! run one at a time on a blocking thread, so failed guesses cost at most one core; an unknown
-//! user is checked against a dummy hash of the same cost, so timing does not reveal user names.
+//! SHA-256 of user, password and hash, never the password itself; cleared by a reload). So is a
+//! failed one ([`MAX_REJECTED`] keys, the least recently seen dropped first): the outcome of a key
+//! never changes until a reload, so a wrong password repeated costs no bcrypt. Requests with the
+//! same credentials while they are being checked wait for that one check. Any other check runs on
+//! a blocking thread within its client's allowance and one of a few slots (`super::throttle`), or
+//! is refused at once with [`AuthFailure::RateLimited`] (503): a flood of wrong passwords cannot
+//! queue a valid credential out. An unknown user is checked against a dummy hash of the same
+//! cost, so timing does not reveal user names.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::http::{HeaderValue, StatusCode};
 use base64::Engine as _;
 use ring::digest::{SHA256, digest};
 
 use super::file::{WebConfigError, WebConfigFile, invalid, read_file};
+use super::throttle::{Recent, Throttle};
 use crate::telemetry::AuthFailure;
 
 /// Routes open without credentials: the liveness and readiness probes.
@@ -35,6 +42,9 @@ pub(crate) const OPEN_PATHS: [&str; 2] = ["/-/healthy", "/-/ready"];
 
 /// Most cached successful basic-auth checks; the cache is cleared when full.
 const MAX_CACHED: usize = 1024;
+
+/// Most failed basic-auth checks remembered (32-byte keys: at most about 300 KiB).
+pub(crate) const MAX_REJECTED: usize = 4096;
 
 type Digest = [u8; 32];
 
@@ -55,8 +65,11 @@ fn same_digest(a: &Digest, b: &Digest) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Configured HTTP credentials. `Debug` prints counts only.
-#[derive(Default)]
 pub(crate) struct HttpAuth {
     /// User → bcrypt hash.
     users: BTreeMap<String, String>,
@@ -66,8 +79,26 @@ pub(crate) struct HttpAuth {
     tokens: Vec<Digest>,
     /// Successful basic-auth checks, keyed by [`sha256`] of (user, password, hash).
     verified: Mutex<HashSet<Digest>>,
-    /// Serialises bcrypt computations.
-    bcrypt_gate: tokio::sync::Mutex<()>,
+    /// Failed basic-auth checks, same keys.
+    rejected: Mutex<Recent<Digest, ()>>,
+    /// Checks running, by key: a request with the same credentials waits for the running one.
+    checking: Mutex<HashMap<Digest, Arc<tokio::sync::OnceCell<bool>>>>,
+    /// Per-client allowance and slots of bcrypt checks.
+    throttle: Arc<Throttle>,
+}
+
+impl Default for HttpAuth {
+    fn default() -> Self {
+        HttpAuth {
+            users: BTreeMap::new(),
+            dummy_hash: None,
+            tokens: Vec::new(),
+            verified: Mutex::default(),
+            rejected: Mutex::new(Recent::new(MAX_REJECTED)),
+            checking: Mutex::default(),
+            throttle: Arc::new(Throttle::per_core()),
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpAuth {
@@ -146,14 +177,17 @@ impl HttpAuth {
         out
     }
 
-    /// Checks an `Authorization` header against the configured users and tokens.
+    /// Checks an `Authorization` header from `client` (the peer's address) against the
+    /// configured users and tokens.
     ///
     /// # Errors
-    /// [`AuthFailure::MissingCredentials`] without a header, else
-    /// [`AuthFailure::InvalidCredentials`] for anything but a configured scheme with valid
-    /// credentials.
+    /// [`AuthFailure::MissingCredentials`] without a header; [`AuthFailure::RateLimited`] when a
+    /// basic-auth check would need bcrypt and `client` has no allowance left or no slot freed
+    /// within `super::throttle::MAX_SLOT_WAIT`; else [`AuthFailure::InvalidCredentials`] for
+    /// anything but a configured scheme with valid credentials.
     pub(crate) async fn check(
         &self,
+        client: Option<IpAddr>,
         authorization: Option<&HeaderValue>,
     ) -> Result<(), AuthFailure> {
         let value = authorization.ok_or(AuthFailure::MissingCredentials)?;
@@ -162,16 +196,15 @@ impl HttpAuth {
             .map_err(|_| AuthFailure::InvalidCredentials)?;
         let (scheme, credentials) = text.trim().split_once(' ').unwrap_or((text, ""));
         let credentials = credentials.trim();
-        let ok = if scheme.eq_ignore_ascii_case("basic") && !self.users.is_empty() {
-            self.check_basic(credentials).await
-        } else if scheme.eq_ignore_ascii_case("bearer") && !self.tokens.is_empty() {
+        if scheme.eq_ignore_ascii_case("basic") && !self.users.is_empty() {
+            return self.check_basic(client, credentials).await;
+        }
+        let ok = scheme.eq_ignore_ascii_case("bearer") && !self.tokens.is_empty() && {
             let presented = sha256(&[credentials.as_bytes()]);
             // Compare against every token, so timing does not say which one matched.
             self.tokens
                 .iter()
                 .fold(false, |found, t| same_digest(t, &presented) | found)
-        } else {
-            false
         };
         if ok {
             Ok(())
@@ -180,45 +213,111 @@ impl HttpAuth {
         }
     }
 
-    async fn check_basic(&self, credentials: &str) -> bool {
-        let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(credentials) else {
-            return false;
-        };
-        let Ok(decoded) = String::from_utf8(decoded) else {
-            return false;
-        };
-        let Some((user, password)) = decoded.split_once(':') else {
-            return false;
-        };
+    async fn check_basic(
+        &self,
+        client: Option<IpAddr>,
+        credentials: &str,
+    ) -> Result<(), AuthFailure> {
+        const INVALID: AuthFailure = AuthFailure::InvalidCredentials;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(credentials)
+            .map_err(|_| INVALID)?;
+        let decoded = String::from_utf8(decoded).map_err(|_| INVALID)?;
+        let (user, password) = decoded.split_once(':').ok_or(INVALID)?;
         let (known, hash) = match (self.users.get(user), &self.dummy_hash) {
             (Some(hash), _) => (true, hash.clone()),
             (None, Some(dummy)) => (false, dummy.clone()),
-            (None, None) => return false,
+            (None, None) => return Err(INVALID),
         };
         let key = sha256(&[user.as_bytes(), password.as_bytes(), hash.as_bytes()]);
-        if known && self.cached(&key) {
-            return true;
+        if known && lock(&self.verified).contains(&key) {
+            return Ok(());
         }
-        let _one_at_a_time = self.bcrypt_gate.lock().await;
-        let password = password.to_owned();
-        let matched = tokio::task::spawn_blocking(move || bcrypt::verify(password, &hash))
-            .await
-            .is_ok_and(|r| r.unwrap_or(false));
-        if known && matched {
-            let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        if lock(&self.rejected).get_mut(&key).is_some() {
+            return Err(INVALID);
+        }
+        let running = Running::join(self, key);
+        let accepted = running
+            .cell
+            .get_or_try_init(|| self.verify(client, key, known, password.to_owned(), hash))
+            .await?;
+        if *accepted { Ok(()) } else { Err(INVALID) }
+    }
+
+    /// Runs bcrypt for `key` within `client`'s allowance and a slot, and remembers the outcome:
+    /// whether the credentials are accepted.
+    async fn verify(
+        &self,
+        client: Option<IpAddr>,
+        key: Digest,
+        known: bool,
+        password: String,
+        hash: String,
+    ) -> Result<bool, AuthFailure> {
+        let mut admitted = self
+            .throttle
+            .admit(client)
+            .ok_or(AuthFailure::RateLimited)?;
+        let Some(slot) = self.throttle.slot().await else {
+            admitted.give_back();
+            return Err(AuthFailure::RateLimited);
+        };
+        // The slot and the admission go with the computation: a request dropped meanwhile (its
+        // client gone) keeps both until bcrypt is done, so the bounds hold.
+        let computed = tokio::task::spawn_blocking(move || {
+            // bcrypt first: an unknown user costs a check too.
+            let matched = bcrypt::verify(password, &hash).unwrap_or(false);
+            let accepted = known && matched;
+            if accepted {
+                admitted.give_back();
+            }
+            drop((admitted, slot));
+            accepted
+        })
+        .await;
+        let Ok(accepted) = computed else {
+            // bcrypt panicked: refuse, and remember nothing.
+            return Ok(false);
+        };
+        if accepted {
+            let mut verified = lock(&self.verified);
             if verified.len() >= MAX_CACHED {
                 verified.clear();
             }
             verified.insert(key);
+        } else {
+            lock(&self.rejected).get_or_insert_with(key, || ());
         }
-        known && matched
+        Ok(accepted)
     }
+}
 
-    fn cached(&self, key: &Digest) -> bool {
-        self.verified
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(key)
+/// A request's share in the running check of its key (`HttpAuth::checking`): the entry is removed
+/// when the check is decided (the caches answer from then on) or its last waiter is gone, so the
+/// map holds only checks some request still waits for.
+struct Running<'a> {
+    auth: &'a HttpAuth,
+    key: Digest,
+    cell: Arc<tokio::sync::OnceCell<bool>>,
+}
+
+impl<'a> Running<'a> {
+    fn join(auth: &'a HttpAuth, key: Digest) -> Self {
+        let cell = lock(&auth.checking).entry(key).or_default().clone();
+        Running { auth, key, cell }
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let mut checking = lock(&self.auth.checking);
+        // Clones are taken under this lock, so the count is exact: 2 is the map's and ours.
+        let ours = checking
+            .get(&self.key)
+            .is_some_and(|cell| Arc::ptr_eq(cell, &self.cell));
+        if ours && (self.cell.initialized() || Arc::strong_count(&self.cell) == 2) {
+            checking.remove(&self.key);
+        }
     }
 }
 
@@ -242,6 +341,11 @@ pub(crate) enum AuthError {
     /// 403: credentials in a header cannot fix what the TLS handshake decided.
     #[error("a verified TLS client certificate is required")]
     ClientCertificateRequired,
+    /// A basic-auth check refused before bcrypt ran (`super::throttle`): the client used up its
+    /// allowance of failed checks, or no check slot freed in time. 503 with `Retry-After`: a
+    /// sender retries the batch (a 401 would make it drop the batch), and the wait is short.
+    #[error("too many authentication checks; retry later")]
+    RateLimited,
     /// Missing or invalid HTTP credentials. 401, with one `WWW-Authenticate` challenge per
     /// configured scheme ([`HttpAuth::challenges`]).
     #[error("{}", if *.reason == AuthFailure::MissingCredentials { "credentials required" } else { "invalid credentials" })]
@@ -254,10 +358,11 @@ pub(crate) enum AuthError {
 }
 
 impl AuthError {
-    /// The status code of this refusal: 403 or 401.
+    /// The status code of this refusal: 403, 503 or 401.
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthError::ClientCertificateRequired => StatusCode::FORBIDDEN,
+            AuthError::RateLimited => StatusCode::SERVICE_UNAVAILABLE,
             AuthError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
         }
     }
@@ -266,7 +371,12 @@ impl AuthError {
     pub(crate) fn reason(&self) -> AuthFailure {
         match self {
             AuthError::ClientCertificateRequired => AuthFailure::MissingClientCertificate,
+            AuthError::RateLimited => AuthFailure::RateLimited,
             AuthError::Unauthenticated { reason, .. } => *reason,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;

@@ -30,12 +30,14 @@
 pub(crate) mod auth;
 pub(crate) mod conn;
 pub(crate) mod file;
+pub(crate) mod throttle;
 pub(crate) mod tls;
 
 #[cfg(test)]
 pub(crate) mod settings_tests;
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -72,28 +74,33 @@ impl WebSettings {
     /// Checks one request against every configured scheme (see `auth`'s module doc): the
     /// client-certificate policy first, then the HTTP credentials in `authorization`.
     /// `verified_client_certificate` says whether the connection's TLS handshake verified a client
-    /// certificate ([`tls::Peer`]). Probes are not this function's business: the caller skips it for
+    /// certificate, `client` is the peer's address ([`tls::Peer`]; failed checks are limited per
+    /// client). Probes are not this function's business: the caller skips it for
     /// [`auth::OPEN_PATHS`].
     ///
     /// # Errors
-    /// [`AuthError::ClientCertificateRequired`] or [`AuthError::Unauthenticated`].
+    /// [`AuthError::ClientCertificateRequired`], [`AuthError::RateLimited`] or
+    /// [`AuthError::Unauthenticated`].
     pub(crate) async fn authenticate(
         &self,
+        client: Option<IpAddr>,
         verified_client_certificate: bool,
         authorization: Option<&HeaderValue>,
     ) -> Result<(), AuthError> {
         if self.client_certs != ClientCertPolicy::None && !verified_client_certificate {
             return Err(AuthError::ClientCertificateRequired);
         }
-        if self.auth.is_configured()
-            && let Err(reason) = self.auth.check(authorization).await
-        {
-            return Err(AuthError::Unauthenticated {
+        if !self.auth.is_configured() {
+            return Ok(());
+        }
+        match self.auth.check(client, authorization).await {
+            Ok(()) => Ok(()),
+            Err(crate::telemetry::AuthFailure::RateLimited) => Err(AuthError::RateLimited),
+            Err(reason) => Err(AuthError::Unauthenticated {
                 reason,
                 challenges: self.auth.challenges(),
-            });
+            }),
         }
-        Ok(())
     }
 
     /// Reads and validates `--web.config.file`; `None` gives plain HTTP without authentication.

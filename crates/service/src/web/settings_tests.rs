@@ -408,6 +408,30 @@ async fn basic_auth_none_wrong_and_right() {
 }
 
 #[tokio::test]
+async fn a_client_over_its_allowance_gets_503_with_retry_after_counted_as_rate_limited() {
+    let dir = Scratch::new();
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    let state = state(settings(
+        &dir,
+        &format!("basic_auth_users:\n  alice: {hash}\n"),
+    ));
+    assert_eq!(failures(&state, "rate_limited"), "0");
+    let burst = crate::web::throttle::BURST as usize;
+    for i in 0..burst {
+        let wrong = basic("alice", &format!("guess-{i}"));
+        let (status, _, _) = send(&state, "GET", "/metrics", Some(&wrong), Some(false)).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "guess {i}");
+    }
+    let wrong = basic("alice", "one-more");
+    let (status, headers, text) = send(&state, "GET", "/metrics", Some(&wrong), Some(false)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    assert!(challenges(&headers).is_empty(), "{headers:?}");
+    assert_eq!(failures(&state, "rate_limited"), "1");
+    assert_eq!(failures(&state, "invalid_credentials"), burst.to_string());
+}
+
+#[tokio::test]
 async fn htpasswd_2y_hashes_are_accepted() {
     // htpasswd -B writes $2y$; the algorithm is bcrypt's $2b$, only the prefix differs.
     let hash = bcrypt::hash("pw", 4).unwrap().replacen("$2b$", "$2y$", 1);

@@ -4,11 +4,14 @@
 //!
 //! Each new connection uses the server configuration current at accept time, so a reload
 //! (`POST /-/reload`, SIGHUP) swaps certificates, keys and client CAs for the next connection;
-//! open connections keep theirs. Handshakes run in their own tasks, at most
-//! [`MAX_PENDING_HANDSHAKES`] at once and each within [`HANDSHAKE_TIMEOUT`], so a client that
-//! stalls mid-handshake blocks nobody; failures are counted in
-//! `vllm_corrector_tls_handshake_failures_total`.
+//! open connections keep theirs. Handshakes run in their own tasks, each within
+//! [`HANDSHAKE_TIMEOUT`]; the accept loop never waits for them. At most
+//! [`MAX_PENDING_HANDSHAKES`] are in progress: a new connection arriving with that many closes the
+//! oldest, so connections that never finish their handshake (idle ones send no ClientHello) cannot
+//! keep new ones waiting in the kernel's backlog. Failures, timeouts and connections closed so are
+//! counted in `vllm_corrector_tls_handshake_failures_total`.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{mpsc, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -31,7 +34,7 @@ use crate::telemetry::{InternalEvent, SelfMetrics, TlsHandshakeFailed};
 /// Longest a client may take to complete its TLS handshake.
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Most handshakes in progress at once; further connections wait in the kernel's backlog.
+/// Most handshakes in progress at once; a new connection beyond them closes the oldest.
 pub(crate) const MAX_PENDING_HANDSHAKES: usize = 256;
 
 /// Builds the rustls configuration of `tls_server_config`; `(None, None)` when neither `cert`
@@ -292,12 +295,11 @@ impl TlsListener {
     ) -> std::io::Result<TlsListener> {
         let local = tcp.local_addr()?;
         let (tx, ready) = mpsc::channel(64);
-        let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
         let accept_loop = tokio::spawn(async move {
+            // One sender per handshake in progress, oldest first: sending closes that one. A
+            // finished handshake drops its receiver.
+            let mut pending: VecDeque<oneshot::Sender<()>> = VecDeque::new();
             loop {
-                let Ok(permit) = pending.clone().acquire_owned().await else {
-                    return;
-                };
                 let (stream, peer) = match tcp.accept().await {
                     Ok(accepted) => accepted,
                     Err(error) => {
@@ -310,17 +312,32 @@ impl TlsListener {
                 let Some(config) = current() else {
                     continue;
                 };
+                pending.retain(|handshake| !handshake.is_closed());
+                if pending.len() >= MAX_PENDING_HANDSHAKES
+                    && let Some(oldest) = pending.pop_front()
+                {
+                    let _ = oldest.send(());
+                }
+                let (give_way, told) = oneshot::channel();
+                pending.push_back(give_way);
                 let (tx, metrics) = (tx.clone(), metrics.clone());
                 tokio::spawn(async move {
-                    let _permit = permit;
                     let handshake = TlsAcceptor::from(config).accept(stream);
-                    let error = match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
-                        Ok(Ok(tls)) => {
-                            let _ = tx.send((tls, peer)).await;
-                            return;
+                    let error = tokio::select! {
+                        outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake) => {
+                            match outcome {
+                                Ok(Ok(tls)) => {
+                                    let _ = tx.send((tls, peer)).await;
+                                    return;
+                                }
+                                Ok(Err(error)) => error.to_string(),
+                                Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+                            }
                         }
-                        Ok(Err(error)) => error.to_string(),
-                        Err(_) => format!("no handshake within {HANDSHAKE_TIMEOUT:?}"),
+                        Ok(()) = told => format!(
+                            "closed for a newer connection: {MAX_PENDING_HANDSHAKES} handshakes \
+                             in progress"
+                        ),
                     };
                     TlsHandshakeFailed { peer, error }.emit(&metrics);
                 });
