@@ -14,7 +14,9 @@
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
 #      against the Kubernetes and Prometheus Operator schemas; the
 #      kube-prometheus-stack values' prometheusSpec against the Prometheus CRD
-#      schema; plus the validator's own tests (each broken promise is reported).
+#      schema; plus the validator's own tests (each broken promise is reported) and
+#      the merge tests: each component and the Helm values over a user's Prometheus
+#      with its own lists keep every entry of the user's beside the corrector's.
 #   5. The image build without Docker: the build context .dockerignore lets
 #      through, copied to an empty directory; the Dockerfile's build script run
 #      there; the binary checked against the runtime image (only glibc 2.36 and
@@ -163,6 +165,7 @@ check_manifests() {
     # kube-prometheus-stack values: prometheusSpec against the Prometheus CRD schema.
     python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1
+    python3 -m unittest deploy/tools/test_merge_into_user_resources.py || ok=1
     return $ok
 }
 

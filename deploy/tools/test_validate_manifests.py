@@ -167,13 +167,13 @@ class HelmValuesTest(unittest.TestCase):
 
     def test_misspelt_prometheus_spec_field_is_rejected_by_the_crd_schema(self):
         def mutate(spec):
-            spec["remoteWrites"] = spec.pop("remoteWrite")
+            spec["additionalRemoteWrites"] = spec.pop("additionalRemoteWrite")
         found = self.problems(mutate)
-        self.assertTrue(any("remoteWrites" in p for p in found), found)
+        self.assertTrue(any("additionalRemoteWrites" in p for p in found), found)
 
     def test_broad_keep_rule_is_reported(self):
         def mutate(spec):
-            spec["remoteWrite"][0]["writeRelabelConfigs"][0]["regex"] = "vllm:.*"
+            spec["additionalRemoteWrite"][0]["writeRelabelConfigs"][0]["regex"] = "vllm:.*"
         found = self.problems(mutate)
         self.assertEqual(len(found), 1, found)
         self.assertIn("must keep only the series the rules read", found[0])

@@ -327,15 +327,38 @@ def check_contract(docs, profile, version):
             yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port)
 
 
+def helm_merge(base, override):
+    """Values as Helm merges two values files (``-f base -f override``): maps merge key by
+    key, anything else, lists included, is replaced by the later file's."""
+    if not (isinstance(base, dict) and isinstance(override, dict)):
+        return copy.deepcopy(override)
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        merged[key] = helm_merge(base[key], value) if key in base else copy.deepcopy(value)
+    return merged
+
+
+def chart_prometheus_spec(prometheus_spec):
+    """The spec of the Prometheus resource kube-prometheus-stack renders from
+    ``prometheus.prometheusSpec``, for the chart-only keys these values use
+    (templates/prometheus/prometheus.yaml): ``additionalRemoteWrite`` is appended to
+    ``remoteWrite``; ``additionalScrapeConfigs``, a list, goes to a Secret the spec names.
+    Returns the spec without that list, and the list."""
+    spec = copy.deepcopy(prometheus_spec)
+    scrape = spec.pop("additionalScrapeConfigs", None)
+    writes = spec.get("remoteWrite", []) + spec.pop("additionalRemoteWrite", [])
+    if writes:
+        spec["remoteWrite"] = writes
+    return spec, scrape
+
+
 def check_helm_values(path, versions):
     """Yield problems of a kube-prometheus-stack values file for the sidecar form:
-    ``prometheus.prometheusSpec`` (without the chart's list-valued
-    ``additionalScrapeConfigs``, which the chart turns into a Secret) validated as the
-    spec of a Prometheus resource against the CRD schema, the corrector container,
-    the remote write's keep rule, and the scrape job with promtool."""
+    ``prometheus.prometheusSpec`` as the chart renders it (``chart_prometheus_spec``)
+    validated as the spec of a Prometheus resource against the CRD schema, the
+    corrector container, the remote write's keep rule, and the scrape job with promtool."""
     values = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
-    spec = copy.deepcopy(values["prometheus"]["prometheusSpec"])
-    scrape = spec.pop("additionalScrapeConfigs", None)
+    spec, scrape = chart_prometheus_spec(values["prometheus"]["prometheusSpec"])
     doc = {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
            "metadata": {"name": "kube-prometheus-stack-prometheus"}, "spec": spec}
     yield from validate_schemas([doc], versions)
