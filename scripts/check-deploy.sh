@@ -101,21 +101,23 @@ check_prometheus_configs() {
 import sys
 sys.path.insert(0, "deploy/tools")
 import validate_manifests as vm
+# The sidecar (set(): its own external labels) drops the senders' external labels from
+# the corrected series; a standalone corrector (None) keeps them.
 cases = [
     ("deploy/prometheus/standalone.yml", "http://vllm-corrector.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector.monitoring.svc:9490"),
-    ("deploy/prometheus/sidecar.yml", "http://127.0.0.1:9490/api/v1/write", "127.0.0.1:9490"),
+     "vllm-corrector.monitoring.svc:9490", None),
+    ("deploy/prometheus/sidecar.yml", "http://127.0.0.1:9490/api/v1/write", "127.0.0.1:9490", set()),
     ("deploy/prometheus/sharded.yml", "http://vllm-corrector-0.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector-0.monitoring.svc:9490"),
+     "vllm-corrector-0.monitoring.svc:9490", None),
     ("deploy/prometheus/sharded.yml", "http://vllm-corrector-1.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector-1.monitoring.svc:9490"),
+     "vllm-corrector-1.monitoring.svc:9490", None),
 ]
 problems = []
-for path, url, target in cases:
+for path, url, target, senders in cases:
     text = open(path, encoding="utf-8").read()
     if url not in text:
         problems.append("%s: no remote_write to %s" % (path, url))
-    problems += list(vm.check_prometheus_config(path, text, url, target))
+    problems += list(vm.check_prometheus_config(path, text, url, target, senders))
 for problem in problems:
     print(problem)
 print("%d Prometheus configurations checked, %d problems" % (len(cases), len(problems)))

@@ -105,6 +105,11 @@ class StandaloneTest(unittest.TestCase):
         find(self.docs, "Deployment", vm.CORRECTOR)["spec"]["replicas"] = 2
         self.assertOneProblem("1 replica")
 
+    def test_servicemonitor_dropping_the_senders_external_labels_is_reported(self):
+        endpoint = find(self.docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        endpoint["metricRelabelings"] = [{"action": "labeldrop", "regex": "prometheus_replica"}]
+        self.assertOneProblem("drops prometheus_replica, which tell several senders' series apart")
+
     def test_prometheusrule_drifting_from_the_rules_file_is_reported(self):
         find(self.docs, "PrometheusRule")["spec"]["groups"][0]["rules"].pop()
         self.assertOneProblem("groups differ")
@@ -133,6 +138,38 @@ class SidecarTest(unittest.TestCase):
         found = problems(docs, "sidecar-operator")
         self.assertEqual(len(found), 1, found)
         self.assertIn("must set honor_labels: true", found[0])
+
+    def scrape_jobs(self, docs):
+        secret = find(docs, "Secret")
+        key = next(iter(secret["data"]))
+        return secret, key, yaml.safe_load(base64.b64decode(secret["data"][key]))
+
+    def test_scrape_job_keeping_the_external_labels_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator")
+        secret, key, jobs = self.scrape_jobs(docs)
+        del jobs[0]["metric_relabel_configs"]
+        secret["data"][key] = base64.b64encode(yaml.safe_dump(jobs).encode()).decode()
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("must drop the external labels cluster, prometheus, prometheus_replica", found[0])
+        self.assertIn("differ from those of deploy/prometheus/sidecar.yml", found[1])
+
+    def test_an_external_label_the_scrape_job_keeps_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator")
+        find(docs, "Prometheus")["spec"]["externalLabels"]["region"] = "eu"
+        find(docs, "Prometheus")["spec"]["replicaExternalLabelName"] = "replica"
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must drop the external labels region, replica", found[0])
+
+    def test_plain_sidecar_external_label_the_scrape_job_keeps_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar")
+        config = next(doc for doc in docs if doc["kind"] == "ConfigMap" and "prometheus.yml" in doc["data"])
+        config["data"]["prometheus.yml"] = config["data"]["prometheus.yml"].replace(
+            "    cluster: example\n", "    cluster: example\n    datacenter: fra1\n")
+        found = problems(docs, "sidecar")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must drop the external labels datacenter", found[0])
 
     def test_invalid_prometheus_config_fails_promtool(self):
         docs = render(KUSTOMIZE / "examples" / "sidecar")
@@ -170,6 +207,13 @@ class HelmValuesTest(unittest.TestCase):
             spec["additionalRemoteWrites"] = spec.pop("additionalRemoteWrite")
         found = self.problems(mutate)
         self.assertTrue(any("additionalRemoteWrites" in p for p in found), found)
+
+    def test_scrape_job_keeping_the_operators_external_labels_is_reported(self):
+        def mutate(spec):
+            spec["additionalScrapeConfigs"][0]["metric_relabel_configs"][0]["regex"] = "cluster"
+        found = self.problems(mutate)
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("must drop the external labels prometheus, prometheus_replica", found[0])
 
     def test_broad_keep_rule_is_reported(self):
         def mutate(spec):

@@ -51,6 +51,10 @@ CORRECTOR = "vllm-corrector"
 RELABEL = ROOT / "deploy" / "prometheus" / "relabel.yml"
 KEEP_REGEX = "the rule of deploy/prometheus/relabel.yml"
 PROFILES = ("standalone", "standalone-operator", "sidecar", "sidecar-operator")
+SIDECAR_CONFIG = ROOT / "deploy" / "prometheus" / "sidecar.yml"
+# External label names a sidecar's scrape job drops whatever the rendered Prometheus
+# sets: the usual cluster, and Prometheus Operator's two.
+SENDER_LABELS = frozenset({"cluster", "prometheus", "prometheus_replica"})
 
 
 def cargo_version():
@@ -231,11 +235,48 @@ def keeps_only_vllm(relabel_configs, source_key, action_key="action"):
             and first.get(action_key, "replace") == "keep")
 
 
-def check_prometheus_config(where, text, corrector_url, corrector_target):
+def drops_label(job, name):
+    """True when a ``labeldrop`` rule of the job's metric_relabel_configs removes label ``name``
+    (Prometheus anchors the regex at both ends; its default is ``(.*)``)."""
+    return any(rule.get("action") == "labeldrop" and re.fullmatch(rule.get("regex", "(.*)"), name)
+               for rule in job.get("metric_relabel_configs", []))
+
+
+def sidecar_metric_relabel():
+    """The metric_relabel_configs of the vllm-corrector job of deploy/prometheus/sidecar.yml,
+    the one ``tests/it/sidecar_join.rs`` runs through a real Prometheus with external labels."""
+    config = yaml.safe_load(SIDECAR_CONFIG.read_text(encoding="utf-8"))
+    job = next(j for j in config["scrape_configs"] if j["job_name"] == CORRECTOR)
+    return job.get("metric_relabel_configs")
+
+
+def operator_external_labels(spec):
+    """Names of the external labels Prometheus Operator gives a Prometheus of this spec:
+    ``externalLabels``, and the Operator's own ``prometheus`` and ``prometheus_replica``
+    (renamed by ``prometheusExternalLabelName``/``replicaExternalLabelName``, left out when
+    set to "")."""
+    names = set(spec.get("externalLabels", {}))
+    for field, default in (("prometheusExternalLabelName", "prometheus"),
+                           ("replicaExternalLabelName", "prometheus_replica")):
+        name = spec.get(field, default)
+        if name:
+            names.add(name)
+    return names
+
+
+def check_prometheus_config(where, text, corrector_url, corrector_target, sender_labels=None):
     """Yield problems of a Prometheus configuration (a whole prometheus.yml, or a
     list of scrape configs as additionalScrapeConfigs holds): ``promtool check
     config`` passes; a remote_write to the corrector keeps only vllm:.*; a job
-    scraping ``corrector_target`` has honor_labels."""
+    scraping ``corrector_target`` has honor_labels.
+
+    ``sender_labels`` is a set for a sidecar, whose scraping Prometheus is the only
+    sender: the names of that Prometheus's external labels (a whole prometheus.yml's
+    ``global.external_labels`` are added). The job must drop each of them and the usual
+    names (``SENDER_LABELS``), with the metric_relabel_configs of
+    deploy/prometheus/sidecar.yml, so that the corrected series join the raw ones.
+    ``None`` is a standalone corrector: its job must keep them, since they tell several
+    senders' series apart."""
     config = yaml.safe_load(text)
     if isinstance(config, list):
         config = {"scrape_configs": config}
@@ -256,6 +297,20 @@ def check_prometheus_config(where, text, corrector_url, corrector_target):
     for job in jobs:
         if job.get("honor_labels") is not True:
             yield "%s: job %s must set honor_labels: true" % (where, job.get("job_name"))
+        if sender_labels is None:
+            kept = sorted(n for n in SENDER_LABELS if drops_label(job, n))
+            if kept:
+                yield "%s: job %s drops %s, which tell several senders' series apart" % (
+                    where, job.get("job_name"), ", ".join(kept))
+            continue
+        names = SENDER_LABELS | set(sender_labels) | set(config.get("global", {}).get("external_labels", {}))
+        missing = sorted(n for n in names if not drops_label(job, n))
+        if missing:
+            yield "%s: job %s must drop the external labels %s, or corrected and raw series do not join" % (
+                where, job.get("job_name"), ", ".join(missing))
+        if job.get("metric_relabel_configs") != sidecar_metric_relabel():
+            yield "%s: job %s: metric_relabel_configs differ from those of %s" % (
+                where, job.get("job_name"), SIDECAR_CONFIG.relative_to(ROOT))
 
 
 def check_contract(docs, profile, version):
@@ -280,6 +335,13 @@ def check_contract(docs, profile, version):
             if endpoint.get("honorLabels") is not True:
                 yield "ServiceMonitor/%s: endpoint %s must set honorLabels: true" % (
                     monitor["metadata"]["name"], endpoint.get("port"))
+            # A standalone corrector's senders are told apart by their external labels.
+            job = {"metric_relabel_configs": [{"action": r.get("action", "replace").lower(), "regex": r.get("regex", "(.*)")}
+                                              for r in endpoint.get("metricRelabelings", [])]}
+            kept = sorted(n for n in SENDER_LABELS if drops_label(job, n))
+            if kept:
+                yield "ServiceMonitor/%s: endpoint %s drops %s, which tell several senders' series apart" % (
+                    monitor["metadata"]["name"], endpoint.get("port"), ", ".join(kept))
     for rule in by_kind.get("PrometheusRule", []):
         if rule["spec"]["groups"] != yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]:
             yield "PrometheusRule/%s: groups differ from %s" % (rule["metadata"]["name"], RULES.relative_to(ROOT))
@@ -317,14 +379,15 @@ def check_contract(docs, profile, version):
                     yield "%s: additionalScrapeConfigs must name a Secret rendered alongside" % name
                     continue
                 text = base64.b64decode(secret["data"][ref["key"]]).decode("utf-8")
-                yield from check_prometheus_config("Secret/%s" % ref["name"], text, url, "127.0.0.1:%d" % port)
+                yield from check_prometheus_config("Secret/%s" % ref["name"], text, url, "127.0.0.1:%d" % port,
+                                                   operator_external_labels(prom["spec"]))
     if profile == "sidecar":
         configs = [(cm["metadata"]["name"], cm["data"]["prometheus.yml"])
                    for cm in by_kind.get("ConfigMap", []) if "prometheus.yml" in cm.get("data", {})]
         if not configs:
             yield "sidecar: no ConfigMap with a prometheus.yml rendered"
         for name, text in configs:
-            yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port)
+            yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port, set())
 
 
 def helm_merge(base, override):
@@ -378,7 +441,8 @@ def check_helm_values(path, versions):
     if not isinstance(scrape, list):
         yield "%s: prometheusSpec.additionalScrapeConfigs must list the vllm-corrector job" % path
     else:
-        yield from check_prometheus_config(path, yaml.safe_dump(scrape), url, "127.0.0.1:%d" % port)
+        yield from check_prometheus_config(path, yaml.safe_dump(scrape), url, "127.0.0.1:%d" % port,
+                                           operator_external_labels(spec))
 
 
 def main(argv):
