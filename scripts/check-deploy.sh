@@ -158,12 +158,16 @@ render_and_validate() {  # render_and_validate DIR PROFILE
 
 check_manifests() {
     local ok=0
-    # The shipped overlay must render without lifting kustomize's load restriction.
+    # The shipped overlays must render without lifting kustomize's load restriction.
     kubectl kustomize deploy/kubernetes/overlays/standalone >/dev/null || ok=1
+    kubectl kustomize deploy/kubernetes/overlays/standalone-pvc >/dev/null || ok=1
     render_and_validate overlays/standalone standalone || ok=1
+    render_and_validate overlays/standalone-pvc standalone || ok=1
     render_and_validate examples/standalone-operator standalone-operator || ok=1
     render_and_validate examples/sidecar sidecar || ok=1
+    render_and_validate examples/sidecar-pvc sidecar || ok=1
     render_and_validate examples/sidecar-operator sidecar-operator || ok=1
+    render_and_validate examples/sidecar-operator-pvc sidecar-operator || ok=1
     # kube-prometheus-stack values: prometheusSpec against the Prometheus CRD schema.
     python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1

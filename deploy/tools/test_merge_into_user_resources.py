@@ -178,6 +178,18 @@ class OperatorComponentsTest(MergeTestCase):
         self.assertEqual({k: v for k, v in spec.items() if k != "remoteWrite"},
                          {k: v for k, v in want.items() if k != "remoteWrite"})
 
+    def test_sidecar_operator_pvc_moves_only_the_correctors_state(self):
+        user = user_prometheus()
+        user["metadata"]["name"] = "kube-prometheus-stack-prometheus"
+        docs = self.render([user], ["sidecar-operator", "sidecar-operator-pvc"])
+        spec = find(docs, "Prometheus")["spec"]
+        self.assertUserPrometheusKept(spec)
+        self.assertEqual([v["name"] for v in spec["volumes"]], [USER_VOLUME["name"]])
+        corrector = by_name(spec["containers"])[vm.CORRECTOR]
+        self.assertEqual(corrector["volumeMounts"], [{
+            "name": "prometheus-kube-prometheus-stack-prometheus-db",
+            "mountPath": "/var/lib/vllm-corrector", "subPath": "vllm-corrector"}])
+
     def test_a_users_own_patch_after_the_component_merges_too(self):
         # The merge keys hold for the whole build: tuning the corrector's memory limit
         # in the user's kustomization keeps every other container, and a patch of a
@@ -233,6 +245,20 @@ class PlainSidecarTest(MergeTestCase):
         volumes = {v["name"] for v in pod["volumes"]} | {"data"}
         for container in pod["containers"]:
             self.assertTrue({m["name"] for m in container.get("volumeMounts", [])} <= volumes)
+
+
+    def test_sidecar_pvc_moves_only_the_correctors_state(self):
+        user = user_statefulset()
+        docs = self.render([user], ["sidecar", "sidecar-pvc"])
+        statefulset = find(docs, "StatefulSet")
+        pod = statefulset["spec"]["template"]["spec"]
+        containers = by_name(pod["containers"])
+        for container in user["spec"]["template"]["spec"]["containers"]:
+            self.assertEqual(containers[container["name"]], container)
+        self.assertEqual(pod["volumes"], [USER_VOLUME])
+        self.assertEqual(statefulset["spec"]["volumeClaimTemplates"], user["spec"]["volumeClaimTemplates"])
+        self.assertEqual(containers[vm.CORRECTOR]["volumeMounts"], [{
+            "name": "data", "mountPath": "/var/lib/vllm-corrector", "subPath": "vllm-corrector"}])
 
 
 class HelmValuesTest(unittest.TestCase):

@@ -200,6 +200,73 @@ def check_container(where, container, pod_security, version):
             yield "%s: resources.%s.%s is missing" % (where, need[0], need[1])
 
 
+def storage_path(container):
+    """The directory of ``--storage.path`` in the container's args, or None."""
+    for arg in container.get("args", []):
+        if arg.startswith("--storage.path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def operator_db_volume(prometheus_name, spec):
+    """The name of the volume Prometheus Operator gives a Prometheus's own storage:
+    ``storage.volumeClaimTemplate.metadata.name``, else ``prometheus-<name>-db``
+    (an emptyDir when ``spec.storage`` is unset)."""
+    claim = (spec.get("storage") or {}).get("volumeClaimTemplate") or {}
+    return claim.get("metadata", {}).get("name") or "prometheus-%s-db" % prometheus_name
+
+
+def pod_volumes(doc):
+    """(volume names of the pod ``doc`` renders, the names other containers share).
+    A StatefulSet's claim templates count; a Prometheus resource's own storage volume
+    (``operator_db_volume``) counts and is shared with the Prometheus container."""
+    kind, name = doc["kind"], doc["metadata"]["name"]
+    if kind == "Prometheus":
+        spec = doc["spec"]
+        db = operator_db_volume(name, spec)
+        volumes = {v["name"] for v in spec.get("volumes", [])} | {db}
+        others = [c for c in spec.get("containers", []) if c.get("name") != CORRECTOR]
+        shared = {db} | {m["name"] for c in others for m in c.get("volumeMounts", [])}
+        shared |= {m["name"] for m in spec.get("volumeMounts", [])}
+        return volumes, shared
+    pod = doc["spec"]["template"]["spec"]
+    volumes = {v["name"] for v in pod.get("volumes", [])}
+    volumes |= {t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])}
+    others = [c for c in pod.get("containers", []) + pod.get("initContainers", []) if c.get("name") != CORRECTOR]
+    return volumes, {m["name"] for c in others for m in c.get("volumeMounts", [])}
+
+
+def pod_spec_volumes(doc):
+    """The ``volumes`` list of the pod ``doc`` renders."""
+    if doc["kind"] == "Prometheus":
+        return doc["spec"].get("volumes", [])
+    return doc["spec"]["template"]["spec"].get("volumes", [])
+
+
+def check_state_volume(where, container, doc, rendered_claims=frozenset()):
+    """Yield problems of the corrector's state: ``--storage.path`` is set and a volume of
+    the pod is mounted there; a volume another container uses (Prometheus's own storage)
+    only through a ``subPath`` of its own."""
+    path = storage_path(container)
+    if path is None:
+        yield "%s: no --storage.path: the state would not survive a restart" % where
+        return
+    mounts = [m for m in container.get("volumeMounts", []) if m.get("mountPath") == path]
+    if len(mounts) != 1:
+        yield "%s: no volume mounted at --storage.path %s (the read-only root file system refuses it)" % (where, path)
+        return
+    volumes, shared = pod_volumes(doc)
+    name = mounts[0]["name"]
+    if name not in volumes:
+        yield "%s: the volume %s mounted at %s is not in the pod" % (where, name, path)
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod_spec_volumes(doc)
+              if "persistentVolumeClaim" in v}
+    if name in claims and claims[name] not in rendered_claims:
+        yield "%s: the PersistentVolumeClaim %s of volume %s is not rendered" % (where, claims[name], name)
+    elif name in shared and not mounts[0].get("subPath"):
+        yield "%s: the volume %s is shared with another container: mount it with a subPath" % (where, name)
+
+
 def corrector_containers(docs):
     """Yield (where, container, pod securityContext, doc) for every vllm-corrector container."""
     for doc in docs:
@@ -321,8 +388,10 @@ def check_contract(docs, profile, version):
     containers = list(corrector_containers(docs))
     if not containers:
         yield "%s: no %s container rendered (did a patch target match nothing?)" % (profile, CORRECTOR)
-    for where, container, pod_security, _ in containers:
+    claims = {c["metadata"]["name"] for c in by_kind.get("PersistentVolumeClaim", [])}
+    for where, container, pod_security, doc in containers:
         yield from check_container(where, container, pod_security, version)
+        yield from check_state_volume(where, container, doc, claims)
     port = listen_port(containers[0][1]) if containers else 9490
 
     for deployment in by_kind.get("Deployment", []):
@@ -428,8 +497,9 @@ def check_helm_values(path, versions):
     containers = list(corrector_containers([doc]))
     if len(containers) != 1:
         yield "%s: prometheusSpec.containers needs one %s container" % (path, CORRECTOR)
-    for where, container, pod_security, _ in containers:
+    for where, container, pod_security, doc in containers:
         yield from check_container(where, container, pod_security, cargo_version())
+        yield from check_state_volume(where, container, doc)
     port = listen_port(containers[0][1]) if containers else 9490
     url = "http://127.0.0.1:%d/api/v1/write" % port
     writes = [rw for rw in spec.get("remoteWrite", []) if rw.get("url") == url]
