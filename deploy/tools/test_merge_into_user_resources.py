@@ -190,6 +190,11 @@ class OperatorComponentsTest(MergeTestCase):
             "name": "prometheus-kube-prometheus-stack-prometheus-db",
             "mountPath": "/var/lib/vllm-corrector", "subPath": "vllm-corrector"}])
 
+    def test_sidecar_operator_pvc_listed_first_stops_the_build(self):
+        docs, error = self.build([user_prometheus()], ["sidecar-operator-pvc", "sidecar-operator"])
+        self.assertIsNone(docs, "rendered a half-patched corrector container")
+        self.assertIn("spec.containers.[name=vllm-corrector].image` is missing", error)
+
     def test_a_users_own_patch_after_the_component_merges_too(self):
         # The merge keys hold for the whole build: tuning the corrector's memory limit
         # in the user's kustomization keeps every other container, and a patch of a
@@ -259,6 +264,12 @@ class PlainSidecarTest(MergeTestCase):
         self.assertEqual(statefulset["spec"]["volumeClaimTemplates"], user["spec"]["volumeClaimTemplates"])
         self.assertEqual(containers[vm.CORRECTOR]["volumeMounts"], [{
             "name": "data", "mountPath": "/var/lib/vllm-corrector", "subPath": "vllm-corrector"}])
+
+
+    def test_sidecar_pvc_listed_first_stops_the_build(self):
+        docs, error = self.build([user_statefulset()], ["sidecar-pvc", "sidecar"])
+        self.assertIsNone(docs, "rendered a half-patched corrector container")
+        self.assertIn("containers.[name=vllm-corrector].image` is missing", error)
 
 
 class HelmValuesTest(unittest.TestCase):
