@@ -14,7 +14,9 @@
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
 #      against the Kubernetes and Prometheus Operator schemas; the
 #      kube-prometheus-stack values' prometheusSpec against the Prometheus CRD
-#      schema; plus the validator's own tests (each broken promise is reported).
+#      schema; plus the validator's own tests (each broken promise is reported) and
+#      the merge tests: each component and the Helm values over a user's Prometheus
+#      with its own lists keep every entry of the user's beside the corrector's.
 #   5. The image build without Docker: the build context .dockerignore lets
 #      through, copied to an empty directory; the Dockerfile's build script run
 #      there; the binary checked against the runtime image (only glibc 2.36 and
@@ -99,21 +101,23 @@ check_prometheus_configs() {
 import sys
 sys.path.insert(0, "deploy/tools")
 import validate_manifests as vm
+# The sidecar (set(): its own external labels) drops the senders' external labels from
+# the corrected series; a standalone corrector (None) keeps them.
 cases = [
     ("deploy/prometheus/standalone.yml", "http://vllm-corrector.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector.monitoring.svc:9490"),
-    ("deploy/prometheus/sidecar.yml", "http://127.0.0.1:9490/api/v1/write", "127.0.0.1:9490"),
+     "vllm-corrector.monitoring.svc:9490", None),
+    ("deploy/prometheus/sidecar.yml", "http://127.0.0.1:9490/api/v1/write", "127.0.0.1:9490", set()),
     ("deploy/prometheus/sharded.yml", "http://vllm-corrector-0.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector-0.monitoring.svc:9490"),
+     "vllm-corrector-0.monitoring.svc:9490", None),
     ("deploy/prometheus/sharded.yml", "http://vllm-corrector-1.monitoring.svc:9490/api/v1/write",
-     "vllm-corrector-1.monitoring.svc:9490"),
+     "vllm-corrector-1.monitoring.svc:9490", None),
 ]
 problems = []
-for path, url, target in cases:
+for path, url, target, senders in cases:
     text = open(path, encoding="utf-8").read()
     if url not in text:
         problems.append("%s: no remote_write to %s" % (path, url))
-    problems += list(vm.check_prometheus_config(path, text, url, target))
+    problems += list(vm.check_prometheus_config(path, text, url, target, senders))
 for problem in problems:
     print(problem)
 print("%d Prometheus configurations checked, %d problems" % (len(cases), len(problems)))
@@ -154,15 +158,20 @@ render_and_validate() {  # render_and_validate DIR PROFILE
 
 check_manifests() {
     local ok=0
-    # The shipped overlay must render without lifting kustomize's load restriction.
+    # The shipped overlays must render without lifting kustomize's load restriction.
     kubectl kustomize deploy/kubernetes/overlays/standalone >/dev/null || ok=1
+    kubectl kustomize deploy/kubernetes/overlays/standalone-pvc >/dev/null || ok=1
     render_and_validate overlays/standalone standalone || ok=1
+    render_and_validate overlays/standalone-pvc standalone || ok=1
     render_and_validate examples/standalone-operator standalone-operator || ok=1
     render_and_validate examples/sidecar sidecar || ok=1
+    render_and_validate examples/sidecar-pvc sidecar || ok=1
     render_and_validate examples/sidecar-operator sidecar-operator || ok=1
+    render_and_validate examples/sidecar-operator-pvc sidecar-operator || ok=1
     # kube-prometheus-stack values: prometheusSpec against the Prometheus CRD schema.
     python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1
+    python3 -m unittest deploy/tools/test_merge_into_user_resources.py || ok=1
     return $ok
 }
 

@@ -48,8 +48,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// The service: exit code 2 for an invalid `--config.file` or `--web.config.file`, 1 when serving
-/// fails.
+/// The service: exit code 2 for an invalid `--config.file` or `--web.config.file`, or a
+/// `--storage.path` that cannot hold the state file; 1 when serving fails.
 fn run_service(args: Args) -> ExitCode {
     let config = match Config::from_args(args.clone()) {
         Ok(config) => config,
@@ -65,6 +65,10 @@ fn run_service(args: Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(error) = service::storage::check_usable(&config) {
+        eprintln!("vllm-corrector: {error}");
+        return ExitCode::from(2);
+    }
     if let Err(code) = init_logging(config.log_level, config.log_format) {
         return code;
     }

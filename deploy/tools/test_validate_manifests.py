@@ -105,9 +105,61 @@ class StandaloneTest(unittest.TestCase):
         find(self.docs, "Deployment", vm.CORRECTOR)["spec"]["replicas"] = 2
         self.assertOneProblem("1 replica")
 
+    def test_servicemonitor_dropping_the_senders_external_labels_is_reported(self):
+        endpoint = find(self.docs, "ServiceMonitor")["spec"]["endpoints"][0]
+        endpoint["metricRelabelings"] = [{"action": "labeldrop", "regex": "prometheus_replica"}]
+        self.assertOneProblem("drops prometheus_replica, which tell several senders' series apart")
+
+    def test_no_storage_path_is_reported(self):
+        container = corrector(self.docs)
+        container["args"] = [a for a in container["args"] if not a.startswith("--storage.path=")]
+        self.assertOneProblem("no --storage.path")
+
+    def test_storage_path_without_a_volume_is_reported(self):
+        container = corrector(self.docs)
+        container["volumeMounts"] = [m for m in container["volumeMounts"] if m["name"] != "state"]
+        self.assertOneProblem("no volume mounted at --storage.path /var/lib/vllm-corrector")
+
+    def test_state_volume_missing_from_the_pod_is_reported(self):
+        pod = find(self.docs, "Deployment", vm.CORRECTOR)["spec"]["template"]["spec"]
+        pod["volumes"] = [v for v in pod["volumes"] if v["name"] != "state"]
+        self.assertOneProblem("the volume state mounted at /var/lib/vllm-corrector is not in the pod")
+
     def test_prometheusrule_drifting_from_the_rules_file_is_reported(self):
         find(self.docs, "PrometheusRule")["spec"]["groups"][0]["rules"].pop()
         self.assertOneProblem("groups differ")
+
+
+class StatePvcTest(unittest.TestCase):
+    def test_shipped_renders_pass(self):
+        for path, profile in (("overlays/standalone-pvc", "standalone"), ("examples/sidecar-pvc", "sidecar"),
+                              ("examples/sidecar-operator-pvc", "sidecar-operator")):
+            with self.subTest(path=path):
+                self.assertEqual(problems(render(KUSTOMIZE / path), profile), [])
+
+    def test_claim_not_rendered_is_reported(self):
+        docs = [d for d in render(KUSTOMIZE / "overlays" / "standalone-pvc") if d["kind"] != "PersistentVolumeClaim"]
+        found = problems(docs, "standalone")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("the PersistentVolumeClaim vllm-corrector-state of volume state is not rendered", found[0])
+
+    def test_prometheus_storage_mounted_without_a_subpath_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator-pvc")
+        container = next(c for c in find(docs, "Prometheus")["spec"]["containers"] if c["name"] == vm.CORRECTOR)
+        self.assertEqual(container["volumeMounts"][0]["name"], "prometheus-k8s-db")
+        del container["volumeMounts"][0]["subPath"]
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("the volume prometheus-k8s-db is shared with another container: mount it with a subPath",
+                      found[0])
+
+    def test_a_storage_volume_of_another_name_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator-pvc")
+        prometheus = find(docs, "Prometheus")
+        prometheus["spec"]["storage"]["volumeClaimTemplate"]["metadata"] = {"name": "tsdb"}
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("the volume prometheus-k8s-db mounted at /var/lib/vllm-corrector is not in the pod", found[0])
 
 
 class SidecarTest(unittest.TestCase):
@@ -133,6 +185,38 @@ class SidecarTest(unittest.TestCase):
         found = problems(docs, "sidecar-operator")
         self.assertEqual(len(found), 1, found)
         self.assertIn("must set honor_labels: true", found[0])
+
+    def scrape_jobs(self, docs):
+        secret = find(docs, "Secret")
+        key = next(iter(secret["data"]))
+        return secret, key, yaml.safe_load(base64.b64decode(secret["data"][key]))
+
+    def test_scrape_job_keeping_the_external_labels_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator")
+        secret, key, jobs = self.scrape_jobs(docs)
+        del jobs[0]["metric_relabel_configs"]
+        secret["data"][key] = base64.b64encode(yaml.safe_dump(jobs).encode()).decode()
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("must drop the external labels cluster, prometheus, prometheus_replica", found[0])
+        self.assertIn("differ from those of deploy/prometheus/sidecar.yml", found[1])
+
+    def test_an_external_label_the_scrape_job_keeps_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar-operator")
+        find(docs, "Prometheus")["spec"]["externalLabels"]["region"] = "eu"
+        find(docs, "Prometheus")["spec"]["replicaExternalLabelName"] = "replica"
+        found = problems(docs, "sidecar-operator")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must drop the external labels region, replica", found[0])
+
+    def test_plain_sidecar_external_label_the_scrape_job_keeps_is_reported(self):
+        docs = render(KUSTOMIZE / "examples" / "sidecar")
+        config = next(doc for doc in docs if doc["kind"] == "ConfigMap" and "prometheus.yml" in doc["data"])
+        config["data"]["prometheus.yml"] = config["data"]["prometheus.yml"].replace(
+            "    cluster: example\n", "    cluster: example\n    datacenter: fra1\n")
+        found = problems(docs, "sidecar")
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("must drop the external labels datacenter", found[0])
 
     def test_invalid_prometheus_config_fails_promtool(self):
         docs = render(KUSTOMIZE / "examples" / "sidecar")
@@ -167,13 +251,35 @@ class HelmValuesTest(unittest.TestCase):
 
     def test_misspelt_prometheus_spec_field_is_rejected_by_the_crd_schema(self):
         def mutate(spec):
-            spec["remoteWrites"] = spec.pop("remoteWrite")
+            spec["additionalRemoteWrites"] = spec.pop("additionalRemoteWrite")
         found = self.problems(mutate)
-        self.assertTrue(any("remoteWrites" in p for p in found), found)
+        self.assertTrue(any("additionalRemoteWrites" in p for p in found), found)
+
+    def test_scrape_job_keeping_the_operators_external_labels_is_reported(self):
+        def mutate(spec):
+            spec["additionalScrapeConfigs"][0]["metric_relabel_configs"][0]["regex"] = "cluster"
+        found = self.problems(mutate)
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("must drop the external labels prometheus, prometheus_replica", found[0])
+
+    def test_state_on_prometheus_storage_as_the_values_describe_passes(self):
+        def mutate(spec):
+            spec.pop("volumes")
+            spec["containers"][0]["volumeMounts"] = [{"name": "prometheus-kube-prometheus-stack-prometheus-db",
+                                                       "mountPath": "/var/lib/vllm-corrector",
+                                                       "subPath": "vllm-corrector"}]
+        self.assertEqual(self.problems(mutate), [])
+
+    def test_state_volume_missing_is_reported(self):
+        def mutate(spec):
+            spec.pop("volumes")
+        found = self.problems(mutate)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("the volume vllm-corrector-state mounted at /var/lib/vllm-corrector is not in the pod", found[0])
 
     def test_broad_keep_rule_is_reported(self):
         def mutate(spec):
-            spec["remoteWrite"][0]["writeRelabelConfigs"][0]["regex"] = "vllm:.*"
+            spec["additionalRemoteWrite"][0]["writeRelabelConfigs"][0]["regex"] = "vllm:.*"
         found = self.problems(mutate)
         self.assertEqual(len(found), 1, found)
         self.assertIn("must keep only the series the rules read", found[0])

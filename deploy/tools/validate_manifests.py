@@ -51,6 +51,10 @@ CORRECTOR = "vllm-corrector"
 RELABEL = ROOT / "deploy" / "prometheus" / "relabel.yml"
 KEEP_REGEX = "the rule of deploy/prometheus/relabel.yml"
 PROFILES = ("standalone", "standalone-operator", "sidecar", "sidecar-operator")
+SIDECAR_CONFIG = ROOT / "deploy" / "prometheus" / "sidecar.yml"
+# External label names a sidecar's scrape job drops whatever the rendered Prometheus
+# sets: the usual cluster, and Prometheus Operator's two.
+SENDER_LABELS = frozenset({"cluster", "prometheus", "prometheus_replica"})
 
 
 def cargo_version():
@@ -196,6 +200,73 @@ def check_container(where, container, pod_security, version):
             yield "%s: resources.%s.%s is missing" % (where, need[0], need[1])
 
 
+def storage_path(container):
+    """The directory of ``--storage.path`` in the container's args, or None."""
+    for arg in container.get("args", []):
+        if arg.startswith("--storage.path="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def operator_db_volume(prometheus_name, spec):
+    """The name of the volume Prometheus Operator gives a Prometheus's own storage:
+    ``storage.volumeClaimTemplate.metadata.name``, else ``prometheus-<name>-db``
+    (an emptyDir when ``spec.storage`` is unset)."""
+    claim = (spec.get("storage") or {}).get("volumeClaimTemplate") or {}
+    return claim.get("metadata", {}).get("name") or "prometheus-%s-db" % prometheus_name
+
+
+def pod_volumes(doc):
+    """(volume names of the pod ``doc`` renders, the names other containers share).
+    A StatefulSet's claim templates count; a Prometheus resource's own storage volume
+    (``operator_db_volume``) counts and is shared with the Prometheus container."""
+    kind, name = doc["kind"], doc["metadata"]["name"]
+    if kind == "Prometheus":
+        spec = doc["spec"]
+        db = operator_db_volume(name, spec)
+        volumes = {v["name"] for v in spec.get("volumes", [])} | {db}
+        others = [c for c in spec.get("containers", []) if c.get("name") != CORRECTOR]
+        shared = {db} | {m["name"] for c in others for m in c.get("volumeMounts", [])}
+        shared |= {m["name"] for m in spec.get("volumeMounts", [])}
+        return volumes, shared
+    pod = doc["spec"]["template"]["spec"]
+    volumes = {v["name"] for v in pod.get("volumes", [])}
+    volumes |= {t["metadata"]["name"] for t in doc["spec"].get("volumeClaimTemplates", [])}
+    others = [c for c in pod.get("containers", []) + pod.get("initContainers", []) if c.get("name") != CORRECTOR]
+    return volumes, {m["name"] for c in others for m in c.get("volumeMounts", [])}
+
+
+def pod_spec_volumes(doc):
+    """The ``volumes`` list of the pod ``doc`` renders."""
+    if doc["kind"] == "Prometheus":
+        return doc["spec"].get("volumes", [])
+    return doc["spec"]["template"]["spec"].get("volumes", [])
+
+
+def check_state_volume(where, container, doc, rendered_claims=frozenset()):
+    """Yield problems of the corrector's state: ``--storage.path`` is set and a volume of
+    the pod is mounted there; a volume another container uses (Prometheus's own storage)
+    only through a ``subPath`` of its own."""
+    path = storage_path(container)
+    if path is None:
+        yield "%s: no --storage.path: the state would not survive a restart" % where
+        return
+    mounts = [m for m in container.get("volumeMounts", []) if m.get("mountPath") == path]
+    if len(mounts) != 1:
+        yield "%s: no volume mounted at --storage.path %s (the read-only root file system refuses it)" % (where, path)
+        return
+    volumes, shared = pod_volumes(doc)
+    name = mounts[0]["name"]
+    if name not in volumes:
+        yield "%s: the volume %s mounted at %s is not in the pod" % (where, name, path)
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod_spec_volumes(doc)
+              if "persistentVolumeClaim" in v}
+    if name in claims and claims[name] not in rendered_claims:
+        yield "%s: the PersistentVolumeClaim %s of volume %s is not rendered" % (where, claims[name], name)
+    elif name in shared and not mounts[0].get("subPath"):
+        yield "%s: the volume %s is shared with another container: mount it with a subPath" % (where, name)
+
+
 def corrector_containers(docs):
     """Yield (where, container, pod securityContext, doc) for every vllm-corrector container."""
     for doc in docs:
@@ -231,11 +302,48 @@ def keeps_only_vllm(relabel_configs, source_key, action_key="action"):
             and first.get(action_key, "replace") == "keep")
 
 
-def check_prometheus_config(where, text, corrector_url, corrector_target):
+def drops_label(job, name):
+    """True when a ``labeldrop`` rule of the job's metric_relabel_configs removes label ``name``
+    (Prometheus anchors the regex at both ends; its default is ``(.*)``)."""
+    return any(rule.get("action") == "labeldrop" and re.fullmatch(rule.get("regex", "(.*)"), name)
+               for rule in job.get("metric_relabel_configs", []))
+
+
+def sidecar_metric_relabel():
+    """The metric_relabel_configs of the vllm-corrector job of deploy/prometheus/sidecar.yml,
+    the one ``tests/it/sidecar_join.rs`` runs through a real Prometheus with external labels."""
+    config = yaml.safe_load(SIDECAR_CONFIG.read_text(encoding="utf-8"))
+    job = next(j for j in config["scrape_configs"] if j["job_name"] == CORRECTOR)
+    return job.get("metric_relabel_configs")
+
+
+def operator_external_labels(spec):
+    """Names of the external labels Prometheus Operator gives a Prometheus of this spec:
+    ``externalLabels``, and the Operator's own ``prometheus`` and ``prometheus_replica``
+    (renamed by ``prometheusExternalLabelName``/``replicaExternalLabelName``, left out when
+    set to "")."""
+    names = set(spec.get("externalLabels", {}))
+    for field, default in (("prometheusExternalLabelName", "prometheus"),
+                           ("replicaExternalLabelName", "prometheus_replica")):
+        name = spec.get(field, default)
+        if name:
+            names.add(name)
+    return names
+
+
+def check_prometheus_config(where, text, corrector_url, corrector_target, sender_labels=None):
     """Yield problems of a Prometheus configuration (a whole prometheus.yml, or a
     list of scrape configs as additionalScrapeConfigs holds): ``promtool check
     config`` passes; a remote_write to the corrector keeps only vllm:.*; a job
-    scraping ``corrector_target`` has honor_labels."""
+    scraping ``corrector_target`` has honor_labels.
+
+    ``sender_labels`` is a set for a sidecar, whose scraping Prometheus is the only
+    sender: the names of that Prometheus's external labels (a whole prometheus.yml's
+    ``global.external_labels`` are added). The job must drop each of them and the usual
+    names (``SENDER_LABELS``), with the metric_relabel_configs of
+    deploy/prometheus/sidecar.yml, so that the corrected series join the raw ones.
+    ``None`` is a standalone corrector: its job must keep them, since they tell several
+    senders' series apart."""
     config = yaml.safe_load(text)
     if isinstance(config, list):
         config = {"scrape_configs": config}
@@ -256,6 +364,20 @@ def check_prometheus_config(where, text, corrector_url, corrector_target):
     for job in jobs:
         if job.get("honor_labels") is not True:
             yield "%s: job %s must set honor_labels: true" % (where, job.get("job_name"))
+        if sender_labels is None:
+            kept = sorted(n for n in SENDER_LABELS if drops_label(job, n))
+            if kept:
+                yield "%s: job %s drops %s, which tell several senders' series apart" % (
+                    where, job.get("job_name"), ", ".join(kept))
+            continue
+        names = SENDER_LABELS | set(sender_labels) | set(config.get("global", {}).get("external_labels", {}))
+        missing = sorted(n for n in names if not drops_label(job, n))
+        if missing:
+            yield "%s: job %s must drop the external labels %s, or corrected and raw series do not join" % (
+                where, job.get("job_name"), ", ".join(missing))
+        if job.get("metric_relabel_configs") != sidecar_metric_relabel():
+            yield "%s: job %s: metric_relabel_configs differ from those of %s" % (
+                where, job.get("job_name"), SIDECAR_CONFIG.relative_to(ROOT))
 
 
 def check_contract(docs, profile, version):
@@ -266,8 +388,10 @@ def check_contract(docs, profile, version):
     containers = list(corrector_containers(docs))
     if not containers:
         yield "%s: no %s container rendered (did a patch target match nothing?)" % (profile, CORRECTOR)
-    for where, container, pod_security, _ in containers:
+    claims = {c["metadata"]["name"] for c in by_kind.get("PersistentVolumeClaim", [])}
+    for where, container, pod_security, doc in containers:
         yield from check_container(where, container, pod_security, version)
+        yield from check_state_volume(where, container, doc, claims)
     port = listen_port(containers[0][1]) if containers else 9490
 
     for deployment in by_kind.get("Deployment", []):
@@ -280,6 +404,13 @@ def check_contract(docs, profile, version):
             if endpoint.get("honorLabels") is not True:
                 yield "ServiceMonitor/%s: endpoint %s must set honorLabels: true" % (
                     monitor["metadata"]["name"], endpoint.get("port"))
+            # A standalone corrector's senders are told apart by their external labels.
+            job = {"metric_relabel_configs": [{"action": r.get("action", "replace").lower(), "regex": r.get("regex", "(.*)")}
+                                              for r in endpoint.get("metricRelabelings", [])]}
+            kept = sorted(n for n in SENDER_LABELS if drops_label(job, n))
+            if kept:
+                yield "ServiceMonitor/%s: endpoint %s drops %s, which tell several senders' series apart" % (
+                    monitor["metadata"]["name"], endpoint.get("port"), ", ".join(kept))
     for rule in by_kind.get("PrometheusRule", []):
         if rule["spec"]["groups"] != yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]:
             yield "PrometheusRule/%s: groups differ from %s" % (rule["metadata"]["name"], RULES.relative_to(ROOT))
@@ -317,33 +448,58 @@ def check_contract(docs, profile, version):
                     yield "%s: additionalScrapeConfigs must name a Secret rendered alongside" % name
                     continue
                 text = base64.b64decode(secret["data"][ref["key"]]).decode("utf-8")
-                yield from check_prometheus_config("Secret/%s" % ref["name"], text, url, "127.0.0.1:%d" % port)
+                yield from check_prometheus_config("Secret/%s" % ref["name"], text, url, "127.0.0.1:%d" % port,
+                                                   operator_external_labels(prom["spec"]))
     if profile == "sidecar":
         configs = [(cm["metadata"]["name"], cm["data"]["prometheus.yml"])
                    for cm in by_kind.get("ConfigMap", []) if "prometheus.yml" in cm.get("data", {})]
         if not configs:
             yield "sidecar: no ConfigMap with a prometheus.yml rendered"
         for name, text in configs:
-            yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port)
+            yield from check_prometheus_config("ConfigMap/%s" % name, text, url, "127.0.0.1:%d" % port, set())
+
+
+def helm_merge(base, override):
+    """Values as Helm merges two values files (``-f base -f override``): maps merge key by
+    key, anything else, lists included, is replaced by the later file's."""
+    if not (isinstance(base, dict) and isinstance(override, dict)):
+        return copy.deepcopy(override)
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        merged[key] = helm_merge(base[key], value) if key in base else copy.deepcopy(value)
+    return merged
+
+
+def chart_prometheus_spec(prometheus_spec):
+    """The spec of the Prometheus resource kube-prometheus-stack renders from
+    ``prometheus.prometheusSpec``, for the chart-only keys these values use
+    (templates/prometheus/prometheus.yaml): ``additionalRemoteWrite`` is appended to
+    ``remoteWrite``; ``additionalScrapeConfigs``, a list, goes to a Secret the spec names.
+    Returns the spec without that list, and the list."""
+    spec = copy.deepcopy(prometheus_spec)
+    scrape = spec.pop("additionalScrapeConfigs", None)
+    writes = spec.get("remoteWrite", []) + spec.pop("additionalRemoteWrite", [])
+    if writes:
+        spec["remoteWrite"] = writes
+    return spec, scrape
 
 
 def check_helm_values(path, versions):
     """Yield problems of a kube-prometheus-stack values file for the sidecar form:
-    ``prometheus.prometheusSpec`` (without the chart's list-valued
-    ``additionalScrapeConfigs``, which the chart turns into a Secret) validated as the
-    spec of a Prometheus resource against the CRD schema, the corrector container,
-    the remote write's keep rule, and the scrape job with promtool."""
+    ``prometheus.prometheusSpec`` as the chart renders it (``chart_prometheus_spec``)
+    validated as the spec of a Prometheus resource against the CRD schema, the
+    corrector container, the remote write's keep rule, and the scrape job with promtool."""
     values = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8"))
-    spec = copy.deepcopy(values["prometheus"]["prometheusSpec"])
-    scrape = spec.pop("additionalScrapeConfigs", None)
+    spec, scrape = chart_prometheus_spec(values["prometheus"]["prometheusSpec"])
     doc = {"apiVersion": "monitoring.coreos.com/v1", "kind": "Prometheus",
            "metadata": {"name": "kube-prometheus-stack-prometheus"}, "spec": spec}
     yield from validate_schemas([doc], versions)
     containers = list(corrector_containers([doc]))
     if len(containers) != 1:
         yield "%s: prometheusSpec.containers needs one %s container" % (path, CORRECTOR)
-    for where, container, pod_security, _ in containers:
+    for where, container, pod_security, doc in containers:
         yield from check_container(where, container, pod_security, cargo_version())
+        yield from check_state_volume(where, container, doc)
     port = listen_port(containers[0][1]) if containers else 9490
     url = "http://127.0.0.1:%d/api/v1/write" % port
     writes = [rw for rw in spec.get("remoteWrite", []) if rw.get("url") == url]
@@ -355,7 +511,8 @@ def check_helm_values(path, versions):
     if not isinstance(scrape, list):
         yield "%s: prometheusSpec.additionalScrapeConfigs must list the vllm-corrector job" % path
     else:
-        yield from check_prometheus_config(path, yaml.safe_dump(scrape), url, "127.0.0.1:%d" % port)
+        yield from check_prometheus_config(path, yaml.safe_dump(scrape), url, "127.0.0.1:%d" % port,
+                                           operator_external_labels(spec))
 
 
 def main(argv):

@@ -2,7 +2,8 @@
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
 //! Fresh-user mistakes get a clear message: zero durations and invalid `rules` names are usage
 //! errors from the argument parser (exit status 2), swapped `inspect` dumps an error (exit status
-//! 1), and `simulate --instant` without `--metrics-file` prints the exposition.
+//! 1), `simulate --instant` without `--metrics-file` prints the exposition, and a `--storage.path`
+//! that cannot hold the state file stops the service at start (exit status 2).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -351,4 +352,84 @@ fn relabel_prints_the_shipped_keep_rule() {
         operator.contains("- sourceLabels: [__name__, le, source]"),
         "{operator}"
     );
+}
+
+/// Starts the service with `args` on a free loopback port and waits up to 10 s for it to exit:
+/// its exit code and stderr, or `None` (and the process killed) when it was still running.
+fn service_exit(args: &[&str]) -> Option<(Option<i32>, String)> {
+    let listen = format!(
+        "--web.listen-address=127.0.0.1:{}",
+        crate::harness::free_port()
+    );
+    let mut child = Command::new(BIN)
+        .arg(listen)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vllm-corrector");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+            return Some((status.code(), stderr));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn an_unusable_storage_path_exits_with_status_2_at_start_naming_it() {
+    let dir = TempDir::new("storage-flag");
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let under_file = file.join("state");
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, format!("storage:\n  path: {}\n", file.display())).unwrap();
+    let cases = [
+        (
+            format!("--storage.path={}", file.display()),
+            "--storage.path",
+            file.clone(),
+        ),
+        (
+            format!("--storage.path={}", under_file.display()),
+            "--storage.path",
+            under_file.clone(),
+        ),
+        // Exists, but no file can be created in it, even by root.
+        (
+            "--storage.path=/proc/self".to_owned(),
+            "--storage.path",
+            "/proc/self".into(),
+        ),
+        (
+            format!("--config.file={}", config.display()),
+            "storage.path",
+            file.clone(),
+        ),
+    ];
+    for (arg, field, path) in cases {
+        let Some((code, stderr)) = service_exit(&[&arg]) else {
+            panic!("{arg}: still serving after 10 s");
+        };
+        assert_eq!(code, Some(2), "{arg}: {stderr}");
+        let want = format!(
+            "vllm-corrector: {field} {}: cannot keep the state file there: ",
+            path.display()
+        );
+        assert!(stderr.starts_with(&want), "{arg}: {stderr}");
+    }
+    // A directory that does not exist yet is created, and the service starts.
+    let fresh = dir.path().join("new").join("state");
+    assert_eq!(
+        service_exit(&[&format!("--storage.path={}", fresh.display())]),
+        None,
+        "a creatable --storage.path must start the service"
+    );
+    assert!(fresh.is_dir());
 }

@@ -39,6 +39,7 @@ mod relabel_e2e;
 mod reload;
 mod reset;
 mod rw2_equivalence;
+mod sidecar_join;
 mod slow_clients;
 mod slow_senders;
 mod stale_idle;

@@ -161,6 +161,11 @@ remote_write:
         Prometheus { child, base, dir }
     }
 
+    /// `http://127.0.0.1:<port>`, for the query API.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
     /// Prometheus' log so far.
     pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()

@@ -154,6 +154,8 @@ impl Default for StorageSection {
 pub(crate) struct Storage {
     /// The directory holding the state file.
     pub(crate) path: PathBuf,
+    /// Where `path` came from, for messages: `--storage.path` or the file's `storage.path`.
+    pub(crate) field: &'static str,
     /// Period of the background writes.
     pub(crate) write_interval: Duration,
 }
@@ -292,14 +294,16 @@ impl Config {
                 ),
             ));
         }
-        let storage = args
-            .storage_path
-            .clone()
-            .or(file.storage.path.clone())
-            .map(|path| Storage {
-                path,
-                write_interval,
-            });
+        let storage = match (&args.storage_path, &file.storage.path) {
+            (Some(path), _) => Some((path.clone(), "--storage.path")),
+            (None, Some(path)) => Some((path.clone(), "storage.path")),
+            (None, None) => None,
+        }
+        .map(|(path, field)| Storage {
+            path,
+            field,
+            write_interval,
+        });
         Ok(Config {
             storage,
             listen_address,

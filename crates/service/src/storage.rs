@@ -12,6 +12,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::config::Config;
 use crate::telemetry::SelfMetrics;
 use engine::{Engine, StateCursor, StateError, StateHeader, StateRecord};
 
@@ -24,6 +25,51 @@ const CHUNK_GROUPS: usize = 256;
 /// The state file of `dir`.
 pub(crate) fn state_file(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
+}
+
+/// A `--storage.path` (or `storage.path`) that cannot hold the state file, found at start.
+#[derive(Debug, thiserror::Error)]
+#[error("{field} {}: cannot keep the state file there: {source}", path.display())]
+pub struct StorageUnusable {
+    /// `--storage.path` or `storage.path`, whichever named the directory.
+    field: &'static str,
+    /// The directory, or the state file in it when that is what is wrong.
+    path: PathBuf,
+    /// The I/O error.
+    source: std::io::Error,
+}
+
+/// Checks at start that the storage directory of `config`, if any, can hold the state file, so
+/// that a bad path stops the process then (`main` exits with status 2) rather than failing every
+/// write afterwards: the directory is created if missing (as the writes would), the temporary
+/// file the writes use is created and removed, and the state file's name must not be a directory.
+///
+/// # Errors
+/// [`StorageUnusable`] naming the flag or field, the path and the I/O error: a path that is a
+/// regular file or lies under one, a directory that cannot be created or written.
+pub fn check_usable(config: &Config) -> Result<(), StorageUnusable> {
+    let Some(storage) = &config.storage else {
+        return Ok(());
+    };
+    let unusable = |path: &Path, source| StorageUnusable {
+        field: storage.field,
+        path: path.to_owned(),
+        source,
+    };
+    let dir = &storage.path;
+    std::fs::create_dir_all(dir).map_err(|e| unusable(dir, e))?;
+    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    std::fs::File::create(&tmp).map_err(|e| unusable(dir, e))?;
+    std::fs::remove_file(&tmp).map_err(|e| unusable(dir, e))?;
+    let path = state_file(dir);
+    match std::fs::symlink_metadata(&path) {
+        // The writes rename a new file over it, which fails on a directory.
+        Ok(meta) if meta.is_dir() => Err(unusable(
+            &path,
+            std::io::Error::other("is a directory, not the state file"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Why a state file was not (wholly) restored; the `reason` label of

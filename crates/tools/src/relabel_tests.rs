@@ -71,7 +71,9 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
         ),
         (
             "components/sidecar-operator",
-            include_str!("../../../deploy/kubernetes/components/sidecar-operator/prometheus.yaml"),
+            include_str!(
+                "../../../deploy/kubernetes/components/sidecar-operator/core/prometheus.yaml"
+            ),
             1,
         ),
         (
