@@ -22,6 +22,16 @@ pub enum ProtocolError {
     /// specification requires ("Symbols" of the `Request` message).
     #[error("invalid remote write 2.0 request: symbols[0] must be the empty string, got {0:?}")]
     SymbolsStartNotEmpty(String),
+    /// The body holds more series (`TimeSeries` messages) than the decoder was allowed
+    /// ([`crate::Version::decode_at_most`]): refused before any series is decoded or allocated.
+    /// [`crate::Version::count`] gives its samples without decoding them.
+    #[error("request holds {series} series, over the {limit} this decode allows")]
+    TooManySeries {
+        /// Series in the body.
+        series: usize,
+        /// The most allowed.
+        limit: usize,
+    },
     /// An RW 1.0 body (by its Content-Type) with no `timeseries` (field 1) but with RW 2.0's
     /// `symbols` (field 4) or `timeseries` (field 5): a 2.0 `Request` sent with the 1.0
     /// Content-Type. Decoded as 1.0 it would be an empty request, answered 204 with every sample

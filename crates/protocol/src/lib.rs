@@ -52,9 +52,34 @@ impl Version {
     /// # Errors
     /// Those of the version's decoder.
     pub fn decode(self, buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+        self.decode_at_most(buf, usize::MAX)
+    }
+
+    /// [`Version::decode`] of a body of at most `max_series` series ([`v1::decode_at_most`],
+    /// [`v2::decode_at_most`]).
+    ///
+    /// # Errors
+    /// Those of the version's decoder, and [`ProtocolError::TooManySeries`].
+    pub fn decode_at_most(
+        self,
+        buf: &[u8],
+        max_series: usize,
+    ) -> Result<WriteRequestRef<'_>, ProtocolError> {
         match self {
-            Version::V1 => v1::decode(buf),
-            Version::V2 => v2::decode(buf),
+            Version::V1 => v1::decode_at_most(buf, max_series),
+            Version::V2 => v2::decode_at_most(buf, max_series),
+        }
+    }
+
+    /// The series and samples of a decompressed body, without decoding it ([`v1::count`],
+    /// [`v2::count`]): what a request refused whole counts.
+    ///
+    /// # Errors
+    /// Those of the version's decoder for the body's framing, samples and histograms.
+    pub fn count(self, buf: &[u8]) -> Result<Counts, ProtocolError> {
+        match self {
+            Version::V1 => v1::count(buf),
+            Version::V2 => v2::count(buf),
         }
     }
 
@@ -65,4 +90,14 @@ impl Version {
             Version::V2 => "2.0",
         }
     }
+}
+
+/// A body's series and samples ([`Version::count`]), samples as the receiver counts them
+/// ([`SeriesRef::sample_count`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `TimeSeries` messages.
+    pub series: usize,
+    /// Samples, a custom-buckets native histogram counting as the classic samples it stands for.
+    pub samples: u64,
 }

@@ -49,7 +49,22 @@ use super::{
 /// canonical sample ([`PendingLabels`]'s provisional key); so when a body holds several errors,
 /// the one reported first may differ from a decoder that decodes everything at once.
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+    decode_at_most(buf, usize::MAX)
+}
+
+/// [`decode`] of a body of at most `max_series` series: a larger one is refused after the first,
+/// counting pass ([`ProtocolError::TooManySeries`]), before anything is allocated per series.
+///
+/// # Errors
+/// As [`decode`], and [`ProtocolError::TooManySeries`].
+pub fn decode_at_most(buf: &[u8], max_series: usize) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let (n_series, n_metadata) = count_request(buf)?;
+    if n_series > max_series {
+        return Err(ProtocolError::TooManySeries {
+            series: n_series,
+            limit: max_series,
+        });
+    }
     let mut request = WriteRequestRef {
         series: empty_series(n_series),
         labels: Vec::new(),
@@ -512,6 +527,31 @@ fn decode_metadata(buf: &[u8]) -> Result<Option<MetadataRef<'_>>, ProtocolError>
         }
     }
     Ok(valid.then_some(metadata))
+}
+
+/// Every sample of the body `buf` as the receiver counts them ([`SeriesRef::sample_count`]), and its
+/// series, without decoding any label or keeping any series: for a request refused whole.
+///
+/// # Errors
+/// As [`decode`], for the body's framing, samples and histograms.
+pub fn count(buf: &[u8]) -> Result<crate::Counts, ProtocolError> {
+    count_request(buf)?;
+    let mut counts = crate::Counts::default();
+    let mut scratch = SeriesRef::default();
+    let mut r = Reader::new(buf, "WriteRequest");
+    while !r.at_end() {
+        match r.key()? {
+            (1, Wire::Len) => {
+                walk_series_into(r.bytes()?, &mut scratch)?;
+                counts.series += 1;
+                counts.samples += scratch.sample_count();
+                scratch.samples.clear();
+                scratch.histograms.clear();
+            }
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Ok(counts)
 }
 
 /// Resolving what [`decode`] leaves pending: the RW 1.0 side of [`SeriesLabels`].

@@ -326,3 +326,45 @@ fn a_label_value_that_ends_like_a_sample_field_is_walked_not_cut() {
     assert_ne!(key(&fresh.series[0]), key(&learned.series[0]));
     assert_eq!(learned.labels_of(&learned.series[0])[0].value, value);
 }
+
+#[test]
+fn count_gives_the_series_and_samples_of_the_full_decode_without_decoding() {
+    let mut rng = StdRng::seed_from_u64(0xc0_0417);
+    for _ in 0..500 {
+        let mut bytes = random_request(&mut rng).encode_to_vec();
+        if rng.random_bool(0.2) && !bytes.is_empty() {
+            let i = rng.random_range(0..bytes.len());
+            bytes[i] = rng.random();
+        }
+        let full = decode(&bytes).and_then(|mut r| {
+            r.resolve_all()?;
+            Ok(r)
+        });
+        match (super::count(&bytes), full) {
+            (Ok(counts), Ok(request)) => {
+                assert_eq!(counts.series, request.series.len());
+                assert_eq!(counts.samples, request.sample_count());
+            }
+            // Counting reads no label, so it may accept a body whose labels do not decode.
+            (Ok(_), Err(_)) | (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) => panic!("counted as bad, decoded fine: {e}"),
+        }
+    }
+}
+
+#[test]
+fn decode_at_most_refuses_a_body_over_its_series_before_decoding_any() {
+    let req = pb::WriteRequest {
+        timeseries: vec![pb::TimeSeries::default(); 5],
+        metadata: Vec::new(),
+    };
+    let bytes = req.encode_to_vec();
+    assert_eq!(
+        super::decode_at_most(&bytes, 4).unwrap_err(),
+        crate::ProtocolError::TooManySeries {
+            series: 5,
+            limit: 4
+        }
+    );
+    assert_eq!(super::decode_at_most(&bytes, 5).unwrap().series.len(), 5);
+}

@@ -53,7 +53,22 @@ const MAX_QUOTED_SYMBOL: usize = 64;
 ///   type, a known field sent with the wrong wire type, a symbol that is not UTF-8, or one of the
 ///   reserved fields 1 to 3 (an RW 1.0 body).
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
+    decode_at_most(buf, usize::MAX)
+}
+
+/// [`decode`] of a body of at most `max_series` series: a larger one is refused after the first,
+/// counting pass ([`ProtocolError::TooManySeries`]), before any symbol or series is decoded.
+///
+/// # Errors
+/// As [`decode`], and [`ProtocolError::TooManySeries`].
+pub fn decode_at_most(buf: &[u8], max_series: usize) -> Result<WriteRequestRef<'_>, ProtocolError> {
     let [n_symbols, n_series] = count_fields(buf, "Request", [4, 5])?;
+    if n_series > max_series {
+        return Err(ProtocolError::TooManySeries {
+            series: n_series,
+            limit: max_series,
+        });
+    }
     let mut symbols: Vec<&str> = Vec::with_capacity(n_symbols);
     let mut r = Reader::new(buf, "Request");
     while !r.at_end() {
@@ -98,6 +113,44 @@ pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
         }
     }
     Ok(request)
+}
+
+/// Every sample of the body `buf` as the receiver counts them ([`SeriesRef::sample_count`]), and its
+/// series, without resolving symbols or keeping any series: for a request refused whole.
+///
+/// # Errors
+/// As [`decode`], for the body's framing, samples and histograms.
+pub fn count(buf: &[u8]) -> Result<crate::Counts, ProtocolError> {
+    let mut counts = crate::Counts::default();
+    let mut r = Reader::new(buf, "Request");
+    while !r.at_end() {
+        match r.key()? {
+            (5, Wire::Len) => {
+                let mut s = Reader::new(r.bytes()?, "TimeSeries");
+                counts.series += 1;
+                while !s.at_end() {
+                    match s.key()? {
+                        (2, Wire::Len) => {
+                            decode_sample(s.bytes()?)?;
+                            counts.samples += 1;
+                        }
+                        (3, Wire::Len) => {
+                            counts.samples += histogram::decode(s.bytes()?)?.sample_count();
+                        }
+                        (field @ (2 | 3), wire) => return Err(s.wrong_wire(field, wire)),
+                        (_, wire) => s.skip(wire)?,
+                    }
+                }
+            }
+            (field @ 1..=3, _) => {
+                return Err(r.error(format_args!(
+                    "field {field} is reserved in remote write 2.0"
+                )));
+            }
+            (_, wire) => r.skip(wire)?,
+        }
+    }
+    Ok(counts)
 }
 
 /// Decodes one `TimeSeries` (1 `labels_refs`, 2 samples, 3 histograms, 4 exemplars, 5 metadata,

@@ -134,3 +134,20 @@ fn randomly_corrupted_bodies_never_panic() {
         let _ = decode(&bytes[..cut]);
     }
 }
+
+#[test]
+fn count_gives_the_series_and_samples_of_the_decode() {
+    let mut rng = StdRng::seed_from_u64(0xc0_0427);
+    for _ in 0..500 {
+        let bytes = random_request(&mut rng).encode_to_vec();
+        match (crate::v2::count(&bytes), decode(&bytes)) {
+            (Ok(counts), Ok(request)) => {
+                assert_eq!(counts.series, request.series.len());
+                assert_eq!(counts.samples, request.sample_count());
+            }
+            // Counting resolves no symbol, so it may accept a body whose symbols do not decode.
+            (Ok(_), Err(_)) | (Err(_), Err(_)) => {}
+            (Err(e), Ok(_)) => panic!("counted as bad, decoded fine: {e}"),
+        }
+    }
+}

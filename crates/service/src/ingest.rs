@@ -43,8 +43,9 @@ pub use apply::SeriesRejection;
 pub use receiver::Receiver;
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
-/// on the same thread, so rare huge requests do not pin memory.
-const KEEP_BUFFER_BYTES: usize = 4 * 1024 * 1024;
+/// on the same thread, so rare large requests do not pin memory (a request as senders cut them
+/// decodes to well under it; blocking-pool threads each keep at most this).
+const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
 
 /// The longest panic message quoted in a 400 answer, bytes.
 const MAX_QUOTED_PANIC: usize = 512;
@@ -121,6 +122,19 @@ pub enum IngestError {
         series: usize,
         /// The configured cap.
         limit: usize,
+    },
+    /// The decoded request would take more memory than its body allows ([`memory_allowance`]):
+    /// series by the hundred thousand of a few bytes each, or labels by the thousand. Nothing was
+    /// applied; its samples were counted `too_many_series`. 413: the same batch can never fit.
+    #[error(
+        "request of {series} series would take more than {bytes} bytes in memory to decode; \
+         send fewer, larger series per request"
+    )]
+    TooLargeInMemory {
+        /// Series in the request.
+        series: usize,
+        /// The memory allowed for its decoded structures, bytes.
+        bytes: usize,
     },
     /// Some series (or some of their native histogram samples) were refused: invalid labels or
     /// label references, a label limit, an invalid custom-buckets histogram, a future timestamp,
@@ -222,8 +236,17 @@ fn decompress_decode_apply(
     if let Err(e) = protocol::snappy::decompress_into(body, limits.max_decoded_bytes, buffer) {
         return Receipt::refused(e);
     }
-    let mut request = match version.decode(buffer) {
+    // The series a decode may hold: the request limit, and what the memory the HTTP layer set
+    // aside for this body allows ([`memory_allowance`]).
+    let allowance = memory_allowance(buffer.len());
+    let max_series = limits
+        .max_series_per_request
+        .min(allowance / apply::SERIES_BYTES);
+    let mut request = match version.decode_at_most(buffer, max_series) {
         Ok(request) => request,
+        Err(ProtocolError::TooManySeries { series, .. }) => {
+            return refuse_whole(sink, version, buffer, series, limits);
+        }
         Err(e) => return Receipt::refused(e),
     };
     if request.metadata_dropped.total() > 0 {
@@ -234,30 +257,12 @@ fn decompress_decode_apply(
         .emit(sink.metrics);
     }
     let mut samples = Unaccounted::new(sink.metrics, request.sample_count());
-    let series = request.series.len();
-    if series > limits.max_series_per_request {
-        // Counted as a decoder that decodes everything counts them, and its error first.
-        let provisional = request.sample_count();
-        if let Err(e) = request.walk_provisional() {
-            samples.refused_whole();
-            return Receipt::refused(e);
-        }
-        samples.recount(provisional, request.sample_count());
-        let mut report = IngestReport::default();
-        report.reject(RejectReason::TooManySeries, request.sample_count());
-        samples.counted(&report);
-        let limit = limits.max_series_per_request;
-        return Receipt {
-            report,
-            ..Receipt::refused(IngestError::TooManySeries { series, limit })
-        };
-    }
 
     let mut engine = sink.lock();
     #[cfg(test)]
     fail::fail_point!("ingest::engine_locked");
     let mut batch = engine.batch(now_ms, settings.label_epoch);
-    let verdicts = match apply::look_up(&mut batch, &mut request, &limits.labels, &mut samples) {
+    let verdicts = match apply::look_up(&mut batch, &mut request, limits, allowance, &mut samples) {
         Ok(verdicts) => verdicts,
         Err(e) => {
             drop(batch);
@@ -282,6 +287,50 @@ fn decompress_decode_apply(
             .filter(|v| matches!(v, apply::Verdict::Known(_)))
             .count(),
         report: outcome.report,
+    }
+}
+
+/// Bytes the decoded structures of a body of `decoded_len` decompressed bytes may take: its
+/// series ([`apply::SERIES_BYTES`] each) and the labels of the ones decoded. The HTTP layer holds
+/// the body, the decompressed body and this much of the in-flight memory budget while the request
+/// is received (`crate::http::write`); a body that would expand past it (tiny series by the
+/// million) is refused whole, 413, before the structures are allocated. A vLLM series takes about
+/// 240 decompressed bytes and, new, about 500 bytes of structures, so three times the body with a
+/// 64 KiB floor leaves room to spare.
+pub(crate) fn memory_allowance(decoded_len: usize) -> usize {
+    decoded_len.saturating_mul(3).saturating_add(64 * 1024)
+}
+
+/// A body of `series` series over `limits.max_series_per_request` or over its memory allowance:
+/// refused whole, 413, its samples counted `too_many_series` without decoding it.
+fn refuse_whole(
+    sink: Sink<'_>,
+    version: Version,
+    buffer: &[u8],
+    series: usize,
+    limits: &Limits,
+) -> Receipt {
+    let counts = match version.count(buffer) {
+        Ok(counts) => counts,
+        Err(e) => return Receipt::refused(e),
+    };
+    let mut report = IngestReport::default();
+    report.reject(RejectReason::TooManySeries, counts.samples);
+    SamplesIngested { report: &report }.emit(sink.metrics);
+    let error = if series > limits.max_series_per_request {
+        IngestError::TooManySeries {
+            series,
+            limit: limits.max_series_per_request,
+        }
+    } else {
+        IngestError::TooLargeInMemory {
+            series,
+            bytes: memory_allowance(buffer.len()),
+        }
+    };
+    Receipt {
+        report,
+        ..Receipt::refused(error)
     }
 }
 

@@ -396,3 +396,68 @@ fn every_label_error_has_its_own_reject_reason() {
         "reason names are distinct"
     );
 }
+
+#[test]
+fn a_body_of_tiny_series_is_refused_whole_before_its_series_are_allocated() {
+    // 40 000 empty `TimeSeries` (two bytes each, 80 KB decompressed; under
+    // limits.max_series_per_request) would take ~7 MB of decoded structures: over the body's
+    // memory allowance, so refused 413 with nothing applied.
+    let raw: Vec<u8> = std::iter::repeat_n([0x0a, 0x00], 40_000)
+        .flatten()
+        .collect();
+    let receiver = Receiver::new(EngineConfig::default());
+    let refused = receiver.receive_raw(Version::V1, &raw, 0);
+    let allowance = memory_allowance(raw.len());
+    assert_eq!(
+        refused.result,
+        Err(IngestError::TooLargeInMemory {
+            series: 40_000,
+            bytes: allowance,
+        })
+    );
+    assert!(allowance / apply::SERIES_BYTES < 40_000);
+    // One of them with a sample: every sample is still counted.
+    let mut one = raw.clone();
+    let sample = [0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x10, 0x01];
+    let series = [
+        &[0x0a, sample.len() as u8 + 2, 0x12, sample.len() as u8][..],
+        &sample,
+    ]
+    .concat();
+    one.splice(0..2, series);
+    let refused = receiver.receive_raw(Version::V1, &one, 0);
+    assert_eq!(refused.report.received, 1);
+    assert_eq!(
+        refused.report.rejected[RejectReason::TooManySeries.index()],
+        1
+    );
+}
+
+#[test]
+fn labels_by_the_thousand_are_refused_whole_past_the_memory_allowance() {
+    // One series with 60 000 labels `a=""` (6 bytes each on the wire, 32 decoded): 1.9 MB decoded
+    // against a 360 KB body: refused before any label check, nothing applied.
+    let labels: Vec<(String, String)> = (0..60_000)
+        .map(|_| ("a".to_owned(), String::new()))
+        .collect();
+    let mut spec_labels = vec![("__name__".to_owned(), "up".to_owned())];
+    spec_labels.extend(labels);
+    let spec = (
+        spec_labels,
+        vec![protocol::Sample {
+            value: 1.0,
+            timestamp_ms: 1,
+        }],
+    );
+    let raw = protocol::encode::write_request_v1(&[spec], &[]).encode_to_vec();
+    let receiver = Receiver::new(EngineConfig::default());
+    let refused = receiver.receive_raw(Version::V1, &raw, 10);
+    assert!(
+        matches!(
+            refused.result,
+            Err(IngestError::TooLargeInMemory { series: 1, .. })
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(receiver.engine().stats().groups, 0);
+}

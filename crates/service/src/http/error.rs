@@ -91,6 +91,10 @@ impl HttpError {
             HttpError::Ingest(IngestError::TooManySeries { .. }) => {
                 Some(RequestLimit::MaxSeriesPerRequest)
             }
+            // The decoded body's memory allowance is a multiple of its decoded size.
+            HttpError::Ingest(IngestError::TooLargeInMemory { .. }) => {
+                Some(RequestLimit::MaxDecodedBytes)
+            }
             HttpError::Overloaded => Some(RequestLimit::MaxConcurrentRequests),
             HttpError::OverBudget => Some(RequestLimit::MaxInflightBytes),
             HttpError::BodyTimeout => Some(RequestLimit::RequestBodyTimeout),
@@ -115,7 +119,10 @@ impl HttpError {
             HttpError::BodyTooLarge { .. }
             | HttpError::Ingest(
                 IngestError::TooManySeries { .. }
-                | IngestError::Protocol(ProtocolError::DecodedTooLarge { .. }),
+                | IngestError::TooLargeInMemory { .. }
+                | IngestError::Protocol(
+                    ProtocolError::DecodedTooLarge { .. } | ProtocolError::TooManySeries { .. },
+                ),
             ) => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::BodyRead(_)
             | HttpError::EmptyBody
@@ -152,6 +159,7 @@ impl HttpError {
             | HttpError::Ingest(
                 IngestError::Protocol(_)
                 | IngestError::TooManySeries { .. }
+                | IngestError::TooLargeInMemory { .. }
                 | IngestError::InvalidSeries { .. },
             )
             | HttpError::Overloaded

@@ -9,9 +9,12 @@ use crate::config::Limits;
 use engine::{Batch, IngestReport, KnownSeries, RejectReason};
 use protocol::histogram::{self, HistogramError, NativeHistogram};
 use protocol::labels::LabelLimits;
-use protocol::{
-    Label, LabelError, LabelScratch, NameMemo, ProtocolError, Sample, SeriesKey, WriteRequestRef,
-};
+use protocol::{Label, LabelError, LabelScratch, NameMemo, Sample, SeriesKey, WriteRequestRef};
+
+/// Bytes a decoded series takes besides its labels: its [`protocol::SeriesRef`] and its
+/// [`Verdict`] ([`super::memory_allowance`]).
+pub(super) const SERIES_BYTES: usize =
+    size_of::<protocol::SeriesRef<'static>>() + size_of::<Verdict>();
 
 /// The longest label text quoted in a 400 answer.
 pub(super) const MAX_QUOTED_LABELS: usize = 512;
@@ -56,13 +59,15 @@ pub(super) enum Verdict {
 ///
 /// # Errors
 /// The [`ProtocolError`] of the first series, in wire order, whose labels do not decode (not
-/// UTF-8, a malformed `Label`): the request is refused whole, before anything is applied.
+/// UTF-8, a malformed `Label`), or [`IngestError::TooLargeInMemory`] when the decoded labels take
+/// the structures past `allowance` bytes: the request is refused whole, before anything is applied.
 pub(super) fn look_up<'a>(
     batch: &mut Batch<'_>,
     request: &mut WriteRequestRef<'a>,
-    limits: &LabelLimits,
+    limits: &Limits,
+    allowance: usize,
     samples: &mut Unaccounted<'_>,
-) -> Result<Vec<Verdict>, ProtocolError> {
+) -> Result<Vec<Verdict>, IngestError> {
     let mut verdicts: Vec<Verdict> = request
         .series
         .iter()
@@ -81,7 +86,16 @@ pub(super) fn look_up<'a>(
         let before = request.series[i].sample_count();
         request.resolve(i, &mut scratch)?;
         samples.recount(before, request.series[i].sample_count());
-        match request.check_labels(i, limits, &mut memo) {
+        let bytes = request.series.len() * SERIES_BYTES
+            + request.labels.capacity() * size_of::<protocol::Label<'static>>();
+        if bytes > allowance {
+            let series = request.series.len();
+            return Err(IngestError::TooLargeInMemory {
+                series,
+                bytes: allowance,
+            });
+        }
+        match request.check_labels(i, &limits.labels, &mut memo) {
             Ok(()) => batch.hold(request.labels_of(&request.series[i])),
             Err(error) => *verdict = Verdict::Refused(error),
         }
