@@ -22,6 +22,10 @@ pub enum RejectReason {
     /// A series the engine does not hold yet, refused because it already holds
     /// [`EngineConfig::max_active_series`] series.
     ActiveSeriesLimit,
+    /// A series the engine does not hold yet, refused because it would take the engine's state past
+    /// [`EngineConfig::max_state_bytes`] once the retired states and the groups that feed no family
+    /// made what room they could.
+    MemoryBudget,
     /// A native histogram sample of a schema other than custom buckets (−53): accepted and
     /// counted, not used.
     NativeHistogram,
@@ -43,7 +47,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 21] = [
+    pub const ALL: [RejectReason; 22] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -65,6 +69,7 @@ impl RejectReason {
         RejectReason::TooManySeries,
         RejectReason::FutureTimestamp,
         RejectReason::InternalError,
+        RejectReason::MemoryBudget,
     ];
 
     /// The `reason` label value.
@@ -81,6 +86,7 @@ impl RejectReason {
             RejectReason::TooManySeries => "too_many_series",
             RejectReason::FutureTimestamp => "future_timestamp",
             RejectReason::InternalError => "internal_error",
+            RejectReason::MemoryBudget => "memory_budget",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -116,6 +122,7 @@ impl RejectReason {
             RejectReason::TooManySeries => at::<18>(),
             RejectReason::FutureTimestamp => at::<19>(),
             RejectReason::InternalError => at::<20>(),
+            RejectReason::MemoryBudget => at::<21>(),
         }
     }
 }
@@ -373,4 +380,20 @@ pub struct EngineStats {
     /// histogram without `_count`, or ITL without generation tokens) and stayed so over more than
     /// one later scrape: one target's series are split across instances or filtered.
     pub groups_incomplete: usize,
+    /// Bytes of state held, as accounted against [`EngineConfig::max_state_bytes`]
+    /// ([`crate::Engine::state_bytes`]), by part.
+    pub memory: MemoryParts,
+    /// Removed groups whose state is kept for their return.
+    pub retired_groups: usize,
+}
+
+/// The engine's accounted state bytes by part (`vllm_corrector_memory_bytes{part}`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryParts {
+    /// Live groups: their slots, labels, series, frames, plans, outputs and holds.
+    pub groups: usize,
+    /// The series index.
+    pub index: usize,
+    /// What removed groups keep for their return.
+    pub retired: usize,
 }

@@ -58,7 +58,9 @@ impl Hold {
     /// Heap bytes the hold holds, for the engine's memory accounting (a served value shared with
     /// the group's output is counted here too: an upper bound).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let value = |v: &Option<Arc<DerivedValue>>| v.as_ref().map_or(0, |v| 48 + v.heap_bytes());
+        // An `Arc`'s allocation: its counts and the value inline.
+        let arc = 16 + size_of::<DerivedValue>();
+        let value = |v: &Option<Arc<DerivedValue>>| v.as_ref().map_or(0, |v| arc + v.heap_bytes());
         value(&self.served) + value(&self.floor) + self.inputs.capacity() * 32
     }
 

@@ -90,6 +90,9 @@ pub struct Engine {
     newest_sample_ms: Option<i64>,
     /// Input series held across all groups (the quantity `max_active_series` caps).
     tracked_series: usize,
+    /// Bytes the live groups take, as accounted ([`GROUP_BYTES`], their labels, and
+    /// [`Engine::role_bytes`] per series): part of [`Engine::state_bytes`].
+    groups_bytes: usize,
     /// Reused buffer: a label set's text, hashed by [`protocol::SeriesKey::of_labels`].
     scratch: Vec<u8>,
     /// What removed groups left for their return, bounded by sample time and bytes ([`retired`]).
@@ -124,6 +127,7 @@ impl Engine {
             evictable_scanned_ms: None,
             newest_sample_ms: None,
             tracked_series: 0,
+            groups_bytes: 0,
             scratch: Vec::with_capacity(512),
             retired: RetiredGroups::default(),
             touched: Vec::new(),
@@ -142,10 +146,21 @@ impl Engine {
         &self.config
     }
 
-    /// Replaces the settings (idle timeout, pending frames); existing state is kept.
+    /// Replaces the settings (idle timeout, pending frames, limits); existing state is kept, and
+    /// its accounting redone (a series' bytes depend on the pending frames).
     pub fn set_config(&mut self, config: EngineConfig) {
         self.index.cap = index_cap(&config);
         self.config = config;
+        let role_bytes = self.role_bytes();
+        self.groups_bytes = self
+            .slots
+            .iter()
+            .filter_map(|s| s.entry.as_ref())
+            .map(|e| {
+                GROUP_BYTES + retired::label_bytes(&e.group.labels) + e.group.series() * role_bytes
+            })
+            .sum();
+        self.fit_retired();
     }
 
     /// Hash of the group labels of `labels`, and how many there are.
@@ -166,6 +181,48 @@ impl Engine {
         self.slots
             .get(slot as usize)
             .is_some_and(|s| s.generation == generation && s.entry.is_some())
+    }
+
+    /// Bytes of state the engine holds, as accounted against `engine.max_state_bytes`: the live
+    /// groups, the series index and the retired states (docs/RELIABILITY.md, "The memory budget").
+    pub fn state_bytes(&self) -> usize {
+        let parts = self.memory_parts();
+        parts.groups + parts.index + parts.retired
+    }
+
+    /// The `engine` label of each retired state, oldest samples first (tests).
+    #[cfg(test)]
+    pub(crate) fn retired_engines(&self) -> Vec<String> {
+        let mut all: Vec<_> = self.retired.iter().collect();
+        all.sort_by_key(|(_, r)| r.newest_sample_ms);
+        all.iter()
+            .filter_map(|(l, _)| {
+                l.iter()
+                    .find(|(n, _)| n == "engine")
+                    .map(|(_, v)| v.clone())
+            })
+            .collect()
+    }
+
+    /// [`Engine::state_bytes`] by part.
+    pub(crate) fn memory_parts(&self) -> MemoryParts {
+        // The slots hold each group inline, and stay allocated when their group leaves.
+        let slots = self.slots.capacity() * size_of::<GroupSlot>()
+            + self.groups.capacity() * (size_of::<u32>() + 1)
+            + self.free_slots.capacity() * size_of::<u32>();
+        MemoryParts {
+            groups: slots + self.groups_bytes,
+            index: self.index.bytes(),
+            retired: self.retired.bytes(),
+        }
+    }
+
+    /// Bytes one input series of a group takes, as accounted: its role, its place in the group's
+    /// role map, a value in each of `max_pending_frames` frames, its share of the plans, the
+    /// outputs, the holds and the acceptance-corrected state. An upper bound, calibrated against
+    /// the allocator (docs/RELIABILITY.md, "The memory budget").
+    pub(crate) fn role_bytes(&self) -> usize {
+        ROLE_BYTES + FRAME_VALUE_BYTES * self.config.max_pending_frames.max(1)
     }
 
     /// The slot of the group of `labels`, created if `create`.
@@ -195,6 +252,7 @@ impl Engine {
             .map(|l| (l.name.to_owned(), l.value.to_owned()))
             .collect();
         let resumed = self.retired.take(&owned);
+        self.groups_bytes += GROUP_BYTES + retired::label_bytes(&owned);
         let mut group = Group::new(owned, now_ms);
         if let Some(retired) = resumed {
             group.resume(retired);
@@ -255,6 +313,10 @@ impl Engine {
             return;
         };
         self.tracked_series -= entry.group.series();
+        let bytes = GROUP_BYTES
+            + retired::label_bytes(&entry.group.labels)
+            + entry.group.series() * self.role_bytes();
+        self.groups_bytes = self.groups_bytes.saturating_sub(bytes);
         self.slots[slot as usize].generation = self.slots[slot as usize].generation.wrapping_add(1);
         if let Ok(found) = self.groups.find_entry(entry.hash, |i| *i == slot) {
             found.remove();
@@ -304,8 +366,33 @@ impl Engine {
     }
 }
 
+/// Heap bytes a group takes beside its labels, its series and its slot (which
+/// [`Engine::state_bytes`] counts by the slots' capacity): the labels' shared header, its boxed
+/// plans, outputs and holds, as accounted.
+pub(crate) const GROUP_BYTES: usize = 1024;
+
+/// Bytes an input series takes beside its frame values ([`Engine::role_bytes`]).
+const ROLE_BYTES: usize = 512;
+
+/// Bytes an input series takes per kept frame: its value, and its share of the frame's growth.
+const FRAME_VALUE_BYTES: usize = 16;
+
+/// The bytes the group labels of a series' `labels` take once stored
+/// ([`retired::label_bytes`] of the labels a group keeps).
+fn group_label_bytes(labels: &[Label<'_>]) -> usize {
+    group_labels(labels)
+        .map(|l| l.name.len() + l.value.len() + 2 * size_of::<String>())
+        .sum()
+}
+
 /// Most indexed series: 8 per series the engine may hold (`max_active_series`; a vLLM engine sends
-/// about 6 series per one a rule reads), at least 65 536.
+/// about 6 series per one a rule reads), at least 65 536, and at most what an eighth of the state
+/// budget holds.
 fn index_cap(config: &EngineConfig) -> usize {
-    config.max_active_series.saturating_mul(8).max(1 << 16)
+    let by_bytes = config.max_state_bytes / 8 / index::SLOT_BYTES;
+    config
+        .max_active_series
+        .saturating_mul(8)
+        .max(1 << 16)
+        .min(by_bytes.max(1024))
 }

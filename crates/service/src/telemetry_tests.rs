@@ -97,6 +97,12 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         output_resets: [0; engine::FAMILIES],
         newest_sample_ms: Some(1_700_000_000_500),
         groups_incomplete: 8,
+        memory: engine::MemoryParts {
+            groups: 1_000,
+            index: 200,
+            retired: 30,
+        },
+        retired_groups: 11,
     };
     m.observe_engine(&stats, 7);
     // A second snapshot with a lower withheld count must replace, not add.

@@ -36,18 +36,52 @@ impl Engine {
                 || now_ms.saturating_sub(group.last_seen_ms) >= UNUSABLE_GRACE_MS)
     }
 
-    /// Ensures one more series fits under `max_active_series`, evicting groups that feed no family
-    /// (never `keep`, the group the new series joins). False when no room could be made.
-    pub(super) fn make_room(&mut self, keep: Option<u32>, now_ms: i64) -> bool {
-        while self.tracked_series >= self.config.max_active_series {
+    /// Ensures one more series, costing `bytes` of state, fits under `max_active_series` and
+    /// the state budget (`max_state_bytes`): retired states go first (the oldest samples first),
+    /// then groups that feed no family (never `keep`, the group the new series joins).
+    ///
+    /// # Errors
+    /// The reason the series is refused when no room could be made: `active_series_limit` or
+    /// `memory_budget`.
+    pub(super) fn make_room(
+        &mut self,
+        keep: Option<u32>,
+        now_ms: i64,
+        bytes: usize,
+    ) -> Result<(), RejectReason> {
+        loop {
+            let over_series = self.tracked_series >= self.config.max_active_series;
+            let over_bytes = self.state_bytes().saturating_add(bytes) > self.config.max_state_bytes;
+            if !over_series && !over_bytes {
+                return Ok(());
+            }
+            if over_bytes && self.retired.bytes() > 0 {
+                let need = self.state_bytes() + bytes - self.config.max_state_bytes;
+                self.retired.evict(need);
+                continue;
+            }
+            if !self.evict_one(keep, now_ms) {
+                return Err(if over_series {
+                    RejectReason::ActiveSeriesLimit
+                } else {
+                    RejectReason::MemoryBudget
+                });
+            }
+        }
+    }
+
+    /// Evicts one group that feeds no family (not `keep`); false when there is none to evict now.
+    fn evict_one(&mut self, keep: Option<u32>, now_ms: i64) -> bool {
+        loop {
             match self.evictable.pop() {
                 Some((slot, generation)) => {
                     if Some(slot) != keep
                         && self.live(slot, generation)
                         && self.evictable(slot, now_ms)
                     {
-                        self.remove_group(slot);
+                        self.remove_retiring(slot, false);
                         self.removed_evicted += 1;
+                        return true;
                     }
                 }
                 None => {
@@ -73,6 +107,5 @@ impl Engine {
                 }
             }
         }
-        true
     }
 }

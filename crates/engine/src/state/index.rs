@@ -50,6 +50,9 @@ pub(crate) enum Target {
     },
 }
 
+/// Bytes a slot of the table takes: an entry and its control byte.
+pub(crate) const SLOT_BYTES: usize = size_of::<Entry>() + 1;
+
 /// One entry, 24 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -87,10 +90,10 @@ impl SeriesIndex {
         self.table.len()
     }
 
-    /// Bytes the index holds: the table's slots (an entry and a control byte each).
-    #[allow(dead_code)] // For the memory budget (docs/RELIABILITY.md).
+    /// Bytes the index holds: the table's slots (an entry and a control byte each), counted by
+    /// its capacity (hashbrown keeps at most 7/8 of it full; it doubles as it grows).
     pub(crate) fn bytes(&self) -> usize {
-        self.table.capacity() * (size_of::<Entry>() + 1)
+        self.table.capacity() * SLOT_BYTES
     }
 
     /// The epoch of the entries held.

@@ -32,8 +32,9 @@ enum RoleRef {
 enum Route {
     /// No rule reads it.
     Unused,
-    /// A series the engine does not hold, refused at `max_active_series`.
-    Limited,
+    /// A series the engine does not hold, refused at `max_active_series` or past the state
+    /// budget, for this reason.
+    Limited(RejectReason),
     /// The group in this slot, as this role.
     Group(u32, RoleKey),
 }
@@ -105,8 +106,16 @@ impl Engine {
         };
         let existing = self.group_slot(labels, now_ms, false);
         let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
-        if !known && has_samples && !self.make_room(existing, now_ms) {
-            return Route::Limited;
+        if !known && has_samples {
+            // A new series, and a new group when its group is not held yet.
+            let group = match existing {
+                Some(_) => 0,
+                None => GROUP_BYTES + group_label_bytes(labels),
+            };
+            let bytes = self.role_bytes() + group;
+            if let Err(reason) = self.make_room(existing, now_ms, bytes) {
+                return Route::Limited(reason);
+            }
         }
         let slot = match existing {
             Some(slot) => slot,
@@ -128,14 +137,19 @@ impl Engine {
         let max_frames = self.config.max_pending_frames.max(1);
         let settle = self.config.settle_scrapes;
         let new_role = matches!(role, RoleRef::Key(key) if !self.group(slot).has_role(key));
-        let no_room = new_role && !samples.is_empty() && !self.make_room(Some(slot), now_ms);
+        let no_room = if new_role && !samples.is_empty() {
+            self.make_room(Some(slot), now_ms, self.role_bytes()).err()
+        } else {
+            None
+        };
+        let role_bytes = self.role_bytes();
         let generation = self.slots[slot as usize].generation;
         let Entry { group, meta, .. } = self.slots[slot as usize]
             .entry
             .as_mut()
             .expect("routed to a live group");
-        if no_room {
-            report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64);
+        if let Some(reason) = no_room {
+            report.reject(reason, samples.len() as u64);
             return None;
         }
         group.last_seen_ms = now_ms;
@@ -172,7 +186,9 @@ impl Engine {
             }
         }
         self.newest_sample_ms = newest;
-        self.tracked_series += group.series() - series_before;
+        let added = group.series() - series_before;
+        self.tracked_series += added;
+        self.groups_bytes += added * role_bytes;
         let events = std::mem::take(&mut group.events);
         self.frames_dropped += events.frames_dropped;
         self.counter_resets += events.counter_resets;
@@ -343,7 +359,7 @@ impl Batch<'_> {
                     engine.index.insert_unused(key, now_ms);
                 }
             }
-            Route::Limited => report.reject(RejectReason::ActiveSeriesLimit, samples.len() as u64),
+            Route::Limited(reason) => report.reject(reason, samples.len() as u64),
             Route::Group(slot, role) => {
                 let role = RoleRef::Key(role);
                 let position = engine.apply_routed(slot, role, samples, now_ms, report);

@@ -186,6 +186,8 @@ impl Engine {
             withheld.into_iter().map(|((f, r), n)| (f, r, n)).collect();
         withheld.sort();
         EngineStats {
+            memory: self.memory_parts(),
+            retired_groups: self.retired.len(),
             active_series,
             groups: self.groups.len(),
             withheld,
