@@ -23,19 +23,19 @@ fn stalled_write(address: &str) -> TcpStream {
 }
 
 #[test]
-fn stalled_bodies_time_out_with_503_so_the_sender_retries_and_free_their_slots() {
+fn stalled_bodies_time_out_with_503_so_the_sender_retries_and_hold_no_slot() {
     let corrector = Corrector::start_with_config(Some(
         "limits:\n  max_concurrent_requests: 2\n  request_body_timeout: 1s\n",
     ));
-    // Two stalled senders take both slots.
+    // Two stalled senders: a body being read holds no request slot, only the bytes it sent.
     let mut stalled: Vec<TcpStream> = (0..2).map(|_| stalled_write(&corrector.address)).collect();
     std::thread::sleep(Duration::from_millis(200));
-    // A real write waits for a slot (up to 5 s) and gets one once the stalled bodies time out at 1 s.
+    // A real write gets a slot at once, before the stalled bodies time out at 1 s.
     let started = Instant::now();
     let [t1, _, _] = scrape_times();
     assert_eq!(corrector.post(&Scrape::T1.points(t1)), 204);
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_millis(700),
         "took {:?}",
         started.elapsed()
     );
@@ -65,43 +65,109 @@ fn sigterm_does_not_wait_for_a_stalled_body() {
     assert!(took < Duration::from_secs(8), "SIGTERM took {took:?}");
 }
 
+/// Opens a connection that announces `announced` body bytes (or a chunked body when `None`) and
+/// sends `sent` of them.
+fn slow_body(address: &str, announced: Option<usize>, sent: usize) -> TcpStream {
+    let mut stream = TcpStream::connect(address).expect("connect");
+    let length = match announced {
+        Some(n) => format!("Content-Length: {n}"),
+        None => "Transfer-Encoding: chunked".to_owned(),
+    };
+    let mut head = format!(
+        "POST /api/v1/write HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/x-protobuf\r\n\
+         Content-Encoding: snappy\r\n{length}\r\n\r\n"
+    )
+    .into_bytes();
+    if announced.is_none() {
+        head.extend_from_slice(format!("{sent:x}\r\n").as_bytes());
+    }
+    head.resize(head.len() + sent, b'x');
+    stream.write_all(&head).expect("send");
+    stream
+}
+
 #[test]
-fn a_request_larger_than_the_memory_budget_share_waits_then_gets_503() {
-    // Budget = body cap + decoded cap exactly: one stalled full-size body holds the body share, so
-    // a second request cannot reserve its announced size within the 5 s slot wait... unless the
-    // stalled one times out first (request_body_timeout 30 s here, so it does not).
-    let corrector = Corrector::start_with_config(Some(
-        "limits:\n  max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n  max_inflight_bytes: 2097152\n  request_body_timeout: 30s\n",
-    ));
-    let mut stream = TcpStream::connect(&corrector.address).expect("connect");
-    let head = format!(
-        "POST /api/v1/write HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\n\
-         Content-Encoding: snappy\r\nContent-Length: 1048576\r\n\r\nxx",
-        corrector.address
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    // This request announces 1 MiB + decodes up to 1 MiB: the budget has 1 MiB left, so the body
-    // share fits but the decode share does not while the stalled body holds its share.
-    let [t1, _, _] = scrape_times();
-    let mut big = crate::rw::body(&Scrape::T1.points(t1));
-    big.resize(1_048_576, 0);
-    let status = reqwest::blocking::Client::new()
-        .post(format!("{}/api/v1/write", corrector.base))
-        .header("Content-Type", "application/x-protobuf")
-        .header("Content-Encoding", "snappy")
-        .body(big)
-        .timeout(Duration::from_secs(20))
-        .send()
-        .unwrap()
-        .status()
-        .as_u16();
-    // Padding makes the snappy body corrupt, but the budget is checked first: 503, not 400.
-    assert_eq!(status, 503);
+fn eight_slow_bodies_do_not_stall_other_writers() {
+    // Issue 23, item 6: with the budget reserved up front, eight bodies announcing the largest
+    // size (or chunked) that send 2 bytes took the whole in-flight budget; every other writer
+    // waited 5 s, then got 503. Charged as bytes arrive, they hold 1 KiB each.
+    let corrector = Corrector::start_with_config(Some("limits:\n  request_body_timeout: 30s\n"));
+    let largest = 16 * 1024 * 1024;
+    let _slow: Vec<TcpStream> = (0..16)
+        .map(|i| slow_body(&corrector.address, (i % 2 == 0).then_some(largest), 2))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let [t1, t2, _] = scrape_times();
+    for points in [Scrape::T1.points(t1), Scrape::T2.points(t2)] {
+        let started = Instant::now();
+        assert_eq!(corrector.post(&points), 204);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
+    }
     let text = corrector.metrics_text();
     assert!(
         text.lines()
-            .any(|l| l == "vllm_corrector_requests_limited_total{limit=\"max_inflight_bytes\"} 1"),
+            .any(|l| l == "vllm_corrector_requests_limited_total{limit=\"max_inflight_bytes\"} 0"),
         "{text}"
     );
+    // The sixteen hold 1 KiB each (the two test writes have finished).
+    let held = metric(
+        &text,
+        "vllm_corrector_memory_bytes{part=\"inflight_requests\"}",
+    );
+    assert_eq!(held, 16.0 * 1024.0, "{text}");
+}
+
+/// The value of the series `line_prefix` on the text page `text`.
+fn metric(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_prefix)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{line_prefix} missing:\n{text}"))
+}
+
+#[test]
+fn bodies_in_flight_never_hold_more_than_the_inflight_budget() {
+    // The smallest budget the limits allow: a 1 MiB body decoding to 1 MiB is charged
+    // 1 + 1 + 3 MiB + 64 KiB = 5 MiB + 64 KiB.
+    let budget = 5 * 1024 * 1024 + 64 * 1024;
+    let corrector = Corrector::start_with_config(Some(&format!(
+        "limits:\n  max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n  \
+         max_inflight_bytes: {budget}\n  request_body_timeout: 30s\n"
+    )));
+    // Eight senders announce 1 MiB and send 900 KiB each, 7 MiB in all: the budget fits five of
+    // them (a buffer's capacity doubles toward the announced size), the rest are refused, 503,
+    // as their bytes arrive.
+    let mut slow: Vec<TcpStream> = (0..8)
+        .map(|_| slow_body(&corrector.address, Some(1024 * 1024), 900 * 1024))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let text = corrector.metrics_text();
+    let held = metric(
+        &text,
+        "vllm_corrector_memory_bytes{part=\"inflight_requests\"}",
+    );
+    assert!(held <= budget as f64, "{held} > {budget}");
+    assert!(
+        held >= 4.0 * 900.0 * 1024.0,
+        "{held}: the first bodies are held"
+    );
+    let refused = metric(
+        &text,
+        "vllm_corrector_requests_limited_total{limit=\"max_inflight_bytes\"}",
+    );
+    assert!(refused >= 1.0, "{text}");
+    let mut answered_503 = 0;
+    for stream in &mut slow {
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut answer = [0u8; 12];
+        if stream.read_exact(&mut answer).is_ok() && answer.starts_with(b"HTTP/1.1 503") {
+            answered_503 += 1;
+        }
+    }
+    assert_eq!(f64::from(answered_503), refused, "{text}");
 }

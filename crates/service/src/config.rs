@@ -19,6 +19,7 @@ pub(crate) use error::ConfigError;
 use error::{duration_ms, invalid, positive};
 use limits::validate_limits;
 pub use limits::{Limits, LimitsSection};
+pub(crate) use limits::{decode_charge, memory_allowance};
 
 use engine::EngineConfig;
 
@@ -97,8 +98,9 @@ pub enum LogFormat {
 ///   missed_scrapes_min_wait: 30s
 ///   settle_scrapes: 2
 /// limits:
-///   max_body_bytes: 33554432
-///   max_decoded_bytes: 134217728
+///   max_memory_bytes: 402653184
+///   max_body_bytes: 16777216
+///   max_decoded_bytes: 16777216
 ///   max_concurrent_requests: 64
 ///   max_series_per_request: 50000
 ///   max_labels_per_series: 64
@@ -106,7 +108,7 @@ pub enum LogFormat {
 ///   max_label_value_length: 2048
 ///   max_active_series: 100000
 ///   max_future_skew: 10m
-///   max_inflight_bytes: 268435456
+///   max_inflight_bytes: 100663296
 ///   request_body_timeout: 10s
 ///   max_connections: 1024
 ///   header_read_timeout: 10s
@@ -283,6 +285,7 @@ impl Config {
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
             positive("limits.max_active_series", file.limits.max_active_series)?;
+        engine.max_state_bytes = limits.state_budget();
         let (write_interval, _) =
             duration_ms("storage.write_interval", &file.storage.write_interval)?;
         if write_interval < Duration::from_secs(1) {

@@ -33,15 +33,17 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             missed_scrapes: 3,
             missed_scrapes_min_wait_ms: 30_000,
             settle_scrapes: 2,
-            max_state_bytes: 256 * 1024 * 1024,
+            // 384 MiB − 96 MiB in flight − 64 MiB reserved = 224 MiB = 234 881 024 bytes.
+            max_state_bytes: 234_881_024,
         }
     );
-    // 32 MiB = 33 554 432 bytes, 128 MiB = 134 217 728 bytes.
+    // 16 MiB = 16 777 216 bytes, 384 MiB = 402 653 184 bytes.
     assert_eq!(
         c.limits,
         Limits {
-            max_body_bytes: 33_554_432,
-            max_decoded_bytes: 134_217_728,
+            max_memory_bytes: 402_653_184,
+            max_body_bytes: 16_777_216,
+            max_decoded_bytes: 16_777_216,
             max_concurrent_requests: 64,
             max_series_per_request: 50_000,
             labels: LabelLimits {
@@ -51,8 +53,8 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             },
             // 10 min = 600 000 ms.
             max_future_skew_ms: 600_000,
-            // 256 MiB = 268 435 456 bytes.
-            max_inflight_bytes: 268_435_456,
+            // 96 MiB = 100 663 296 bytes.
+            max_inflight_bytes: 100_663_296,
             request_body_timeout: std::time::Duration::from_secs(10),
             max_connections: 1024,
             header_read_timeout: std::time::Duration::from_secs(10),
@@ -113,7 +115,7 @@ fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
     assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
     assert_eq!(c.engine.max_pending_frames, 16);
     assert_eq!(c.limits.max_concurrent_requests, 8);
-    assert_eq!(c.limits.max_body_bytes, 33_554_432);
+    assert_eq!(c.limits.max_body_bytes, 16_777_216);
     let c = from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
     assert_eq!(c.engine.max_active_series, 7);
     assert_eq!(c.limits.labels.max_label_value_length, 9);
@@ -268,4 +270,54 @@ fn missing_config_file_is_a_read_error() {
     let err =
         Config::from_args(args(&["--config.file=/nonexistent/vllm-corrector.yaml"])).unwrap_err();
     assert!(matches!(err, ConfigError::Read { .. }), "{err}");
+}
+
+#[test]
+fn the_memory_budget_sizes_the_engine_state_and_refuses_what_cannot_fit() {
+    // 256 MiB − 64 MiB in flight − 64 MiB reserved = 128 MiB of engine state.
+    let c = from_yaml(
+        "limits:\n  max_memory_bytes: 268435456\n  max_inflight_bytes: 67108864\n  \
+         max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n",
+    )
+    .unwrap();
+    assert_eq!(c.engine.max_state_bytes, 128 * 1024 * 1024);
+    // In flight 64 MiB + reserve 64 MiB + 16 MiB of state at least = 144 MiB; one byte less is
+    // refused.
+    let least = 144 * 1024 * 1024;
+    let yaml = |memory: usize| {
+        format!(
+            "limits:\n  max_memory_bytes: {memory}\n  max_inflight_bytes: 67108864\n  \
+             max_decoded_bytes: 1048576\n  max_body_bytes: 1048576\n"
+        )
+    };
+    let err = from_yaml(&yaml(least - 1)).unwrap_err();
+    assert!(
+        err.to_string().starts_with("limits.max_memory_bytes:"),
+        "{err}"
+    );
+    assert_eq!(
+        from_yaml(&yaml(least)).unwrap().engine.max_state_bytes,
+        16 * 1024 * 1024
+    );
+}
+
+#[test]
+fn an_inflight_budget_below_the_largest_requests_charge_is_refused() {
+    // The largest request: a 1 MiB body decoding to 1 MiB is charged 1 + 1 + 3 MiB + 64 KiB.
+    let charge = 5 * 1024 * 1024 + 64 * 1024;
+    let yaml = |inflight: usize| {
+        format!(
+            "limits:\n  max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n  \
+             max_inflight_bytes: {inflight}\n"
+        )
+    };
+    let err = from_yaml(&yaml(charge - 1)).unwrap_err();
+    assert!(
+        err.to_string().starts_with("limits.max_inflight_bytes:"),
+        "{err}"
+    );
+    assert_eq!(
+        from_yaml(&yaml(charge)).unwrap().limits.max_inflight_bytes,
+        charge
+    );
 }

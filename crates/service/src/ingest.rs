@@ -43,9 +43,12 @@ pub use apply::SeriesRejection;
 pub use receiver::Receiver;
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
-/// on the same thread, so rare large requests do not pin memory (a request as senders cut them
-/// decodes to well under it; blocking-pool threads each keep at most this).
-const KEEP_BUFFER_BYTES: usize = 1024 * 1024;
+/// on the same thread, so rare large requests do not pin memory. 512 KiB: the HTTP layer runs
+/// requests that decode to at most that on its async workers (a few threads), larger ones on the
+/// blocking pool (up to `limits.max_concurrent_requests` threads), so only the workers keep a
+/// buffer, outside the in-flight charge: a few times 512 KiB, within
+/// the reserve of `limits.max_memory_bytes` (`RESERVED_BYTES` in `config/limits.rs`).
+const KEEP_BUFFER_BYTES: usize = 512 * 1024;
 
 /// The longest panic message quoted in a 400 answer, bytes.
 const MAX_QUOTED_PANIC: usize = 512;
@@ -123,7 +126,7 @@ pub enum IngestError {
         /// The configured cap.
         limit: usize,
     },
-    /// The decoded request would take more memory than its body allows ([`memory_allowance`]):
+    /// The decoded request would take more memory than its body allows ([`crate::config::memory_allowance`]):
     /// series by the hundred thousand of a few bytes each, or labels by the thousand. Nothing was
     /// applied; its samples were counted `too_many_series`. 413: the same batch can never fit.
     #[error(
@@ -237,8 +240,8 @@ fn decompress_decode_apply(
         return Receipt::refused(e);
     }
     // The series a decode may hold: the request limit, and what the memory the HTTP layer set
-    // aside for this body allows ([`memory_allowance`]).
-    let allowance = memory_allowance(buffer.len());
+    // aside for this body allows ([`crate::config::memory_allowance`]).
+    let allowance = crate::config::memory_allowance(buffer.len());
     let max_series = limits
         .max_series_per_request
         .min(allowance / apply::SERIES_BYTES);
@@ -290,17 +293,6 @@ fn decompress_decode_apply(
     }
 }
 
-/// Bytes the decoded structures of a body of `decoded_len` decompressed bytes may take: its
-/// series ([`apply::SERIES_BYTES`] each) and the labels of the ones decoded. The HTTP layer holds
-/// the body, the decompressed body and this much of the in-flight memory budget while the request
-/// is received (`crate::http::write`); a body that would expand past it (tiny series by the
-/// million) is refused whole, 413, before the structures are allocated. A vLLM series takes about
-/// 240 decompressed bytes and, new, about 500 bytes of structures, so three times the body with a
-/// 64 KiB floor leaves room to spare.
-pub(crate) fn memory_allowance(decoded_len: usize) -> usize {
-    decoded_len.saturating_mul(3).saturating_add(64 * 1024)
-}
-
 /// A body of `series` series over `limits.max_series_per_request` or over its memory allowance:
 /// refused whole, 413, its samples counted `too_many_series` without decoding it.
 fn refuse_whole(
@@ -325,7 +317,7 @@ fn refuse_whole(
     } else {
         IngestError::TooLargeInMemory {
             series,
-            bytes: memory_allowance(buffer.len()),
+            bytes: crate::config::memory_allowance(buffer.len()),
         }
     };
     Receipt {

@@ -407,7 +407,7 @@ fn a_body_of_tiny_series_is_refused_whole_before_its_series_are_allocated() {
         .collect();
     let receiver = Receiver::new(EngineConfig::default());
     let refused = receiver.receive_raw(Version::V1, &raw, 0);
-    let allowance = memory_allowance(raw.len());
+    let allowance = crate::config::memory_allowance(raw.len());
     assert_eq!(
         refused.result,
         Err(IngestError::TooLargeInMemory {

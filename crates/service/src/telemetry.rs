@@ -19,6 +19,7 @@ use protocol::{MetadataDropReason, MetadataDropped};
 pub(crate) mod connections;
 pub(crate) mod events;
 mod logging;
+pub(crate) mod memory;
 pub(crate) mod ops;
 pub(crate) mod storage;
 pub(crate) use connections::{CloseReason, ConnectionClosed};
@@ -54,6 +55,8 @@ pub(crate) struct SelfMetrics {
     write_panics: Counter,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
     pub(crate) ops: OpsMetrics,
+    /// The memory budget's parts ([`memory`]).
+    pub(crate) memory: memory::MemoryMetrics,
 }
 
 /// A request-level limit that refuses a remote-write request whole, as the `limit` label of
@@ -133,6 +136,7 @@ impl SelfMetrics {
             metadata_dropped: MetricFamily::default(),
             write_panics: Counter::default(),
             ops: OpsMetrics::new(),
+            memory: memory::MemoryMetrics::default(),
         };
         for limit in RequestLimit::ALL {
             let _ = m
@@ -169,6 +173,7 @@ impl SelfMetrics {
 
         let mut m = m;
         m.ops.register(&mut m.registry);
+        m.memory.register(&mut m.registry);
         let r = &mut m.registry;
         // prometheus-client appends `_total` to counter names itself.
         r.register(

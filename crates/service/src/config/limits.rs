@@ -11,12 +11,20 @@ use super::error::{ConfigError, duration_ms, invalid, positive};
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsSection {
+    /// The memory budget of the whole process, bytes: the engine's state (series with their
+    /// labels, groups, the series index, removed groups' kept state), the requests in flight
+    /// (`max_inflight_bytes`) and a fixed reserve for the rest ([`RESERVED_BYTES`]). Past its state
+    /// share, samples of new series are refused (`memory_budget`, 400) while known series keep
+    /// flowing (docs/RELIABILITY.md, "The memory budget"). At least `max_inflight_bytes` + 80 MiB.
+    /// Default: `402653184` (384 MiB), for the 512 MiB memory limit the manifests set.
+    pub(crate) max_memory_bytes: usize,
     /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
-    /// answered 413. At least 1. Default: `33554432` (32 MiB).
+    /// answered 413. At least 1. Default: `16777216` (16 MiB).
     pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
-    /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `134217728`
-    /// (128 MiB).
+    /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `16777216`
+    /// (16 MiB; Prometheus 2.42 sends at most 2 000 samples, about 0.5 MiB, per request by
+    /// default, vmagent at most 8 MiB).
     pub(crate) max_decoded_bytes: usize,
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
@@ -44,12 +52,13 @@ pub struct LimitsSection {
     /// series' newest and make every real sample after it out of order. A duration (humantime
     /// syntax). Default: `10m`.
     pub(crate) max_future_skew: String,
-    /// Memory budget of the requests being received and decoded at once, bytes: each request
-    /// holds its body size (its `Content-Length`, or `max_body_bytes` when absent) while the body is
-    /// read, plus its declared decoded size while it is decoded. A request that cannot get its share
-    /// within a few seconds is answered 503 (retried with backoff), so request buffers never exceed
-    /// this budget whatever the senders do. At least `max_body_bytes + max_decoded_bytes`.
-    /// Default: `268435456` (256 MiB).
+    /// The share of `max_memory_bytes` for the requests being received and decoded at once,
+    /// bytes. A request is charged its body's buffer as the bytes arrive (a body that stalls holds
+    /// only what it sent); a chunk that finds the budget spent is answered 503 at once. Its whole
+    /// body read, it is charged its decoded size and the allowance of its decoded structures
+    /// ([`decode_charge`]), waiting a few seconds at most (then 503). So request buffers never
+    /// exceed this budget whatever the senders do. At least `max_body_bytes` +
+    /// `decode_charge(max_decoded_bytes)`. Default: `100663296` (96 MiB).
     pub(crate) max_inflight_bytes: usize,
     /// Longest time to receive a request body once its headers arrived. A slower body is answered
     /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the
@@ -79,8 +88,9 @@ impl Default for LimitsSection {
     fn default() -> Self {
         let labels = LabelLimits::default();
         LimitsSection {
-            max_body_bytes: 32 * 1024 * 1024,
-            max_decoded_bytes: 128 * 1024 * 1024,
+            max_memory_bytes: 384 * MIB,
+            max_body_bytes: 16 * MIB,
+            max_decoded_bytes: 16 * MIB,
             max_concurrent_requests: 64,
             max_series_per_request: 50_000,
             max_labels_per_series: labels.max_labels_per_series,
@@ -88,7 +98,7 @@ impl Default for LimitsSection {
             max_label_value_length: labels.max_label_value_length,
             max_active_series: EngineConfig::default().max_active_series,
             max_future_skew: "10m".to_owned(),
-            max_inflight_bytes: 256 * 1024 * 1024,
+            max_inflight_bytes: 96 * MIB,
             request_body_timeout: "10s".to_owned(),
             max_connections: 1024,
             header_read_timeout: "10s".to_owned(),
@@ -97,10 +107,41 @@ impl Default for LimitsSection {
     }
 }
 
+const MIB: usize = 1024 * 1024;
+
+/// The part of `limits.max_memory_bytes` kept for what is neither engine state nor a request in
+/// flight: the executable and thread stacks, connection buffers (up to `limits.max_connections`),
+/// `/metrics` and status responses being written (each bounded, docs/RELIABILITY.md, "The memory
+/// budget"), the metadata cache and the allocator's slack. 64 MiB; the idle process takes ~10 MiB.
+pub(crate) const RESERVED_BYTES: usize = 64 * MIB;
+
+/// The least engine state budget accepted: 16 MiB, about 200 vLLM engines.
+const MIN_STATE_BYTES: usize = 16 * MIB;
+
+/// Bytes the decoded structures of a body of `decoded_len` decompressed bytes may take: its
+/// series (`crate::ingest::apply::SERIES_BYTES` each) and the labels of the ones decoded. The HTTP layer holds
+/// the body, the decompressed body and this much of the in-flight memory budget while the request
+/// is received (`crate::http::write`, [`decode_charge`]); a body that would expand past it (tiny series by the
+/// million) is refused whole, 413, before the structures are allocated. A vLLM series takes about
+/// 240 decompressed bytes and, new, about 500 bytes of structures, so three times the body with a
+/// 64 KiB floor leaves room to spare.
+pub(crate) fn memory_allowance(decoded_len: usize) -> usize {
+    decoded_len.saturating_mul(3).saturating_add(64 * 1024)
+}
+
+/// What a request whose snappy header declares `decoded` bytes is charged once its body is read,
+/// bytes: the decompressed buffer and the allowance of its decoded structures
+/// ([`memory_allowance`]).
+pub(crate) fn decode_charge(decoded: usize) -> usize {
+    decoded.saturating_add(memory_allowance(decoded))
+}
+
 /// Validated limits of the remote-write receiver (see [`LimitsSection`] for meanings;
 /// `limits.max_active_series` lives in [`EngineConfig::max_active_series`], where it is enforced).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// The whole process' memory budget, bytes.
+    pub(crate) max_memory_bytes: usize,
     /// Largest accepted body as sent, bytes.
     pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded body, bytes.
@@ -125,10 +166,21 @@ pub struct Limits {
     pub(crate) idle_connection_timeout: std::time::Duration,
 }
 
+impl Limits {
+    /// The engine's state budget (`engine::EngineConfig::max_state_bytes`), bytes: what
+    /// `max_memory_bytes` leaves after the requests in flight and [`RESERVED_BYTES`].
+    pub(crate) fn state_budget(&self) -> usize {
+        self.max_memory_bytes
+            .saturating_sub(self.max_inflight_bytes)
+            .saturating_sub(RESERVED_BYTES)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         let d = LimitsSection::default();
         Limits {
+            max_memory_bytes: d.max_memory_bytes,
             max_body_bytes: d.max_body_bytes,
             max_decoded_bytes: d.max_decoded_bytes,
             max_concurrent_requests: d.max_concurrent_requests,
@@ -162,12 +214,29 @@ pub(super) fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigE
     }
     let largest_request = section
         .max_body_bytes
-        .saturating_add(section.max_decoded_bytes);
+        .saturating_add(decode_charge(section.max_decoded_bytes));
     if section.max_inflight_bytes < largest_request {
         return Err(invalid(
             "limits.max_inflight_bytes",
-            "must be at least limits.max_body_bytes + limits.max_decoded_bytes, or the largest \
-             accepted request could never be admitted",
+            format!(
+                "{} is below {largest_request}, what the largest accepted request is charged \
+                 (limits.max_body_bytes + 4 × limits.max_decoded_bytes + 64 KiB): it could never \
+                 be admitted",
+                section.max_inflight_bytes
+            ),
+        ));
+    }
+    let least_memory = section
+        .max_inflight_bytes
+        .saturating_add(RESERVED_BYTES + MIN_STATE_BYTES);
+    if section.max_memory_bytes < least_memory {
+        return Err(invalid(
+            "limits.max_memory_bytes",
+            format!(
+                "{} is below {least_memory}: limits.max_inflight_bytes, the 64 MiB reserve and \
+                 16 MiB of engine state at least",
+                section.max_memory_bytes
+            ),
         ));
     }
     let body_timeout_ms =
@@ -218,6 +287,7 @@ pub(super) fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigE
         },
         max_future_skew_ms: duration_ms("limits.max_future_skew", &section.max_future_skew)?.1,
         max_inflight_bytes: section.max_inflight_bytes,
+        max_memory_bytes: section.max_memory_bytes,
         request_body_timeout: std::time::Duration::from_millis(body_timeout_ms as u64),
     })
 }

@@ -16,6 +16,7 @@ use engine::{EngineStats, GroupOutputs};
 use super::{AppState, negotiate};
 use crate::exposition::{Format, render};
 use crate::telemetry::SelfMetrics;
+use crate::telemetry::memory::MemoryUse;
 
 /// Renders the corrected families of every group (from the engine's snapshot: a scrape never
 /// computes rules), then the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
@@ -44,6 +45,8 @@ pub struct MetricsSnapshot {
     stats: EngineStats,
     /// [`engine::Engine::metadata_families`] at the same instant.
     metadata_families: usize,
+    /// The memory budget's parts at the same instant.
+    memory: MemoryUse,
     /// The self-metrics rendered after the corrected families.
     metrics: Arc<SelfMetrics>,
 }
@@ -53,10 +56,21 @@ impl MetricsSnapshot {
     /// families) pointer copies plus [`engine::Engine::stats`] (one pass over the groups and
     /// their series): nothing is sorted or formatted, and no bucket is copied.
     pub fn take(state: &AppState) -> MetricsSnapshot {
+        let (inflight, inflight_budget) = state.inflight_bytes();
+        let total_budget = state.limits().max_memory_bytes;
         let engine = state.lock_engine();
+        let stats = engine.stats();
         MetricsSnapshot {
             groups: engine.outputs(),
-            stats: engine.stats(),
+            memory: MemoryUse {
+                state: stats.memory,
+                retired_groups: stats.retired_groups,
+                inflight,
+                state_budget: engine.config().max_state_bytes,
+                inflight_budget,
+                total_budget,
+            },
+            stats,
             metadata_families: engine.metadata_families(),
             metrics: Arc::clone(&state.metrics),
         }
@@ -70,6 +84,7 @@ impl MetricsSnapshot {
             mut groups,
             stats,
             metadata_families,
+            memory,
             metrics,
         } = self;
         GroupOutputs::sort(&mut groups);
@@ -77,6 +92,7 @@ impl MetricsSnapshot {
         render::render_groups(&mut out, &groups, format);
         drop(groups);
         metrics.observe_engine(&stats, metadata_families);
+        metrics.memory.observe(&memory);
         // Writing into a String cannot fail.
         let _ = match format {
             Format::OpenMetrics => metrics.encode_openmetrics(&mut out),

@@ -17,6 +17,7 @@
 //! ([`auth`], [`crate::web::auth`]).
 
 pub(crate) mod auth;
+mod charge;
 mod error;
 pub mod metrics;
 pub(crate) mod negotiate;
@@ -52,6 +53,7 @@ use crate::live::{Live, LiveCell, kib};
 use crate::reload::Reloader;
 use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
 use crate::web::WebSettings;
+pub(crate) use charge::Charge;
 use engine::Engine;
 
 /// How long a remote-write request waits for a free slot before it is answered 503. Well within
@@ -149,21 +151,13 @@ impl AppState {
         self
     }
 
-    /// Reserves `bytes` of the in-flight memory budget, waiting at most the slot wait; `None` when
-    /// the budget stayed exhausted. The reservation is released when the permit is dropped.
-    pub(crate) async fn reserve_inflight(
-        &self,
-        live: &Live,
-        bytes: usize,
-    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let wanted = kib(bytes).max(1);
-        tokio::time::timeout(
-            self.permit_wait,
-            live.inflight_kib.clone().acquire_many_owned(wanted),
-        )
-        .await
-        .ok()?
-        .ok()
+    /// Bytes of the in-flight memory budget held by requests now (whole KiB), and the budget
+    /// (`limits.max_inflight_bytes`).
+    pub(crate) fn inflight_bytes(&self) -> (usize, usize) {
+        let live = self.live();
+        let total = kib(live.limits.max_inflight_bytes) as usize;
+        let free = live.inflight_kib.available_permits().min(total);
+        ((total - free) * 1024, live.limits.max_inflight_bytes)
     }
 
     /// Marks the service ready (`/-/ready` answers 200) or not (503).

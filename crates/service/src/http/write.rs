@@ -2,10 +2,13 @@
 //! reads its body and answers; [`crate::ingest::receive`] does everything in between.
 //!
 //! Order of checks, cheapest first: headers (415; a `Content-Length` over
-//! `limits.max_body_bytes`: 413), a free slot (503 after a bounded wait), the body (413 over
-//! `limits.max_body_bytes`, 400 when empty, 503 past `limits.request_body_timeout`), memory for
-//! the body and its decoded size (503 past `limits.max_inflight_bytes`), then the ingest's own
-//! answers ([`crate::ingest::IngestError`]). Otherwise 204.
+//! `limits.max_body_bytes`: 413), the body (413 over `limits.max_body_bytes`, 400 when empty, 503
+//! past `limits.request_body_timeout`), each chunk charged to the in-flight memory budget as it
+//! arrives (503 at once when `limits.max_inflight_bytes` is spent), then a free slot (503 after a
+//! bounded wait, `limits.max_concurrent_requests`), then the charge for its decoded size (503 after
+//! the same wait), then the ingest's own answers ([`crate::ingest::IngestError`]). Otherwise 204.
+//! A body being read holds no slot and only the bytes it sent, so slow or stalled senders cannot
+//! starve the others (docs/RELIABILITY.md, "The memory budget").
 //!
 //! Every RW 2.0 response — errors included — carries `X-Prometheus-Remote-Write-Samples-Written`,
 //! `-Histograms-Written` and `-Exemplars-Written` ([`crate::ingest::Written`]); RW 1.0 responses
@@ -15,14 +18,13 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::negotiate::{self, WriteProtocol};
-use super::{AppState, HttpError};
+use super::{AppState, Charge, HttpError};
 use crate::ingest::{self, Receipt, Settings, Written};
 use crate::live::Live;
 use crate::telemetry::{InternalEvent, RequestLimited};
@@ -66,15 +68,15 @@ pub(crate) async fn handle(State(state): State<AppState>, request: Request) -> R
 }
 
 /// Everything up to the answer: what was written (zero until the body is applied) and the error.
-/// Three steps: [`admit`] (protocol, a request slot, a memory budget for the body), [`read_body`]
-/// (the body within its size and time limits, then a budget for its decoded size) and
+/// Three steps: [`read_body`] (protocol, then the body within its size and time limits, charged as
+/// it arrives), [`admit`] (a request slot and the charge for its decoded size) and
 /// [`ingest_body`]. A refusal by a request-level limit is counted here, once, from
 /// [`HttpError::limit`].
 async fn receive(state: &AppState, request: Request) -> (Written, Result<(), HttpError>) {
     let result = async {
-        let admitted = admit(state, request.headers()).await?;
-        let body = read_body(state, &admitted, request).await?;
-        Ok(ingest_body(state, admitted, body).await)
+        let body = read_body(state, request).await?;
+        let admitted = admit(state, body).await?;
+        Ok(ingest_body(state, admitted).await)
     }
     .await;
     let (written, result) = result.unwrap_or_else(|error| (Written::default(), Err(error)));
@@ -84,118 +86,158 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     (written, result)
 }
 
-/// A request admitted for reading: its protocol, the settings in force for it (a reload applies
-/// from the next request), its concurrency slot and the memory reserved for its body. The slot
-/// and the budget are released when this is dropped.
-struct Admitted {
+/// A body read whole: its protocol, the settings in force for it (a reload applies from the next
+/// request), its bytes and their charge to the in-flight budget (released when dropped).
+struct Body {
     protocol: WriteProtocol,
     live: Arc<Live>,
-    _permit: OwnedSemaphorePermit,
-    _body_budget: OwnedSemaphorePermit,
+    bytes: Vec<u8>,
+    charge: Charge,
 }
 
 /// Step 1: the protocol from the headers (415), a `Content-Length` over `limits.max_body_bytes`
-/// (413, before any body is read), a free slot within the permit wait (503,
-/// `limits.max_concurrent_requests`), and memory for the body as announced or the largest
-/// accepted one (503, `limits.max_inflight_bytes`).
-async fn admit(state: &AppState, headers: &HeaderMap) -> Result<Admitted, HttpError> {
-    let protocol = negotiate::write_protocol(headers)?;
+/// (413, before any body is read), then the body within `limits.request_body_timeout` (503) and
+/// `limits.max_body_bytes` (413), its buffer charged to `limits.max_inflight_bytes` as it grows
+/// (503 at once when the budget is spent: [`grow`]). An empty body is 400.
+async fn read_body(state: &AppState, request: Request) -> Result<Body, HttpError> {
+    let protocol = negotiate::write_protocol(request.headers())?;
     let live = state.live();
-    let max_body = live.limits.max_body_bytes;
-    let declared = headers
+    let limits = live.limits;
+    let declared = request
+        .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     // Refused for its announcement: waiting for a body that may never come would end in a 503
     // (body timeout), which the sender retries.
-    if declared.is_some_and(|n| n > max_body) {
-        return Err(HttpError::BodyTooLarge { limit: max_body });
+    if declared.is_some_and(|n| n > limits.max_body_bytes) {
+        return Err(HttpError::BodyTooLarge {
+            limit: limits.max_body_bytes,
+        });
     }
+    let expected = declared.unwrap_or(limits.max_body_bytes);
+    let deadline = tokio::time::Instant::now() + limits.request_body_timeout;
+    let mut body = request.into_body();
+    let mut charge = Charge::new(&live.inflight_kib);
+    let mut bytes = Vec::new();
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_elapsed) => return Err(HttpError::BodyTimeout),
+            Ok(None) => break,
+            Ok(Some(Err(error))) => return Err(HttpError::BodyRead(error.to_string())),
+            Ok(Some(Ok(frame))) => frame,
+        };
+        // Trailers carry nothing remote write reads.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limits.max_body_bytes {
+            return Err(HttpError::BodyTooLarge {
+                limit: limits.max_body_bytes,
+            });
+        }
+        grow(&mut bytes, data.len(), expected, &mut charge)?;
+        bytes.extend_from_slice(&data);
+    }
+    if bytes.is_empty() {
+        return Err(HttpError::EmptyBody);
+    }
+    Ok(Body {
+        protocol,
+        live,
+        bytes,
+        charge,
+    })
+}
+
+/// The least capacity a body buffer grows to, bytes: the budget's unit, so a sender that sends a
+/// few bytes and stalls holds 1 KiB.
+const MIN_BODY_CAPACITY: usize = 1024;
+
+/// Makes room in `buffer` for `additional` more bytes, charging its new capacity to `charge` first.
+/// The capacity doubles (to at least [`MIN_BODY_CAPACITY`]), up to the `expected` body size, so a
+/// body is copied O(log n) times; while it moves, the old and the new buffer are charged together.
+///
+/// # Errors
+/// [`HttpError::OverBudget`] when the in-flight budget has not that much free now: the sender
+/// retries (503), and waiting while holding a share could deadlock requests that each wait for
+/// the others' shares.
+fn grow(
+    buffer: &mut Vec<u8>,
+    additional: usize,
+    expected: usize,
+    charge: &mut Charge,
+) -> Result<(), HttpError> {
+    let needed = buffer.len() + additional;
+    if needed <= buffer.capacity() {
+        return Ok(());
+    }
+    let capacity = (buffer.capacity() * 2)
+        .max(MIN_BODY_CAPACITY)
+        .min(expected)
+        .max(needed);
+    if !charge.try_grow_to(buffer.capacity() + capacity) {
+        return Err(HttpError::OverBudget);
+    }
+    buffer.reserve_exact(capacity - buffer.len());
+    charge.shrink_to(buffer.capacity());
+    Ok(())
+}
+
+/// A request ready for the engine: its body, its slot and its charge for the decoded size.
+struct Admitted {
+    body: Body,
+    declared: usize,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// Step 2: a free slot within the permit wait (503, `limits.max_concurrent_requests`), then the
+/// charge for the decoded size its snappy header declares (capped at `limits.max_decoded_bytes`:
+/// a larger declaration is answered 413 by the decoder before it allocates) and its decoded
+/// structures ([`crate::config::decode_charge`]), within the same wait (503,
+/// `limits.max_inflight_bytes`).
+async fn admit(state: &AppState, mut body: Body) -> Result<Admitted, HttpError> {
+    let live = Arc::clone(&body.live);
     let permit = tokio::time::timeout(state.permit_wait, live.permits.clone().acquire_owned())
         .await
         .ok()
         .and_then(Result::ok)
         .ok_or(HttpError::Overloaded)?;
-    let announced = declared.unwrap_or(max_body);
-    let body_budget = state
-        .reserve_inflight(&live, announced)
-        .await
-        .ok_or(HttpError::OverBudget)?;
-    Ok(Admitted {
-        protocol,
-        live,
-        _permit: permit,
-        _body_budget: body_budget,
-    })
-}
-
-/// A body read whole, with the memory reserved for its decoded size.
-struct Body {
-    bytes: Bytes,
-    declared: usize,
-    _decode_budget: OwnedSemaphorePermit,
-}
-
-/// Step 2: the body within `limits.request_body_timeout` (503) and `limits.max_body_bytes`
-/// (413), then memory for the decoded size its snappy header declares, capped at
-/// `limits.max_decoded_bytes` (a larger declaration is answered 413 by the decoder before it
-/// allocates). An empty body is 400.
-async fn read_body(
-    state: &AppState,
-    admitted: &Admitted,
-    request: Request,
-) -> Result<Body, HttpError> {
-    let limits = admitted.live.limits;
-    let read = tokio::time::timeout(
-        limits.request_body_timeout,
-        Limited::new(request.into_body(), limits.max_body_bytes).collect(),
-    );
-    let bytes = match read.await {
-        Err(_elapsed) => return Err(HttpError::BodyTimeout),
-        Ok(Ok(body)) => body.to_bytes(),
-        Ok(Err(error)) if error.is::<LengthLimitError>() => {
-            return Err(HttpError::BodyTooLarge {
-                limit: limits.max_body_bytes,
-            });
-        }
-        Ok(Err(error)) => return Err(HttpError::BodyRead(error.to_string())),
-    };
-    let declared = snap::raw::decompress_len(&bytes)
+    let declared = snap::raw::decompress_len(&body.bytes)
         .unwrap_or(0)
-        .min(limits.max_decoded_bytes);
-    let decode_budget = state
-        .reserve_inflight(&admitted.live, declared)
-        .await
-        .ok_or(HttpError::OverBudget)?;
-    if bytes.is_empty() {
-        return Err(HttpError::EmptyBody);
+        .min(live.limits.max_decoded_bytes);
+    let wanted = body.bytes.capacity() + crate::config::decode_charge(declared);
+    if !body.charge.grow_to(wanted, state.permit_wait).await {
+        return Err(HttpError::OverBudget);
     }
-    Ok(Body {
-        bytes,
+    Ok(Admitted {
+        body,
         declared,
-        _decode_budget: decode_budget,
+        _permit: permit,
     })
 }
 
 /// Step 3: [`ingest::receive`], on the async worker for a request as senders cut them and on the
 /// blocking pool for a large one. The slot and the memory budgets are released when it returns.
-async fn ingest_body(
-    state: &AppState,
-    admitted: Admitted,
-    body: Body,
-) -> (Written, Result<(), HttpError>) {
+async fn ingest_body(state: &AppState, admitted: Admitted) -> (Written, Result<(), HttpError>) {
     let worker_state = state.clone();
-    let version = admitted.protocol;
-    let declared = body.declared;
+    let version = admitted.body.protocol;
+    let declared = admitted.declared;
     let work = move || {
-        let live = &admitted.live;
+        let live = &admitted.body.live;
         let settings = Settings {
             limits: &live.limits,
             label_epoch: live.label_epoch,
         };
         // Receive wall clock: the future-skew limit and the idle timeout.
         let now = crate::clock::now_ms();
-        let receipt = ingest::receive(worker_state.sink(), settings, version, &body.bytes, now);
-        drop((body, admitted));
+        let receipt = ingest::receive(
+            worker_state.sink(),
+            settings,
+            version,
+            &admitted.body.bytes,
+            now,
+        );
+        drop(admitted);
         receipt
     };
     // Decompression, decoding and the engine are CPU work. A request as senders cut them (500 to

@@ -12,7 +12,7 @@ use protocol::labels::LabelLimits;
 use protocol::{Label, LabelError, LabelScratch, NameMemo, Sample, SeriesKey, WriteRequestRef};
 
 /// Bytes a decoded series takes besides its labels: its [`protocol::SeriesRef`] and its
-/// [`Verdict`] ([`super::memory_allowance`]).
+/// [`Verdict`] ([`crate::config::memory_allowance`]).
 pub(super) const SERIES_BYTES: usize =
     size_of::<protocol::SeriesRef<'static>>() + size_of::<Verdict>();
 
