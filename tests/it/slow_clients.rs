@@ -178,3 +178,63 @@ fn a_keep_alive_writer_keeps_writing_across_idle_closes() {
         0.0
     );
 }
+
+/// Engine `engine`'s scrape `points` with `pads` labels of 2 000 bytes added to every series, at
+/// its own instance.
+fn padded(points: &[crate::rw::Point], engine: usize, pads: usize) -> Vec<crate::rw::Point> {
+    points
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            for (name, value) in &mut p.labels {
+                if name == "instance" {
+                    *value = format!("pod-{engine}:8000");
+                }
+            }
+            for i in 0..pads {
+                p.labels
+                    .push((format!("pad_{i:02}"), format!("{i:02}").repeat(1000)));
+            }
+            p.labels.sort();
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_that_stops_reading_metrics_is_disconnected_after_the_response_write_timeout() {
+    let corrector = Corrector::start_with_config(Some(
+        "engine:\n  settle_scrapes: 0\nlimits:\n  response_write_timeout: 1s\n",
+    ));
+    // Five engines whose series carry 20 labels of 2 000 bytes: /metrics repeats them on each of
+    // its lines, so the page is tens of MB, more than the sockets buffer.
+    let [t1, t2, _] = scrape_times();
+    for engine in 0..5 {
+        for (scrape, t) in [(Scrape::T1, t1), (Scrape::T2, t2)] {
+            for chunk in padded(&scrape.points(t), engine, 20).chunks(100) {
+                assert_eq!(corrector.post(chunk), 204);
+            }
+        }
+    }
+    let page = corrector.metrics_text().len();
+    assert!(page > 20_000_000, "page of {page} bytes");
+    let mut stream = TcpStream::connect(&corrector.address).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // The client reads nothing for 3 s: the server gives up on the response after 1 s.
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, got) = wait_closed(&mut stream, Duration::from_secs(10));
+    assert!(got.len() < page, "read {} of {page} bytes", got.len());
+    let text = corrector.metrics_text();
+    assert_eq!(
+        metric(
+            &text,
+            "vllm_corrector_connections_closed_total{reason=\"response_write_timeout\"}"
+        ),
+        1.0
+    );
+    // Writers and readers that keep up are not affected.
+    let [_, _, t3] = scrape_times();
+    assert_eq!(corrector.post(&Scrape::T2.points(t3)), 204);
+}

@@ -99,8 +99,8 @@ pub enum LogFormat {
 ///   settle_scrapes: 2
 /// limits:
 ///   max_memory_bytes: 402653184
-///   max_body_bytes: 16777216
-///   max_decoded_bytes: 16777216
+///   max_body_bytes: 8388608
+///   max_decoded_bytes: 8388608
 ///   max_concurrent_requests: 64
 ///   max_series_per_request: 50000
 ///   max_labels_per_series: 64
@@ -113,6 +113,7 @@ pub enum LogFormat {
 ///   max_connections: 1024
 ///   header_read_timeout: 10s
 ///   idle_connection_timeout: 2m
+///   response_write_timeout: 1m
 /// storage:
 ///   path: /var/lib/vllm-corrector   # or --storage.path; default none
 ///   write_interval: 30s

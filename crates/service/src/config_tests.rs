@@ -37,13 +37,13 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             max_state_bytes: 234_881_024,
         }
     );
-    // 16 MiB = 16 777 216 bytes, 384 MiB = 402 653 184 bytes.
+    // 8 MiB = 8 388 608 bytes, 384 MiB = 402 653 184 bytes.
     assert_eq!(
         c.limits,
         Limits {
             max_memory_bytes: 402_653_184,
-            max_body_bytes: 16_777_216,
-            max_decoded_bytes: 16_777_216,
+            max_body_bytes: 8_388_608,
+            max_decoded_bytes: 8_388_608,
             max_concurrent_requests: 64,
             max_series_per_request: 50_000,
             labels: LabelLimits {
@@ -60,6 +60,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             header_read_timeout: std::time::Duration::from_secs(10),
             // 2 min = 120 s.
             idle_connection_timeout: std::time::Duration::from_secs(120),
+            response_write_timeout: std::time::Duration::from_secs(60),
         }
     );
 }
@@ -115,7 +116,7 @@ fn yaml_fields_override_defaults_and_absent_ones_keep_them() {
     assert_eq!(c.engine.idle_timeout_ms, 5_400_000);
     assert_eq!(c.engine.max_pending_frames, 16);
     assert_eq!(c.limits.max_concurrent_requests, 8);
-    assert_eq!(c.limits.max_body_bytes, 16_777_216);
+    assert_eq!(c.limits.max_body_bytes, 8_388_608);
     let c = from_yaml("limits:\n  max_active_series: 7\n  max_label_value_length: 9\n").unwrap();
     assert_eq!(c.engine.max_active_series, 7);
     assert_eq!(c.limits.labels.max_label_value_length, 9);
@@ -246,7 +247,11 @@ fn zero_limits_name_their_field() {
 
 #[test]
 fn connection_timeouts_are_read_and_zero_is_refused() {
-    let c = from_yaml("limits:\n  header_read_timeout: 3s\n  idle_connection_timeout: 1m 30s\n  max_connections: 7\n").unwrap();
+    let c = from_yaml("limits:\n  header_read_timeout: 3s\n  idle_connection_timeout: 1m 30s\n  max_connections: 7\n  response_write_timeout: 5s\n").unwrap();
+    assert_eq!(
+        c.limits.response_write_timeout,
+        std::time::Duration::from_secs(5)
+    );
     assert_eq!(
         c.limits.header_read_timeout,
         std::time::Duration::from_secs(3)
@@ -256,7 +261,11 @@ fn connection_timeouts_are_read_and_zero_is_refused() {
         std::time::Duration::from_secs(90)
     );
     assert_eq!(c.limits.max_connections, 7);
-    for field in ["header_read_timeout", "idle_connection_timeout"] {
+    for field in [
+        "header_read_timeout",
+        "idle_connection_timeout",
+        "response_write_timeout",
+    ] {
         let err = from_yaml(&format!("limits:\n  {field}: 0s\n")).unwrap_err();
         assert_eq!(
             err.to_string(),
@@ -303,8 +312,8 @@ fn the_memory_budget_sizes_the_engine_state_and_refuses_what_cannot_fit() {
 
 #[test]
 fn an_inflight_budget_below_the_largest_requests_charge_is_refused() {
-    // The largest request: a 1 MiB body decoding to 1 MiB is charged 1 + 1 + 3 MiB + 64 KiB.
-    let charge = 5 * 1024 * 1024 + 64 * 1024;
+    // The largest request: a 1 MiB body decoding to 1 MiB is charged 1 + 1 + 8 MiB + 64 KiB.
+    let charge = 10 * 1024 * 1024 + 64 * 1024;
     let yaml = |inflight: usize| {
         format!(
             "limits:\n  max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n  \

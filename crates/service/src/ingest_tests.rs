@@ -434,24 +434,23 @@ fn a_body_of_tiny_series_is_refused_whole_before_its_series_are_allocated() {
 }
 
 #[test]
-fn labels_by_the_thousand_are_refused_whole_past_the_memory_allowance() {
-    // One series with 60 000 labels `a=""` (6 bytes each on the wire, 32 decoded): 1.9 MB decoded
-    // against a 360 KB body: refused before any label check, nothing applied.
-    let labels: Vec<(String, String)> = (0..60_000)
-        .map(|_| ("a".to_owned(), String::new()))
-        .collect();
-    let mut spec_labels = vec![("__name__".to_owned(), "up".to_owned())];
-    spec_labels.extend(labels);
+fn label_references_by_the_thousand_are_refused_whole_past_the_memory_allowance() {
+    // One RW 2.0 series with 60 000 labels `a=""`: two one-byte references each on the wire
+    // (about 120 KB decoded body), 32 bytes each decoded (1.92 MB), past the allowance of eight
+    // times the body plus 64 KiB (about 1.03 MB): refused before any label check, nothing applied.
+    let mut labels = vec![("__name__".to_owned(), "up".to_owned())];
+    labels.extend((0..60_000).map(|_| ("a".to_owned(), String::new())));
     let spec = (
-        spec_labels,
+        labels,
         vec![protocol::Sample {
             value: 1.0,
             timestamp_ms: 1,
         }],
     );
-    let raw = protocol::encode::write_request_v1(&[spec], &[]).encode_to_vec();
+    let raw = protocol::encode::request_v2(&[spec]).encode_to_vec();
+    assert!(crate::config::memory_allowance(raw.len()) < 60_000 * 32);
     let receiver = Receiver::new(EngineConfig::default());
-    let refused = receiver.receive_raw(Version::V1, &raw, 10);
+    let refused = receiver.receive_raw(Version::V2, &raw, 10);
     assert!(
         matches!(
             refused.result,

@@ -234,7 +234,7 @@ async fn a_web_config_reload_swaps_credentials_and_a_bad_one_keeps_them() {
     let (status, text) = post(&state, "/-/reload", Vec::new(), new).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert!(text.contains("bearer_tokens[0]"), "{text}");
-    assert_eq!(state.limits().max_body_bytes, 16_777_216);
+    assert_eq!(state.limits().max_body_bytes, 8_388_608);
     assert_eq!(
         post(&state, "/api/v1/write", Vec::new(), new).await.0,
         StatusCode::BAD_REQUEST

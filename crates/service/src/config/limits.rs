@@ -19,12 +19,12 @@ pub struct LimitsSection {
     /// Default: `402653184` (384 MiB), for the 512 MiB memory limit the manifests set.
     pub(crate) max_memory_bytes: usize,
     /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
-    /// answered 413. At least 1. Default: `16777216` (16 MiB).
+    /// answered 413. At least 1. Default: `8388608` (8 MiB).
     pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
-    /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `16777216`
-    /// (16 MiB; Prometheus 2.42 sends at most 2 000 samples, about 0.5 MiB, per request by
-    /// default, vmagent at most 8 MiB).
+    /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `8388608`
+    /// (8 MiB; Prometheus 2.42 sends at most 2 000 samples, about 0.5 MiB, per request by
+    /// default, vmagent blocks of at most 8 MiB, `-remoteWrite.maxBlockSize`).
     pub(crate) max_decoded_bytes: usize,
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
@@ -82,6 +82,11 @@ pub struct LimitsSection {
     /// sender opens a new one for its next request. A duration (humantime syntax), longer than 0s.
     /// Default: `2m`.
     pub(crate) idle_connection_timeout: String,
+    /// Longest time to write one response, from when it is ready until its last byte is sent. A
+    /// client that reads it slower is disconnected (`reason="response_write_timeout"`), so a
+    /// client that stops reading a large `/metrics` page holds its buffers and its response slot
+    /// for this long at most. A duration (humantime syntax), longer than 0s. Default: `1m`.
+    pub(crate) response_write_timeout: String,
 }
 
 impl Default for LimitsSection {
@@ -89,8 +94,8 @@ impl Default for LimitsSection {
         let labels = LabelLimits::default();
         LimitsSection {
             max_memory_bytes: 384 * MIB,
-            max_body_bytes: 16 * MIB,
-            max_decoded_bytes: 16 * MIB,
+            max_body_bytes: 8 * MIB,
+            max_decoded_bytes: 8 * MIB,
             max_concurrent_requests: 64,
             max_series_per_request: 50_000,
             max_labels_per_series: labels.max_labels_per_series,
@@ -103,6 +108,7 @@ impl Default for LimitsSection {
             max_connections: 1024,
             header_read_timeout: "10s".to_owned(),
             idle_connection_timeout: "2m".to_owned(),
+            response_write_timeout: "1m".to_owned(),
         }
     }
 }
@@ -122,11 +128,13 @@ const MIN_STATE_BYTES: usize = 16 * MIB;
 /// series (`crate::ingest::apply::SERIES_BYTES` each) and the labels of the ones decoded. The HTTP layer holds
 /// the body, the decompressed body and this much of the in-flight memory budget while the request
 /// is received (`crate::http::write`, [`decode_charge`]); a body that would expand past it (tiny series by the
-/// million) is refused whole, 413, before the structures are allocated. A vLLM series takes about
-/// 240 decompressed bytes and, new, about 500 bytes of structures, so three times the body with a
-/// 64 KiB floor leaves room to spare.
+/// million) is refused whole, 413, before the structures are allocated. A vLLM series, new, takes
+/// about 500 bytes of structures for 160–240 decompressed bytes in RW 1.0 and about 55 in RW 2.0
+/// (its labels are symbol references), so eight times the body with a 64 KiB floor holds the
+/// densest real request, a real vLLM's RW 2.0 dump, with room to spare
+/// (`tests/it/rw2_equivalence.rs`, `tests/it/real_vllm/rw.rs`).
 pub(crate) fn memory_allowance(decoded_len: usize) -> usize {
-    decoded_len.saturating_mul(3).saturating_add(64 * 1024)
+    decoded_len.saturating_mul(8).saturating_add(64 * 1024)
 }
 
 /// What a request whose snappy header declares `decoded` bytes is charged once its body is read,
@@ -164,6 +172,8 @@ pub struct Limits {
     pub(crate) header_read_timeout: std::time::Duration,
     /// Longest idle time of a keep-alive connection between requests.
     pub(crate) idle_connection_timeout: std::time::Duration,
+    /// Longest time to write one response.
+    pub(crate) response_write_timeout: std::time::Duration,
 }
 
 impl Limits {
@@ -192,6 +202,7 @@ impl Default for Limits {
             max_connections: d.max_connections,
             header_read_timeout: std::time::Duration::from_secs(10),
             idle_connection_timeout: std::time::Duration::from_secs(120),
+            response_write_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -220,7 +231,7 @@ pub(super) fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigE
             "limits.max_inflight_bytes",
             format!(
                 "{} is below {largest_request}, what the largest accepted request is charged \
-                 (limits.max_body_bytes + 4 × limits.max_decoded_bytes + 64 KiB): it could never \
+                 (limits.max_body_bytes + 9 × limits.max_decoded_bytes + 64 KiB): it could never \
                  be admitted",
                 section.max_inflight_bytes
             ),
@@ -260,6 +271,10 @@ pub(super) fn validate_limits(section: &LimitsSection) -> Result<Limits, ConfigE
         idle_connection_timeout: timeout(
             "limits.idle_connection_timeout",
             &section.idle_connection_timeout,
+        )?,
+        response_write_timeout: timeout(
+            "limits.response_write_timeout",
+            &section.response_write_timeout,
         )?,
         max_body_bytes: positive("limits.max_body_bytes", section.max_body_bytes)?,
         max_decoded_bytes: positive("limits.max_decoded_bytes", section.max_decoded_bytes)?,

@@ -17,14 +17,18 @@ pub(crate) enum CloseReason {
     HeaderReadTimeout,
     /// Idle between requests for `limits.idle_connection_timeout`.
     IdleTimeout,
+    /// A response not written within `limits.response_write_timeout` (a client that reads
+    /// slowly or not at all).
+    ResponseWriteTimeout,
 }
 
 impl CloseReason {
     /// Every reason, in label order.
-    pub(crate) const ALL: [CloseReason; 3] = [
+    pub(crate) const ALL: [CloseReason; 4] = [
         CloseReason::MaxConnections,
         CloseReason::HeaderReadTimeout,
         CloseReason::IdleTimeout,
+        CloseReason::ResponseWriteTimeout,
     ];
 
     /// The label value (the `limits.*` field that closed it).
@@ -33,6 +37,7 @@ impl CloseReason {
             CloseReason::MaxConnections => "max_connections",
             CloseReason::HeaderReadTimeout => "header_read_timeout",
             CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::ResponseWriteTimeout => "response_write_timeout",
         }
     }
 }
@@ -58,7 +63,7 @@ impl ConnectionMetrics {
     pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_connections_closed",
-            "Client connections the server closed itself, by reason: max_connections (refused at accept, limits.max_connections open), header_read_timeout (no complete request head within limits.header_read_timeout), idle_timeout (keep-alive connection idle for limits.idle_connection_timeout)",
+            "Client connections the server closed itself, by reason: max_connections (refused at accept, limits.max_connections open), header_read_timeout (no complete request head within limits.header_read_timeout), idle_timeout (keep-alive connection idle for limits.idle_connection_timeout), response_write_timeout (a response not read by the client within limits.response_write_timeout)",
             self.closed.clone(),
         );
         registry.register(

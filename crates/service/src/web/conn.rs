@@ -7,11 +7,13 @@
 //! * `limits.header_read_timeout`: a request head (request line and headers) must be complete
 //!   within this time of the connection opening, or of the first byte of a later head;
 //! * `limits.idle_connection_timeout`: a keep-alive connection idle this long between requests
-//!   is closed.
+//!   is closed;
+//! * `limits.response_write_timeout`: a response must be written within this time of being ready,
+//!   or the connection is closed (a client that stops reading a streamed `/metrics` page).
 //!
 //! Each close is counted in `vllm_corrector_connections_closed_total{reason}`. The limits are read
 //! when a connection is accepted, so a reload applies to new connections. The timeouts are kept
-//! in [`TimedIo`], a wrapper of the connection's reads: hyper's own `header_read_timeout` also runs
+//! in [`TimedIo`], a wrapper of the connection's reads and writes: hyper's own `header_read_timeout` also runs
 //! while a keep-alive connection waits for its next request, so it cannot tell a stalled head
 //! from an idle connection.
 
@@ -75,6 +77,10 @@ struct ConnState {
     phase: Mutex<Phase>,
     header_read_timeout: Duration,
     idle_timeout: Duration,
+    response_write_timeout: Duration,
+    /// When the response being written must be done by: set when the service produced it,
+    /// cleared when the next request starts.
+    write_deadline: Mutex<Option<Instant>>,
     timed_out: Mutex<Option<CloseReason>>,
     /// The reader's waker while a read is pending: a new phase brings a new deadline, which only
     /// a new poll arms (hyper may not poll the read again until the socket is readable).
@@ -102,6 +108,40 @@ impl ConnState {
         }
     }
 
+    /// A request started: nothing is being written.
+    fn request_started(&self) {
+        *self
+            .write_deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.set(Phase::Busy);
+    }
+
+    /// The service produced its response: it must be written within the response write timeout.
+    fn response_ready(&self) {
+        let now = Instant::now();
+        *self
+            .write_deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(now + self.response_write_timeout);
+        self.set(Phase::Idle(now));
+    }
+
+    fn write_deadline(&self) -> Option<Instant> {
+        *self
+            .write_deadline
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn time_out(&self, reason: CloseReason) -> std::io::Error {
+        *self
+            .timed_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        std::io::Error::new(std::io::ErrorKind::TimedOut, reason.as_str())
+    }
+
     fn deadline(&self) -> Option<(Instant, CloseReason)> {
         match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
             Phase::Head(since) => Some((
@@ -115,12 +155,33 @@ impl ConnState {
 }
 
 /// A connection's stream whose reads fail with `TimedOut` once the phase's deadline passes (the
-/// request head's or the idle one's), so hyper closes the connection.
+/// request head's or the idle one's), and whose writes fail so once a response's write deadline
+/// passes while the client does not read, so hyper closes the connection.
 struct TimedIo<T> {
     inner: T,
     state: Arc<ConnState>,
     sleep: Pin<Box<Sleep>>,
     armed_for: Option<Instant>,
+    write_sleep: Pin<Box<Sleep>>,
+    write_armed_for: Option<Instant>,
+}
+
+impl<T> TimedIo<T> {
+    /// After a write or flush found the socket full: `Pending` until the response's write deadline,
+    /// then the `TimedOut` error that closes the connection.
+    fn write_pending<R>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<R>> {
+        let Some(deadline) = self.state.write_deadline() else {
+            return Poll::Pending;
+        };
+        if self.write_armed_for != Some(deadline) {
+            self.write_sleep.as_mut().reset(deadline);
+            self.write_armed_for = Some(deadline);
+        }
+        if self.write_sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Poll::Ready(Err(self.state.time_out(CloseReason::ResponseWriteTimeout)))
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
@@ -154,15 +215,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 if this.sleep.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                *this
-                    .state
-                    .timed_out
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(reason);
-                Poll::Ready(Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    reason.as_str(),
-                )))
+                Poll::Ready(Err(this.state.time_out(reason)))
             }
         }
     }
@@ -174,11 +227,17 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Pending => self.write_pending(cx),
+            ready => ready,
+        }
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Pending => self.write_pending(cx),
+            ready => ready,
+        }
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -190,7 +249,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TimedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Pending => self.write_pending(cx),
+            ready => ready,
+        }
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -249,6 +311,8 @@ where
             phase: Mutex::new(Phase::Head(Instant::now())),
             header_read_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_connection_timeout,
+            response_write_timeout: limits.response_write_timeout,
+            write_deadline: Mutex::new(None),
             timed_out: Mutex::new(None),
             reader: Mutex::new(None),
         });
@@ -257,16 +321,18 @@ where
             state: conn_state.clone(),
             sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
             armed_for: None,
+            write_sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            write_armed_for: None,
         };
         let (router, phases) = (router.clone(), conn_state.clone());
         let service = tower::service_fn(
             move |mut request: axum::extract::Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(peer));
-                phases.set(Phase::Busy);
+                phases.request_started();
                 let (router, phases) = (router.clone(), phases.clone());
                 async move {
                     let response = tower::ServiceExt::oneshot(router, request).await;
-                    phases.set(Phase::Idle(Instant::now()));
+                    phases.response_ready();
                     response
                 }
             },
