@@ -385,6 +385,11 @@ pub struct EngineStats {
     pub memory: MemoryParts,
     /// Removed groups whose state is kept for their return.
     pub retired_groups: usize,
+    /// Retired states dropped since start, `[expired, memory_budget]`: expired by sample time
+    /// (`engine.idle_timeout` behind the newest sample), or evicted, oldest samples first, to keep
+    /// the state budget. A group whose state was dropped restarts its outputs when it returns
+    /// (docs/ENGINE.md, "Groups that leave and come back").
+    pub retired_dropped: [u64; 2],
 }
 
 /// The engine's accounted state bytes by part (`vllm_corrector_memory_bytes{part}`).

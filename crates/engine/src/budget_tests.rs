@@ -92,8 +92,10 @@ fn retired_states_make_room_for_new_series_the_oldest_first() {
     let mut engine = Engine::new(budget(limit));
     let (_, r) = a_b_leave_then_c(&mut engine);
     assert_eq!(r.rejected[RejectReason::MemoryBudget.index()], 0, "{r:?}");
-    // "a"'s retired state went, the oldest, before "b"'s.
+    // "a"'s retired state went, the oldest, before "b"'s, and was counted.
     assert_eq!(engine.retired_engines(), ["b"]);
+    assert_eq!(engine.stats().retired_dropped, [0, 1]);
+    assert_eq!(probe.stats().retired_dropped, [0, 0]);
     assert!(engine.state_bytes() <= limit);
     assert!(
         engine.stats().memory.retired <= limit / 4,
@@ -114,4 +116,25 @@ fn retired_states_make_room_for_new_series_the_oldest_first() {
         of_engine(outputs(&fresh), "a"),
         "a's state was dropped"
     );
+}
+
+#[test]
+fn the_state_budget_holds_when_the_group_slots_and_the_series_index_double() {
+    // Found by the engine fuzzer: at 256 KiB, the 17th group doubled the group slots past the
+    // budget (274 610 B accounted). For every budget, the accounted state after each scrape of a
+    // new engine stays within it, however many engines are refused.
+    for limit in [64 * 1024, 256 * 1024, 1024 * 1024] {
+        let mut engine = Engine::new(budget(limit));
+        let mut refused = 0;
+        for e in 0..64 {
+            let r = send(&mut engine, &e.to_string(), 1.0, 1_000);
+            refused += r.rejected[RejectReason::MemoryBudget.index()];
+            let used = engine.state_bytes();
+            assert!(used <= limit, "engine {e}: {used} B over {limit} B");
+        }
+        assert!(
+            refused > 0,
+            "{limit} B held 64 engines: the test tests nothing"
+        );
+    }
 }

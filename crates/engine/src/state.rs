@@ -204,6 +204,33 @@ impl Engine {
             .collect()
     }
 
+    /// Bytes of the state budget not yet accounted (`max_state_bytes` − [`Engine::state_bytes`]).
+    pub(crate) fn state_room(&self) -> usize {
+        self.config
+            .max_state_bytes
+            .saturating_sub(self.state_bytes())
+    }
+
+    /// Bytes a new group's slot adds beyond its own accounting: when no slot is free and the
+    /// slot vector and the group table are full, both double (the vector moves, old and new
+    /// allocations are held at once).
+    pub(crate) fn new_slot_growth(&self) -> usize {
+        if !self.free_slots.is_empty() {
+            return 0;
+        }
+        let slots = if self.slots.len() < self.slots.capacity() {
+            0
+        } else {
+            self.slots.capacity().max(4) * size_of::<GroupSlot>()
+        };
+        let table = if self.groups.len() < self.groups.capacity() {
+            0
+        } else {
+            self.groups.capacity().max(4) * (size_of::<u32>() + 1)
+        };
+        slots + table
+    }
+
     /// [`Engine::state_bytes`] by part.
     pub(crate) fn memory_parts(&self) -> MemoryParts {
         // The slots hold each group inline, and stay allocated when their group leaves.

@@ -103,6 +103,7 @@ fn engine_stats_are_mirrored_at_scrape_time() {
             retired: 30,
         },
         retired_groups: 11,
+        retired_dropped: [0, 0],
     };
     m.observe_engine(&stats, 7);
     // A second snapshot with a lower withheld count must replace, not add.

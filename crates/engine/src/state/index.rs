@@ -144,6 +144,7 @@ impl SeriesIndex {
         slot: u32,
         generation: u32,
         position: usize,
+        room: usize,
     ) {
         let Ok(position) = u16::try_from(position) else {
             return;
@@ -155,25 +156,34 @@ impl SeriesIndex {
                 generation,
                 position,
             },
+            room,
         );
     }
 
-    /// Remembers `key` as a series no rule reads, seen at `now_ms` (nothing when full).
-    pub(crate) fn insert_unused(&mut self, key: SeriesKey, now_ms: i64) {
+    /// Remembers `key` as a series no rule reads, seen at `now_ms` (nothing when full, or when
+    /// growing would take more than `room` bytes).
+    pub(crate) fn insert_unused(&mut self, key: SeriesKey, now_ms: i64, room: usize) {
         let seen_s = seconds(now_ms);
-        self.insert(key, Target::Unused { seen_s });
+        self.insert(key, Target::Unused { seen_s }, room);
     }
 
     /// Enters or replaces `key`'s target; a new key only while fewer than [`SeriesIndex::cap`]
-    /// entries are held.
-    fn insert(&mut self, key: SeriesKey, target: Target) {
+    /// entries are held and the table can take it without growing by more than `room` bytes of
+    /// the state budget (the index is a cache: a series it does not hold takes the full path).
+    fn insert(&mut self, key: SeriesKey, target: Target, room: usize) {
         let check = key.check as u32;
         let entry = Entry {
             hash: key.hash,
             check,
             target,
         };
-        let room = self.table.len() < self.cap;
+        // A full table doubles (hashbrown), taking as many slots again.
+        let growth = if self.table.len() < self.table.capacity() {
+            0
+        } else {
+            self.table.capacity().max(4) * SLOT_BYTES
+        };
+        let room = self.table.len() < self.cap && growth <= room;
         match self
             .table
             .find_mut(key.hash, |e| e.hash == key.hash && e.check == check)

@@ -110,7 +110,7 @@ impl Engine {
             // A new series, and a new group when its group is not held yet.
             let group = match existing {
                 Some(_) => 0,
-                None => GROUP_BYTES + group_label_bytes(labels),
+                None => GROUP_BYTES + group_label_bytes(labels) + self.new_slot_growth(),
             };
             let bytes = self.role_bytes() + group;
             if let Err(reason) = self.make_room(existing, now_ms, bytes) {
@@ -356,7 +356,8 @@ impl Batch<'_> {
             Route::Unused => {
                 report.reject(RejectReason::UnusedSeries, samples.len() as u64);
                 if let Some(key) = key {
-                    engine.index.insert_unused(key, now_ms);
+                    let room = engine.state_room();
+                    engine.index.insert_unused(key, now_ms, room);
                 }
             }
             Route::Limited(reason) => report.reject(reason, samples.len() as u64),
@@ -367,7 +368,10 @@ impl Batch<'_> {
                 // were all refused before the group took it: the next request routes it again).
                 if let (Some(key), Some(position)) = (key, position) {
                     let generation = engine.slots[slot as usize].generation;
-                    engine.index.insert_group(key, slot, generation, position);
+                    let room = engine.state_room();
+                    engine
+                        .index
+                        .insert_group(key, slot, generation, position, room);
                 }
             }
         }

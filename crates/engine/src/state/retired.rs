@@ -27,6 +27,8 @@ pub(crate) struct RetiredGroups {
     order: BTreeMap<(i64, u64), GroupLabels>,
     inserted: u64,
     bytes: usize,
+    /// Entries dropped since start: `[expired, evicted]` ([`RetiredGroups::dropped`]).
+    dropped: [u64; 2],
 }
 
 #[derive(Debug)]
@@ -53,6 +55,11 @@ impl RetiredGroups {
     /// Bytes held, as accounted ([`Retired::heap_bytes`] and the labels).
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Entries dropped since start, `[expired by sample time, evicted for the state budget]`.
+    pub(crate) fn dropped(&self) -> [u64; 2] {
+        self.dropped
     }
 
     /// Keeps `retired` for `labels`, replacing what the same labels left before.
@@ -94,6 +101,7 @@ impl RetiredGroups {
             self.pop_oldest();
             n += 1;
         }
+        self.dropped[0] += n as u64;
         n
     }
 
@@ -103,7 +111,10 @@ impl RetiredGroups {
         let mut freed = 0;
         while freed < bytes {
             match self.pop_oldest() {
-                Some(n) => freed += n,
+                Some(n) => {
+                    freed += n;
+                    self.dropped[1] += 1;
+                }
                 None => break,
             }
         }

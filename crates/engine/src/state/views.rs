@@ -188,6 +188,7 @@ impl Engine {
         EngineStats {
             memory: self.memory_parts(),
             retired_groups: self.retired.len(),
+            retired_dropped: self.retired.dropped(),
             active_series,
             groups: self.groups.len(),
             withheld,

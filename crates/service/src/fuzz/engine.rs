@@ -7,13 +7,20 @@
 //! * received = applied + Σ rejected for each [`Engine::ingest`] call;
 //! * every derived histogram has ascending `le` bounds ending at `+Inf`, non-decreasing cumulative
 //!   counts, none above `_count`, and `+Inf` = `_count`;
-//! * every derived component (bucket by `le`, `_sum`, `_count`) of a group never falls below what
-//!   was served for an older frame (evaluations of one frame while its series arrive replace each
-//!   other, `docs/ENGINE.md`, invariants 2 and 7), except where the engine restarted that family's output on an input reset
-//!   (`EngineStats::output_resets` rose during the call that fed the group), after a staleness
-//!   marker to the group (it may leave and come back afresh) and after an idle sweep;
+//! * every derived component (bucket by `le`, `_sum`, `_count`) of a watched group (`engine` 0
+//!   or 1) never falls below what was served for an older frame (evaluations of one frame while
+//!   its series arrive replace each other, `docs/ENGINE.md`, invariants 2 and 7), across
+//!   single-series staleness markers and flaps, and across the group leaving (markers on every
+//!   series, missed scrapes, the idle sweep) and coming back; except where the engine restarted
+//!   that family's output on an input reset (`EngineStats::output_resets` rose during the call
+//!   that fed the group), and after a retired state was dropped (`EngineStats::retired_dropped`
+//!   rose: expired by sample time or evicted for the budget, docs/ENGINE.md, "Groups that leave
+//!   and come back");
 //! * the engine reports an input reset for a group only if the program sent one of its series a
-//!   value below one sent before.
+//!   value below one sent before;
+//! * the engine's accounted state stays within `max_state_bytes`, and the retired states within a
+//!   quarter of it, while churning groups (`engine="c…"`, with long labels, that scrape and leave)
+//!   fill it.
 
 use hashbrown::HashMap;
 
@@ -67,8 +74,12 @@ impl Bytes<'_> {
     }
 }
 
-/// One addressable series: group, name index, `le` index (buckets only; else 0).
+/// One addressable series: group, name index, `le` index (buckets only; else 0). Groups 0 and 1
+/// are watched; 2 and above churn ([`labels_of`]).
 type Key = (u8, usize, usize);
+
+/// Groups below this are watched for falling outputs; the others churn.
+const WATCHED: u8 = 2;
 
 /// What the harness last saw of one output.
 struct Seen {
@@ -89,15 +100,19 @@ struct Harness {
     /// Largest real value sent per series (by parsed `le`), to tell an input reset.
     max_value: HashMap<Key, f64>,
     /// Groups that were sent a value below an earlier one of the same series.
-    lowered: [bool; 2],
+    lowered: [bool; 256],
     /// Per (family, the group's `engine` label, the only group label that varies): the frame
     /// timestamp of the last derived value seen, that value, and the last value seen for an
     /// older frame (the floor), cleared when the group may restart.
     last_output: HashMap<(Family, u8), Seen>,
     /// Σ `EngineStats::output_resets` after the previous call.
     resets_seen: u64,
-    /// Groups whose outputs may fall at the next check (engine label value).
-    excused: [bool; 2],
+    /// Watched groups whose outputs may fall at the next check (engine label value).
+    excused: [bool; WATCHED as usize],
+    /// Σ `EngineStats::retired_dropped` after the previous call.
+    dropped_seen: u64,
+    /// The next churning group.
+    churn: u8,
     /// Derived values checked so far.
     checked: usize,
 }
@@ -117,16 +132,27 @@ fn canonical((group, name, le): Key) -> Key {
     (group, name, le)
 }
 
-fn labels_of(key: Key) -> Vec<(&'static str, String)> {
+/// The labels of `key`: a watched group's `engine` is its number; a churning group's is `c` and
+/// its number, with a long `pad` label and up to 7 more (label-heavy groups).
+fn labels_of(key: Key) -> Vec<(String, String)> {
     let (group, name, le) = key;
     let mut labels = vec![
-        ("__name__", NAMES[name].to_owned()),
-        ("engine", group.to_string()),
-        ("model_name", "m".to_owned()),
+        ("__name__".to_owned(), NAMES[name].to_owned()),
+        ("model_name".to_owned(), "m".to_owned()),
     ];
+    if group < WATCHED {
+        labels.push(("engine".to_owned(), group.to_string()));
+    } else {
+        labels.push(("engine".to_owned(), format!("c{group}")));
+        let pad = usize::from(group) * 131 % 2048;
+        labels.push(("pad".to_owned(), "p".repeat(pad)));
+        for i in 0..group % 8 {
+            labels.push((format!("l{i}"), format!("{group}-{i}")));
+        }
+    }
     if name == 13 {
         labels.push((
-            "source",
+            "source".to_owned(),
             if le % 2 == 0 {
                 "local_compute"
             } else {
@@ -136,7 +162,7 @@ fn labels_of(key: Key) -> Vec<(&'static str, String)> {
         ));
     }
     if matches!(name, 0 | 3 | 6 | 9) {
-        labels.push(("le", LES[le].to_owned()));
+        labels.push(("le".to_owned(), LES[le].to_owned()));
     }
     labels.sort();
     labels
@@ -204,9 +230,9 @@ impl Harness {
         let g = usize::from(key.0);
         let canonical = canonical(key);
         for s in samples {
-            if protocol::is_stale_marker(s.value) {
-                self.excused[g] = true;
-            } else if !s.value.is_nan() {
+            // A staleness marker excuses nothing: one series' marker never lets a frame be
+            // evaluated without it, and a group that leaves keeps what it served.
+            if !s.value.is_nan() {
                 let max = self.max_value.entry(canonical).or_insert(s.value);
                 self.lowered[g] |= s.value < *max;
                 *max = max.max(s.value);
@@ -226,15 +252,40 @@ impl Harness {
             report.applied + report.rejected_total(),
             "received = applied + Σ rejected"
         );
-        let resets: u64 = self.engine.stats().output_resets.iter().sum();
+        let stats = self.engine.stats();
+        let resets: u64 = stats.output_resets.iter().sum();
         if std::mem::replace(&mut self.resets_seen, resets) < resets {
             assert!(
                 self.lowered[g],
                 "an input reset reported for group {g}, which never had a value fall"
             );
-            self.excused[g] = true;
+            if let Some(excused) = self.excused.get_mut(g) {
+                *excused = true;
+            }
         }
+        self.budget_holds();
         self.check();
+    }
+
+    /// The state budget holds, and a dropped retired state excuses the watched groups (either
+    /// may have been the one dropped).
+    fn budget_holds(&mut self) {
+        let stats = self.engine.stats();
+        let max = self.engine.config().max_state_bytes;
+        let used = self.engine.state_bytes();
+        assert!(
+            used <= max,
+            "state {used} B over the budget {max} B: {stats:?}"
+        );
+        assert!(
+            stats.memory.retired <= max / 4,
+            "retired states {} B over a quarter of {max} B",
+            stats.memory.retired
+        );
+        let dropped = stats.retired_dropped.iter().sum();
+        if std::mem::replace(&mut self.dropped_seen, dropped) < dropped {
+            self.excused = [true; WATCHED as usize];
+        }
     }
 
     /// Checks every output's shape and, outside excused groups, that nothing fell.
@@ -252,7 +303,11 @@ impl Harness {
                 let group = labels
                     .iter()
                     .find(|(n, _)| n == "engine")
-                    .map_or(2, |(_, v)| v.parse().unwrap_or(2));
+                    .map_or(WATCHED, |(_, v)| v.parse().unwrap_or(WATCHED));
+                *checked += 1;
+                if group >= WATCHED {
+                    return;
+                }
                 let key = (family, group);
                 // A frame is evaluated again while its series arrive, each evaluation replacing
                 // the one before; what must never fall is the value against older frames.
@@ -274,7 +329,6 @@ impl Harness {
                         floor,
                     },
                 );
-                *checked += 1;
             });
         }
     }
@@ -300,6 +354,70 @@ impl Harness {
             0 => self.clock - 15_000,
             1 => self.clock + i64::from(b.next()) * 1000,
             _ => self.clock,
+        }
+    }
+
+    /// Up to 8 churning groups (label-heavy, cycling through `engine="c2"` … `"c255"`, so some
+    /// come back): each sends a scrape, and most then leave with markers on every series.
+    fn churn(&mut self, b: &mut Bytes<'_>) {
+        for _ in 0..1 + b.next() % 8 {
+            let group = self.churn;
+            self.churn = self.churn.checked_add(1).unwrap_or(WATCHED);
+            self.scrape(group, b);
+            if !b.next().is_multiple_of(4) {
+                self.mark_stale(group, b);
+            }
+        }
+    }
+
+    /// A staleness marker on every series `group` was sent.
+    fn mark_stale(&mut self, group: u8, b: &mut Bytes<'_>) {
+        let stale = Sample {
+            value: f64::from_bits(STALE_NAN_BITS),
+            timestamp_ms: self.timestamp(b),
+        };
+        let mut keys: Vec<Key> = self
+            .last_value
+            .keys()
+            .copied()
+            .filter(|k| k.0 == group)
+            .collect();
+        keys.sort_unstable();
+        for key in keys {
+            self.ingest(key, &[stale]);
+        }
+    }
+
+    /// One series of `group` flaps: its staleness marker and a real value (raised by a little)
+    /// at one timestamp, in either order, as remote write's shards may deliver them.
+    fn flap(&mut self, group: u8, b: &mut Bytes<'_>) {
+        let mut keys: Vec<Key> = self
+            .last_value
+            .keys()
+            .copied()
+            .filter(|k| k.0 == group)
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        keys.sort_unstable();
+        let key = keys[usize::from(b.next()) % keys.len()];
+        let timestamp_ms = self.timestamp(b);
+        let real = Sample {
+            value: self.last_value[&key] + f64::from(b.next() % 4),
+            timestamp_ms,
+        };
+        let stale = Sample {
+            value: f64::from_bits(STALE_NAN_BITS),
+            timestamp_ms,
+        };
+        let order = if b.next().is_multiple_of(2) {
+            [real, stale]
+        } else {
+            [stale, real]
+        };
+        for sample in order {
+            self.ingest(key, &[sample]);
         }
     }
 
@@ -346,6 +464,11 @@ pub(super) fn run(data: &[u8]) -> usize {
         max_pending_frames: 1 + usize::from(b.next() % 8),
         max_active_series: 8 + usize::from(b.next()) * 2,
         settle_scrapes: u32::from(b.next() % 3),
+        // Small budgets, so churning groups fill them: room for a few groups, or a dozen.
+        max_state_bytes: match b.next() % 4 {
+            0 => EngineConfig::default().max_state_bytes,
+            n => (64 * 1024) << (2 * n),
+        },
         ..EngineConfig::default()
     };
     let mut h = Harness {
@@ -353,10 +476,12 @@ pub(super) fn run(data: &[u8]) -> usize {
         clock: 1_750_000_000_000,
         last_value: HashMap::new(),
         max_value: HashMap::new(),
-        lowered: [false; 2],
+        lowered: [false; 256],
         last_output: HashMap::new(),
         resets_seen: 0,
-        excused: [false; 2],
+        excused: [false; WATCHED as usize],
+        dropped_seen: 0,
+        churn: WATCHED,
         checked: 0,
     };
     let mut ops = 0;
@@ -364,7 +489,7 @@ pub(super) fn run(data: &[u8]) -> usize {
         ops += 1;
         let op = b.next();
         let group = op >> 7;
-        match op % 8 {
+        match op % 10 {
             0..=2 => {
                 let name = usize::from(b.next()) % NAMES.len();
                 let le = usize::from(b.next()) % LES.len();
@@ -379,28 +504,16 @@ pub(super) fn run(data: &[u8]) -> usize {
                 h.ingest(key, &samples);
             }
             3 | 4 => h.scrape(group, &mut b),
-            5 => {
-                let stale = Sample {
-                    value: f64::from_bits(STALE_NAN_BITS),
-                    timestamp_ms: h.timestamp(&mut b),
-                };
-                let keys: Vec<Key> = h
-                    .last_value
-                    .keys()
-                    .copied()
-                    .filter(|k| k.0 == group)
-                    .collect();
-                for key in keys {
-                    h.ingest(key, &[stale]);
-                }
-            }
+            5 => h.mark_stale(group, &mut b),
             6 => h.clock += 15_000 * i64::from(1 + b.next() % 4),
-            _ => {
+            7 => {
                 h.clock += 1000 * i64::from(b.next());
-                h.excused = [true; 2];
                 h.engine.sweep_idle(h.clock);
+                h.budget_holds();
                 h.check();
             }
+            8 => h.churn(&mut b),
+            _ => h.flap(group, &mut b),
         }
     }
     h.checked

@@ -65,6 +65,7 @@ impl MetricsSnapshot {
             memory: MemoryUse {
                 state: stats.memory,
                 retired_groups: stats.retired_groups,
+                retired_dropped: stats.retired_dropped,
                 inflight,
                 state_budget: engine.config().max_state_bytes,
                 inflight_budget,

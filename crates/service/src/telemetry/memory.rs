@@ -1,6 +1,9 @@
 //! Self-metrics of the memory budget (`limits.max_memory_bytes`, docs/RELIABILITY.md, "The memory
 //! budget"): what each accounted part holds and each budget allows, in bytes, set at scrape time.
 
+use std::sync::atomic::Ordering;
+
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -14,6 +17,9 @@ pub(crate) struct MemoryUse {
     pub(crate) state: MemoryParts,
     /// Removed groups whose state is kept for their return.
     pub(crate) retired_groups: usize,
+    /// Retired states dropped since start, `[expired, memory_budget]`
+    /// ([`engine::EngineStats::retired_dropped`]).
+    pub(crate) retired_dropped: [u64; 2],
     /// Held by requests in flight (whole KiB).
     pub(crate) inflight: usize,
     /// `engine::EngineConfig::max_state_bytes`.
@@ -26,13 +32,14 @@ pub(crate) struct MemoryUse {
 
 type Label1 = [(&'static str, &'static str); 1];
 
-/// `vllm_corrector_memory_bytes{part}`, `vllm_corrector_memory_budget_bytes{budget}` and
-/// `vllm_corrector_retired_groups`.
+/// `vllm_corrector_memory_bytes{part}`, `vllm_corrector_memory_budget_bytes{budget}`,
+/// `vllm_corrector_retired_groups` and `vllm_corrector_retired_groups_dropped_total{reason}`.
 #[derive(Debug, Default)]
 pub(crate) struct MemoryMetrics {
     used: MetricFamily<Label1, Gauge>,
     budget: MetricFamily<Label1, Gauge>,
     retired_groups: Gauge,
+    retired_dropped: MetricFamily<Label1, Counter>,
 }
 
 impl MemoryMetrics {
@@ -52,6 +59,11 @@ impl MemoryMetrics {
             "vllm_corrector_retired_groups",
             "Removed groups whose served values and acceptance state are kept for their return",
             self.retired_groups.clone(),
+        );
+        registry.register(
+            "vllm_corrector_retired_groups_dropped",
+            "Kept states of removed groups dropped, by reason: expired (their newest sample is engine.idle_timeout behind the newest) or memory_budget (the oldest, to keep the retired states within a quarter of the state budget). A group whose state was dropped restarts its corrected counters when it returns",
+            self.retired_dropped.clone(),
         );
     }
 
@@ -77,6 +89,15 @@ impl MemoryMetrics {
                 .set(to_i64(bytes));
         }
         self.retired_groups.set(to_i64(now.retired_groups));
+        for (reason, n) in ["expired", "memory_budget"]
+            .into_iter()
+            .zip(now.retired_dropped)
+        {
+            self.retired_dropped
+                .get_or_create(&[("reason", reason)])
+                .inner()
+                .store(n, Ordering::Relaxed);
+        }
     }
 }
 
