@@ -4,6 +4,7 @@
 # summary (RSS first/last/max and slope, rejections, achieved rate). docs/RELIABILITY.md, "Soak".
 #
 #   scripts/soak.sh [minutes] [rate]
+#   SOAK_PROFILE=attack scripts/soak.sh [minutes]
 #
 #   minutes  how long the load runs (default 2; the recorded soak is 30)
 #   rate     samples per second (default 800000: about half of the 1.56 M samples/s that this
@@ -15,6 +16,12 @@
 # fleet is rate × interval / 358 engines; a shorter interval keeps a high rate under the default
 # limits.max_active_series of 100 000 rule-input series, 51 per engine).
 #
+# SOAK_PROFILE=attack replaces the steady fleet with examples/soak_attack.rs: churning engines,
+# label-heavy groups, an RW 2.0 flood of unused series, slow bodies and slow readers at once, beside
+# one well-behaved engine; the summary then says PASS when the receiver's peak RSS stayed within
+# 1.2 × limits.max_memory_bytes and the well-behaved engine's writes all succeeded, FAIL otherwise
+# (exit status 1).
+#
 # Everything it starts is stopped by process id when it ends, fails or is interrupted; the load
 # generator stops by itself after `minutes`. Exit status 0 when the run completed (the summary
 # says whether RSS stayed flat; judging it is the reader's job).
@@ -25,6 +32,10 @@ rate="${2:-800000}"
 port="${SOAK_PORT:-19710}"
 connections="${SOAK_CONNECTIONS:-4}"
 scrape_interval="${SOAK_SCRAPE_INTERVAL:-500ms}"
+profile="${SOAK_PROFILE:-steady}"
+case "$profile" in steady | attack) ;; *) echo "SOAK_PROFILE must be steady or attack" >&2; exit 2 ;; esac
+example=soak_load
+[ "$profile" = attack ] && example=soak_attack
 interval=10
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${SOAK_OUT:-$root/target/soak/$(date -u +%Y%m%dT%H%M%SZ)}"
@@ -34,7 +45,7 @@ summary="$out/summary.txt"
 
 cd "$root"
 echo "building release binary and load generator..." >&2
-cargo build --release --quiet --bin vllm-corrector --example soak_load
+cargo build --release --quiet --bin vllm-corrector --example "$example"
 
 receiver_pid=""
 load_pid=""
@@ -67,7 +78,8 @@ sample() {
   hwm="$(awk '/^VmHWM:/ {print $2}' <<<"$status")"
   # utime and stime are fields 14 and 15 of /proc/<pid>/stat (after the parenthesised name).
   cpu="$(awk -v t="$clk_tck" '{sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$receiver_pid/stat")"
-  metrics="$(curl -fsS "http://127.0.0.1:$port/metrics")"
+  # Under attack a scrape may be refused (503) or slow: the row keeps its RSS, counters read 0.
+  metrics="$(curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" || true)"
   awk -v e="$elapsed" -v rss="$rss" -v hwm="$hwm" -v cpu="$cpu" '
     /^vllm_corrector_samples_received_total / {rec=$2}
     /^vllm_corrector_samples_applied_total / {app=$2}
@@ -84,12 +96,19 @@ sample() {
 echo "elapsed_s,rss_kb,rss_peak_kb,cpu_s,samples_received,samples_applied,samples_rejected,rejected_not_benign,requests_limited,writes_2xx,writes_4xx_5xx,active_series,active_groups" >"$csv"
 sample 0 >>"$csv"
 
-cargo run --release --quiet --example soak_load -- \
-  --url "http://127.0.0.1:$port/api/v1/write" --rate "$rate" --duration "${minutes}m" \
-  --scrape-interval "$scrape_interval" \
-  --connections "$connections" >"$out/load.log" 2>&1 &
-load_pid=$!
-echo "soak: ${minutes} min at ${rate} samples/s on 127.0.0.1:$port, receiver pid $receiver_pid; CSV $csv" >&2
+if [ "$profile" = attack ]; then
+  target/release/examples/soak_attack --addr "127.0.0.1:$port" --duration "${minutes}m" \
+    >"$out/load.log" 2>&1 &
+  load_pid=$!
+  echo "soak: ${minutes} min of attacks on 127.0.0.1:$port, receiver pid $receiver_pid; CSV $csv" >&2
+else
+  target/release/examples/soak_load \
+    --url "http://127.0.0.1:$port/api/v1/write" --rate "$rate" --duration "${minutes}m" \
+    --scrape-interval "$scrape_interval" \
+    --connections "$connections" >"$out/load.log" 2>&1 &
+  load_pid=$!
+  echo "soak: ${minutes} min at ${rate} samples/s on 127.0.0.1:$port, receiver pid $receiver_pid; CSV $csv" >&2
+fi
 
 start=$(date +%s)
 next=$((start + interval))
@@ -109,7 +128,11 @@ sample $(( $(date +%s) - start )) >>"$csv"
 # Summary. The RSS slope is a least-squares fit over the rows after the first minute of load
 # (warm-up: the fleet's series and buffers are allocated in the first scrapes).
 {
-  echo "soak: ${minutes} min at ${rate} samples/s, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  if [ "$profile" = attack ]; then
+    echo "soak (attack): ${minutes} min, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git rev-parse --short HEAD)"
+  else
+    echo "soak: ${minutes} min at ${rate} samples/s, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  fi
   grep -h '^PLAN\|^RESULT' "$out/load.log" || true
   awk -F, 'NR == 1 {next}
     { n++; t[n]=$1; r[n]=$2; if ($2 > max) max=$2; last=$0; lr=$2; lc=$4; rec=$5; app=$6; rej=$7; bad=$8; lim=$9; err=$11; ser=$12; grp=$13 }
@@ -123,3 +146,18 @@ sample $(( $(date +%s) - start )) >>"$csv"
     }' "$csv"
 } | tee "$summary"
 echo "files: $out" >&2
+
+if [ "$profile" = attack ]; then
+  budget="$(curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" |
+    awk '/^vllm_corrector_memory_budget_bytes\{budget="total"\}/ {printf "%d", $2}')"
+  peak_kb="$(awk -F, 'NR > 1 && $3 > m {m = $3} END {print m + 0}' "$csv")"
+  steady_bad="$(grep -o 'steady_4xx=[0-9]* steady_5xx=[0-9]* steady_transport=[0-9]*' "$out/load.log" |
+    tr ' ' '\n' | awk -F= '{s += $2} END {print s + 0}')"
+  verdict=PASS
+  if [ -z "$budget" ] || [ $((peak_kb * 1024 * 10)) -gt $((budget * 12)) ] || [ "$steady_bad" -ne 0 ]; then
+    verdict=FAIL
+  fi
+  echo "$verdict: peak RSS $((peak_kb / 1024)) MiB, limit 1.2 × max_memory_bytes = $((${budget:-0} * 12 / 10 / 1048576)) MiB; well-behaved writes failed: $steady_bad" |
+    tee -a "$summary"
+  [ "$verdict" = PASS ] || exit 1
+fi
