@@ -13,13 +13,13 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use super::Family;
-use super::classify::RoleKey;
+use super::classify::{Input, RoleKey};
 use super::completeness;
 use super::hold::Hold;
 use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
-use super::rules::{Evaluation, Plan};
+use super::rules::{Evaluation, Plan, Unplanned};
 use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
@@ -48,7 +48,7 @@ struct Role {
 struct Slot {
     /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
     /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
-    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
+    plan: Option<Result<Box<(Plan, PlanRoles)>, Unplanned>>,
     /// Shared with the hold (it is what was served) and with `/metrics` snapshots taken since
     /// ([`Group::shared_output`]): each evaluation replaces it, never mutates it.
     output: Option<Arc<DerivedValue>>,
@@ -170,7 +170,7 @@ fn plan_of<'s>(
     slots: &'s mut [Slot; FAMILIES],
     roles: &[Role],
     family: Family,
-) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
+) -> Result<&'s (Plan, PlanRoles), Unplanned> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
         (family.spec().plan)(&learned(roles)).map(|p| {
@@ -311,14 +311,58 @@ impl Group {
             return Some(reason);
         }
         let unplanned = match &slot.plan {
-            Some(plan) => plan.as_ref().err().copied(),
-            None => (family.spec().plan)(&self.learned()).err(),
+            Some(plan) => plan.as_ref().err().map(|u| u.reason),
+            None => (family.spec().plan)(&self.learned())
+                .err()
+                .map(|u| u.reason),
         };
         match unplanned {
             Some(reason) => Some(reason),
             None if self.settling => Some(WithheldReason::Settling),
             None => Some(WithheldReason::Incomplete),
         }
+    }
+
+    /// The input series whose absence withholds `family` ([`WithheldReason::MissingInput`]), or
+    /// degrades it ([`Group::degraded`]), named as vLLM exposes it. `None` otherwise.
+    pub(crate) fn missing_input(&self, family: Family) -> Option<&'static str> {
+        if self.degraded(family) {
+            return Some(crate::rules::input_name(Input::AcceptedPerPos));
+        }
+        if self.slots[family.index()].output.is_some() {
+            return None;
+        }
+        let unplanned = match &self.slots[family.index()].plan {
+            Some(plan) => plan.as_ref().err().copied(),
+            None => (family.spec().plan)(&self.learned()).err(),
+        };
+        unplanned
+            .and_then(|u| u.missing)
+            .map(crate::rules::input_name)
+    }
+
+    /// True when `family` is served in a degraded mode: the acceptance-corrected buckets of a
+    /// group that runs speculative decoding (it sends the drafts or accepted-tokens counter) without
+    /// a contiguous `vllm:spec_decode_num_accepted_tokens_per_pos_total`, so every output of an
+    /// interval gets the one mean weight (up to 38 % off per docs/ACCURACY.md) instead of the
+    /// per-position split. Without speculative decoding the mean weight is exact, and nothing is
+    /// degraded.
+    pub(crate) fn degraded(&self, family: Family) -> bool {
+        let slot = &self.slots[family.index()];
+        if !matches!(family.spec().evaluation, Evaluation::AcceptanceBuckets)
+            || slot.output.is_none()
+        {
+            return false;
+        }
+        let per_position = match &slot.plan {
+            Some(Ok(plan)) => !plan.0.series.is_empty(),
+            _ => !crate::rules::per_pos(&self.learned()).is_empty(),
+        };
+        let speculative = self
+            .roles
+            .iter()
+            .any(|r| !r.stale && matches!(r.key.input, Input::Accepted | Input::Drafts));
+        speculative && !per_position
     }
 
     /// True when the learned role set cannot come from any vLLM version
@@ -491,7 +535,7 @@ impl Group {
         learned(&self.roles)
     }
 
-    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), WithheldReason> {
+    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), Unplanned> {
         plan_of(&mut self.slots, &self.roles, family)
     }
 
