@@ -13,7 +13,7 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use super::Family;
-use super::classify::{Input, RoleKey};
+use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
 use super::observe::GroupLabels;
@@ -24,6 +24,7 @@ use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
 mod frame;
+mod status;
 
 use acceptance::AcceptanceState;
 use frame::{Frame, MASK_ROLES, PlanRoles};
@@ -321,48 +322,6 @@ impl Group {
             None if self.settling => Some(WithheldReason::Settling),
             None => Some(WithheldReason::Incomplete),
         }
-    }
-
-    /// The input series whose absence withholds `family` ([`WithheldReason::MissingInput`]), or
-    /// degrades it ([`Group::degraded`]), named as vLLM exposes it. `None` otherwise.
-    pub(crate) fn missing_input(&self, family: Family) -> Option<&'static str> {
-        if self.degraded(family) {
-            return Some(crate::rules::input_name(Input::AcceptedPerPos));
-        }
-        if self.slots[family.index()].output.is_some() {
-            return None;
-        }
-        let unplanned = match &self.slots[family.index()].plan {
-            Some(plan) => plan.as_ref().err().copied(),
-            None => (family.spec().plan)(&self.learned()).err(),
-        };
-        unplanned
-            .and_then(|u| u.missing)
-            .map(crate::rules::input_name)
-    }
-
-    /// True when `family` is served in a degraded mode: the acceptance-corrected buckets of a
-    /// group that runs speculative decoding (it sends the drafts or accepted-tokens counter) without
-    /// a contiguous `vllm:spec_decode_num_accepted_tokens_per_pos_total`, so every output of an
-    /// interval gets the one mean weight (up to 38 % off per docs/ACCURACY.md) instead of the
-    /// per-position split. Without speculative decoding the mean weight is exact, and nothing is
-    /// degraded.
-    pub(crate) fn degraded(&self, family: Family) -> bool {
-        let slot = &self.slots[family.index()];
-        if !matches!(family.spec().evaluation, Evaluation::AcceptanceBuckets)
-            || slot.output.is_none()
-        {
-            return false;
-        }
-        let per_position = match &slot.plan {
-            Some(Ok(plan)) => !plan.0.series.is_empty(),
-            _ => !crate::rules::per_pos(&self.learned()).is_empty(),
-        };
-        let speculative = self
-            .roles
-            .iter()
-            .any(|r| !r.stale && matches!(r.key.input, Input::Accepted | Input::Drafts));
-        speculative && !per_position
     }
 
     /// True when the learned role set cannot come from any vLLM version
