@@ -29,6 +29,7 @@ mod auth_e2e;
 mod auth_flood;
 mod auth_tls;
 mod cli;
+mod family_info;
 mod fuzz_seeds;
 mod legacy_itl;
 mod prometheus_e2e;

@@ -91,6 +91,18 @@ impl RejectReason {
         }
     }
 
+    /// The configuration field of the limit behind this reason, for a reason that is a limit the
+    /// engine enforces on new series: `limits.max_active_series` ([`RejectReason::ActiveSeriesLimit`])
+    /// or `limits.max_memory_bytes` ([`RejectReason::MemoryBudget`]: the engine's state share of
+    /// the memory budget, [`EngineConfig::max_state_bytes`]). `None` for every other reason.
+    pub fn limit_name(self) -> Option<&'static str> {
+        match self {
+            RejectReason::ActiveSeriesLimit => Some("limits.max_active_series"),
+            RejectReason::MemoryBudget => Some("limits.max_memory_bytes"),
+            _ => None,
+        }
+    }
+
     /// Index into [`IngestReport::rejected`]: the reason's position in [`RejectReason::ALL`].
     ///
     /// Checked at compile time: the match is exhaustive, so a new variant does not compile until
@@ -292,6 +304,18 @@ impl Family {
         self.spec().kind
     }
 
+    /// The reasons this family can be withheld for: [`WithheldReason`]'s common ones (a
+    /// missing input, an incomplete frame, settling, a limit) and its rule's own
+    /// (`no_le_1_bound`, `inconsistent_inputs`), in [`WithheldReason::ALL`] order. The
+    /// `(family, reason)` pairs of `vllm_corrector_groups_withheld` are these, never others.
+    pub fn withheld_reasons(self) -> Vec<WithheldReason> {
+        let own = self.spec().withholds;
+        WithheldReason::ALL
+            .into_iter()
+            .filter(|r| WithheldReason::COMMON.contains(r) || own.contains(r))
+            .collect()
+    }
+
     /// Index into per-family arrays (`[_; FAMILIES]`).
     pub const fn index(self) -> usize {
         self.0 as usize
@@ -361,6 +385,9 @@ pub struct EngineStats {
     pub groups_removed_stale: u64,
     /// Groups removed by the idle timeout, since start.
     pub groups_removed_idle: u64,
+    /// Groups removed because they missed `engine.missed_scrapes` of their scrapes, since start
+    /// (`vllm_corrector_groups_removed_total{reason="missed_scrapes"}`, the word the log uses).
+    pub groups_removed_missed_scrapes: u64,
     /// Groups evicted at `max_active_series` because they can feed no family, since start.
     pub groups_removed_evicted: u64,
     /// Counter resets seen in any input, since start.

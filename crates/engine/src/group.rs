@@ -19,11 +19,12 @@ use super::hold::Hold;
 use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
-use super::rules::{Evaluation, Plan};
+use super::rules::{Evaluation, Plan, Unplanned};
 use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
 mod frame;
+mod status;
 
 use acceptance::AcceptanceState;
 use frame::{Frame, MASK_ROLES, PlanRoles};
@@ -48,7 +49,7 @@ struct Role {
 struct Slot {
     /// Boxed: most groups of a cardinality flood never plan a family, and an inline plan would
     /// make every group 4 × 144 bytes larger (`docs/PERFORMANCE.md`, "Memory per group").
-    plan: Option<Result<Box<(Plan, PlanRoles)>, WithheldReason>>,
+    plan: Option<Result<Box<(Plan, PlanRoles)>, Unplanned>>,
     /// Shared with the hold (it is what was served) and with `/metrics` snapshots taken since
     /// ([`Group::shared_output`]): each evaluation replaces it, never mutates it.
     output: Option<Arc<DerivedValue>>,
@@ -170,7 +171,7 @@ fn plan_of<'s>(
     slots: &'s mut [Slot; FAMILIES],
     roles: &[Role],
     family: Family,
-) -> Result<&'s (Plan, PlanRoles), WithheldReason> {
+) -> Result<&'s (Plan, PlanRoles), Unplanned> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
         (family.spec().plan)(&learned(roles)).map(|p| {
@@ -311,8 +312,10 @@ impl Group {
             return Some(reason);
         }
         let unplanned = match &slot.plan {
-            Some(plan) => plan.as_ref().err().copied(),
-            None => (family.spec().plan)(&self.learned()).err(),
+            Some(plan) => plan.as_ref().err().map(|u| u.reason),
+            None => (family.spec().plan)(&self.learned())
+                .err()
+                .map(|u| u.reason),
         };
         match unplanned {
             Some(reason) => Some(reason),
@@ -491,7 +494,7 @@ impl Group {
         learned(&self.roles)
     }
 
-    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), WithheldReason> {
+    fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), Unplanned> {
         plan_of(&mut self.slots, &self.roles, family)
     }
 

@@ -40,6 +40,8 @@ mod distribution_tests;
 #[cfg(test)]
 mod evict_tests;
 #[cfg(test)]
+mod family_status_tests;
+#[cfg(test)]
 mod frame_tests;
 #[cfg(test)]
 mod hold_tests;

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::Family;
+use super::api::RejectReason;
 use super::rules::FAMILIES;
 use super::values::{DerivedValue, WithheldReason};
 
@@ -36,13 +37,51 @@ impl GroupOutputs {
     }
 }
 
-/// One family of one group as the status page shows it.
+/// One family of one group as the status page, the API, the log and
+/// `vllm_corrector_family_info` show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FamilyStatus {
     /// The family (its corrected metric name is [`Family::name`]).
     pub family: Family,
     /// `None` when the family is served on `/metrics`, else why it is withheld.
     pub withheld: Option<WithheldReason>,
+    /// Served, but in a degraded mode: the acceptance-corrected buckets of a group with
+    /// speculative decoding and no per-position accepted-tokens series, one mean weight per
+    /// interval (docs/ACCURACY.md).
+    pub degraded: bool,
+    /// The input series whose absence withholds ([`WithheldReason::MissingInput`]) or degrades
+    /// the family, as vLLM names it (with the label a rule selects on).
+    pub missing_input: Option<&'static str>,
+    /// The limit that refused the group's new series, as its configuration field
+    /// ([`RejectReason::limit_name`]), when the family is withheld for [`WithheldReason::Limit`].
+    pub limit: Option<&'static str>,
+}
+
+impl FamilyStatus {
+    /// `served`, `withheld` or `degraded`: the `state` of `vllm_corrector_family_info` and of the
+    /// API.
+    pub fn state(&self) -> &'static str {
+        match (self.withheld, self.degraded) {
+            (Some(_), _) => "withheld",
+            (None, true) => "degraded",
+            (None, false) => "served",
+        }
+    }
+
+    /// Why the family is withheld or degraded (a [`WithheldReason::as_str`]; `missing_input` for
+    /// a degraded family), `None` when it is served in full.
+    pub fn reason(&self) -> Option<&'static str> {
+        match (self.withheld, self.degraded) {
+            (Some(r), _) => Some(r.as_str()),
+            (None, true) => Some(WithheldReason::MissingInput.as_str()),
+            (None, false) => None,
+        }
+    }
+
+    /// What the reason is about: the missing input series, or the limit's configuration field.
+    pub fn detail(&self) -> Option<&'static str> {
+        self.missing_input.or(self.limit)
+    }
 }
 
 /// A read-only copy of one group's state, built by [`super::Engine::snapshot`].
@@ -66,8 +105,17 @@ pub struct GroupSnapshot {
     /// Counter resets seen in the group's inputs since the group appeared.
     pub counter_resets: u64,
     /// The group's set of input series can come from no vLLM version, and stayed so over more
-    /// than one scrape (`vllm_corrector_groups_incomplete`).
+    /// than one scrape (`vllm_corrector_groups_incomplete`), and no limit refused its series
+    /// meanwhile (then `limited` says so instead).
     pub incomplete: bool,
+    /// The limit (its configuration field, [`RejectReason::limit_name`]) that refused a new series
+    /// of the group within its last two scrape intervals (at least 30 s), if any.
+    pub limited: Option<&'static str>,
+    /// Samples of the group refused as `duplicate_sample` and as `out_of_order` over the last one
+    /// to two minutes of receive time before the group's newest sample ([`RecentRejects`]). Both
+    /// steady and non-zero: two senders with the same labels (an HA pair of Prometheus servers
+    /// with the same external labels writing one corrector); a single burst: a resent batch.
+    pub recent_rejects: [u64; 2],
 }
 
 /// Why a group left `/metrics`.
@@ -78,7 +126,8 @@ pub enum RemovalReason {
     /// No sample for `engine.idle_timeout`.
     Idle,
     /// No new sample for `engine.missed_scrapes` of its own scrape intervals (and at least
-    /// `engine.missed_scrapes_min_wait`). Counted as `idle` in `vllm_corrector_groups_removed_total`.
+    /// `engine.missed_scrapes_min_wait`). Counted as `missed_scrapes` in
+    /// `vllm_corrector_groups_removed_total`, the word the log line uses.
     MissedScrapes,
 }
 
@@ -102,17 +151,15 @@ pub enum EngineEvent {
         labels: GroupLabels,
         /// The families served.
         served: Vec<Family>,
-        /// The families withheld, and why.
-        withheld: Vec<(Family, WithheldReason)>,
+        /// The families withheld, and why (with the missing input or the limit).
+        withheld: Vec<FamilyStatus>,
     },
     /// A family the group served is withheld now.
     FamilyWithheld {
         /// Group labels.
         labels: GroupLabels,
-        /// The family.
-        family: Family,
-        /// Why.
-        reason: WithheldReason,
+        /// The family, why it is withheld, and the missing input or the limit.
+        status: FamilyStatus,
     },
     /// A family the group had withheld since its first complete scrape is served again.
     FamilyServed {
@@ -138,6 +185,15 @@ pub enum EngineEvent {
     GroupIncomplete {
         /// Group labels.
         labels: GroupLabels,
+    },
+    /// A limit refused a new series of the group, so it holds only some of its series (a logged
+    /// warning naming the limit). Reported once until no refusal happened for two of the group's
+    /// scrape intervals (at least 30 s); reported instead of [`EngineEvent::GroupIncomplete`].
+    GroupLimited {
+        /// Group labels.
+        labels: GroupLabels,
+        /// The limit's configuration field ([`RejectReason::limit_name`]).
+        limit: &'static str,
     },
 }
 
@@ -186,6 +242,59 @@ pub(crate) struct GroupMeta {
     pub(crate) incomplete_reported: bool,
     /// Queued in the engine's list of groups to check at the next `take_events`.
     pub(crate) touched: bool,
+    /// The newest refusal of a new series of the group by a limit: why, and when (receive wall
+    /// clock, ms).
+    pub(crate) limited: Option<(RejectReason, i64)>,
+    /// The [`EngineEvent::GroupLimited`] warning was reported (cleared once the refusals stop).
+    pub(crate) limit_reported: bool,
+    /// Duplicate and out-of-order samples of the group, per minute.
+    pub(crate) rejects: RecentRejects,
+}
+
+/// Least time a limit's refusal stays current after it happened ([`GroupMeta::limited_at`]), ms.
+pub(crate) const LIMITED_MIN_MS: i64 = 30_000;
+
+/// A group's samples refused as duplicates (`[0]`) and out of order (`[1]`), counted per minute
+/// of receive wall clock: the minute of the newest such sample and the one before it. Constant
+/// size per group.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RecentRejects {
+    /// The receive minute (ms / 60 000) `current` counts.
+    minute: i64,
+    current: [u64; 2],
+    previous: [u64; 2],
+}
+
+impl RecentRejects {
+    /// Adds `n` rejects of kind `kind` (0 duplicate, 1 out of order) received at `now_ms`.
+    pub(crate) fn record(&mut self, kind: usize, n: u64, now_ms: i64) {
+        let minute = now_ms.div_euclid(60_000);
+        if minute != self.minute {
+            self.previous = if minute == self.minute + 1 {
+                self.current
+            } else {
+                [0; 2]
+            };
+            self.current = [0; 2];
+            self.minute = minute;
+        }
+        self.current[kind] += n;
+    }
+
+    /// The rejects of the minute of `at_ms` and the one before it (receive wall clock, ms).
+    pub(crate) fn recent(&self, at_ms: i64) -> [u64; 2] {
+        let minute = at_ms.div_euclid(60_000);
+        if minute == self.minute {
+            [
+                self.current[0] + self.previous[0],
+                self.current[1] + self.previous[1],
+            ]
+        } else if minute == self.minute + 1 {
+            self.current
+        } else {
+            [0; 2]
+        }
+    }
 }
 
 impl GroupMeta {
@@ -199,7 +308,22 @@ impl GroupMeta {
             first_complete: false,
             incomplete_reported: false,
             touched: false,
+            limited: None,
+            limit_reported: false,
+            rejects: RecentRejects::default(),
         }
+    }
+
+    /// The limit that refused a new series of the group within two of its scrape intervals (at
+    /// least [`LIMITED_MIN_MS`]) before `at_ms` (receive wall clock, the group's newest sample).
+    pub(crate) fn limited_at(&self, at_ms: i64) -> Option<RejectReason> {
+        let (reason, when) = self.limited?;
+        let window = self
+            .interval_ms
+            .unwrap_or(0)
+            .saturating_mul(2)
+            .max(LIMITED_MIN_MS);
+        (at_ms.saturating_sub(when) <= window).then_some(reason)
     }
 
     /// Records that samples up to `newest` (ms) were applied at receive time `now_ms`.

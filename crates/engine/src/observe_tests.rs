@@ -146,10 +146,16 @@ fn family_withheld_and_served_again_are_reported_once_each() {
             events = engine.take_events();
         }
     }
+    // The event names the series that went missing: the one this test stopped sending.
     let withheld = EngineEvent::FamilyWithheld {
         labels: labels_of("0").into(),
-        family: Family::IterationTokensLocalCompute,
-        reason: WithheldReason::MissingInput,
+        status: FamilyStatus {
+            family: Family::IterationTokensLocalCompute,
+            withheld: Some(WithheldReason::MissingInput),
+            degraded: false,
+            missing_input: Some("vllm:prompt_tokens_by_source_total{source=\"local_compute\"}"),
+            limit: None,
+        },
     };
     assert_eq!(events, [withheld]);
     // The next scrape carries the series again: the family is back, reported once.
@@ -275,7 +281,12 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
             reason: RemovalReason::MissedScrapes
         }]
     );
-    assert_eq!(engine.stats().groups_removed_idle, 1);
+    assert_eq!(engine.stats().groups_removed_missed_scrapes, 1);
+    assert_eq!(
+        engine.stats().groups_removed_idle,
+        0,
+        "missed scrapes, not idle: one word"
+    );
     assert_eq!(engine.stats().groups, 0);
 }
 

@@ -81,6 +81,8 @@ pub struct Engine {
     output_resets: [u64; FAMILIES],
     removed_stale: u64,
     removed_idle: u64,
+    /// Groups removed for missing `engine.missed_scrapes` of their scrapes.
+    removed_missed_scrapes: u64,
     /// Groups evicted to make room at `max_active_series` ([`evict`]).
     removed_evicted: u64,
     /// Eviction candidates `(slot, generation)` from the last scan, checked again when popped.
@@ -122,6 +124,7 @@ impl Engine {
             output_resets: [0; FAMILIES],
             removed_stale: 0,
             removed_idle: 0,
+            removed_missed_scrapes: 0,
             removed_evicted: 0,
             evictable: Vec::new(),
             evictable_scanned_ms: None,

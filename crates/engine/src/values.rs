@@ -155,16 +155,32 @@ pub enum WithheldReason {
     Settling,
     /// The inputs contradict each other (for example more n ≤ 1 requests than TPOT requests).
     InconsistentInputs,
+    /// A series of the group was refused by a limit (`limits.max_active_series` or the memory
+    /// budget, [`crate::RejectReason::limit_name`]) within the group's last two scrape intervals (at
+    /// least 30 s), and the family lacks an input or a complete frame: the group is incomplete
+    /// because the corrector refused its new series, not because of sharding. Reported instead
+    /// of `missing_input` and `incomplete` while it lasts.
+    Limit,
 }
 
 impl WithheldReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [WithheldReason; 5] = [
+    pub const ALL: [WithheldReason; 6] = [
         WithheldReason::MissingInput,
         WithheldReason::NoLeOneBound,
         WithheldReason::Incomplete,
         WithheldReason::Settling,
         WithheldReason::InconsistentInputs,
+        WithheldReason::Limit,
+    ];
+
+    /// The reasons any family can give, whatever its rule: a missing input, an incomplete
+    /// frame, settling, and a limit. A rule adds its own ([`crate::Family::withheld_reasons`]).
+    pub(crate) const COMMON: [WithheldReason; 4] = [
+        WithheldReason::MissingInput,
+        WithheldReason::Incomplete,
+        WithheldReason::Settling,
+        WithheldReason::Limit,
     ];
 
     /// The `reason` label value.
@@ -175,6 +191,7 @@ impl WithheldReason {
             WithheldReason::Incomplete => "incomplete",
             WithheldReason::Settling => "settling",
             WithheldReason::InconsistentInputs => "inconsistent_inputs",
+            WithheldReason::Limit => "limit",
         }
     }
 }

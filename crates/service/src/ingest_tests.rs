@@ -460,3 +460,36 @@ fn label_references_by_the_thousand_are_refused_whole_past_the_memory_allowance(
     );
     assert_eq!(receiver.engine().stats().groups, 0);
 }
+
+#[test]
+fn a_series_refused_by_the_memory_budget_is_a_series_rejection_naming_the_budget() {
+    // No room for even one group: the first new series is refused as memory_budget, and the
+    // request's answer (400) names the limit, as it does for max_active_series.
+    let receiver = Receiver::new(EngineConfig {
+        max_state_bytes: 1,
+        ..EngineConfig::default()
+    });
+    let mut b = RequestV2Builder::new();
+    push(
+        &mut b,
+        &[
+            ("__name__", "vllm:generation_tokens_total"),
+            ("engine", "0"),
+        ],
+        vec![sample(1.0, 1_000)],
+        vec![],
+    );
+    let refused = receiver.receive_raw(Version::V2, &b.build().encode_to_vec(), 0);
+    assert_eq!(
+        refused.report.rejected[RejectReason::MemoryBudget.index()],
+        1
+    );
+    let rejection = invalid(&refused).map(|i| i.3);
+    assert_eq!(rejection, Some(SeriesRejection::MemoryBudget));
+    assert!(
+        rejection
+            .unwrap()
+            .to_string()
+            .starts_with("limits.max_memory_bytes:")
+    );
+}

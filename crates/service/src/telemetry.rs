@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use engine::{EngineStats, Family, IngestReport, RejectReason, WithheldReason};
+use engine::{EngineStats, Family, IngestReport, RejectReason};
 use protocol::{MetadataDropReason, MetadataDropped};
 
 pub(crate) mod connections;
@@ -113,8 +113,9 @@ impl SelfMetrics {
     /// Creates and registers every self-metric. Every `reason` of
     /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and of
     /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
-    /// `(family, reason)` pair of `vllm_corrector_groups_withheld` is pre-registered at 0, so a
-    /// rate or an alert on them works before the first occurrence.
+    /// `(family, reason)` pair of `vllm_corrector_groups_withheld` that can happen
+    /// ([`Family::withheld_reasons`]) is pre-registered at 0, so a rate or an alert on them works
+    /// before the first occurrence, and no always-zero pair is shown.
     pub(crate) fn new() -> Self {
         let m = SelfMetrics {
             registry: Registry::default(),
@@ -154,7 +155,7 @@ impl SelfMetrics {
                 .get_or_create(&[("reason", reason.as_str())]);
         }
         for family in Family::ALL {
-            for reason in WithheldReason::ALL {
+            for reason in family.withheld_reasons() {
                 let _ = m
                     .groups_withheld
                     .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
@@ -163,7 +164,7 @@ impl SelfMetrics {
         for family in Family::ALL {
             let _ = m.output_holds.get_or_create(&[("family", family.name())]);
         }
-        for reason in ["stale", "idle", "evicted"] {
+        for reason in ["stale", "idle", "missed_scrapes", "evicted"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
         let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
@@ -223,7 +224,7 @@ impl SelfMetrics {
         );
         r.register(
             "vllm_corrector_groups_withheld",
-            "Groups that currently withhold a corrected family, by family and reason",
+            "Groups that currently withhold a corrected family, by family and reason (only the pairs that can happen; per group: vllm_corrector_family_info)",
             m.groups_withheld.clone(),
         );
         r.register(
@@ -260,7 +261,7 @@ impl SelfMetrics {
         );
         r.register(
             "vllm_corrector_groups_removed",
-            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
+            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout), missed_scrapes (no new sample for engine.missed_scrapes of its scrape intervals) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
             m.groups_removed.clone(),
         );
         // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
@@ -322,7 +323,7 @@ impl SelfMetrics {
         self.groups_incomplete.set(to_i64(stats.groups_incomplete));
         self.metadata_families.set(to_i64(metadata_families));
         for family in Family::ALL {
-            for reason in WithheldReason::ALL {
+            for reason in family.withheld_reasons() {
                 let n: usize = stats
                     .withheld
                     .iter()
@@ -353,6 +354,12 @@ impl SelfMetrics {
         store(
             &self.groups_removed.get_or_create(&[("reason", "idle")]),
             stats.groups_removed_idle,
+        );
+        store(
+            &self
+                .groups_removed
+                .get_or_create(&[("reason", "missed_scrapes")]),
+            stats.groups_removed_missed_scrapes,
         );
         store(
             &self.groups_removed.get_or_create(&[("reason", "evicted")]),

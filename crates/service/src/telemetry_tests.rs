@@ -2,6 +2,7 @@
 //! and both text formats, read back as `/metrics` renders them.
 
 use super::*;
+use engine::WithheldReason;
 use protocol::LabelError;
 
 fn text_of(m: &SelfMetrics) -> String {
@@ -24,13 +25,46 @@ fn every_reject_reason_is_pre_registered_at_zero() {
         );
         assert!(has_line(&t, &line), "missing {line} in\n{t}");
     }
-    // Every family x every reason, all at 0.
-    assert_eq!(
-        t.lines()
-            .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
-            .count(),
-        engine::FAMILIES * WithheldReason::ALL.len()
-    );
+    // Only the pairs that can happen, all at 0: each of the 5 families can miss an input, lack a
+    // complete frame, settle or be limited (20); only canonical TPOT lacks a le="1" bound (1); all
+    // but local-compute iteration tokens (a sum of counters) refuse inconsistent inputs (4).
+    let withheld: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
+        .collect();
+    assert_eq!(withheld.len(), 25, "{withheld:#?}");
+    let line = |family: &str, reason: &str| {
+        format!(
+            "vllm_corrector_groups_withheld{{family=\"vllm_corrected_{family}\",reason=\"{reason}\"}} 0"
+        )
+    };
+    assert!(has_line(&t, &line("token_weighted_itl_seconds", "limit")));
+    assert!(!has_line(
+        &t,
+        &line("token_weighted_itl_seconds", "no_le_1_bound")
+    ));
+    assert!(!has_line(
+        &t,
+        &line("iteration_tokens_local_compute", "inconsistent_inputs")
+    ));
+}
+
+#[test]
+fn missed_scrapes_removals_are_counted_under_the_word_the_log_uses() {
+    let m = SelfMetrics::new();
+    let stats = EngineStats {
+        groups_removed_idle: 2,
+        groups_removed_missed_scrapes: 3,
+        ..EngineStats::default()
+    };
+    m.observe_engine(&stats, 0);
+    let t = text_of(&m);
+    for line in [
+        "vllm_corrector_groups_removed_total{reason=\"idle\"} 2",
+        "vllm_corrector_groups_removed_total{reason=\"missed_scrapes\"} 3",
+    ] {
+        assert!(has_line(&t, line), "missing {line} in\n{t}");
+    }
 }
 
 #[test]
@@ -87,6 +121,7 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         frames_dropped: 3,
         groups_removed_stale: 4,
         groups_removed_idle: 5,
+        groups_removed_missed_scrapes: 12,
         groups_removed_evicted: 10,
         counter_resets: 6,
         output_holds: {

@@ -5,7 +5,7 @@
 //! through the functions below (`crate::group`), and the arithmetic is in [`super::acceptance`].
 
 use super::acceptance::{Committed, ItlPoint};
-use super::{Evaluation, HistRoles, Plan, Spec, hist, itl_input, need, per_pos};
+use super::{Evaluation, HistRoles, Plan, Spec, Unplanned, itl_input, need, need_hist, per_pos};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -20,6 +20,7 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:time_to_first_token_seconds_count",
         "vllm:spec_decode_num_accepted_tokens_per_pos_total",
     ],
+    withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::AcceptanceBuckets,
 };
@@ -27,9 +28,9 @@ pub(super) const SPEC: Spec = Spec {
 /// Plan: the ITL histogram (new name, else the old one); scalars `[generation tokens, TTFT
 /// _count]`; series the accepted drafts per position 0..k − 1, or none (no speculative decoding,
 /// or a position missing), which shape the buckets, never the count.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
     Ok(Plan {
-        hist: Some(hist(learned, itl_input(learned)).ok_or(WithheldReason::MissingInput)?),
+        hist: Some(need_hist(learned, itl_input(learned))?),
         scalars: vec![
             need(learned, Input::GenTotal)?,
             need(learned, Input::TtftCount)?,

@@ -1,7 +1,7 @@
 //! Canonical TPOT (`docs/METRICS.md`, "Canonical TPOT"): the request TPOT histogram without the
 //! requests of at most one output token, which vLLM records as TPOT 0 in every bucket.
 
-use super::{Evaluation, Plan, Spec, find, hist};
+use super::{Evaluation, Plan, Spec, Unplanned, find, missing, need_hist};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -14,19 +14,23 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:request_time_per_output_token_seconds",
         "vllm:request_generation_tokens_bucket{le=\"1\"}",
     ],
+    withholds: &[
+        WithheldReason::NoLeOneBound,
+        WithheldReason::InconsistentInputs,
+    ],
     plan,
     evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: the request TPOT histogram; scalars `[generation_tokens_bucket{le="1"}]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    let tpot = hist(learned, Input::Tpot).ok_or(WithheldReason::MissingInput)?;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+    let tpot = need_hist(learned, Input::Tpot)?;
     let gen_le1 = match find(learned, Input::GenLe1) {
         Some(r) => r,
         None if find(learned, Input::GenCount).is_some() => {
-            return Err(WithheldReason::NoLeOneBound);
+            return Err(WithheldReason::NoLeOneBound.into());
         }
-        None => return Err(WithheldReason::MissingInput),
+        None => return Err(missing(Input::GenLe1)),
     };
     Ok(Plan {
         hist: Some(tpot),

@@ -2,7 +2,7 @@
 //! tokens an engine iteration computed here, without prompt tokens from the prefix cache or a KV
 //! transfer, which vLLM 0.16–0.22 count in `vllm:iteration_tokens_total`.
 
-use super::{Evaluation, Plan, Spec, need};
+use super::{Evaluation, Plan, Spec, Unplanned, need};
 use crate::classify::{Input, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -16,12 +16,13 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:generation_tokens_total",
         "vllm:iteration_tokens_total_count",
     ],
+    withholds: &[],
     plan,
     evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[prompt tokens {source="local_compute"}, generation tokens, iterations]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
     Ok(Plan {
         hist: None,
         scalars: vec![

@@ -44,6 +44,12 @@ pub(crate) struct Spec {
     /// (the classifier's table) by `every_spec_input_is_a_series_the_classifier_reads`.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) inputs: &'static [&'static str],
+    /// The reasons this rule withholds its family for beyond [`WithheldReason::COMMON`] (a
+    /// missing input, an incomplete frame, settling, a limit), which every family can give:
+    /// `no_le_1_bound` or `inconsistent_inputs` where its plan or evaluation returns them. The
+    /// self-metric `vllm_corrector_groups_withheld` shows only the pairs that can happen
+    /// (`only_the_withheld_reasons_a_rule_can_give_are_listed_for_its_family` checks them).
+    pub(crate) withholds: &'static [WithheldReason],
     /// Decides the plan. Called when the group's role set changes, never per sample.
     pub(crate) plan: Planner,
     /// How the value comes from the frames the plan reads.
@@ -53,9 +59,51 @@ pub(crate) struct Spec {
 /// Decides a family's plan from the group's learned (non-stale) roles, `(key, role index)`.
 ///
 /// # Errors
-/// [`WithheldReason::MissingInput`] when a required series was never seen, or a more specific
+/// [`WithheldReason::MissingInput`] naming the required series never seen, or a more specific
 /// reason (`no_le_1_bound`).
-pub(crate) type Planner = fn(&[(RoleKey, usize)]) -> Result<Plan, WithheldReason>;
+pub(crate) type Planner = fn(&[(RoleKey, usize)]) -> Result<Plan, Unplanned>;
+
+/// Why a family has no plan: the reason, and the input series it lacks when that is the reason
+/// (the name as vLLM exposes it, with the label a rule selects on: shown by `/status`, the API,
+/// the log and `vllm_corrector_family_info{detail}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unplanned {
+    /// Why.
+    pub(crate) reason: WithheldReason,
+    /// The series the plan lacks, for [`WithheldReason::MissingInput`] ([`input_name`] names
+    /// it). An input, not its name: a group caches one per family, and this keeps it 4 bytes.
+    pub(crate) missing: Option<Input>,
+}
+
+impl From<WithheldReason> for Unplanned {
+    fn from(reason: WithheldReason) -> Unplanned {
+        Unplanned {
+            reason,
+            missing: None,
+        }
+    }
+}
+
+/// [`WithheldReason::MissingInput`] for the series `input`.
+pub(crate) fn missing(input: Input) -> Unplanned {
+    Unplanned {
+        reason: WithheldReason::MissingInput,
+        missing: Some(input),
+    }
+}
+
+/// The series name of `input` as vLLM exposes it, with the label value a rule selects on where
+/// it selects one (`vllm:request_generation_tokens_bucket{le="1"}`).
+pub(crate) fn input_name(input: Input) -> &'static str {
+    match input {
+        Input::GenLe1 => "vllm:request_generation_tokens_bucket{le=\"1\"}",
+        Input::LocalCompute => "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
+        _ => crate::classify::READ_NAMES
+            .iter()
+            .find(|r| r.input == input)
+            .map_or("an input series", |r| r.name),
+    }
+}
 
 /// How a family's value comes from the frames its plan reads.
 #[derive(Debug, Clone, Copy)]
@@ -135,9 +183,29 @@ pub(crate) fn find(learned: &[(RoleKey, usize)], input: Input) -> Option<usize> 
         .map(|(_, r)| *r)
 }
 
-/// [`find`], or [`WithheldReason::MissingInput`].
-pub(crate) fn need(learned: &[(RoleKey, usize)], input: Input) -> Result<usize, WithheldReason> {
-    find(learned, input).ok_or(WithheldReason::MissingInput)
+/// [`find`], or [`WithheldReason::MissingInput`] naming `input`.
+pub(crate) fn need(learned: &[(RoleKey, usize)], input: Input) -> Result<usize, Unplanned> {
+    find(learned, input).ok_or_else(|| missing(input))
+}
+
+/// [`hist`], or [`WithheldReason::MissingInput`] naming the first part it lacks: the `+Inf`
+/// bucket (named by its `_bucket` series), `_sum` or `_count`.
+pub(crate) fn need_hist(
+    learned: &[(RoleKey, usize)],
+    make: fn(Part) -> Input,
+) -> Result<HistRoles, Unplanned> {
+    hist(learned, make).ok_or_else(|| {
+        let has_inf = learned
+            .iter()
+            .any(|(k, _)| k.input == make(Part::Bucket) && k.bound() == f64::INFINITY);
+        let lacking = [Part::Sum, Part::Count]
+            .into_iter()
+            .find(|p| find(learned, make(*p)).is_none());
+        match (has_inf, lacking) {
+            (false, _) | (true, None) => missing(make(Part::Bucket)),
+            (true, Some(part)) => missing(make(part)),
+        }
+    })
 }
 
 /// The histogram roles of `make(part)`, or `None` when `_sum`, `_count` or the `+Inf` bucket is missing.

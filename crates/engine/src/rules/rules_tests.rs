@@ -18,7 +18,7 @@ fn evaluate_stateless(
 
 /// The plan of `family` from `learned`.
 fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    (family.spec().plan)(learned)
+    (family.spec().plan)(learned).map_err(|u| u.reason)
 }
 
 /// A plan of a histogram and single roles.

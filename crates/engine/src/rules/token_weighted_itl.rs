@@ -1,7 +1,7 @@
 //! Token-weighted ITL (`docs/METRICS.md`, "Token-weighted ITL"): Σ ITL over the tokens emitted
 //! after each request's first output.
 
-use super::{Evaluation, Plan, Spec, find, itl_input, need, sum_count};
+use super::{Evaluation, Plan, Spec, Unplanned, itl_input, need, sum_count};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -15,14 +15,14 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:generation_tokens_total",
         "vllm:time_to_first_token_seconds_count",
     ],
+    withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[ITL _sum, generation tokens, TTFT _count]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    let itl_sum =
-        find(learned, itl_input(learned)(Part::Sum)).ok_or(WithheldReason::MissingInput)?;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+    let itl_sum = need(learned, itl_input(learned)(Part::Sum))?;
     Ok(Plan {
         hist: None,
         scalars: vec![

@@ -3,7 +3,7 @@
 //! the acceptance length as the client sees it, and exactly the factor by which the raw ITL mean
 //! overstates the time per token.
 
-use super::{Evaluation, Plan, Spec, find, itl_input, need};
+use super::{Evaluation, Plan, Spec, Unplanned, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
 use crate::values::{DerivedValue, FamilyKind, WithheldReason};
 
@@ -17,15 +17,15 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:time_to_first_token_seconds_count",
         "vllm:inter_token_latency_seconds_count",
     ],
+    withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::Frame(evaluate),
 };
 
 /// Plan: scalars `[generation tokens, TTFT _count, ITL _count]` (the ITL of the new name when
 /// the group has it, else the old one).
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    let itl_count =
-        find(learned, itl_input(learned)(Part::Count)).ok_or(WithheldReason::MissingInput)?;
+fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+    let itl_count = need(learned, itl_input(learned)(Part::Count))?;
     Ok(Plan {
         hist: None,
         scalars: vec![

@@ -114,6 +114,9 @@ impl Engine {
             };
             let bytes = self.role_bytes() + group;
             if let Err(reason) = self.make_room(existing, now_ms, bytes) {
+                if let Some(slot) = existing {
+                    self.mark_limited(slot, reason, now_ms);
+                }
                 return Route::Limited(reason);
             }
         }
@@ -150,12 +153,18 @@ impl Engine {
             .expect("routed to a live group");
         if let Some(reason) = no_room {
             report.reject(reason, samples.len() as u64);
+            meta.limited = Some((reason, now_ms));
+            if !meta.touched {
+                meta.touched = true;
+                self.touched.push((slot, generation));
+            }
             return None;
         }
         group.last_seen_ms = now_ms;
         let series_before = group.series();
         let mut newest = self.newest_sample_ms;
         let mut newest_here = None;
+        let (mut duplicates, mut out_of_order) = (0, 0);
         for sample in samples {
             if sample.value.is_nan() && !is_stale_marker(sample.value) {
                 report.reject(RejectReason::NanValue, 1);
@@ -180,8 +189,14 @@ impl Engine {
                         newest_here = newest_here.max(Some(sample.timestamp_ms));
                     }
                 }
-                Offer::Duplicate => report.reject(RejectReason::DuplicateSample, 1),
-                Offer::OutOfOrder => report.reject(RejectReason::OutOfOrder, 1),
+                Offer::Duplicate => {
+                    report.reject(RejectReason::DuplicateSample, 1);
+                    duplicates += 1;
+                }
+                Offer::OutOfOrder => {
+                    report.reject(RejectReason::OutOfOrder, 1);
+                    out_of_order += 1;
+                }
                 Offer::FrameEvicted => report.reject(RejectReason::FrameEvicted, 1),
             }
         }
@@ -200,6 +215,11 @@ impl Engine {
         }
         if let Some(ts) = newest_here {
             meta.applied(ts, now_ms);
+        }
+        for (kind, n) in [duplicates, out_of_order].into_iter().enumerate() {
+            if n > 0 {
+                meta.rejects.record(kind, n, now_ms);
+            }
         }
         if events.counter_resets > 0 {
             meta.counter_resets += events.counter_resets;
@@ -223,6 +243,19 @@ impl Engine {
         match role {
             RoleRef::At(position) => Some(position),
             RoleRef::Key(_) => None,
+        }
+    }
+
+    /// Records that a limit (`reason`) refused a new series of the group in `slot` at `now_ms`,
+    /// and queues the group for the next [`Engine::take_events`] (which reports it once).
+    fn mark_limited(&mut self, slot: u32, reason: RejectReason, now_ms: i64) {
+        let generation = self.slots[slot as usize].generation;
+        if let Some(Entry { meta, .. }) = self.slots[slot as usize].entry.as_mut() {
+            meta.limited = Some((reason, now_ms));
+            if !meta.touched {
+                meta.touched = true;
+                self.touched.push((slot, generation));
+            }
         }
     }
 

@@ -51,7 +51,12 @@ impl Engine {
                 .get(slot as usize)
                 .is_some_and(|s| s.generation == generation && s.entry.is_some())
         });
-        self.removed_idle += idle.len() as u64;
+        let missed = leaving
+            .iter()
+            .filter(|(_, r)| *r == RemovalReason::MissedScrapes)
+            .count();
+        self.removed_missed_scrapes += missed as u64;
+        self.removed_idle += (idle.len() - missed) as u64;
         idle.len()
     }
 }

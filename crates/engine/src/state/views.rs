@@ -7,6 +7,27 @@ use std::sync::Arc;
 use super::*;
 use crate::observe::GroupOutputs;
 
+/// How `group` (with its bookkeeping `meta`) shows `family`: served, degraded or withheld, with
+/// the missing input or the limit. A family that lacks an input or a complete frame while a limit
+/// refuses the group's new series is withheld for [`WithheldReason::Limit`], naming the limit.
+fn family_status(group: &Group, meta: &GroupMeta, family: Family) -> FamilyStatus {
+    let mut withheld = group.withheld(family);
+    let mut limit = None;
+    if let (Some(WithheldReason::MissingInput | WithheldReason::Incomplete), Some(reason)) =
+        (withheld, meta.limited_at(group.last_seen_ms))
+    {
+        withheld = Some(WithheldReason::Limit);
+        limit = reason.limit_name();
+    }
+    FamilyStatus {
+        family,
+        withheld,
+        degraded: withheld.is_none() && group.degraded(family),
+        missing_input: group.missing_input(family).filter(|_| limit.is_none()),
+        limit,
+    }
+}
+
 impl Engine {
     pub(super) fn live_groups(&self) -> impl Iterator<Item = &Group> {
         self.slots
@@ -90,18 +111,20 @@ impl Engine {
         self.slots
             .iter()
             .filter_map(|s| s.entry.as_ref())
-            .map(|Entry { group, meta, .. }| GroupSnapshot {
-                labels: Arc::clone(&group.labels),
-                families: Family::ALL.map(|family| FamilyStatus {
-                    family,
-                    withheld: group.withheld(family),
-                }),
-                last_sample_ms: meta.newest_ts,
-                last_received_ms: meta.last_new_ms,
-                scrape_interval_ms: meta.interval_ms,
-                input_series: group.active_series(),
-                counter_resets: meta.counter_resets,
-                incomplete: group.incomplete(),
+            .map(|Entry { group, meta, .. }| {
+                let limited = meta.limited_at(group.last_seen_ms);
+                GroupSnapshot {
+                    labels: Arc::clone(&group.labels),
+                    families: Family::ALL.map(|family| family_status(group, meta, family)),
+                    last_sample_ms: meta.newest_ts,
+                    last_received_ms: meta.last_new_ms,
+                    scrape_interval_ms: meta.interval_ms,
+                    input_series: group.active_series(),
+                    counter_resets: meta.counter_resets,
+                    incomplete: limited.is_none() && group.incomplete(),
+                    limited: limited.and_then(RejectReason::limit_name),
+                    recent_rejects: meta.rejects.recent(group.last_seen_ms),
+                }
             })
             .collect()
     }
@@ -132,7 +155,8 @@ impl Engine {
                             .collect(),
                         withheld: Family::ALL
                             .into_iter()
-                            .filter_map(|f| group.withheld(f).map(|r| (f, r)))
+                            .map(|f| family_status(group, meta, f))
+                            .filter(|f| f.withheld.is_some())
                             .collect(),
                     });
                 }
@@ -140,12 +164,11 @@ impl Engine {
                 for family in Family::ALL {
                     match (meta.served[family.index()], served[family.index()]) {
                         (true, false) => {
-                            let reason =
-                                group.withheld(family).unwrap_or(WithheldReason::Incomplete);
+                            let mut status = family_status(group, meta, family);
+                            status.withheld = status.withheld.or(Some(WithheldReason::Incomplete));
                             self.events.push(EngineEvent::FamilyWithheld {
                                 labels: group.labels.clone(),
-                                family,
-                                reason,
+                                status,
                             });
                         }
                         (false, true) => self.events.push(EngineEvent::FamilyServed {
@@ -157,7 +180,18 @@ impl Engine {
                 }
             }
             meta.served = served;
-            let incomplete = group.incomplete();
+            let limited = meta.limited_at(group.last_seen_ms);
+            match limited.and_then(RejectReason::limit_name) {
+                Some(limit) if !meta.limit_reported => {
+                    self.events.push(EngineEvent::GroupLimited {
+                        labels: group.labels.clone(),
+                        limit,
+                    });
+                }
+                _ => {}
+            }
+            meta.limit_reported = limited.is_some();
+            let incomplete = limited.is_none() && group.incomplete();
             if incomplete && !meta.incomplete_reported {
                 self.events.push(EngineEvent::GroupIncomplete {
                     labels: group.labels.clone(),
@@ -173,11 +207,18 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
         let (mut active_series, mut groups_incomplete) = (0, 0);
-        for group in self.live_groups() {
+        for Entry { group, meta, .. } in self.slots.iter().filter_map(|s| s.entry.as_ref()) {
             active_series += group.active_series();
-            groups_incomplete += usize::from(group.incomplete());
+            let limited = meta.limited_at(group.last_seen_ms).is_some();
+            groups_incomplete += usize::from(!limited && group.incomplete());
             for family in Family::ALL {
-                if let Some(reason) = group.withheld(family) {
+                let reason = match group.withheld(family) {
+                    Some(WithheldReason::MissingInput | WithheldReason::Incomplete) if limited => {
+                        Some(WithheldReason::Limit)
+                    }
+                    other => other,
+                };
+                if let Some(reason) = reason {
                     *withheld.entry((family, reason)).or_default() += 1;
                 }
             }
@@ -195,6 +236,7 @@ impl Engine {
             frames_dropped: self.frames_dropped,
             groups_removed_stale: self.removed_stale,
             groups_removed_idle: self.removed_idle,
+            groups_removed_missed_scrapes: self.removed_missed_scrapes,
             groups_removed_evicted: self.removed_evicted,
             counter_resets: self.counter_resets,
             output_holds: self.output_holds,

@@ -1,6 +1,8 @@
-//! Exposition: rendering derived families and self-metrics for `GET /metrics` ([`render`]). The
-//! reader of the text format is the `promtext` crate.
+//! Exposition: rendering derived families and self-metrics for `GET /metrics` ([`render`]), and
+//! the per-group, per-family `vllm_corrector_family_info` ([`info`]). The reader of the text
+//! format is the `promtext` crate.
 
+pub(crate) mod info;
 pub(crate) mod render;
 
 pub use render::Format;

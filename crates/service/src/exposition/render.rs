@@ -147,7 +147,7 @@ fn write_labels(out: &mut String, labels: &[(String, String)], le: Option<f64>) 
 }
 
 /// Writes `a="x",b="y"` (escaped values, no braces).
-fn write_label_pairs(out: &mut String, labels: &[(String, String)]) {
+pub(super) fn write_label_pairs(out: &mut String, labels: &[(String, String)]) {
     for (i, (name, value)) in labels.iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -197,7 +197,7 @@ fn escape_label_value(out: &mut String, value: &str) {
 }
 
 /// Escapes HELP text: `\` and newline in both formats, and `"` too in OpenMetrics.
-fn escape_help(out: &mut String, help: &str, format: Format) {
+pub(super) fn escape_help(out: &mut String, help: &str, format: Format) {
     for c in help.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

@@ -11,15 +11,16 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use engine::{EngineStats, GroupOutputs};
+use engine::{EngineStats, GroupOutputs, GroupSnapshot};
 
 use super::{AppState, negotiate};
-use crate::exposition::{Format, render};
+use crate::exposition::{Format, info, render};
 use crate::telemetry::SelfMetrics;
 use crate::telemetry::memory::MemoryUse;
 
 /// Renders the corrected families of every group (from the engine's snapshot: a scrape never
-/// computes rules), then the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
+/// computes rules), then `vllm_corrector_family_info` (one series per group and family), then
+/// the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
 /// (ending with `# EOF`) or text 0.0.4, as [`negotiate::metrics_format`] chooses from `Accept`.
 pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
@@ -41,6 +42,9 @@ pub fn render_all(state: &AppState, format: Format) -> String {
 pub struct MetricsSnapshot {
     /// Groups serving at least one family, in no particular order.
     groups: Vec<GroupOutputs>,
+    /// Every group's family states ([`engine::Engine::snapshot`]), for
+    /// `vllm_corrector_family_info`, in no particular order.
+    statuses: Vec<GroupSnapshot>,
     /// [`engine::Engine::stats`] at the same instant.
     stats: EngineStats,
     /// [`engine::Engine::metadata_families`] at the same instant.
@@ -54,7 +58,8 @@ pub struct MetricsSnapshot {
 impl MetricsSnapshot {
     /// Takes the engine lock, copies what a scrape shows, and releases it. The copy is O(groups ×
     /// families) pointer copies plus [`engine::Engine::stats`] (one pass over the groups and
-    /// their series): nothing is sorted or formatted, and no bucket is copied.
+    /// their series) and [`engine::Engine::snapshot`] (each family's state from its cached
+    /// plan): nothing is sorted or formatted, and no bucket is copied.
     pub fn take(state: &AppState) -> MetricsSnapshot {
         let (inflight, inflight_budget) = state.inflight_bytes();
         let total_budget = state.limits().max_memory_bytes;
@@ -62,6 +67,7 @@ impl MetricsSnapshot {
         let stats = engine.stats();
         MetricsSnapshot {
             groups: engine.outputs(),
+            statuses: engine.snapshot(),
             memory: MemoryUse {
                 state: stats.memory,
                 retired_groups: stats.retired_groups,
@@ -83,6 +89,7 @@ impl MetricsSnapshot {
     pub fn render(self, format: Format) -> String {
         let MetricsSnapshot {
             mut groups,
+            mut statuses,
             stats,
             metadata_families,
             memory,
@@ -92,6 +99,14 @@ impl MetricsSnapshot {
         let mut out = String::with_capacity(16 * 1024);
         render::render_groups(&mut out, &groups, format);
         drop(groups);
+        statuses.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+        let families: Vec<info::GroupFamilies<'_>> = statuses
+            .iter()
+            .map(|g| (&g.labels[..], &g.families[..]))
+            .collect();
+        info::render_family_info(&mut out, &families, format);
+        drop(families);
+        drop(statuses);
         metrics.observe_engine(&stats, metadata_families);
         metrics.memory.observe(&memory);
         // Writing into a String cannot fail.

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
 use super::AppState;
-use engine::GroupSnapshot;
+use engine::{FamilyStatus, GroupSnapshot};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -50,7 +50,8 @@ fn page_head(out: &mut String, title: &str) {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n\
          <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}}\
-         .served{{color:#0a0}}.withheld{{color:#b60}}.incomplete{{color:#c00;font-weight:bold}}\
+         .served{{color:#0a0}}.withheld{{color:#b60}}.degraded{{color:#b60}}\
+         .incomplete{{color:#c00;font-weight:bold}}.senders{{color:#c00}}\
          code{{font-size:90%}}</style></head><body>\n",
         escape(title)
     );
@@ -102,10 +103,30 @@ pub(crate) async fn groups(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// One group as JSON: `labels` (object), `families` (by corrected metric name: `{"state":
-/// "served"}` or `{"state": "withheld", "reason": …}`), `lastScrapeTimestampMs` (the newest
-/// applied sample timestamp: the sender's scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
-/// `incomplete`.
+/// One family as JSON: `{"state": "served"}`, `{"state": "withheld", "reason": …}` or
+/// `{"state": "degraded", "reason": "missing_input"}`, with `"input"` (the missing input series)
+/// or `"limit"` (the limit's configuration field) when the status names one.
+fn family_json(f: &FamilyStatus) -> Value {
+    let mut v = Map::new();
+    v.insert("state".into(), f.state().into());
+    if let Some(reason) = f.reason() {
+        v.insert("reason".into(), reason.into());
+    }
+    if let Some(input) = f.missing_input {
+        v.insert("input".into(), input.into());
+    }
+    if let Some(limit) = f.limit {
+        v.insert("limit".into(), limit.into());
+    }
+    Value::Object(v)
+}
+
+/// One group as JSON: `labels` (object), `families` (by corrected metric name,
+/// [`family_json`]), `lastScrapeTimestampMs` (the newest applied sample timestamp: the sender's
+/// scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
+/// `incomplete`, `limited` (the limit refusing the group's new series, or null) and
+/// `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
+/// to two minutes: two senders with the same labels, or a resent batch).
 pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     let labels: Map<String, Value> = g
         .labels
@@ -115,13 +136,7 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     let families: Map<String, Value> = g
         .families
         .iter()
-        .map(|f| {
-            let v = match f.withheld {
-                None => json!({"state": "served"}),
-                Some(r) => json!({"state": "withheld", "reason": r.as_str()}),
-            };
-            (f.family.name().to_owned(), v)
-        })
+        .map(|f| (f.family.name().to_owned(), family_json(f)))
         .collect();
     json!({
         "labels": labels,
@@ -131,6 +146,11 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
         "inputSeries": g.input_series,
         "counterResets": g.counter_resets,
         "incomplete": g.incomplete,
+        "limited": g.limited,
+        "recentRejects": {
+            "duplicate_sample": g.recent_rejects[0],
+            "out_of_order": g.recent_rejects[1],
+        },
     })
 }
 
@@ -147,6 +167,64 @@ fn age(ms: i64) -> String {
         format!("{:.1}s", ms as f64 / 1000.0)
     } else {
         format!("{}m {}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// One family's list item: served; degraded, naming the missing input; or withheld with its
+/// reason, naming the missing input or the limit.
+fn family_item(out: &mut String, f: &FamilyStatus) {
+    let name = f.family.name();
+    let detail = match (f.missing_input, f.limit) {
+        (Some(input), _) => format!(" (missing <code class=\"input\">{}</code>)", escape(input)),
+        (None, Some(limit)) => format!(" (<code class=\"limit\">{}</code>)", escape(limit)),
+        (None, None) => String::new(),
+    };
+    let _ = match (f.withheld, f.degraded) {
+        (None, false) => write!(
+            out,
+            "<li class=\"family served\"><code>{name}</code>: served</li>"
+        ),
+        (None, true) => write!(
+            out,
+            "<li class=\"family degraded\"><code>{name}</code>: <span class=\"state\">degraded</span>, \
+             one mean weight per scrape interval{detail}</li>"
+        ),
+        (Some(r), _) => write!(
+            out,
+            "<li class=\"family withheld\"><code>{name}</code>: withheld, <span class=\"reason\">{}</span>{detail}</li>",
+            r.as_str()
+        ),
+    };
+}
+
+/// The state cell of a group: `ok`, or each thing wrong with it: a limit refusing its new
+/// series, an incomplete set of series, duplicate or out-of-order samples (two senders?).
+fn group_state(g: &GroupSnapshot) -> String {
+    let mut parts = Vec::new();
+    if let Some(limit) = g.limited {
+        parts.push(format!(
+            "<span class=\"incomplete\">limited</span>: <code>{}</code> refuses its new series",
+            escape(limit)
+        ));
+    }
+    if g.incomplete {
+        parts.push(
+            "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
+                .to_owned(),
+        );
+    }
+    let [duplicates, out_of_order] = g.recent_rejects;
+    if duplicates + out_of_order > 0 {
+        parts.push(format!(
+            "<span class=\"senders\">two senders?</span> {duplicates} duplicate and {out_of_order} \
+             out-of-order samples in the last 1–2 min (an HA pair with the same external labels, or \
+             a resent batch)"
+        ));
+    }
+    if parts.is_empty() {
+        "ok".to_owned()
+    } else {
+        parts.join("<br>")
     }
 }
 
@@ -180,23 +258,7 @@ pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
         }
         out.push_str("</td><td><ul>");
         for f in &g.families {
-            match f.withheld {
-                None => {
-                    let _ = write!(
-                        out,
-                        "<li class=\"family served\"><code>{}</code>: served</li>",
-                        f.family.name()
-                    );
-                }
-                Some(r) => {
-                    let _ = write!(
-                        out,
-                        "<li class=\"family withheld\"><code>{}</code>: withheld, <span class=\"reason\">{}</span></li>",
-                        f.family.name(),
-                        r.as_str()
-                    );
-                }
-            }
+            family_item(&mut out, f);
         }
         out.push_str("</ul></td>");
         match g.last_sample_ms {
@@ -215,11 +277,7 @@ pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
             }
             None => out.push_str("<td>unknown</td>"),
         }
-        let state = if g.incomplete {
-            "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
-        } else {
-            "ok"
-        };
+        let state = group_state(g);
         let _ = writeln!(
             out,
             "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",

@@ -138,7 +138,22 @@ async fn groups_api_reports_each_family_and_the_group_state() {
         families["vllm_corrected_acceptance_corrected_itl_seconds"]["reason"],
         "missing_input"
     );
+    // The missing input is named: TPOT has no histogram at all (no +Inf bucket), iteration
+    // tokens no local-compute prompt counter (the first of its inputs it lacks).
+    assert_eq!(
+        families["vllm_corrected_request_time_per_output_token_seconds"]["input"],
+        "vllm:request_time_per_output_token_seconds_bucket"
+    );
+    assert_eq!(
+        families["vllm_corrected_iteration_tokens_local_compute"]["input"],
+        "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}"
+    );
     assert_eq!(families.as_object().unwrap().len(), engine::FAMILIES);
+    assert_eq!(g["limited"], Value::Null);
+    assert_eq!(
+        g["recentRejects"],
+        serde_json::json!({"duplicate_sample": 0, "out_of_order": 0})
+    );
     assert_eq!(g["lastScrapeTimestampMs"], 16_000);
     assert_eq!(g["scrapeIntervalMs"], 15_000);
     assert_eq!(g["inputSeries"], 3);
@@ -171,9 +186,11 @@ async fn status_page_escapes_label_values_and_lists_families_with_reasons() {
         "{body}"
     );
     assert!(
-        body.contains("<code>vllm_corrected_iteration_tokens_local_compute</code>: withheld, <span class=\"reason\">missing_input</span>"),
+        body.contains("<code>vllm_corrected_iteration_tokens_local_compute</code>: withheld, <span class=\"reason\">missing_input</span> \
+             (missing <code class=\"input\">vllm:prompt_tokens_by_source_total{source=&quot;local_compute&quot;}</code>)"),
         "{body}"
     );
+    assert!(body.contains("<td class=\"state\">ok</td>"), "{body}");
     assert_eq!(body.matches("<td class=\"lag\"").count(), 1);
 }
 
@@ -192,4 +209,56 @@ async fn status_page_without_groups_says_so() {
     assert!(body.contains("id=\"no-groups\""), "{body}");
     let (_, _, json) = get(&state, "/api/v1/groups").await;
     assert_eq!(json, r#"{"data":[],"status":"success"}"#);
+}
+
+#[tokio::test]
+async fn a_group_sent_twice_shows_two_senders_on_status_and_api() {
+    // A second sender with the same labels sends the 16 s scrape again (3 duplicates) and the
+    // 1 s scrape late (3 out of order), as an HA pair of Prometheus servers would.
+    let state = fed_state();
+    {
+        let mut engine = state.lock_engine();
+        let mut report = IngestReport::default();
+        for ts in [16_000, 1_000] {
+            for name in [
+                "vllm:inter_token_latency_seconds_sum",
+                "vllm:generation_tokens_total",
+                "vllm:time_to_first_token_seconds_count",
+            ] {
+                let labels = [
+                    Label {
+                        name: "__name__",
+                        value: name,
+                    },
+                    Label {
+                        name: "instance",
+                        value: ATTRIBUTE,
+                    },
+                    Label {
+                        name: "model_name",
+                        value: SCRIPT,
+                    },
+                ];
+                let sample = Sample {
+                    value: 1.0,
+                    timestamp_ms: ts,
+                };
+                engine.ingest(&labels, &[sample], 17_000, &mut report);
+            }
+        }
+        assert_eq!(report.rejected_total(), 6);
+    }
+    let (_, _, json) = get(&state, "/api/v1/groups").await;
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        v["data"][0]["recentRejects"],
+        serde_json::json!({"duplicate_sample": 3, "out_of_order": 3})
+    );
+    let (_, _, body) = get(&state, "/status").await;
+    assert!(
+        body.contains(
+            "<span class=\"senders\">two senders?</span> 3 duplicate and 3 out-of-order samples"
+        ),
+        "{body}"
+    );
 }

@@ -38,6 +38,12 @@ pub enum SeriesRejection {
         "limits.max_active_series reached: new series are refused until idle or stale groups leave"
     )]
     ActiveSeriesLimit,
+    /// The engine's state share of `limits.max_memory_bytes` is spent: this new series is
+    /// refused (`memory_budget`).
+    #[error(
+        "limits.max_memory_bytes: the engine's share of the memory budget is spent; new series are refused until idle or stale groups leave"
+    )]
+    MemoryBudget,
 }
 
 /// What [`look_up`] decided for one series.
@@ -172,6 +178,7 @@ pub(super) fn apply(
     };
     let latest = now_ms.saturating_add(limits.max_future_skew_ms);
     let limited = RejectReason::ActiveSeriesLimit.index();
+    let over_budget = RejectReason::MemoryBudget.index();
     let mut in_time: Vec<Sample> = Vec::new();
     let mut scratch = Vec::new();
     // Samples the classic series of native histograms had accepted, which are not float samples
@@ -203,6 +210,7 @@ pub(super) fn apply(
             }
         } else {
             let limited_before = outcome.report.rejected[limited];
+            let over_budget_before = outcome.report.rejected[over_budget];
             if !samples.is_empty() {
                 let (key, labels) = (series.labels.key(), request.labels_of(series));
                 batch.apply(key, labels, samples, &mut outcome.report);
@@ -229,6 +237,9 @@ pub(super) fn apply(
             }
             if outcome.report.rejected[limited] > limited_before {
                 refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
+            }
+            if outcome.report.rejected[over_budget] > over_budget_before {
+                refused = refused.or(Some(SeriesRejection::MemoryBudget));
             }
         }
         if let Some(reason) = refused {

@@ -1,27 +1,30 @@
 //! The engine's group events as log lines ([`EventLog::log`]), each with the group's labels in a
 //! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
 //! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
-//! reset; at warn, a group incomplete over more than one scrape. The engine reports each event
+//! reset; at warn, a group incomplete over more than one scrape, and a group whose new series a
+//! limit refuses (naming the limit). A withheld family names the input it lacks
+//! (`input=`) or the limit (`limit=`). The engine reports each event
 //! once (`engine::Engine::take_events`); this side rate-limits them, since a flapping
 //! target could otherwise log on every request: at most [`EVENTS_PER_WINDOW`] lines per kind per
 //! [`WINDOW_MS`], then one line saying how many were suppressed.
 
 use std::sync::Mutex;
 
-use engine::{EngineEvent, Family, WithheldReason};
+use engine::{EngineEvent, Family, FamilyStatus};
 
 /// Log lines per event kind per window before the rest are counted and suppressed.
 pub(crate) const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
 pub(crate) const WINDOW_MS: i64 = 60_000;
 
-const KINDS: [&str; 6] = [
+const KINDS: [&str; 7] = [
     "first_complete_scrape",
     "family_withheld",
     "family_served",
     "group_removed",
     "counter_reset",
     "group_incomplete",
+    "group_limited",
 ];
 
 fn kind(event: &EngineEvent) -> usize {
@@ -32,14 +35,15 @@ fn kind(event: &EngineEvent) -> usize {
         EngineEvent::GroupRemoved { .. } => 3,
         EngineEvent::CounterReset { .. } => 4,
         EngineEvent::GroupIncomplete { .. } => 5,
+        EngineEvent::GroupLimited { .. } => 6,
     }
 }
 
 #[derive(Debug, Default)]
 struct Window {
     start_ms: i64,
-    logged: [u32; 6],
-    suppressed: [u64; 6],
+    logged: [u32; 7],
+    suppressed: [u64; 7],
 }
 
 /// The rate limiter of engine event logs, shared by the write handler and the idle sweep.
@@ -59,9 +63,16 @@ fn families(list: &[Family]) -> String {
     list.iter().map(|f| f.name()).collect::<Vec<_>>().join(",")
 }
 
-fn withheld(list: &[(Family, WithheldReason)]) -> String {
+/// `family:reason`, with `(detail)` when the status names the missing input or the limit.
+fn withheld(list: &[FamilyStatus]) -> String {
     list.iter()
-        .map(|(f, r)| format!("{}:{}", f.name(), r.as_str()))
+        .map(|f| {
+            let reason = f.reason().unwrap_or("served");
+            match f.detail() {
+                Some(detail) => format!("{}:{reason}({detail})", f.family.name()),
+                None => format!("{}:{reason}", f.family.name()),
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -126,16 +137,21 @@ fn emit(event: &EngineEvent) {
             withheld = %withheld(held),
             "group: first complete scrape"
         ),
-        EngineEvent::FamilyWithheld {
-            labels,
-            family,
-            reason,
-        } => tracing::info!(
-            group = %label_set(labels),
-            family = %family.name(),
-            reason = %reason.as_str(),
-            "group: family withheld"
-        ),
+        EngineEvent::FamilyWithheld { labels, status } => {
+            let (group, family) = (label_set(labels), status.family.name());
+            let reason = status.reason().unwrap_or("incomplete");
+            match (status.missing_input, status.limit) {
+                (Some(input), _) => {
+                    tracing::info!(group = %group, family = %family, reason = %reason, input = %input, "group: family withheld")
+                }
+                (None, Some(limit)) => {
+                    tracing::info!(group = %group, family = %family, reason = %reason, limit = %limit, "group: family withheld")
+                }
+                (None, None) => {
+                    tracing::info!(group = %group, family = %family, reason = %reason, "group: family withheld")
+                }
+            }
+        }
         EngineEvent::FamilyServed { labels, family } => {
             tracing::info!(group = %label_set(labels), family = %family.name(), "group: family served again")
         }
@@ -149,6 +165,12 @@ fn emit(event: &EngineEvent) {
             group = %label_set(labels),
             "group incomplete for more than one scrape: its series are split across instances \
              (shard by target, never by series) or filtered by relabelling"
+        ),
+        EngineEvent::GroupLimited { labels, limit } => tracing::warn!(
+            group = %label_set(labels),
+            limit = %limit,
+            "group incomplete: a limit refuses its new series (raise the limit, or add \
+             instances and shard by target); its families lacking them are withheld, reason=limit"
         ),
     }
 }

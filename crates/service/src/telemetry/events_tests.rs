@@ -4,7 +4,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use super::*;
-use engine::{Engine, EngineConfig, IngestReport, RemovalReason};
+use engine::{Engine, EngineConfig, IngestReport, RemovalReason, WithheldReason};
 use protocol::{Label, Sample};
 
 /// A `MakeWriter` appending to a shared buffer.
@@ -127,6 +127,17 @@ fn each_group_event_is_logged_once_with_the_group_labels() {
     assert_eq!(count("counter reset"), 0, "{text}");
 }
 
+/// A withheld family's status with nothing named.
+fn status(family: Family, reason: WithheldReason) -> FamilyStatus {
+    FamilyStatus {
+        family,
+        withheld: Some(reason),
+        degraded: false,
+        missing_input: None,
+        limit: None,
+    }
+}
+
 #[test]
 fn engine_events_are_logged_at_their_level() {
     let log = EventLog::default();
@@ -141,8 +152,25 @@ fn engine_events_are_logged_at_their_level() {
                 },
                 EngineEvent::FamilyWithheld {
                     labels: labels("b").into(),
-                    family: Family::CanonicalTpot,
-                    reason: WithheldReason::InconsistentInputs,
+                    status: status(Family::CanonicalTpot, WithheldReason::InconsistentInputs),
+                },
+                EngineEvent::FamilyWithheld {
+                    labels: labels("b").into(),
+                    status: FamilyStatus {
+                        missing_input: Some("vllm:time_to_first_token_seconds_count"),
+                        ..status(Family::TokenWeightedItl, WithheldReason::MissingInput)
+                    },
+                },
+                EngineEvent::GroupLimited {
+                    labels: labels("b").into(),
+                    limit: "limits.max_active_series",
+                },
+                EngineEvent::FamilyWithheld {
+                    labels: labels("b").into(),
+                    status: FamilyStatus {
+                        limit: Some("limits.max_active_series"),
+                        ..status(Family::TokenWeightedItl, WithheldReason::Limit)
+                    },
                 },
                 EngineEvent::FamilyServed {
                     labels: labels("b").into(),
@@ -164,12 +192,25 @@ fn engine_events_are_logged_at_their_level() {
     assert!(line("input counter reset").contains(" INFO "));
     assert!(line("group incomplete for more than one scrape").contains(" WARN "));
     assert!(line("family withheld").contains("reason=inconsistent_inputs"));
+    // A missing input is named; a limit is its own reason and names the limit, at warn.
+    assert!(line("reason=missing_input").contains("input=vllm:time_to_first_token_seconds_count"));
+    assert!(line("reason=limit").contains("limit=limits.max_active_series"));
+    let limited = line("a limit refuses its new series");
+    assert!(limited.contains(" WARN "), "{limited}");
+    assert!(
+        limited.contains("limit=limits.max_active_series"),
+        "{limited}"
+    );
+    assert!(
+        !limited.contains("shard by target, never by series"),
+        "{limited}"
+    );
     assert!(
         line("family served again")
             .contains("family=vllm_corrected_request_time_per_output_token_seconds")
     );
     assert!(line("group removed").contains("reason=stale"));
-    assert_eq!(text.lines().count(), 5, "{text}");
+    assert_eq!(text.lines().count(), 8, "{text}");
 }
 
 #[test]

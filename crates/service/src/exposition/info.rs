@@ -1,0 +1,98 @@
+//! `vllm_corrector_family_info`: one series per group and corrected family, so that PromQL (an
+//! alert, a dashboard) can say which vLLM target lost which family, and why.
+//!
+//! ```text
+//! vllm_corrector_family_info{<the group's labels>,family="vllm_corrected_…",state="withheld",reason="missing_input",detail="vllm:…"} 1
+//! ```
+//!
+//! * `state`: `served`, `degraded` (served in a less exact mode: the acceptance-corrected buckets
+//!   without the per-position series) or `withheld`.
+//! * `reason`: absent when served in full; a withheld reason (`missing_input`, `no_le_1_bound`,
+//!   `incomplete`, `settling`, `inconsistent_inputs`, `limit`); `missing_input` when degraded.
+//! * `detail`: absent, or the missing input series (`missing_input`) or the limit's
+//!   configuration field (`limit`, e.g. `limits.max_active_series`).
+//!
+//! Cardinality: exactly one series per live group and family (5 per vLLM engine), whatever the
+//! state; a change of state replaces the series (the old one goes stale at the next scrape), and
+//! the group's series leave with the group. A group label named `family`, `state`, `reason` or
+//! `detail` is shown as `exported_<name>`, as Prometheus renames a target label that collides.
+
+use engine::FamilyStatus;
+
+use super::Format;
+use super::render::{escape_help, write_label_pairs};
+
+/// The metric name.
+pub(crate) const NAME: &str = "vllm_corrector_family_info";
+
+const HELP: &str = "One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit)";
+
+/// The labels this series adds to a group's.
+const OWN: [&str; 4] = ["family", "state", "reason", "detail"];
+
+/// A group's labels and the state of each of its families (from [`engine::GroupSnapshot`]).
+pub(crate) type GroupFamilies<'a> = (&'a [(String, String)], &'a [FamilyStatus]);
+
+/// Appends `vllm_corrector_family_info` for `groups` (in the order given, families in the order
+/// given: registry order), with its `# HELP` and `# TYPE` lines; nothing when there is no group.
+pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>], format: Format) {
+    if groups.is_empty() {
+        return;
+    }
+    out.push_str("# HELP ");
+    out.push_str(NAME);
+    out.push(' ');
+    escape_help(out, HELP, format);
+    out.push_str("\n# TYPE ");
+    out.push_str(NAME);
+    out.push_str(" gauge\n");
+    let mut labels: Vec<(String, String)> = Vec::new();
+    for (group, families) in groups {
+        let base = group_labels(group);
+        for family in *families {
+            labels.clear();
+            labels.extend(base.iter().cloned());
+            labels.extend(own_labels(family));
+            out.push_str(NAME);
+            out.push('{');
+            write_label_pairs(out, &labels);
+            out.push_str("} 1\n");
+        }
+    }
+}
+
+/// The group's labels, a name this series adds renamed `exported_<name>` (prefixed again while
+/// that is taken too), so no label name repeats.
+fn group_labels(labels: &[(String, String)]) -> Vec<(String, String)> {
+    let taken = |name: &str| OWN.contains(&name) || labels.iter().any(|(n, _)| n == name);
+    labels
+        .iter()
+        .map(|(name, value)| {
+            if !OWN.contains(&name.as_str()) {
+                return (name.clone(), value.clone());
+            }
+            let mut renamed = format!("exported_{name}");
+            while taken(&renamed) {
+                renamed.insert_str(0, "exported_");
+            }
+            (renamed, value.clone())
+        })
+        .collect()
+}
+
+/// `family`, `state`, and `reason` and `detail` when the status has them.
+fn own_labels(f: &FamilyStatus) -> impl Iterator<Item = (String, String)> {
+    [
+        Some(("family", f.family.name())),
+        Some(("state", f.state())),
+        f.reason().map(|r| ("reason", r)),
+        f.detail().map(|d| ("detail", d)),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|(n, v)| (n.to_owned(), v.to_owned()))
+}
+
+#[cfg(test)]
+#[path = "info_tests.rs"]
+mod tests;
