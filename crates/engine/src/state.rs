@@ -229,7 +229,9 @@ impl Engine {
         let table = if self.groups.len() < self.groups.capacity() {
             0
         } else {
-            self.groups.capacity().max(4) * (size_of::<u32>() + 1)
+            self.groups
+                .allocation_size()
+                .max(8 * (size_of::<u32>() + 1))
         };
         slots + table
     }
@@ -238,7 +240,7 @@ impl Engine {
     pub(crate) fn memory_parts(&self) -> MemoryParts {
         // The slots hold each group inline, and stay allocated when their group leaves.
         let slots = self.slots.capacity() * size_of::<GroupSlot>()
-            + self.groups.capacity() * (size_of::<u32>() + 1)
+            + self.groups.allocation_size()
             + self.free_slots.capacity() * size_of::<u32>();
         MemoryParts {
             groups: slots + self.groups_bytes,

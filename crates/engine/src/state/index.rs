@@ -90,10 +90,11 @@ impl SeriesIndex {
         self.table.len()
     }
 
-    /// Bytes the index holds: the table's slots (an entry and a control byte each), counted by
-    /// its capacity (hashbrown keeps at most 7/8 of it full; it doubles as it grows).
+    /// Bytes the index holds: the table's allocation (an entry and a control byte per bucket;
+    /// hashbrown keeps at most 7/8 of the buckets full and doubles them as it grows). Not its
+    /// `capacity()`, which moves with deleted entries while the allocation stays.
     pub(crate) fn bytes(&self) -> usize {
-        self.table.capacity() * SLOT_BYTES
+        self.table.allocation_size()
     }
 
     /// The epoch of the entries held.
@@ -177,11 +178,11 @@ impl SeriesIndex {
             check,
             target,
         };
-        // A full table doubles (hashbrown), taking as many slots again.
+        // A full table doubles (hashbrown), taking as much again.
         let growth = if self.table.len() < self.table.capacity() {
             0
         } else {
-            self.table.capacity().max(4) * SLOT_BYTES
+            self.table.allocation_size().max(8 * SLOT_BYTES)
         };
         let room = self.table.len() < self.cap && growth <= room;
         match self
