@@ -4,28 +4,51 @@
 //! ([`MetricsSnapshot::take`]: a pointer per group and per served family, and the self-metric
 //! counts). Sorting and formatting happen after the lock is released ([`MetricsSnapshot::render`]),
 //! so a group with a 60,000-bucket histogram does not stall the writers while its lines are
-//! written (docs/PERFORMANCE.md, "/metrics: the lock hold").
+//! written (docs/PERFORMANCE.md, "/metrics: the lock hold"). The body is written in chunks of
+//! about [`CHUNK_BYTES`] as the client reads it ([`MetricsChunks`]), so a page of any size holds
+//! one chunk at a time, and at most [`super::renders::MAX_CONCURRENT_RENDERS`] scrapes are served
+//! at once ([`super::renders`]).
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use engine::{EngineStats, GroupOutputs};
 
-use super::{AppState, negotiate};
-use crate::exposition::{Format, render};
+use super::renders::{self, Chunks, RenderKind};
+use super::{AppState, HttpError, negotiate};
+use crate::exposition::Format;
+use crate::exposition::render::RenderCursor;
 use crate::telemetry::SelfMetrics;
 use crate::telemetry::memory::MemoryUse;
 
 /// Renders the corrected families of every group (from the engine's snapshot: a scrape never
 /// computes rules), then the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
-/// (ending with `# EOF`) or text 0.0.4, as [`negotiate::metrics_format`] chooses from `Accept`.
-pub(crate) async fn handle(State(state): State<AppState>, headers: HeaderMap) -> Response {
+/// (ending with `# EOF`) or text 0.0.4, as [`negotiate::metrics_format`] chooses from `Accept`,
+/// in chunks ([`MetricsChunks`]). Errors: [`HttpError::TooManyScrapes`] when no render slot frees
+/// in time.
+pub(crate) async fn handle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
-    let body = render_all(&state, format);
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
+    let slot = state
+        .renders
+        .acquire(RenderKind::Scrape, &state.metrics)
+        .await?;
+    let chunks = MetricsSnapshot::take(&state).chunks(format);
+    Ok((
+        [(header::CONTENT_TYPE, format.content_type())],
+        renders::body(chunks, slot),
+    )
+        .into_response())
 }
+
+/// The size a `/metrics` chunk is filled to (bytes): one group's lines are never split, so a
+/// chunk exceeds it by at most one group's lines of one family.
+pub const CHUNK_BYTES: usize = 64 * 1024;
 
 /// The full `/metrics` body in `format`: [`MetricsSnapshot::take`], then
 /// [`MetricsSnapshot::render`].
@@ -78,30 +101,71 @@ impl MetricsSnapshot {
 
     /// The `/metrics` body in `format`: the corrected families (groups sorted by labels,
     /// [`GroupOutputs::sort`]), then the self-metrics with the engine gauges set from this
-    /// snapshot, then `# EOF` for OpenMetrics. Takes no lock.
+    /// snapshot, then `# EOF` for OpenMetrics. Takes no lock. The whole of [`Self::chunks`].
     pub fn render(self, format: Format) -> String {
-        let MetricsSnapshot {
-            mut groups,
-            stats,
-            metadata_families,
-            memory,
-            metrics,
-        } = self;
-        GroupOutputs::sort(&mut groups);
+        let mut chunks = self.chunks(format);
         let mut out = String::with_capacity(16 * 1024);
-        render::render_groups(&mut out, &groups, format);
-        drop(groups);
-        metrics.observe_engine(&stats, metadata_families);
-        metrics.memory.observe(&memory);
-        // Writing into a String cannot fail.
-        let _ = match format {
-            Format::OpenMetrics => metrics.encode_openmetrics(&mut out),
-            Format::Text => metrics.encode_text(&mut out),
-        };
-        if format == Format::OpenMetrics {
-            out.push_str("# EOF\n");
+        while let Some(chunk) = chunks.next_chunk() {
+            out.push_str(std::str::from_utf8(&chunk).expect("rendered as a String"));
         }
         out
+    }
+
+    /// The body of [`Self::render`] as chunks of about [`CHUNK_BYTES`], each rendered when asked
+    /// for. The groups are sorted on the first.
+    pub fn chunks(self, format: Format) -> MetricsChunks {
+        MetricsChunks {
+            snapshot: Some(self),
+            format,
+            cursor: RenderCursor::default(),
+            sorted: false,
+        }
+    }
+}
+
+/// A `/metrics` body being written ([`MetricsSnapshot::chunks`]): the snapshot and where the
+/// rendering stopped. Holds one chunk at a time beside the snapshot (pointers to the outputs).
+#[derive(Debug)]
+pub struct MetricsChunks {
+    /// `None` once the self-metrics are written: the end.
+    snapshot: Option<MetricsSnapshot>,
+    format: Format,
+    cursor: RenderCursor,
+    sorted: bool,
+}
+
+impl Chunks for MetricsChunks {
+    fn next_chunk(&mut self) -> Option<Bytes> {
+        let snapshot = self.snapshot.as_mut()?;
+        if !self.sorted {
+            GroupOutputs::sort(&mut snapshot.groups);
+            self.sorted = true;
+        }
+        let mut out = String::with_capacity(CHUNK_BYTES + 4 * 1024);
+        let done = self
+            .cursor
+            .write_until(&mut out, &snapshot.groups, self.format, CHUNK_BYTES);
+        if done {
+            let MetricsSnapshot {
+                groups,
+                stats,
+                metadata_families,
+                memory,
+                metrics,
+            } = self.snapshot.take()?;
+            drop(groups);
+            metrics.observe_engine(&stats, metadata_families);
+            metrics.memory.observe(&memory);
+            // Writing into a String cannot fail.
+            let _ = match self.format {
+                Format::OpenMetrics => metrics.encode_openmetrics(&mut out),
+                Format::Text => metrics.encode_text(&mut out),
+            };
+            if self.format == Format::OpenMetrics {
+                out.push_str("# EOF\n");
+            }
+        }
+        Some(Bytes::from(out))
     }
 }
 

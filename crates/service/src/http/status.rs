@@ -8,13 +8,18 @@
 
 use std::fmt::Write as _;
 
-use axum::extract::State;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+use tokio::sync::OwnedSemaphorePermit;
 
-use super::AppState;
-use engine::GroupSnapshot;
+use super::page::{self, PageFill, PageQuery};
+use super::renders::{self, RenderKind};
+use super::{AppState, HttpError};
+use crate::exposition::render::escape_label_value;
+use engine::{GroupSnapshot, GroupsPage};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -83,23 +88,76 @@ pub(crate) async fn docs() -> Response {
         .into_response()
 }
 
-/// Every group's snapshot in ascending label order. The engine lock is held for the copy alone
-/// (labels are shared, not copied); the sort, like the rendering, runs after it is released.
-fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
-    let mut groups = state.lock_engine().snapshot();
-    groups.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
-    groups
+/// One page of groups for `query`, from [`engine::Engine::snapshot_page`]: the engine lock is held
+/// for one pass over the groups and the copy of at most `query.limit` snapshots (labels shared,
+/// not copied); the rendering runs after it is released.
+fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
+    state
+        .lock_engine()
+        .snapshot_page(query.after.as_deref(), query.limit)
 }
 
-/// `GET /api/v1/groups`: one object per group, in ascending label order.
-pub(crate) async fn groups(State(state): State<AppState>) -> Response {
-    let data: Vec<Value> = snapshot(&state).iter().map(group_json).collect();
-    let body = json!({"status": "success", "data": data});
+/// A rendered page as the response, holding its render slot until written.
+fn page_response(content_type: &'static str, page: String, slot: OwnedSemaphorePermit) -> Response {
     (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        [(header::CONTENT_TYPE, content_type)],
+        renders::body(Some(Bytes::from(page)), slot),
     )
         .into_response()
+}
+
+/// `GET /api/v1/groups[?limit=N&after=CURSOR]`: one object per group, in ascending label order,
+/// one page at a time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`,
+/// `total` the number of groups (all pages), `next` the `after` of the next page or `null` on the
+/// last. Errors: [`HttpError::BadPageQuery`], [`HttpError::TooManyPages`].
+pub(crate) async fn groups(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, HttpError> {
+    let query = PageQuery::parse(query.as_deref())?;
+    let slot = state
+        .renders
+        .acquire(RenderKind::Page, &state.metrics)
+        .await?;
+    let page = snapshot_page(&state, &query);
+    Ok(page_response(
+        "application/json",
+        render_groups_json(&page, &query),
+        slot,
+    ))
+}
+
+/// The JSON page of `page`, within [`page::PAGE_BYTES`] ([`PageFill`]).
+pub(crate) fn render_groups_json(page: &GroupsPage, query: &PageQuery) -> String {
+    let total = page.summary.groups;
+    // `],"total":N,"next":` and `}`; the next cursor is counted per group.
+    let tail = 32 + total.to_string().len();
+    let mut fill = PageFill::new("{\"status\":\"success\",\"data\":[".to_owned(), tail);
+    let mut item = String::new();
+    let mut last = None;
+    for g in &page.groups {
+        item.clear();
+        if fill.shown > 0 {
+            item.push(',');
+        }
+        item.push_str(&group_json(g).to_string());
+        // The quoted cursor, should this group be the last.
+        let link = 2 + query.next_query(&g.labels).len();
+        if !fill.try_add(&item, link) {
+            break;
+        }
+        last = Some(&g.labels);
+    }
+    let shown = fill.shown;
+    let mut out = fill.out;
+    let _ = write!(out, "],\"total\":{total},\"next\":");
+    match last.filter(|_| shown < page.remaining) {
+        Some(labels) => {
+            let _ = write!(out, "\"{}\"}}", page::encode_cursor(labels));
+        }
+        None => out.push_str("null}"),
+    }
+    out
 }
 
 /// One group as JSON: `labels` (object), `families` (by corrected metric name: `{"state":
@@ -134,11 +192,21 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     })
 }
 
-/// `GET /status`: a table of the groups, rendered with the wall clock for the lag column.
-pub(crate) async fn status(State(state): State<AppState>) -> Response {
-    let groups = snapshot(&state);
-    let body = render_status(&groups, crate::clock::now_ms());
-    ([(header::CONTENT_TYPE, HTML)], body).into_response()
+/// `GET /status[?limit=N&after=CURSOR]`: a table of one page of groups ([`super::page`]),
+/// rendered with the wall clock for the lag column. Errors: [`HttpError::BadPageQuery`],
+/// [`HttpError::TooManyPages`].
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, HttpError> {
+    let query = PageQuery::parse(query.as_deref())?;
+    let slot = state
+        .renders
+        .acquire(RenderKind::Page, &state.metrics)
+        .await?;
+    let page = snapshot_page(&state, &query);
+    let body = render_status(&page, &query, crate::clock::now_ms());
+    Ok(page_response(HTML, body, slot))
 }
 
 /// Seconds as `1.5s`, `2m 3s`.
@@ -150,82 +218,144 @@ fn age(ms: i64) -> String {
     }
 }
 
-/// The `/status` page for `groups` at wall clock `now_ms`.
-pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
-    let mut out = String::with_capacity(1024 + groups.len() * 1024);
-    page_head(&mut out, "vllm-corrector status");
+/// The `/status` page of `page` (requested with `query`) at wall clock `now_ms`, within
+/// [`page::PAGE_BYTES`] ([`PageFill`]). The first page starts with the summary over all groups.
+pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -> String {
+    let summary = &page.summary;
+    let mut head = String::with_capacity(4096);
+    page_head(&mut head, "vllm-corrector status");
     let _ = write!(
-        out,
-        "<h1>Groups</h1>\n<p>vllm-corrector {}. {} group(s). <a href=\"./\">home</a> · \
+        head,
+        "<h1>Groups</h1>\n<p>vllm-corrector {}. <a href=\"./\">home</a> · \
          <a href=\"api/v1/groups\">JSON</a></p>\n",
         escape(&version_text()),
-        groups.len()
     );
-    if groups.is_empty() {
-        out.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
-    }
-    out.push_str(
-        "<table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
-         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
-    );
-    for g in groups {
-        out.push_str("<tr class=\"group\"><td class=\"labels\">");
-        for (n, v) in g.labels.iter() {
-            let _ = write!(
-                out,
-                "<span class=\"label\">{}=&quot;{}&quot;</span><br>",
-                escape(n),
-                escape(v)
-            );
-        }
-        out.push_str("</td><td><ul>");
-        for f in &g.families {
-            match f.withheld {
-                None => {
-                    let _ = write!(
-                        out,
-                        "<li class=\"family served\"><code>{}</code>: served</li>",
-                        f.family.name()
-                    );
-                }
-                Some(r) => {
-                    let _ = write!(
-                        out,
-                        "<li class=\"family withheld\"><code>{}</code>: withheld, <span class=\"reason\">{}</span></li>",
-                        f.family.name(),
-                        r.as_str()
-                    );
-                }
-            }
-        }
-        out.push_str("</ul></td>");
-        match g.last_sample_ms {
-            Some(ts) => {
-                let _ = write!(
-                    out,
-                    "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>",
-                    age(now_ms.saturating_sub(ts))
-                );
-            }
-            None => out.push_str("<td class=\"lag\">never</td>"),
-        }
-        match g.scrape_interval_ms {
-            Some(ms) => {
-                let _ = write!(out, "<td>{}</td>", age(ms));
-            }
-            None => out.push_str("<td>unknown</td>"),
-        }
-        let state = if g.incomplete {
-            "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
-        } else {
-            "ok"
-        };
+    if query.after.is_none() {
         let _ = writeln!(
-            out,
-            "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
-            g.input_series, g.counter_resets
+            head,
+            "<p id=\"summary\">{} group(s): <span class=\"served\">{}</span> serving at least one \
+             family, {} serving none, <span class=\"incomplete\">{}</span> incomplete.</p>",
+            summary.groups,
+            summary.serving,
+            summary.groups - summary.serving,
+            summary.incomplete,
         );
     }
-    out.push_str("</tbody></table>\n</body></html>\n");
+    if summary.groups == 0 {
+        head.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
+    }
+    // The position of this page's first group among all groups.
+    let first = summary.groups - page.remaining + 1;
+    let _ = write!(
+        head,
+        "<p id=\"page\">From group {first} of {} in label order.</p>\n\
+         <table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
+         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
+        summary.groups
+    );
+    let mut fill = PageFill::new(head, 256);
+    let mut row = String::new();
+    let mut last = None;
+    for g in &page.groups {
+        row.clear();
+        group_row(&mut row, g, now_ms);
+        // `<p><a id="next-page" href="status?…">next page</a></p>`, `&` written `&amp;`.
+        let link = 64 + query.next_query(&g.labels).len();
+        if !fill.try_add(&row, link) {
+            break;
+        }
+        last = Some(&g.labels);
+    }
+    let shown = fill.shown;
+    let mut out = fill.out;
+    let _ = write!(
+        out,
+        "</tbody></table>\n<p class=\"pages\">Groups {first}–{} of {}. ",
+        first + shown - 1,
+        summary.groups
+    );
+    if query.after.is_some() {
+        let _ = write!(
+            out,
+            "<a id=\"first-page\" href=\"status?limit={}\">first page</a> ",
+            query.limit
+        );
+    }
+    match last.filter(|_| shown < page.remaining) {
+        Some(labels) => {
+            let _ = write!(
+                out,
+                "<a id=\"next-page\" href=\"status?{}\">next page</a>",
+                query.next_query(labels).replace('&', "&amp;")
+            );
+        }
+        None => out.push_str("last page"),
+    }
+    out.push_str("</p>\n</body></html>\n");
     out
+}
+
+/// Appends one group's table row to `out`. Label values are shown as PromQL and the exposition
+/// formats write them (`\\`, `\"`, `\n` escaped), then HTML-escaped, so a quote or a newline in a
+/// value is unambiguous.
+fn group_row(out: &mut String, g: &GroupSnapshot, now_ms: i64) {
+    out.push_str("<tr class=\"group\"><td class=\"labels\">");
+    let mut value = String::new();
+    for (n, v) in g.labels.iter() {
+        value.clear();
+        escape_label_value(&mut value, v);
+        let _ = write!(
+            out,
+            "<span class=\"label\">{}=&quot;{}&quot;</span><br>",
+            escape(n),
+            escape(&value)
+        );
+    }
+    out.push_str("</td><td><ul>");
+    for f in &g.families {
+        match f.withheld {
+            None => {
+                let _ = write!(
+                    out,
+                    "<li class=\"family served\"><code>{}</code>: served</li>",
+                    f.family.name()
+                );
+            }
+            Some(r) => {
+                let _ = write!(
+                    out,
+                    "<li class=\"family withheld\"><code>{}</code>: withheld, <span class=\"reason\">{}</span></li>",
+                    f.family.name(),
+                    r.as_str()
+                );
+            }
+        }
+    }
+    out.push_str("</ul></td>");
+    match g.last_sample_ms {
+        Some(ts) => {
+            let _ = write!(
+                out,
+                "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>",
+                age(now_ms.saturating_sub(ts))
+            );
+        }
+        None => out.push_str("<td class=\"lag\">never</td>"),
+    }
+    match g.scrape_interval_ms {
+        Some(ms) => {
+            let _ = write!(out, "<td>{}</td>", age(ms));
+        }
+        None => out.push_str("<td>unknown</td>"),
+    }
+    let state = if g.incomplete {
+        "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
+    } else {
+        "ok"
+    };
+    let _ = writeln!(
+        out,
+        "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
+        g.input_series, g.counter_resets
+    );
 }
