@@ -192,7 +192,14 @@ async fn a_page_stops_at_the_byte_budget_before_the_group_limit() {
 #[tokio::test]
 async fn status_page_paginates() {
     let state = groups_state(5, 0);
-    let first = text(request(&state, "/status?limit=2").await).await;
+    let response = request(&state, "/status?limit=2").await;
+    let length: usize = response.headers()[header::CONTENT_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let first = text(response).await;
+    assert_eq!(length, first.len(), "a page is sent with its length");
     assert!(
         first.contains("<p id=\"summary\">5 group(s): <span class=\"served\">0</span> serving at least one family, 5 serving none"),
         "{first}"

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use hyper::body::Frame;
+use hyper::body::{Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::HttpError;
@@ -100,12 +100,21 @@ impl RenderSlots {
 pub(crate) trait Chunks: Send + 'static {
     /// The next chunk, or `None` at the end. Called as the client reads.
     fn next_chunk(&mut self) -> Option<Bytes>;
+
+    /// The bytes still to come, when known (then the response has a `Content-Length`).
+    fn exact_len(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A body rendered whole (a status page): one chunk.
 impl Chunks for Option<Bytes> {
     fn next_chunk(&mut self) -> Option<Bytes> {
         self.take()
+    }
+
+    fn exact_len(&self) -> Option<u64> {
+        Some(self.as_ref().map_or(0, |b| b.len() as u64))
     }
 }
 
@@ -129,6 +138,17 @@ impl<C: Chunks + Unpin> HttpBody for SlotBody<C> {
                 .next_chunk()
                 .map(|b| Ok(Frame::data(b))),
         )
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.exact_len() == Some(0)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.chunks.exact_len() {
+            Some(len) => SizeHint::with_exact(len),
+            None => SizeHint::default(),
+        }
     }
 }
 
