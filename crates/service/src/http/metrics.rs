@@ -5,7 +5,7 @@
 //! counts). Sorting and formatting happen after the lock is released ([`MetricsSnapshot::render`]),
 //! so a group with a 60,000-bucket histogram does not stall the writers while its lines are
 //! written (docs/PERFORMANCE.md, "/metrics: the lock hold"). The body is written in chunks of
-//! about [`CHUNK_BYTES`] as the client reads it ([`MetricsChunks`]), so a page of any size holds
+//! about [`super::renders::CHUNK_BYTES`] as the client reads it ([`MetricsChunks`]), so a page of any size holds
 //! one chunk at a time, and at most [`super::renders::MAX_CONCURRENT_RENDERS`] scrapes are served
 //! at once ([`super::renders`]).
 
@@ -17,7 +17,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use engine::{EngineStats, GroupOutputs};
 
-use super::renders::{self, Chunks, RenderKind};
+use super::renders::{CHUNK_BYTES, Chunks, RenderKind};
 use super::{AppState, HttpError, negotiate};
 use crate::exposition::Format;
 use crate::exposition::render::RenderCursor;
@@ -41,14 +41,10 @@ pub(crate) async fn handle(
     let chunks = MetricsSnapshot::take(&state).chunks(format);
     Ok((
         [(header::CONTENT_TYPE, format.content_type())],
-        renders::body(chunks, slot),
+        slot.body(chunks),
     )
         .into_response())
 }
-
-/// The size a `/metrics` chunk is filled to (bytes): one group's lines are never split, so a
-/// chunk exceeds it by at most one group's lines of one family.
-pub const CHUNK_BYTES: usize = 64 * 1024;
 
 /// The full `/metrics` body in `format`: [`MetricsSnapshot::take`], then
 /// [`MetricsSnapshot::render`].
@@ -111,7 +107,7 @@ impl MetricsSnapshot {
         out
     }
 
-    /// The body of [`Self::render`] as chunks of about [`CHUNK_BYTES`], each rendered when asked
+    /// The body of [`Self::render`] as chunks of about [`super::renders::CHUNK_BYTES`] (64 KiB), each rendered when asked
     /// for. The groups are sorted on the first.
     pub fn chunks(self, format: Format) -> MetricsChunks {
         MetricsChunks {

@@ -12,9 +12,8 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
 
-use super::metrics::CHUNK_BYTES;
 use super::page::{MAX_PAGE_GROUPS, PAGE_BYTES};
-use super::renders::{MAX_CONCURRENT_RENDERS, RenderSlots};
+use super::renders::{CHUNK_BYTES, MAX_CONCURRENT_RENDERS, RenderSlots};
 use super::{AppState, app};
 use crate::config::Limits;
 use engine::{Engine, EngineConfig, IngestReport};
@@ -249,7 +248,7 @@ fn limited(state: &AppState, limit: &str) -> String {
 /// 503 with `Retry-After: 1`, counted under `limit`; once one body is dropped, it is served.
 async fn fifth_gets_503(path: &str, limit: &str) {
     let mut state = groups_state(3, 0);
-    state.renders = RenderSlots::with_wait(Duration::from_millis(50));
+    state.renders = RenderSlots::with_times(Duration::from_millis(50), Duration::from_secs(60));
     let mut held = Vec::new();
     for _ in 0..MAX_CONCURRENT_RENDERS {
         let response = request(&state, path).await;
@@ -310,4 +309,40 @@ async fn metrics_is_written_in_chunks_of_the_chunk_size() {
     };
     assert_eq!(families(&joined), families(&whole));
     assert!(families(&whole).len() > 3_000);
+}
+
+/// Four responses whose bodies are never read hold every slot. Once they have sent nothing for the
+/// stall time, a fifth request takes the slot of the oldest, which is cut: its body ends with an
+/// error, not as a whole page. The other three are still served whole.
+async fn stalled_reader_yields_its_slot(path: &str) {
+    let mut state = groups_state(3, 0);
+    state.renders = RenderSlots::with_times(Duration::from_secs(5), Duration::from_millis(100));
+    let mut held = Vec::new();
+    for _ in 0..MAX_CONCURRENT_RENDERS {
+        held.push(request(&state, path).await);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = std::time::Instant::now();
+    let fifth = request(&state, path).await;
+    assert_eq!(fifth.status(), StatusCode::OK);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "no wait for the 5 s"
+    );
+    assert!(!text(fifth).await.is_empty());
+    let mut held = held.into_iter();
+    let oldest = held.next().unwrap().into_body().collect().await;
+    assert!(oldest.is_err(), "the oldest stalled response is cut");
+    for response in held {
+        assert!(!text(response).await.is_empty(), "the others are whole");
+    }
+    assert_eq!(limited(&state, "concurrent_pages"), "0");
+    assert_eq!(limited(&state, "concurrent_scrapes"), "0");
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_yields_its_slot_to_the_next_request() {
+    stalled_reader_yields_its_slot("/status").await;
+    stalled_reader_yields_its_slot("/metrics").await;
 }

@@ -8,15 +8,13 @@
 
 use std::fmt::Write as _;
 
-use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::page::{self, PageFill, PageQuery};
-use super::renders::{self, RenderKind};
+use super::renders::{PageChunks, RenderKind, Slot};
 use super::{AppState, HttpError};
 use crate::exposition::render::escape_label_value;
 use engine::{GroupSnapshot, GroupsPage};
@@ -98,10 +96,10 @@ fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
 }
 
 /// A rendered page as the response, holding its render slot until written.
-fn page_response(content_type: &'static str, page: String, slot: OwnedSemaphorePermit) -> Response {
+fn page_response(content_type: &'static str, page: String, slot: Slot) -> Response {
     (
         [(header::CONTENT_TYPE, content_type)],
-        renders::body(Some(Bytes::from(page)), slot),
+        slot.body(PageChunks::new(page)),
     )
         .into_response()
 }
