@@ -346,3 +346,59 @@ async fn a_client_that_stops_reading_yields_its_slot_to_the_next_request() {
     stalled_reader_yields_its_slot("/status").await;
     stalled_reader_yields_its_slot("/metrics").await;
 }
+
+/// Writes `value` at `ts` to the lone series of group `instance` (as [`groups_state`] makes them).
+fn write_lone(state: &AppState, instance: &str, value: f64, ts: i64) {
+    let labels = [
+        Label {
+            name: "__name__",
+            value: "vllm:generation_tokens_total",
+        },
+        Label {
+            name: "instance",
+            value: instance,
+        },
+        Label {
+            name: "pad",
+            value: "",
+        },
+    ];
+    let sample = Sample {
+        value,
+        timestamp_ms: ts,
+    };
+    let mut report = IngestReport::default();
+    state
+        .lock_engine()
+        .ingest(&labels, &[sample], ts, &mut report);
+}
+
+#[tokio::test]
+async fn a_group_that_leaves_or_arrives_between_pages_moves_no_other_group() {
+    let state = groups_state(5, 0);
+    let first: Value =
+        serde_json::from_str(&text(request(&state, "/api/v1/groups?limit=2").await).await).unwrap();
+    let next = first["next"].as_str().unwrap().to_owned();
+    // The group the cursor names leaves (staleness marker), one arrives before it.
+    write_lone(
+        &state,
+        "000001",
+        f64::from_bits(protocol::STALE_NAN_BITS),
+        2_000,
+    );
+    write_lone(&state, "000000b", 1.0, 2_000);
+    let mut instances = Vec::new();
+    let mut path = format!("/api/v1/groups?limit=2&after={next}");
+    loop {
+        let v: Value = serde_json::from_str(&text(request(&state, &path).await).await).unwrap();
+        assert_eq!(v["total"], 5, "one left, one arrived");
+        for g in v["data"].as_array().unwrap() {
+            instances.push(g["labels"]["instance"].as_str().unwrap().to_owned());
+        }
+        match v["next"].as_str() {
+            Some(next) => path = format!("/api/v1/groups?limit=2&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(instances, ["000002", "000003", "000004"]);
+}
