@@ -1,10 +1,12 @@
 //! What the corrector sees, per group: `GET /` (a landing page, as node_exporter and the
 //! Prometheus components have), `GET /status` (server-rendered HTML, no script, in the manner of
 //! Prometheus' `/targets`) and `GET /api/v1/groups` (JSON in the Prometheus HTTP API's envelope,
-//! `{"status":"success","data":[…]}`). All three render one [`engine::GroupSnapshot`] per
-//! group from [`engine::Engine::snapshot`], and sit behind the same authentication as
-//! `/metrics`. Every label name and value is HTML-escaped ([`escape`]): label values come from
-//! remote-write senders.
+//! `{"status":"success","data":[…],"total":N,"next":…}`). Both group pages list one page of
+//! groups in label order ([`super::page`]: at most 200 by default, 1000 by `?limit=`, and
+//! [`page::PAGE_BYTES`]), one [`engine::GroupSnapshot`] per group from
+//! [`engine::Engine::snapshot_page`], holding a render slot ([`super::renders`]) until written, and
+//! sit behind the same authentication as `/metrics`. Every label name and value is HTML-escaped
+//! ([`escape`]), values after the PromQL escapes: label values come from remote-write senders.
 
 use std::fmt::Write as _;
 
