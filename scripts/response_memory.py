@@ -6,7 +6,8 @@ Starts BINARY on a free loopback port, remote-writes N lone `vllm:generation_tok
 (RW 1.0, each its own group, as a cardinality flood sends them), then for each scenario resets the
 process's peak RSS (`echo 5 > /proc/PID/clear_refs`, needs root or the process's owner), runs it and
 prints the peak (VmHWM) and the response bytes. A paged binary is walked through every page; an
-unpaged one answers the whole list at once.
+unpaged one answers the whole list at once. Last, one and three `/metrics` scrapes of 600 groups
+whose series carry 20 labels of 2 000 bytes (a page of tens of MB).
 
     python3 scripts/response_memory.py target/release/vllm-corrector [N [MAX_MEMORY_BYTES]]
 
@@ -171,12 +172,12 @@ SCENARIOS = [
 def main():
     binary = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 100_000
-    config = None
+    config = tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False)
+    config.write("engine:\n  settle_scrapes: 0\n")
     if len(sys.argv) > 3:
-        config = tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False)
         config.write(f"limits:\n  max_memory_bytes: {int(sys.argv[3])}\n")
-        config.close()
-        config = config.name
+    config.close()
+    config = config.name
     print(f"{binary}, {n} one-series groups, a fresh process per scenario:")
     for name, k, path in SCENARIOS:
         proc, base = start(binary, n, config)
@@ -191,6 +192,52 @@ def main():
             print(
                 f"  {name}: RSS {rss} MiB before ({held.group(1) if held else '?'} groups held), "
                 f"peak {hwm} MiB, {time.time() - began:.1f} s; {detail}"
+            )
+        finally:
+            proc.terminate()
+            proc.wait()
+    # /metrics: 600 groups serving token-weighted ITL whose series carry 20 labels of 2 000 bytes,
+    # repeated on every line of the page (issue 23 item 3's shape), sent 50 groups a request.
+    for k in (1, 3):
+        proc, base = start(binary, 0, config)
+        try:
+            now = int(time.time() * 1000)
+            for ts, scale, first in (
+                (ts, scale, first)
+                for ts, scale in ((now - 15_000, 1.0), (now, 2.0))
+                for first in range(0, 600, 50)
+            ):
+                body = b"".join(
+                    series(
+                        [("__name__", name), ("instance", f"vllm-{g}:8000")]
+                        + [(f"pad_{i:02}", f"{i:02}" * 1000) for i in range(20)],
+                        value * scale,
+                        ts,
+                    )
+                    for g in range(first, first + 50)
+                    for name, value in (
+                        ("vllm:inter_token_latency_seconds_sum", 2.4),
+                        ("vllm:generation_tokens_total", 1000.0),
+                        ("vllm:time_to_first_token_seconds_count", 40.0),
+                    )
+                )
+                post(base, body)
+            rss, _ = status(proc.pid)
+            open(f"/proc/{proc.pid}/clear_refs", "w").write("5")
+            began = time.time()
+            sizes = []
+            threads = [
+                threading.Thread(target=lambda: sizes.append(len(get(base + "/metrics"))))
+                for _ in range(k)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            _, hwm = status(proc.pid)
+            print(
+                f"  {k} /metrics at once (600 label-heavy groups): RSS {rss} MiB before, "
+                f"peak {hwm} MiB, {time.time() - began:.1f} s; {sizes[0]} bytes each"
             )
         finally:
             proc.terminate()
