@@ -281,15 +281,15 @@ fn trickle(
     let mut i = 0usize;
     while !stop.load(Ordering::Relaxed) {
         for slot in &mut conns {
-            if slot.is_none() {
-                if let Ok(mut s) = TcpStream::connect(addr) {
-                    let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-                    let _ = s.set_write_timeout(Some(Duration::from_millis(50)));
-                    i += 1;
-                    if s.write_all(heads[i % heads.len()].as_bytes()).is_ok() {
-                        opened.fetch_add(1, Ordering::Relaxed);
-                        *slot = Some(s);
-                    }
+            if slot.is_none()
+                && let Ok(mut s) = TcpStream::connect(addr)
+            {
+                let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+                let _ = s.set_write_timeout(Some(Duration::from_millis(50)));
+                i += 1;
+                if s.write_all(heads[i % heads.len()].as_bytes()).is_ok() {
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    *slot = Some(s);
                 }
             }
             let alive = match slot.as_mut() {

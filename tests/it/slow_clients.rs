@@ -238,3 +238,71 @@ fn a_client_that_stops_reading_metrics_is_disconnected_after_the_response_write_
     let [_, _, t3] = scrape_times();
     assert_eq!(corrector.post(&Scrape::T2.points(t3)), 204);
 }
+
+#[test]
+fn four_clients_that_stop_reading_metrics_do_not_keep_scrapes_out() {
+    let corrector = Corrector::start_with_config(Some("engine:\n  settle_scrapes: 0\n"));
+    // A page of tens of MB (as above): more than the sockets and the server's buffers take, so a
+    // client that reads nothing keeps its response, and its render slot, in flight.
+    let [t1, t2, _] = scrape_times();
+    for engine in 0..5 {
+        for (scrape, t) in [(Scrape::T1, t1), (Scrape::T2, t2)] {
+            for chunk in padded(&scrape.points(t), engine, 20).chunks(100) {
+                assert_eq!(corrector.post(chunk), 204);
+            }
+        }
+    }
+    let page = corrector.metrics_text().len();
+    // Four clients take every /metrics slot and stop reading (the write timeout is 1 min).
+    let mut stalled: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(&corrector.address).unwrap();
+            stream
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            stream
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1_500));
+    // A scrape gets in at once: it takes the slot of the response stalled the longest, which is
+    // cut (its connection closed before its page was whole).
+    let started = Instant::now();
+    let text = corrector.metrics_text();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "vllm_corrector_requests_limited_total{limit=\"concurrent_scrapes\"}"
+        ),
+        0.0
+    );
+    // One of the four (the one stalled longest; which one depends on the order the server took
+    // them in) is cut: closed before its page was whole.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut read = [0usize; 4];
+    let mut buf = vec![0u8; 64 * 1024];
+    let cut = 'cut: loop {
+        assert!(
+            Instant::now() < deadline,
+            "no stalled response was cut: read {read:?}"
+        );
+        for (i, stream) in stalled.iter_mut().enumerate() {
+            stream
+                .set_read_timeout(Some(Duration::from_millis(20)))
+                .unwrap();
+            loop {
+                match stream.read(&mut buf) {
+                    Ok(0) => break 'cut i,
+                    Ok(n) => read[i] += n,
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => break 'cut i,
+                    Err(_) => break,
+                }
+            }
+        }
+    };
+    assert!(read[cut] < page, "read {} of {page} bytes", read[cut]);
+}

@@ -145,8 +145,8 @@ fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
         "the script label shown as text:\n{dom}"
     );
     assert!(
-        dom.contains("&lt;img src=x onerror=\"document.title='pwned'\"&gt;"),
-        "the element label shown as text:\n{dom}"
+        dom.contains("\\\"&gt;&lt;img src=x onerror=\\\"document.title='pwned'\\\"&gt;"),
+        "the element label shown as text, its quotes escaped as PromQL writes them:\n{dom}"
     );
 
     // One row per group: engines 0 and 1 of the 0.33 server, engine 0 of the 0.10 server.
@@ -165,6 +165,45 @@ fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
         "{dom}"
     );
     assert_eq!(dom.matches("<td class=\"lag\"").count(), 3, "{dom}");
+    assert!(
+        dom.contains("Groups 1–3 of 3.") && dom.contains("last page"),
+        "{dom}"
+    );
+
+    // Two groups a page: the browser follows the "next page" link to the third group.
+    let first = String::from_utf8(
+        chromium(
+            &binary,
+            &profile,
+            &["--dump-dom".to_string(), format!("{url}?limit=2")],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(first.matches("<tr class=\"group\">").count(), 2, "{first}");
+    assert!(first.contains("id=\"summary\">3 group(s)"), "{first}");
+    let at = first
+        .find("<a id=\"next-page\" href=\"")
+        .unwrap_or_else(|| panic!("a next page link:\n{first}"));
+    let href = &first[at + 24..];
+    let next = format!(
+        "{}/{}",
+        corrector.base,
+        href[..href.find('"').unwrap()].replace("&amp;", "&")
+    );
+    let second =
+        String::from_utf8(chromium(&binary, &profile, &["--dump-dom".to_string(), next]).stdout)
+            .unwrap();
+    assert_eq!(
+        second.matches("<tr class=\"group\">").count(),
+        1,
+        "{second}"
+    );
+    assert!(
+        second.contains("Groups 3–3 of 3.") && second.contains("last page"),
+        "{second}"
+    );
+    assert!(!second.contains("id=\"summary\""), "{second}");
 
     let shot = artefact_dir().join("status-page.png");
     let _ = std::fs::remove_file(&shot);

@@ -118,6 +118,31 @@ pub struct GroupSnapshot {
     pub recent_rejects: [u64; 2],
 }
 
+/// Counts over every live group, taken with a [`GroupsPage`]: the summary `/status` shows above
+/// its first page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupsSummary {
+    /// Live groups.
+    pub groups: usize,
+    /// Groups serving at least one family.
+    pub serving: usize,
+    /// Groups whose state is incomplete ([`GroupSnapshot::incomplete`]).
+    pub incomplete: usize,
+}
+
+/// One page of group snapshots, built by [`super::Engine::snapshot_page`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupsPage {
+    /// At most the requested number of groups whose labels sort after the cursor, in ascending
+    /// label order.
+    pub groups: Vec<GroupSnapshot>,
+    /// Groups whose labels sort after the cursor (all of them without a cursor): `groups.len()`
+    /// of them are on this page, the rest on later pages.
+    pub remaining: usize,
+    /// Counts over every live group.
+    pub summary: GroupsSummary,
+}
+
 /// Why a group left `/metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemovalReason {

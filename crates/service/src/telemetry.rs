@@ -59,7 +59,8 @@ pub(crate) struct SelfMetrics {
     pub(crate) memory: memory::MemoryMetrics,
 }
 
-/// A request-level limit that refuses a remote-write request whole, as the `limit` label of
+/// A request-level limit that refuses a request whole (a remote write, or a status page or scrape
+/// past the response bounds), as the `limit` label of
 /// `vllm_corrector_requests_limited_total`. Series-level limits reject samples instead and are
 /// counted in `vllm_corrector_samples_rejected_total{reason}`. What a sender sees at each one is in
 /// `docs/RELIABILITY.md`, "Limits".
@@ -77,20 +78,27 @@ pub(crate) enum RequestLimit {
     MaxInflightBytes,
     /// `limits.request_body_timeout`: the body did not arrive in time (503).
     RequestBodyTimeout,
+    /// The fixed bound on `/status` and `/api/v1/groups` responses served at once (503).
+    ConcurrentPages,
+    /// The fixed bound on `/metrics` responses served at once (503).
+    ConcurrentScrapes,
 }
 
 impl RequestLimit {
     /// Every limit, for pre-registering the label values.
-    pub(crate) const ALL: [RequestLimit; 6] = [
+    pub(crate) const ALL: [RequestLimit; 8] = [
         RequestLimit::MaxBodyBytes,
         RequestLimit::MaxDecodedBytes,
         RequestLimit::MaxSeriesPerRequest,
         RequestLimit::MaxConcurrentRequests,
         RequestLimit::MaxInflightBytes,
         RequestLimit::RequestBodyTimeout,
+        RequestLimit::ConcurrentPages,
+        RequestLimit::ConcurrentScrapes,
     ];
 
-    /// The `limit` label value: the configuration field's name under `limits:`.
+    /// The `limit` label value: the configuration field's name under `limits:`, or for the fixed
+    /// response bounds `concurrent_pages` and `concurrent_scrapes`.
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
             RequestLimit::MaxBodyBytes => "max_body_bytes",
@@ -99,6 +107,8 @@ impl RequestLimit {
             RequestLimit::MaxConcurrentRequests => "max_concurrent_requests",
             RequestLimit::MaxInflightBytes => "max_inflight_bytes",
             RequestLimit::RequestBodyTimeout => "request_body_timeout",
+            RequestLimit::ConcurrentPages => "concurrent_pages",
+            RequestLimit::ConcurrentScrapes => "concurrent_scrapes",
         }
     }
 }

@@ -2,10 +2,52 @@
 //! `/metrics`, group snapshots for `/status` and `/api/v1/groups`, events for the event log, and
 //! the self-metrics counts. A child of `state.rs` (the write side).
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::*;
-use crate::observe::GroupOutputs;
+use crate::observe::{GroupOutputs, GroupsPage, GroupsSummary};
+
+/// A group's entry ordered by its labels alone (unique per group), for [`Engine::snapshot_page`].
+struct ByLabels<'a>(&'a Entry);
+
+impl PartialEq for ByLabels<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for ByLabels<'_> {}
+
+impl PartialOrd for ByLabels<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByLabels<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.group.labels[..].cmp(&other.0.group.labels[..])
+    }
+}
+
+/// What `/status` shows of one group ([`Engine::snapshot`], [`Engine::snapshot_page`]).
+fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
+    let limited = meta.limited_at(group.last_seen_ms);
+    GroupSnapshot {
+        labels: Arc::clone(&group.labels),
+        families: Family::ALL.map(|family| family_status(group, meta, family)),
+        last_sample_ms: meta.newest_ts,
+        last_received_ms: meta.last_new_ms,
+        scrape_interval_ms: meta.interval_ms,
+        input_series: group.active_series(),
+        counter_resets: meta.counter_resets,
+        incomplete: limited.is_none() && group.incomplete(),
+        limited: limited.and_then(RejectReason::limit_name),
+        recent_rejects: meta.rejects.recent(group.last_seen_ms),
+    }
+}
 
 /// How `group` (with its bookkeeping `meta`) shows `family`: served, degraded or withheld, with
 /// the missing input or the limit. A family that lacks an input or a complete frame while a limit
@@ -111,22 +153,50 @@ impl Engine {
         self.slots
             .iter()
             .filter_map(|s| s.entry.as_ref())
-            .map(|Entry { group, meta, .. }| {
-                let limited = meta.limited_at(group.last_seen_ms);
-                GroupSnapshot {
-                    labels: Arc::clone(&group.labels),
-                    families: Family::ALL.map(|family| family_status(group, meta, family)),
-                    last_sample_ms: meta.newest_ts,
-                    last_received_ms: meta.last_new_ms,
-                    scrape_interval_ms: meta.interval_ms,
-                    input_series: group.active_series(),
-                    counter_resets: meta.counter_resets,
-                    incomplete: limited.is_none() && group.incomplete(),
-                    limited: limited.and_then(RejectReason::limit_name),
-                    recent_rejects: meta.rejects.recent(group.last_seen_ms),
-                }
-            })
+            .map(entry_snapshot)
             .collect()
+    }
+
+    /// One page of [`Engine::snapshot`]: the `limit` groups with the smallest labels after
+    /// `after` (labels compared pair by pair, name then value; all groups without it), in
+    /// ascending label order, with how many groups sort after `after` and counts over every
+    /// group. One pass over the groups keeping the `limit` smallest in a heap: O(groups × log
+    /// limit) label comparisons and O(limit) memory, whatever the number of groups, so a page
+    /// costs the same on the first and the last page. Group labels are unique, so the order is
+    /// total and paging by the last labels shown lists every group exactly once.
+    pub fn snapshot_page(&self, after: Option<&[(String, String)]>, limit: usize) -> GroupsPage {
+        let mut summary = GroupsSummary::default();
+        let mut remaining = 0;
+        // A max-heap on labels: its top is the largest of the `limit` smallest seen so far.
+        let mut heap: BinaryHeap<ByLabels<'_>> = BinaryHeap::with_capacity(limit.min(4096) + 1);
+        for entry in self.slots.iter().filter_map(|s| s.entry.as_ref()) {
+            let group = &entry.group;
+            summary.groups += 1;
+            summary.incomplete += usize::from(group.incomplete());
+            summary.serving += usize::from(Family::ALL.iter().any(|&f| group.output(f).is_some()));
+            if after.is_some_and(|after| &group.labels[..] <= after) {
+                continue;
+            }
+            remaining += 1;
+            if heap.len() < limit {
+                heap.push(ByLabels(entry));
+            } else if heap
+                .peek()
+                .is_some_and(|top| group.labels[..] < top.0.group.labels[..])
+            {
+                heap.pop();
+                heap.push(ByLabels(entry));
+            }
+        }
+        GroupsPage {
+            groups: heap
+                .into_sorted_vec()
+                .into_iter()
+                .map(|e| entry_snapshot(e.0))
+                .collect(),
+            remaining,
+            summary,
+        }
     }
 
     /// The events since the last call, each reported once: counter resets and removals as they

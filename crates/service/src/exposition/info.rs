@@ -31,14 +31,24 @@ const HELP: &str = "One series per group and corrected family, always 1: the gro
 const OWN: [&str; 4] = ["family", "state", "reason", "detail"];
 
 /// A group's labels and the state of each of its families (from [`engine::GroupSnapshot`]).
+#[cfg(test)]
 pub(crate) type GroupFamilies<'a> = (&'a [(String, String)], &'a [FamilyStatus]);
 
 /// Appends `vllm_corrector_family_info` for `groups` (in the order given, families in the order
 /// given: registry order), with its `# HELP` and `# TYPE` lines; nothing when there is no group.
+#[cfg(test)]
 pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>], format: Format) {
     if groups.is_empty() {
         return;
     }
+    render_header(out, format);
+    for (group, families) in groups {
+        render_group(out, group, families);
+    }
+}
+
+/// Appends the `# HELP` and `# TYPE` lines of `vllm_corrector_family_info`.
+pub(crate) fn render_header(out: &mut String, format: Format) {
     out.push_str("# HELP ");
     out.push_str(NAME);
     out.push(' ');
@@ -46,18 +56,25 @@ pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>],
     out.push_str("\n# TYPE ");
     out.push_str(NAME);
     out.push_str(" gauge\n");
-    let mut labels: Vec<(String, String)> = Vec::new();
-    for (group, families) in groups {
-        let base = group_labels(group);
-        for family in *families {
-            labels.clear();
-            labels.extend(base.iter().cloned());
-            labels.extend(own_labels(family));
-            out.push_str(NAME);
-            out.push('{');
-            write_label_pairs(out, &labels);
-            out.push_str("} 1\n");
-        }
+}
+
+/// Appends the `vllm_corrector_family_info` series of one group: one per family of `families`,
+/// in the order given.
+pub(crate) fn render_group(
+    out: &mut String,
+    group: &[(String, String)],
+    families: &[FamilyStatus],
+) {
+    let base = group_labels(group);
+    let mut labels: Vec<(String, String)> = Vec::with_capacity(base.len() + OWN.len());
+    for family in families {
+        labels.clear();
+        labels.extend(base.iter().cloned());
+        labels.extend(own_labels(family));
+        out.push_str(NAME);
+        out.push('{');
+        write_label_pairs(out, &labels);
+        out.push_str("} 1\n");
     }
 }
 

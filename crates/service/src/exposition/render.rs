@@ -38,23 +38,55 @@ impl Format {
     }
 }
 
-/// Appends every derived family (in [`Family::ALL`] order) of `groups`, taken by
-/// [`engine::Engine::outputs`], to `out`, each family's groups in the order given (ascending
-/// labels after [`GroupOutputs::sort`]). A family with no group to show is left out entirely (no
-/// `# HELP`/`# TYPE` lines either).
-pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: Format) {
-    for family in Family::ALL {
-        let mut header_written = false;
-        for group in groups {
-            let Some(value) = &group.values[family.index()] else {
-                continue;
-            };
-            if !header_written {
-                write_header(out, family, format);
-                header_written = true;
+/// Where the rendering of the derived families stopped. From the default cursor,
+/// [`RenderCursor::write_until`] appends every derived family (in [`Family::ALL`] order) of
+/// `groups`, taken by [`engine::Engine::outputs`], each family's groups in the order given
+/// (ascending labels after [`GroupOutputs::sort`]); a family with no group to show is left out
+/// entirely (no `# HELP`/`# TYPE` lines either). The output is the same whether it is written at
+/// once or in pieces, so `/metrics` is sent in chunks without holding the whole page.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RenderCursor {
+    /// Index into [`Family::ALL`] of the family being written.
+    family: usize,
+    /// Index of the next group of that family.
+    group: usize,
+    /// Whether the family's `# HELP`/`# TYPE` lines are written.
+    header_written: bool,
+}
+
+impl RenderCursor {
+    /// Appends the families, from this cursor on, to `out` until `out` holds
+    /// `len` bytes or more (one group of a family is never split) or every family is written.
+    /// Returns `true` once every family is written.
+    pub(crate) fn write_until(
+        &mut self,
+        out: &mut String,
+        groups: &[GroupOutputs],
+        format: Format,
+        len: usize,
+    ) -> bool {
+        while let Some(&family) = Family::ALL.get(self.family) {
+            while let Some(group) = groups.get(self.group) {
+                if out.len() >= len {
+                    return false;
+                }
+                self.group += 1;
+                let Some(value) = &group.values[family.index()] else {
+                    continue;
+                };
+                if !self.header_written {
+                    write_header(out, family, format);
+                    self.header_written = true;
+                }
+                write_group(out, family, &group.labels, value);
             }
-            write_group(out, family, &group.labels, value);
+            *self = RenderCursor {
+                family: self.family + 1,
+                group: 0,
+                header_written: false,
+            };
         }
+        true
     }
 }
 
@@ -181,7 +213,7 @@ fn with_le_text(le: f64, f: impl FnOnce(&str)) {
 }
 
 /// Escapes a label value: `\` → `\\`, `"` → `\"`, newline → `\n` (same in both formats).
-fn escape_label_value(out: &mut String, value: &str) {
+pub(crate) fn escape_label_value(out: &mut String, value: &str) {
     if !value.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
         out.push_str(value);
         return;

@@ -77,6 +77,19 @@ pub(crate) enum HttpError {
     /// The reload task panicked; the old configuration stays in force. 500, as a failed reload.
     #[error("reload panicked: {0}")]
     ReloadPanicked(String),
+    /// `/status` or `/api/v1/groups` with a `limit` or `after` it cannot use
+    /// ([`super::page::PageQuery::parse`]). 400.
+    #[error("bad page query: {0}")]
+    BadPageQuery(String),
+    /// [`super::renders::MAX_CONCURRENT_RENDERS`] `/status` and `/api/v1/groups` responses were
+    /// being rendered or written, and none finished within [`super::renders::RENDER_WAIT`]. 503
+    /// with `Retry-After: 1`.
+    #[error("too many status pages being served at once; retry later")]
+    TooManyPages,
+    /// [`super::renders::MAX_CONCURRENT_RENDERS`] `/metrics` responses were being written, and
+    /// none finished within [`super::renders::RENDER_WAIT`]. 503 with `Retry-After: 1`.
+    #[error("too many /metrics scrapes being served at once; retry later")]
+    TooManyScrapes,
 }
 
 impl HttpError {
@@ -98,7 +111,10 @@ impl HttpError {
             HttpError::Overloaded => Some(RequestLimit::MaxConcurrentRequests),
             HttpError::OverBudget => Some(RequestLimit::MaxInflightBytes),
             HttpError::BodyTimeout => Some(RequestLimit::RequestBodyTimeout),
+            HttpError::TooManyPages => Some(RequestLimit::ConcurrentPages),
+            HttpError::TooManyScrapes => Some(RequestLimit::ConcurrentScrapes),
             HttpError::UnsupportedEncoding(_)
+            | HttpError::BadPageQuery(_)
             | HttpError::UnsupportedContentType(_)
             | HttpError::BodyRead(_)
             | HttpError::EmptyBody
@@ -126,6 +142,7 @@ impl HttpError {
             ) => StatusCode::PAYLOAD_TOO_LARGE,
             HttpError::BodyRead(_)
             | HttpError::EmptyBody
+            | HttpError::BadPageQuery(_)
             | HttpError::Ingest(
                 IngestError::Protocol(
                     ProtocolError::Snappy(_)
@@ -136,9 +153,11 @@ impl HttpError {
                 | IngestError::InvalidSeries { .. }
                 | IngestError::Panicked(_),
             ) => StatusCode::BAD_REQUEST,
-            HttpError::Overloaded | HttpError::OverBudget | HttpError::BodyTimeout => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            HttpError::Overloaded
+            | HttpError::OverBudget
+            | HttpError::BodyTimeout
+            | HttpError::TooManyPages
+            | HttpError::TooManyScrapes => StatusCode::SERVICE_UNAVAILABLE,
             HttpError::Auth(error) => error.status(),
             HttpError::ReloadUnavailable => StatusCode::NOT_FOUND,
             HttpError::Reload(error) => error.status(),
@@ -166,6 +185,9 @@ impl HttpError {
             | HttpError::OverBudget
             | HttpError::BodyTimeout => true,
             HttpError::Ingest(IngestError::Panicked(_))
+            | HttpError::BadPageQuery(_)
+            | HttpError::TooManyPages
+            | HttpError::TooManyScrapes
             | HttpError::Auth(_)
             | HttpError::ReloadUnavailable
             | HttpError::Reload(_)
@@ -207,7 +229,9 @@ impl IntoResponse for HttpError {
                         .append(header::WWW_AUTHENTICATE, challenge);
                 }
             }
-            HttpError::Auth(AuthError::RateLimited) => {
+            HttpError::Auth(AuthError::RateLimited)
+            | HttpError::TooManyPages
+            | HttpError::TooManyScrapes => {
                 response
                     .headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

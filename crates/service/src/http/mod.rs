@@ -21,6 +21,8 @@ mod charge;
 mod error;
 pub mod metrics;
 pub(crate) mod negotiate;
+pub(crate) mod page;
+pub(crate) mod renders;
 pub(crate) mod status;
 pub(crate) mod write;
 
@@ -28,6 +30,8 @@ pub(crate) mod write;
 mod app_tests;
 #[cfg(test)]
 mod bad_input_tests;
+#[cfg(test)]
+mod paging_tests;
 #[cfg(test)]
 mod panic_tests;
 #[cfg(test)]
@@ -76,6 +80,8 @@ pub struct AppState {
     ready: Arc<AtomicBool>,
     /// Re-reads the configuration files (`POST /-/reload`); `None` in-process (tests, `demo`).
     reloader: Option<Arc<Reloader>>,
+    /// The bound on responses served at once ([`renders`]).
+    pub(crate) renders: renders::RenderSlots,
 }
 
 impl AppState {
@@ -93,6 +99,7 @@ impl AppState {
             permit_wait: DEFAULT_PERMIT_WAIT,
             ready: Arc::new(AtomicBool::new(false)),
             reloader: None,
+            renders: renders::RenderSlots::default(),
         }
     }
 

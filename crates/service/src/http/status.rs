@@ -1,20 +1,25 @@
 //! What the corrector sees, per group: `GET /` (a landing page, as node_exporter and the
 //! Prometheus components have), `GET /status` (server-rendered HTML, no script, in the manner of
 //! Prometheus' `/targets`) and `GET /api/v1/groups` (JSON in the Prometheus HTTP API's envelope,
-//! `{"status":"success","data":[…]}`). All three render one [`engine::GroupSnapshot`] per
-//! group from [`engine::Engine::snapshot`], and sit behind the same authentication as
-//! `/metrics`. Every label name and value is HTML-escaped ([`escape`]): label values come from
-//! remote-write senders.
+//! `{"status":"success","data":[…],"total":N,"next":…}`). Both group pages list one page of
+//! groups in label order ([`super::page`]: at most 200 by default, 1000 by `?limit=`, and
+//! [`page::PAGE_BYTES`]), one [`engine::GroupSnapshot`] per group from
+//! [`engine::Engine::snapshot_page`], holding a render slot ([`super::renders`]) until written, and
+//! sit behind the same authentication as `/metrics`. Every label name and value is HTML-escaped
+//! ([`escape`]), values after the PromQL escapes: label values come from remote-write senders.
 
 use std::fmt::Write as _;
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use super::AppState;
-use engine::{FamilyStatus, GroupSnapshot};
+use super::page::{self, PageFill, PageQuery};
+use super::renders::{PageChunks, RenderKind, Slot};
+use super::{AppState, HttpError};
+use crate::exposition::render::escape_label_value;
+use engine::{FamilyStatus, GroupSnapshot, GroupsPage};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -50,8 +55,7 @@ fn page_head(out: &mut String, title: &str) {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n\
          <style>body{{font-family:sans-serif;margin:1.5em}}table{{border-collapse:collapse}}\
          td,th{{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}}\
-         .served{{color:#0a0}}.withheld{{color:#b60}}.degraded{{color:#b60}}\
-         .incomplete{{color:#c00;font-weight:bold}}.senders{{color:#c00}}\
+         .served{{color:#0a0}}.withheld{{color:#b60}}.incomplete{{color:#c00;font-weight:bold}}\
          code{{font-size:90%}}</style></head><body>\n",
         escape(title)
     );
@@ -84,23 +88,76 @@ pub(crate) async fn docs() -> Response {
         .into_response()
 }
 
-/// Every group's snapshot in ascending label order. The engine lock is held for the copy alone
-/// (labels are shared, not copied); the sort, like the rendering, runs after it is released.
-fn snapshot(state: &AppState) -> Vec<GroupSnapshot> {
-    let mut groups = state.lock_engine().snapshot();
-    groups.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
-    groups
+/// One page of groups for `query`, from [`engine::Engine::snapshot_page`]: the engine lock is held
+/// for one pass over the groups and the copy of at most `query.limit` snapshots (labels shared,
+/// not copied); the rendering runs after it is released.
+fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
+    state
+        .lock_engine()
+        .snapshot_page(query.after.as_deref(), query.limit)
 }
 
-/// `GET /api/v1/groups`: one object per group, in ascending label order.
-pub(crate) async fn groups(State(state): State<AppState>) -> Response {
-    let data: Vec<Value> = snapshot(&state).iter().map(group_json).collect();
-    let body = json!({"status": "success", "data": data});
+/// A rendered page as the response, holding its render slot until written.
+fn page_response(content_type: &'static str, page: String, slot: Slot) -> Response {
     (
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
+        [(header::CONTENT_TYPE, content_type)],
+        slot.body(PageChunks::new(page)),
     )
         .into_response()
+}
+
+/// `GET /api/v1/groups[?limit=N&after=CURSOR]`: one object per group, in ascending label order,
+/// one page at a time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`,
+/// `total` the number of groups (all pages), `next` the `after` of the next page or `null` on the
+/// last. Errors: [`HttpError::BadPageQuery`], [`HttpError::TooManyPages`].
+pub(crate) async fn groups(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, HttpError> {
+    let query = PageQuery::parse(query.as_deref())?;
+    let slot = state
+        .renders
+        .acquire(RenderKind::Page, &state.metrics)
+        .await?;
+    let page = snapshot_page(&state, &query);
+    Ok(page_response(
+        "application/json",
+        render_groups_json(&page, &query),
+        slot,
+    ))
+}
+
+/// The JSON page of `page`, within [`page::PAGE_BYTES`] ([`PageFill`]).
+pub(crate) fn render_groups_json(page: &GroupsPage, query: &PageQuery) -> String {
+    let total = page.summary.groups;
+    // `],"total":N,"next":` and `}`; the next cursor is counted per group.
+    let tail = 32 + total.to_string().len();
+    let mut fill = PageFill::new("{\"status\":\"success\",\"data\":[".to_owned(), tail);
+    let mut item = String::new();
+    let mut last = None;
+    for g in &page.groups {
+        item.clear();
+        if fill.shown > 0 {
+            item.push(',');
+        }
+        item.push_str(&group_json(g).to_string());
+        // The quoted cursor, should this group be the last.
+        let link = 2 + query.next_query(&g.labels).len();
+        if !fill.try_add(&item, link) {
+            break;
+        }
+        last = Some(&g.labels);
+    }
+    let shown = fill.shown;
+    let mut out = fill.out;
+    let _ = write!(out, "],\"total\":{total},\"next\":");
+    match last.filter(|_| shown < page.remaining) {
+        Some(labels) => {
+            let _ = write!(out, "\"{}\"}}", page::encode_cursor(labels));
+        }
+        None => out.push_str("null}"),
+    }
+    out
 }
 
 /// One family as JSON: `{"state": "served"}`, `{"state": "withheld", "reason": …}` or
@@ -154,11 +211,21 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     })
 }
 
-/// `GET /status`: a table of the groups, rendered with the wall clock for the lag column.
-pub(crate) async fn status(State(state): State<AppState>) -> Response {
-    let groups = snapshot(&state);
-    let body = render_status(&groups, crate::clock::now_ms());
-    ([(header::CONTENT_TYPE, HTML)], body).into_response()
+/// `GET /status[?limit=N&after=CURSOR]`: a table of one page of groups ([`super::page`]),
+/// rendered with the wall clock for the lag column. Errors: [`HttpError::BadPageQuery`],
+/// [`HttpError::TooManyPages`].
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, HttpError> {
+    let query = PageQuery::parse(query.as_deref())?;
+    let slot = state
+        .renders
+        .acquire(RenderKind::Page, &state.metrics)
+        .await?;
+    let page = snapshot_page(&state, &query);
+    let body = render_status(&page, &query, crate::clock::now_ms());
+    Ok(page_response(HTML, body, slot))
 }
 
 /// Seconds as `1.5s`, `2m 3s`.
@@ -228,62 +295,124 @@ fn group_state(g: &GroupSnapshot) -> String {
     }
 }
 
-/// The `/status` page for `groups` at wall clock `now_ms`.
-pub(crate) fn render_status(groups: &[GroupSnapshot], now_ms: i64) -> String {
-    let mut out = String::with_capacity(1024 + groups.len() * 1024);
-    page_head(&mut out, "vllm-corrector status");
+/// The `/status` page of `page` (requested with `query`) at wall clock `now_ms`, within
+/// [`page::PAGE_BYTES`] ([`PageFill`]). The first page starts with the summary over all groups.
+pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -> String {
+    let summary = &page.summary;
+    let mut head = String::with_capacity(4096);
+    page_head(&mut head, "vllm-corrector status");
     let _ = write!(
-        out,
-        "<h1>Groups</h1>\n<p>vllm-corrector {}. {} group(s). <a href=\"./\">home</a> · \
+        head,
+        "<h1>Groups</h1>\n<p>vllm-corrector {}. <a href=\"./\">home</a> · \
          <a href=\"api/v1/groups\">JSON</a></p>\n",
         escape(&version_text()),
-        groups.len()
     );
-    if groups.is_empty() {
-        out.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
-    }
-    out.push_str(
-        "<table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
-         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
-    );
-    for g in groups {
-        out.push_str("<tr class=\"group\"><td class=\"labels\">");
-        for (n, v) in g.labels.iter() {
-            let _ = write!(
-                out,
-                "<span class=\"label\">{}=&quot;{}&quot;</span><br>",
-                escape(n),
-                escape(v)
-            );
-        }
-        out.push_str("</td><td><ul>");
-        for f in &g.families {
-            family_item(&mut out, f);
-        }
-        out.push_str("</ul></td>");
-        match g.last_sample_ms {
-            Some(ts) => {
-                let _ = write!(
-                    out,
-                    "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>",
-                    age(now_ms.saturating_sub(ts))
-                );
-            }
-            None => out.push_str("<td class=\"lag\">never</td>"),
-        }
-        match g.scrape_interval_ms {
-            Some(ms) => {
-                let _ = write!(out, "<td>{}</td>", age(ms));
-            }
-            None => out.push_str("<td>unknown</td>"),
-        }
-        let state = group_state(g);
+    if query.after.is_none() {
         let _ = writeln!(
-            out,
-            "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
-            g.input_series, g.counter_resets
+            head,
+            "<p id=\"summary\">{} group(s): <span class=\"served\">{}</span> serving at least one \
+             family, {} serving none, <span class=\"incomplete\">{}</span> incomplete.</p>",
+            summary.groups,
+            summary.serving,
+            summary.groups - summary.serving,
+            summary.incomplete,
         );
     }
-    out.push_str("</tbody></table>\n</body></html>\n");
+    if summary.groups == 0 {
+        head.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
+    }
+    // The position of this page's first group among all groups.
+    let first = summary.groups - page.remaining + 1;
+    let _ = write!(
+        head,
+        "<p id=\"page\">From group {first} of {} in label order.</p>\n\
+         <table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
+         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
+        summary.groups
+    );
+    let mut fill = PageFill::new(head, 256);
+    let mut row = String::new();
+    let mut last = None;
+    for g in &page.groups {
+        row.clear();
+        group_row(&mut row, g, now_ms);
+        // `<p><a id="next-page" href="status?…">next page</a></p>`, `&` written `&amp;`.
+        let link = 64 + query.next_query(&g.labels).len();
+        if !fill.try_add(&row, link) {
+            break;
+        }
+        last = Some(&g.labels);
+    }
+    let shown = fill.shown;
+    let mut out = fill.out;
+    let _ = write!(
+        out,
+        "</tbody></table>\n<p class=\"pages\">Groups {first}–{} of {}. ",
+        first + shown - 1,
+        summary.groups
+    );
+    if query.after.is_some() {
+        let _ = write!(
+            out,
+            "<a id=\"first-page\" href=\"status?limit={}\">first page</a> ",
+            query.limit
+        );
+    }
+    match last.filter(|_| shown < page.remaining) {
+        Some(labels) => {
+            let _ = write!(
+                out,
+                "<a id=\"next-page\" href=\"status?{}\">next page</a>",
+                query.next_query(labels).replace('&', "&amp;")
+            );
+        }
+        None => out.push_str("last page"),
+    }
+    out.push_str("</p>\n</body></html>\n");
     out
+}
+
+/// Appends one group's table row to `out`. Label values are shown as PromQL and the exposition
+/// formats write them (`\\`, `\"`, `\n` escaped), then HTML-escaped, so a quote or a newline in a
+/// value is unambiguous.
+fn group_row(out: &mut String, g: &GroupSnapshot, now_ms: i64) {
+    out.push_str("<tr class=\"group\"><td class=\"labels\">");
+    let mut value = String::new();
+    for (n, v) in g.labels.iter() {
+        value.clear();
+        escape_label_value(&mut value, v);
+        let _ = write!(
+            out,
+            "<span class=\"label\">{}=&quot;{}&quot;</span><br>",
+            escape(n),
+            escape(&value)
+        );
+    }
+    out.push_str("</td><td><ul>");
+    for f in &g.families {
+        family_item(out, f);
+    }
+    out.push_str("</ul></td>");
+    match g.last_sample_ms {
+        Some(ts) => {
+            let _ = write!(
+                out,
+                "<td class=\"lag\" title=\"sample timestamp {ts} ms\">{} ago</td>",
+                age(now_ms.saturating_sub(ts))
+            );
+        }
+        None => out.push_str("<td class=\"lag\">never</td>"),
+    }
+    match g.scrape_interval_ms {
+        Some(ms) => {
+            let _ = write!(out, "<td>{}</td>", age(ms));
+        }
+        None => out.push_str("<td>unknown</td>"),
+    }
+    let state = group_state(g);
+    let _ = writeln!(
+        out,
+        "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
+        g.input_series, g.counter_resets
+    );
 }

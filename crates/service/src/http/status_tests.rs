@@ -17,6 +17,11 @@ const SCRIPT: &str = "</td><script>alert(1)</script>";
 const ATTRIBUTE: &str = "\"><img src=x onerror=alert(2)>";
 
 fn fed_state() -> AppState {
+    fed_state_with(SCRIPT)
+}
+
+/// One group serving token-weighted ITL, with `instance` [`ATTRIBUTE`] and `model_name` `model`.
+fn fed_state_with(model: &str) -> AppState {
     let state = AppState::new(
         Engine::new(EngineConfig {
             // One scrape per test: evaluated at once (the settling has its own tests).
@@ -46,7 +51,7 @@ fn fed_state() -> AppState {
                 },
                 Label {
                     name: "model_name",
-                    value: SCRIPT,
+                    value: model,
                 },
             ];
             engine.ingest(
@@ -208,7 +213,22 @@ async fn status_page_without_groups_says_so() {
     assert_eq!(status, StatusCode::OK);
     assert!(body.contains("id=\"no-groups\""), "{body}");
     let (_, _, json) = get(&state, "/api/v1/groups").await;
-    assert_eq!(json, r#"{"data":[],"status":"success"}"#);
+    assert_eq!(
+        json,
+        r#"{"status":"success","data":[],"total":0,"next":null}"#
+    );
+}
+
+#[tokio::test]
+async fn status_page_shows_label_values_escaped_as_promql_does() {
+    // A quote, a newline and a backslash: `a"b<newline>c\d`.
+    let (status, _, body) = get(&fed_state_with("a\"b\nc\\d"), "/status").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        body.contains("model_name=&quot;a\\&quot;b\\nc\\\\d&quot;"),
+        "shown as a\\\"b\\nc\\\\d, HTML-escaped\n{body}"
+    );
+    assert!(!body.contains("b\nc"), "no raw newline in a value");
 }
 
 #[tokio::test]
