@@ -19,7 +19,7 @@ use super::hold::Hold;
 use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
-use super::rules::{Evaluation, Plan};
+use super::rules::{Evaluation, Plan, servable};
 use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
@@ -548,7 +548,8 @@ impl Group {
                 frame,
                 &mut self.events.counter_resets,
             ),
-        };
+        }
+        .and_then(servable);
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
