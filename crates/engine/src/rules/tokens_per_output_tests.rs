@@ -200,7 +200,12 @@ fn no_family_serves_a_negative_or_non_finite_count() {
         Some(crate::WithheldReason::InconsistentInputs)
     );
     // NaN arises from +Inf − +Inf: generation tokens and TTFT count both +Inf.
-    feed(&mut engine, "1", 1_000, &scrape(f64::INFINITY, f64::INFINITY, 10.0));
+    feed(
+        &mut engine,
+        "1",
+        1_000,
+        &scrape(f64::INFINITY, f64::INFINITY, 10.0),
+    );
     assert_eq!(value(&engine, "1"), None);
 
     let local = Family::named("vllm_corrected_iteration_tokens_local_compute");
