@@ -292,6 +292,18 @@ impl Family {
         self.spec().kind
     }
 
+    /// True when the family's bucket counts are estimates that may be fractional (token-weighted
+    /// shares of outputs: the acceptance-corrected ITL buckets), false when every count is a
+    /// difference or sum of vLLM's integer counters. OpenMetrics 1.0 requires integer histogram
+    /// bucket values, so such a family is not exposed as a histogram there (docs/METRICS.md,
+    /// "OpenMetrics and fractional buckets").
+    pub fn fractional_buckets(self) -> bool {
+        matches!(
+            self.spec().evaluation,
+            super::rules::Evaluation::AcceptanceBuckets
+        )
+    }
+
     /// Index into per-family arrays (`[_; FAMILIES]`).
     pub const fn index(self) -> usize {
         self.0 as usize

@@ -7,6 +7,13 @@
 //! * [`FamilyKind::SumCount`]: `# TYPE name summary` with only `name_sum{…}` and `name_count{…}`
 //!   (a summary without quantiles is valid in both formats).
 //!
+//! * In OpenMetrics only, a histogram family whose buckets may be fractional
+//!   ([`Family::fractional_buckets`], the acceptance-corrected ITL): OpenMetrics 1.0 requires a
+//!   histogram's bucket and count values to be integers, so it is written as three families of
+//!   type `unknown`, `name_bucket`, `name_sum` and `name_count`, each one value per sample. The
+//!   sample names, labels and values are those of the text format, so PromQL reads them alike
+//!   (docs/METRICS.md, "OpenMetrics and fractional buckets").
+//!
 //! Label values are escaped (`\` → `\\`, `"` → `\"`, newline → `\n`). `le` is printed as vLLM
 //! prints it (Python `prometheus_client`'s `floatToGoString`: `0.01`, `1.0`, `20.0`, `1e+06`,
 //! `+Inf`), so a PromQL join `on(le)` against vLLM's raw series matches. Values are printed exactly:
@@ -44,6 +51,10 @@ impl Format {
 /// `# HELP`/`# TYPE` lines either).
 pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: Format) {
     for family in Family::ALL {
+        if format == Format::OpenMetrics && family.fractional_buckets() {
+            render_unknown_parts(out, family, groups);
+            continue;
+        }
         let mut header_written = false;
         for group in groups {
             let Some(value) = &group.values[family.index()] else {
@@ -54,6 +65,62 @@ pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: F
                 header_written = true;
             }
             write_group(out, family, &group.labels, value);
+        }
+    }
+}
+
+/// Appends a histogram `family` of fractional buckets in OpenMetrics as three `unknown` families,
+/// `name_bucket`, `name_sum` and `name_count`, each with every group's samples; left out entirely
+/// when no group has a value.
+fn render_unknown_parts(out: &mut String, family: Family, groups: &[GroupOutputs]) {
+    let name = family.name();
+    let values = || {
+        groups
+            .iter()
+            .filter_map(|g| Some((&g.labels[..], g.values[family.index()].as_deref()?)))
+    };
+    if values().next().is_none() {
+        return;
+    }
+    for suffix in ["_bucket", "_sum", "_count"] {
+        out.push_str("# HELP ");
+        out.push_str(name);
+        out.push_str(suffix);
+        out.push(' ');
+        escape_help(out, family.help(), Format::OpenMetrics);
+        out.push_str("\n# TYPE ");
+        out.push_str(name);
+        out.push_str(suffix);
+        out.push_str(" unknown\n");
+        for (labels, value) in values() {
+            let (buckets, sum, count) = match value {
+                DerivedValue::Histogram {
+                    buckets,
+                    sum,
+                    count,
+                } => (&buckets[..], *sum, *count),
+                DerivedValue::SumCount { sum, count } => (&[][..], *sum, *count),
+            };
+            let single = |out: &mut String, v: f64| {
+                out.push_str(name);
+                out.push_str(suffix);
+                write_labels(out, labels, None);
+                write_number(out, v);
+                out.push('\n');
+            };
+            match suffix {
+                "_bucket" => {
+                    for &(le, cumulative) in buckets {
+                        out.push_str(name);
+                        out.push_str(suffix);
+                        write_labels(out, labels, Some(le));
+                        write_number(out, cumulative);
+                        out.push('\n');
+                    }
+                }
+                "_sum" => single(out, sum),
+                _ => single(out, count),
+            }
         }
     }
 }
