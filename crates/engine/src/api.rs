@@ -47,7 +47,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 22] = [
+    pub const ALL: [RejectReason; 23] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -70,6 +70,7 @@ impl RejectReason {
         RejectReason::FutureTimestamp,
         RejectReason::InternalError,
         RejectReason::MemoryBudget,
+        RejectReason::Label(LabelError::ReservedLabelName),
     ];
 
     /// The `reason` label value.
@@ -118,6 +119,7 @@ impl RejectReason {
                 LabelError::TooManyLabels => at::<15>(),
                 LabelError::LabelNameTooLong => at::<16>(),
                 LabelError::LabelValueTooLong => at::<17>(),
+                LabelError::ReservedLabelName => at::<22>(),
             },
             RejectReason::TooManySeries => at::<18>(),
             RejectReason::FutureTimestamp => at::<19>(),

@@ -218,8 +218,9 @@ async fn run(row: Row) {
 #[tokio::test]
 async fn every_bad_input_class_gets_its_status_reason_and_accounting() {
     let rows = rows();
-    // One row per input class of the issue, plus the RW 2.0, limit and dropped-metadata rows.
-    assert_eq!(rows.len(), 37);
+    // One row per input class of the issue, plus the RW 2.0, limit and dropped-metadata rows,
+    // and issue 23's reserved and metadata label names.
+    assert_eq!(rows.len(), 40);
     for row in rows {
         run(row).await;
     }
