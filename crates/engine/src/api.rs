@@ -39,6 +39,11 @@ pub enum RejectReason {
     /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
     /// would become its series' newest and make every real sample after it out of order.
     FutureTimestamp,
+    /// A series new to its group that would give one input of the group more than
+    /// [`MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
+    /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
+    /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
+    TooManyBuckets,
     /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
     /// Every sample of the request is counted here, including any the engine applied before the
     /// panic: that request's own accounting is lost with the panic.
@@ -47,7 +52,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 23] = [
+    pub const ALL: [RejectReason; 24] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -71,6 +76,7 @@ impl RejectReason {
         RejectReason::InternalError,
         RejectReason::MemoryBudget,
         RejectReason::Label(LabelError::ReservedLabelName),
+        RejectReason::TooManyBuckets,
     ];
 
     /// The `reason` label value.
@@ -88,6 +94,7 @@ impl RejectReason {
             RejectReason::FutureTimestamp => "future_timestamp",
             RejectReason::InternalError => "internal_error",
             RejectReason::MemoryBudget => "memory_budget",
+            RejectReason::TooManyBuckets => "too_many_buckets",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -125,6 +132,7 @@ impl RejectReason {
             RejectReason::FutureTimestamp => at::<19>(),
             RejectReason::InternalError => at::<20>(),
             RejectReason::MemoryBudget => at::<21>(),
+            RejectReason::TooManyBuckets => at::<23>(),
         }
     }
 }
@@ -359,6 +367,13 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// Most series one input of a group may have: the buckets of one histogram (its `+Inf` included),
+/// the positions of the accepted-per-position counter. vLLM's histograms have at most a few dozen
+/// bounds. A series past it is refused ([`RejectReason::TooManyBuckets`]): evaluating a frame costs
+/// work that grows faster than the bucket count, under the engine lock (docs/PERFORMANCE.md, "A huge
+/// histogram").
+pub const MAX_SERIES_PER_INPUT: usize = 1024;
 
 /// Counts for self-metrics, taken under the engine lock.
 #[derive(Debug, Clone, Default, PartialEq)]

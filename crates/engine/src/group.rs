@@ -261,6 +261,16 @@ impl Group {
         self.index.contains_key(&key)
     }
 
+    /// Number of series the group holds of `key`'s input (the buckets of its histogram, every
+    /// position of a per-position counter), stale ones included. O(series); called for new
+    /// series only.
+    pub(crate) fn series_of_input(&self, key: RoleKey) -> usize {
+        self.roles
+            .iter()
+            .filter(|r| r.key.input == key.input)
+            .count()
+    }
+
     /// Number of input series that are not stale.
     pub(crate) fn active_series(&self) -> usize {
         debug_assert_eq!(

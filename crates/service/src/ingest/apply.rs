@@ -38,6 +38,12 @@ pub enum SeriesRejection {
         "limits.max_active_series reached: new series are refused until idle or stale groups leave"
     )]
     ActiveSeriesLimit,
+    /// One input of the series' group already has `engine::MAX_SERIES_PER_INPUT` series (a
+    /// histogram that many buckets): this new bucket is refused.
+    #[error(
+        "a histogram with more than 1024 buckets (engine::MAX_SERIES_PER_INPUT) in one group: further buckets are refused"
+    )]
+    TooManyBuckets,
 }
 
 /// What [`look_up`] decided for one series.
@@ -172,6 +178,7 @@ pub(super) fn apply(
     };
     let latest = now_ms.saturating_add(limits.max_future_skew_ms);
     let limited = RejectReason::ActiveSeriesLimit.index();
+    let buckets = RejectReason::TooManyBuckets.index();
     let mut in_time: Vec<Sample> = Vec::new();
     let mut scratch = Vec::new();
     // Samples the classic series of native histograms had accepted, which are not float samples
@@ -203,6 +210,7 @@ pub(super) fn apply(
             }
         } else {
             let limited_before = outcome.report.rejected[limited];
+            let buckets_before = outcome.report.rejected[buckets];
             if !samples.is_empty() {
                 let (key, labels) = (series.labels.key(), request.labels_of(series));
                 batch.apply(key, labels, samples, &mut outcome.report);
@@ -229,6 +237,9 @@ pub(super) fn apply(
             }
             if outcome.report.rejected[limited] > limited_before {
                 refused = refused.or(Some(SeriesRejection::ActiveSeriesLimit));
+            }
+            if outcome.report.rejected[buckets] > buckets_before {
+                refused = refused.or(Some(SeriesRejection::TooManyBuckets));
             }
         }
         if let Some(reason) = refused {
