@@ -44,6 +44,9 @@ pub enum RejectReason {
     /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
     /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
     TooManyBuckets,
+    /// The sample's timestamp is 0 or negative (ms since the Unix epoch): no scrape makes one,
+    /// and applied it would sit in its group as a scrape of 1970.
+    NonPositiveTimestamp,
     /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
     /// Every sample of the request is counted here, including any the engine applied before the
     /// panic: that request's own accounting is lost with the panic.
@@ -52,7 +55,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 24] = [
+    pub const ALL: [RejectReason; 25] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -77,6 +80,7 @@ impl RejectReason {
         RejectReason::MemoryBudget,
         RejectReason::Label(LabelError::ReservedLabelName),
         RejectReason::TooManyBuckets,
+        RejectReason::NonPositiveTimestamp,
     ];
 
     /// The `reason` label value.
@@ -95,6 +99,7 @@ impl RejectReason {
             RejectReason::InternalError => "internal_error",
             RejectReason::MemoryBudget => "memory_budget",
             RejectReason::TooManyBuckets => "too_many_buckets",
+            RejectReason::NonPositiveTimestamp => "non_positive_timestamp",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -133,6 +138,7 @@ impl RejectReason {
             RejectReason::InternalError => at::<20>(),
             RejectReason::MemoryBudget => at::<21>(),
             RejectReason::TooManyBuckets => at::<23>(),
+            RejectReason::NonPositiveTimestamp => at::<24>(),
         }
     }
 }

@@ -126,10 +126,25 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_iteration_tokens_local_compute\",reason=\"missing_input\"} 0",
-        "vllm_corrector_build_info{version=\"0.1.0\"} 1",
     ] {
         assert!(has_line(&t, line), "missing {line} in\n{t}");
     }
+}
+
+#[test]
+fn build_info_carries_the_commit_the_landing_page_shows() {
+    // Issue 24 item 10: `/` showed the git commit, `vllm_corrector_build_info` only the version.
+    let m = SelfMetrics::new();
+    let mut t = String::new();
+    m.encode_text(&mut t).unwrap();
+    let commit = env!("VLLM_CORRECTOR_GIT_COMMIT");
+    assert!(!commit.is_empty());
+    assert!(
+        crate::http::status::version_text().ends_with(&format!("(commit {commit})")),
+        "the landing page's commit"
+    );
+    let line = format!("vllm_corrector_build_info{{commit=\"{commit}\",version=\"0.1.0\"}} 1");
+    assert!(has_line(&t, &line), "missing {line} in\n{t}");
 }
 
 #[test]

@@ -271,6 +271,14 @@ pub(super) fn rows() -> Vec<Row> {
         )
         .counts(2, 1, &[("duplicate_sample", 1)])
         .written(2, 0),
+        // Issue 24 item 10: a timestamp of 0 or before (no scrape makes one) was accepted.
+        Row::new(
+            "timestamp zero or negative",
+            V1,
+            v1(&[tokens("0", &[(1.0, 0), (2.0, -5_000)]), valid()]),
+        )
+        .status(S::BAD_REQUEST, "timestamp 0 or negative")
+        .counts(3, 1, &[("non_positive_timestamp", 2)]),
         // Sorted, the second series is the first one: its sample at the same T is a duplicate.
         Row::new(
             "unsorted labels are sorted",

@@ -44,6 +44,9 @@ pub enum SeriesRejection {
         "a histogram with more than 1024 buckets (engine::MAX_SERIES_PER_INPUT) in one group: further buckets are refused"
     )]
     TooManyBuckets,
+    /// Some samples are stamped 0 or earlier (ms since the Unix epoch): those samples are refused.
+    #[error("sample timestamp 0 or negative: timestamps are milliseconds since the Unix epoch")]
+    NonPositiveTimestamp,
 }
 
 /// What [`look_up`] decided for one series.
@@ -194,12 +197,28 @@ pub(super) fn apply(
         }
         let mut refused = None;
         let mut samples = series.samples.as_slice();
-        if samples.iter().any(|s| s.timestamp_ms > latest) {
+        if samples
+            .iter()
+            .any(|s| s.timestamp_ms > latest || s.timestamp_ms <= 0)
+        {
             in_time.clear();
-            in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
-            let future = (samples.len() - in_time.len()) as u64;
-            outcome.report.reject(RejectReason::FutureTimestamp, future);
-            refused = Some(SeriesRejection::FutureTimestamp);
+            in_time.extend(
+                samples
+                    .iter()
+                    .filter(|s| s.timestamp_ms > 0 && s.timestamp_ms <= latest),
+            );
+            let future = samples.iter().filter(|s| s.timestamp_ms > latest).count() as u64;
+            let early = (samples.len() - in_time.len()) as u64 - future;
+            if future > 0 {
+                outcome.report.reject(RejectReason::FutureTimestamp, future);
+                refused = Some(SeriesRejection::FutureTimestamp);
+            }
+            if early > 0 {
+                outcome
+                    .report
+                    .reject(RejectReason::NonPositiveTimestamp, early);
+                refused = refused.or(Some(SeriesRejection::NonPositiveTimestamp));
+            }
             samples = &in_time;
         }
         if let Verdict::Known(known) = verdict {
@@ -222,6 +241,14 @@ pub(super) fn apply(
                     let report = &mut outcome.report;
                     report.reject(RejectReason::FutureTimestamp, h.sample_count());
                     refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                    continue;
+                }
+                if let NativeHistogram::CustomBuckets(c) = h
+                    && c.timestamp_ms <= 0
+                {
+                    let report = &mut outcome.report;
+                    report.reject(RejectReason::NonPositiveTimestamp, h.sample_count());
+                    refused = refused.or(Some(SeriesRejection::NonPositiveTimestamp));
                     continue;
                 }
                 let labels = request.labels_of(series);
