@@ -53,7 +53,9 @@ fn fleet(groups: usize) -> Engine {
 /// `request_generation_tokens{le="1.0"}` and `_count` canonical TPOT reads: canonical TPOT
 /// mirrors the raw bucket layout, so it serves `buckets + 1` bucket lines. Scrape `k` carries
 /// 1,000·k requests, 100·k of them with one output token. Prints each scrape's ingest time (the
-/// write side's hold, for comparison).
+/// write side's hold, for comparison) and how many bucket series it refused: past
+/// `engine::MAX_SERIES_PER_INPUT` (1,024) a histogram's further buckets are refused, so canonical
+/// TPOT serves the 1,024 lowest bounds.
 fn huge_histogram(buckets: usize) -> Engine {
     let group = [
         ("engine", "0"),
@@ -109,16 +111,18 @@ fn huge_histogram(buckets: usize) -> Engine {
     let mut engine = Engine::new(config());
     for k in 1..=SCRAPES {
         let start = Instant::now();
+        let mut report = IngestReport::default();
         for (l, (_, _, v)) in labels.iter().zip(&series) {
             let sample = Sample {
                 value: v * k as f64,
                 timestamp_ms: T0_MS + k as i64 * STEP_MS,
             };
-            engine.ingest(l, &[sample], 0, &mut IngestReport::default());
+            engine.ingest(l, &[sample], 0, &mut report);
         }
         eprintln!(
-            "huge_histogram({buckets}): scrape {k} ingested in {:?}",
-            start.elapsed()
+            "huge_histogram({buckets}): scrape {k} ingested in {:?}, {} series refused as too_many_buckets",
+            start.elapsed(),
+            report.rejected[engine::RejectReason::TooManyBuckets.index()]
         );
     }
     engine

@@ -26,6 +26,13 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   $sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
+# Python's prometheus_client: its strict OpenMetrics parser reads /metrics in
+# crates/service/src/exposition/render_tests.rs (the test fails rather than skips under CI).
+if ! python3 -c 'import prometheus_client.openmetrics.parser' >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing Python's prometheus_client (missing)"
+  python3 -m pip install --user 'prometheus_client>=0.20'
+fi
+
 cargo fmt --all --check   # rustfmt.toml: defaults, edition 2024
 # Every repository path, link and quoted heading a doc or a code comment cites exists.
 python3 scripts/doc_paths_test.py

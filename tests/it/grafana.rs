@@ -189,3 +189,32 @@ fn every_panel_query_returns_data_from_prometheus_fed_with_simulated_vllm() {
         data.log_text()
     );
 }
+
+#[test]
+fn tokens_per_output_panel_reads_exactly_1_without_speculative_decoding() {
+    // Issue 24 item 9: the panel showed 0.9998 for a model without speculative decoding (the
+    // first outputs of requests that fail before their first token count in the TTFT count with
+    // no token). Every output carries at least one token: the panel clamps at 1, so the two
+    // models without drafts read exactly 1 and the one with 3 drafts reads above it.
+    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    let vars = variables(&dashboard);
+    let (_, _, expr) = targets(&dashboard)
+        .into_iter()
+        .find(|(_, _, e)| e.contains("vllm_corrected_tokens_per_output_sum"))
+        .expect("the tokens per output query");
+    let Some(data) = SimData::start(None) else {
+        return;
+    };
+    let end = now_ms() as f64 / 1000.0;
+    let rows = data
+        .query(&substitute(&expr, &vars), end)
+        .expect("the query runs");
+    let of = |model: &str| {
+        rows.iter()
+            .find(|(labels, _)| labels.get("model_name").map(String::as_str) == Some(model))
+            .map(|(_, v)| *v)
+    };
+    assert_eq!(of("llama-014"), Some(1.0), "{rows:?}");
+    assert_eq!(of("llama-010"), Some(1.0), "{rows:?}");
+    assert!(of("llama-spec").is_some_and(|v| v > 1.2), "{rows:?}");
+}

@@ -39,6 +39,14 @@ pub enum RejectReason {
     /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
     /// would become its series' newest and make every real sample after it out of order.
     FutureTimestamp,
+    /// A series new to its group that would give one input of the group more than
+    /// [`MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
+    /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
+    /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
+    TooManyBuckets,
+    /// The sample's timestamp is 0 or negative (ms since the Unix epoch): no scrape makes one,
+    /// and applied it would sit in its group as a scrape of 1970.
+    NonPositiveTimestamp,
     /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
     /// Every sample of the request is counted here, including any the engine applied before the
     /// panic: that request's own accounting is lost with the panic.
@@ -47,7 +55,7 @@ pub enum RejectReason {
 
 impl RejectReason {
     /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 22] = [
+    pub const ALL: [RejectReason; 25] = [
         RejectReason::UnusedSeries,
         RejectReason::DuplicateSample,
         RejectReason::OutOfOrder,
@@ -70,6 +78,9 @@ impl RejectReason {
         RejectReason::FutureTimestamp,
         RejectReason::InternalError,
         RejectReason::MemoryBudget,
+        RejectReason::Label(LabelError::ReservedLabelName),
+        RejectReason::TooManyBuckets,
+        RejectReason::NonPositiveTimestamp,
     ];
 
     /// The `reason` label value.
@@ -87,6 +98,8 @@ impl RejectReason {
             RejectReason::FutureTimestamp => "future_timestamp",
             RejectReason::InternalError => "internal_error",
             RejectReason::MemoryBudget => "memory_budget",
+            RejectReason::TooManyBuckets => "too_many_buckets",
+            RejectReason::NonPositiveTimestamp => "non_positive_timestamp",
             RejectReason::Label(e) => e.reason(),
         }
     }
@@ -130,11 +143,14 @@ impl RejectReason {
                 LabelError::TooManyLabels => at::<15>(),
                 LabelError::LabelNameTooLong => at::<16>(),
                 LabelError::LabelValueTooLong => at::<17>(),
+                LabelError::ReservedLabelName => at::<22>(),
             },
             RejectReason::TooManySeries => at::<18>(),
             RejectReason::FutureTimestamp => at::<19>(),
             RejectReason::InternalError => at::<20>(),
             RejectReason::MemoryBudget => at::<21>(),
+            RejectReason::TooManyBuckets => at::<23>(),
+            RejectReason::NonPositiveTimestamp => at::<24>(),
         }
     }
 }
@@ -316,6 +332,18 @@ impl Family {
             .collect()
     }
 
+    /// True when the family's bucket counts are estimates that may be fractional (token-weighted
+    /// shares of outputs: the acceptance-corrected ITL buckets), false when every count is a
+    /// difference or sum of vLLM's integer counters. OpenMetrics 1.0 requires integer histogram
+    /// bucket values, so such a family is not exposed as a histogram there (docs/METRICS.md,
+    /// "OpenMetrics and fractional buckets").
+    pub fn fractional_buckets(self) -> bool {
+        matches!(
+            self.spec().evaluation,
+            super::rules::Evaluation::AcceptanceBuckets
+        )
+    }
+
     /// Index into per-family arrays (`[_; FAMILIES]`).
     pub const fn index(self) -> usize {
         self.0 as usize
@@ -369,6 +397,13 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// Most series one input of a group may have: the buckets of one histogram (its `+Inf` included),
+/// the positions of the accepted-per-position counter. vLLM's histograms have at most a few dozen
+/// bounds. A series past it is refused ([`RejectReason::TooManyBuckets`]): evaluating a frame costs
+/// work that grows faster than the bucket count, under the engine lock (docs/PERFORMANCE.md, "A huge
+/// histogram").
+pub const MAX_SERIES_PER_INPUT: usize = 1024;
 
 /// Counts for self-metrics, taken under the engine lock.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -204,23 +204,24 @@ fn only_the_withheld_reasons_a_rule_can_give_are_listed_for_its_family() {
         all.sort_by_key(|r| WithheldReason::ALL.iter().position(|a| a == r));
         all
     };
-    // Canonical TPOT: no le="1" bound, and a bucket above the count; iteration tokens adds two
-    // counters and never refuses a frame; the others subtract and refuse a negative count.
+    // Canonical TPOT: no le="1" bound, and a bucket above the count; every family refuses a
+    // negative or non-finite value (`rules::servable`), iteration tokens' too (a negative input
+    // counter).
     assert_eq!(
         Family::CanonicalTpot.withheld_reasons(),
         with(&[NoLeOneBound, InconsistentInputs])
     );
-    assert_eq!(
-        Family::IterationTokensLocalCompute.withheld_reasons(),
-        with(&[])
-    );
-    for family in [Family::TokenWeightedItl, Family::AcceptanceCorrectedItl] {
+    for family in [
+        Family::TokenWeightedItl,
+        Family::AcceptanceCorrectedItl,
+        Family::IterationTokensLocalCompute,
+    ] {
         assert_eq!(family.withheld_reasons(), with(&[InconsistentInputs]));
     }
     let pairs: usize = Family::ALL.iter().map(|f| f.withheld_reasons().len()).sum();
     assert_eq!(
         pairs,
-        5 * 4 + 1 + 4,
-        "4 common each, no_le_1_bound once, inconsistent 4 times"
+        5 * 4 + 1 + 5,
+        "4 common each, no_le_1_bound once, inconsistent 5 times"
     );
 }

@@ -19,7 +19,7 @@ use super::hold::Hold;
 use super::observe::GroupLabels;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
-use super::rules::{Evaluation, Plan, Unplanned};
+use super::rules::{Evaluation, Plan, Unplanned, servable};
 use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
@@ -260,6 +260,16 @@ impl Group {
     /// True when the group already holds the series `key`.
     pub(crate) fn has_role(&self, key: RoleKey) -> bool {
         self.index.contains_key(&key)
+    }
+
+    /// Number of series the group holds of `key`'s input (the buckets of its histogram, every
+    /// position of a per-position counter), stale ones included. O(series); called for new
+    /// series only.
+    pub(crate) fn series_of_input(&self, key: RoleKey) -> usize {
+        self.roles
+            .iter()
+            .filter(|r| r.key.input == key.input)
+            .count()
     }
 
     /// Number of input series that are not stale.
@@ -551,7 +561,8 @@ impl Group {
                 frame,
                 &mut self.events.counter_resets,
             ),
-        };
+        }
+        .and_then(servable);
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();

@@ -33,6 +33,8 @@ mod acceptance_tests;
 #[cfg(test)]
 mod accuracy_table_tests;
 #[cfg(test)]
+mod bucket_limit_tests;
+#[cfg(test)]
 mod budget_tests;
 #[cfg(test)]
 mod cache_tests;

@@ -36,6 +36,12 @@ pub enum LabelError {
     /// A label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`.
     #[error("series has an invalid label name")]
     InvalidLabelName,
+    /// A label name starts with `__`, which the Prometheus data model reserves for internal use,
+    /// other than `__name__` and the metadata labels [`METADATA_LABELS`] (which are dropped).
+    /// A scrape never produces one: relabelling drops every `__`-prefixed label after target
+    /// relabelling (`docs/REMOTE-WRITE.md`, checklist item 2).
+    #[error("series has a label name starting with __ (reserved)")]
+    ReservedLabelName,
     /// RW 2.0: `labels_refs` has an odd number of entries, so it is not a list of name/value pairs.
     #[error("series has an odd number of label references")]
     OddLabelRefs,
@@ -62,6 +68,7 @@ impl LabelError {
             LabelError::DuplicateLabelName => "duplicate_label_name",
             LabelError::InvalidMetricName => "invalid_metric_name",
             LabelError::InvalidLabelName => "invalid_label_name",
+            LabelError::ReservedLabelName => "reserved_label_name",
             LabelError::OddLabelRefs => "odd_label_refs",
             LabelError::SymbolRefOutOfRange => "symbol_ref_out_of_range",
             LabelError::TooManyLabels => "too_many_labels",
@@ -117,7 +124,26 @@ impl LabelLimits {
     }
 }
 
-/// Normalises a label set in place: drops labels with empty values, sorts by name, then validates.
+/// Labels that describe a series rather than name it, which a Prometheus with the
+/// `type-and-unit-labels` feature (3.6 and later) adds to what it scrapes and sends in remote
+/// write 2.0: `__type__` (`counter`, `histogram`, …) and `__unit__`. Normalising drops them, as
+/// an empty value is dropped: the corrector reads a series' type from its name, and keeping them
+/// would split one vLLM engine's series into a group per type (`docs/REMOTE-WRITE.md`, checklist
+/// item 2).
+pub const METADATA_LABELS: [&str; 2] = ["__type__", "__unit__"];
+
+/// True when `name` is one of [`METADATA_LABELS`].
+fn is_metadata_label(name: &str) -> bool {
+    name.starts_with("__") && METADATA_LABELS.contains(&name)
+}
+
+/// True when `name` starts with `__` and is neither `__name__` nor a metadata label.
+fn is_reserved_label_name(name: &str) -> bool {
+    name.starts_with("__") && name != METRIC_NAME_LABEL && !is_metadata_label(name)
+}
+
+/// Normalises a label set in place: drops labels with empty values and the metadata labels
+/// [`METADATA_LABELS`], sorts by name, then validates.
 ///
 /// `labels` is one series' label set as decoded (borrowing from the request body). On success it is
 /// sorted by name, free of empty values, and holds a valid `__name__`. The rules are those of the
@@ -128,7 +154,8 @@ impl LabelLimits {
 /// Returns the first [`LabelError`] in this order; the caller rejects the whole series with it:
 /// [`LabelError::EmptyLabelSet`], [`LabelError::DuplicateLabelName`],
 /// [`LabelError::MissingMetricName`], [`LabelError::InvalidMetricName`],
-/// [`LabelError::InvalidLabelName`]. On error `labels` holds the non-empty labels, possibly sorted.
+/// [`LabelError::InvalidLabelName`], [`LabelError::ReservedLabelName`]. On error `labels` holds
+/// the non-empty labels, possibly sorted.
 pub fn normalize_labels(labels: &mut Vec<Label<'_>>) -> Result<(), LabelError> {
     let (len, result) = normalize_labels_in_place(labels);
     labels.truncate(len);
@@ -177,7 +204,7 @@ pub(crate) fn normalize_labels_memo<'a>(
     }
     let mut len = 0;
     for i in 0..labels.len() {
-        if !labels[i].value.is_empty() {
+        if !labels[i].value.is_empty() && !is_metadata_label(labels[i].name) {
             labels.swap(len, i);
             len += 1;
         }
@@ -204,17 +231,21 @@ pub(crate) fn normalize_labels_memo<'a>(
     }
     let mut metric_name = None;
     let mut invalid_label_name = false;
+    let mut reserved = false;
     for label in labels.iter() {
         if label.name == METRIC_NAME_LABEL {
             metric_name = Some(label.value);
         } else if !is_valid_label_name(label.name) {
             invalid_label_name = true;
+        } else if is_reserved_label_name(label.name) {
+            reserved = true;
         }
     }
     let result = match metric_name {
         None => Err(LabelError::MissingMetricName),
         Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
         Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
+        Some(_) if reserved => Err(LabelError::ReservedLabelName),
         Some(_) => Ok(()),
     };
     (len, result)
@@ -230,6 +261,7 @@ fn normalized_already<'a>(
     let mut previous: &[u8] = b"";
     let mut metric_name = None;
     let mut invalid_label_name = false;
+    let mut reserved = false;
     for (i, label) in labels.iter().enumerate() {
         let name = label.name.as_bytes();
         // Names almost always differ in their first byte, which is compared first.
@@ -246,6 +278,12 @@ fn normalized_already<'a>(
         } else if memo.names.get(i) != Some(&label.name) {
             if !is_valid_label_name(label.name) {
                 invalid_label_name = true;
+            } else if name.starts_with(b"__") {
+                // Never remembered: a metadata label takes the path that drops it.
+                if is_metadata_label(label.name) {
+                    return None;
+                }
+                reserved |= is_reserved_label_name(label.name);
             } else if let Some(known) = memo.names.get_mut(i) {
                 *known = label.name;
             } else if memo.names.len() == i {
@@ -254,23 +292,25 @@ fn normalized_already<'a>(
         }
         previous = name;
     }
+    let label_error = if invalid_label_name {
+        Some(LabelError::InvalidLabelName)
+    } else if reserved {
+        Some(LabelError::ReservedLabelName)
+    } else {
+        None
+    };
     Some(match metric_name {
         _ if labels.is_empty() => return None,
         None => Err(LabelError::MissingMetricName),
-        Some(name) if name == memo.metric_name => {
-            if invalid_label_name {
-                Err(LabelError::InvalidLabelName)
-            } else {
+        Some(name) if name == memo.metric_name => label_error.map_or(Ok(()), Err),
+        Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
+        Some(name) => match label_error {
+            None => {
+                memo.metric_name = name;
                 Ok(())
             }
-        }
-        Some(name) if !is_valid_metric_name(name) => Err(LabelError::InvalidMetricName),
-        Some(name) if !invalid_label_name => {
-            memo.metric_name = name;
-            Ok(())
-        }
-        Some(_) if invalid_label_name => Err(LabelError::InvalidLabelName),
-        Some(_) => Ok(()),
+            Some(e) => Err(e),
+        },
     })
 }
 
@@ -284,7 +324,8 @@ pub(crate) fn is_valid_metric_name(name: &str) -> bool {
 }
 
 /// True when `name` matches `[a-zA-Z_][a-zA-Z0-9_]*`, the classic label-name character set. Names
-/// starting with `__` (reserved for internal use) are accepted: `__name__` is one.
+/// starting with `__` pass this check (`__name__` is one); normalising refuses the reserved ones
+/// ([`LabelError::ReservedLabelName`]).
 pub fn is_valid_label_name(name: &str) -> bool {
     valid_name(name, false)
 }

@@ -194,7 +194,7 @@ fn invalid_label_names_are_rejected() {
             "{bad}"
         );
     }
-    for good in ["le", "_x", "__meta_internal", "Z9_"] {
+    for good in ["le", "_x", "Z9_"] {
         let mut v = vec![l("__name__", "up"), l(good, "x")];
         assert_eq!(normalize_labels(&mut v), Ok(()), "{good}");
     }
@@ -219,4 +219,59 @@ fn first_error_follows_the_documented_order() {
     // An invalid metric name beats an invalid label name.
     let mut v = vec![l("__name__", "1up"), l("9bad", "x")];
     assert_eq!(normalize_labels(&mut v), Err(LabelError::InvalidMetricName));
+}
+
+#[test]
+fn reserved_label_names_are_refused_and_metadata_labels_dropped() {
+    // Issue 23 item 9: `__`-prefixed names were accepted and exported. The data model reserves
+    // them; `__name__` is required, Prometheus' `type-and-unit-labels` metadata labels are
+    // dropped, every other one refuses the series. Both paths: a set that needs sorting, and a
+    // sorted set through a request's name memo, twice (the second time from the memo).
+    for bad in [
+        "__meta_kubernetes_pod_name",
+        "__address__",
+        "__tmp",
+        "__",
+        "___x",
+    ] {
+        let mut v = vec![l("engine", "0"), l(bad, "x"), l("__name__", "up")];
+        assert_eq!(
+            normalize_labels(&mut v),
+            Err(LabelError::ReservedLabelName),
+            "{bad}"
+        );
+        let mut memo = NameMemo::default();
+        for _ in 0..2 {
+            let mut sorted = vec![l("__name__", "up"), l(bad, "x"), l("engine", "0")];
+            sorted.sort();
+            let (_, result) = normalize_labels_memo(&mut sorted, &mut memo);
+            assert_eq!(result, Err(LabelError::ReservedLabelName), "{bad}");
+        }
+    }
+    assert_eq!(
+        LabelError::ReservedLabelName.reason(),
+        "reserved_label_name"
+    );
+    // `__type__` and `__unit__` are dropped: the series is the one without them.
+    let mut memo = NameMemo::default();
+    for _ in 0..2 {
+        let mut v = vec![
+            l("__name__", "vllm:e2e_request_latency_seconds_count"),
+            l("__type__", "histogram"),
+            l("__unit__", "seconds"),
+            l("engine", "0"),
+        ];
+        let (len, result) = normalize_labels_memo(&mut v, &mut memo);
+        assert_eq!(result, Ok(()));
+        assert_eq!(
+            &v[..len],
+            [
+                l("__name__", "vllm:e2e_request_latency_seconds_count"),
+                l("engine", "0")
+            ]
+        );
+    }
+    // A name with `_` but not `__` first is an ordinary label.
+    let mut v = vec![l("__name__", "up"), l("_x", "1")];
+    assert_eq!(normalize_labels(&mut v), Ok(()));
 }

@@ -16,6 +16,7 @@ mod error;
 mod limits;
 
 pub(crate) use error::ConfigError;
+pub(crate) use error::yaml_message;
 use error::{duration_ms, invalid, positive};
 use limits::validate_limits;
 pub use limits::{Limits, LimitsSection};
@@ -235,17 +236,9 @@ impl FileConfig {
         if text.trim().is_empty() {
             return Ok(FileConfig::default());
         }
-        serde_saphyr::from_str(text).map_err(|e| {
-            let field = e
-                .location()
-                .and_then(|l| yaml_field_at(text, l.line() as usize));
-            ConfigError::Yaml {
-                path: path.to_owned(),
-                message: match field {
-                    Some(field) => format!("{field}: {e}"),
-                    None => e.to_string(),
-                },
-            }
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::Yaml {
+            path: path.to_owned(),
+            message: yaml_message(&e, |line| yaml_field_at(text, line)),
         })
     }
 

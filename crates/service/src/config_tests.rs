@@ -143,7 +143,7 @@ fn type_errors_name_the_field_in_the_message() {
     let err = from_yaml("limits:\n  max_active_series: -5\n").unwrap_err();
     assert!(
         err.to_string()
-            .starts_with("--config.file test.yaml: limits.max_active_series: "),
+            .starts_with("--config.file test.yaml: line 2, column 22: limits.max_active_series: "),
         "{err}"
     );
     assert!(err.to_string().contains("invalid u64"), "{err}");
@@ -165,6 +165,43 @@ fn type_errors_name_the_field_in_the_message() {
         Some("a.d")
     );
     assert_eq!(yaml_field_at("- x\n", 1), None);
+}
+
+#[test]
+fn yaml_errors_name_the_file_and_line_and_say_duplicate_key_in_our_words() {
+    // Issue 24 item 10: the message pointed at `<input>:3:1` and told the user to "set
+    // DuplicateKeyPolicy in Options", an option of the parser's. The file read is named, the
+    // repeated key is on line 3 at column 3, and it is `engine.idle_timeout`.
+    let dir = std::env::temp_dir().join(format!("vllm-corrector-yaml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("corrector.yaml");
+    std::fs::write(&path, "engine:\n  idle_timeout: 5m\n  idle_timeout: 6m\n").unwrap();
+    let err = FileConfig::read(&path).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "--config.file {}: line 3, column 3: engine.idle_timeout: duplicate key `idle_timeout`",
+            path.display()
+        )
+    );
+    // Any other parse error: the file, the line, no snippet naming `<input>`.
+    std::fs::write(&path, "limits:\n  max_active_series: [1\n").unwrap();
+    let err = FileConfig::read(&path).unwrap_err().to_string();
+    let prefix = format!("--config.file {}: line ", path.display());
+    assert!(err.starts_with(&prefix), "{err}");
+    assert!(!err.contains("<input>") && !err.contains('\n'), "{err}");
+    // The web configuration file alike.
+    let web = crate::web::file::WebConfigFile::from_yaml(
+        "basic_auth_users:\n  a: x\n  a: y\n",
+        std::path::Path::new("web.yml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        web,
+        "--web.config.file web.yml: line 3, column 3: duplicate key `a`"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

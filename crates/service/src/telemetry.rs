@@ -177,9 +177,12 @@ impl SelfMetrics {
         for reason in ["stale", "idle", "missed_scrapes", "evicted"] {
             let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
         }
-        let build_info: MetricFamily<Label1, Gauge> = MetricFamily::default();
+        let build_info: MetricFamily<Label2, Gauge> = MetricFamily::default();
         build_info
-            .get_or_create(&[("version", env!("CARGO_PKG_VERSION"))])
+            .get_or_create(&[
+                ("commit", env!("VLLM_CORRECTOR_GIT_COMMIT")),
+                ("version", env!("CARGO_PKG_VERSION")),
+            ])
             .set(1);
 
         let mut m = m;
@@ -278,7 +281,7 @@ impl SelfMetrics {
         // gauge named `*_build_info` reads the same in both formats (as `prometheus_build_info`).
         r.register(
             "vllm_corrector_build_info",
-            "Build information; the value is always 1",
+            "Build information: the crate version and the git commit (`git rev-parse --short HEAD`, or unknown outside a git checkout) the landing page shows; the value is always 1",
             build_info,
         );
         m

@@ -27,12 +27,12 @@ fn every_reject_reason_is_pre_registered_at_zero() {
     }
     // Only the pairs that can happen, all at 0: each of the 5 families can miss an input, lack a
     // complete frame, settle or be limited (20); only canonical TPOT lacks a le="1" bound (1); all
-    // but local-compute iteration tokens (a sum of counters) refuse inconsistent inputs (4).
+    // refuse a negative or non-finite value as inconsistent inputs (5).
     let withheld: Vec<&str> = t
         .lines()
         .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
         .collect();
-    assert_eq!(withheld.len(), 25, "{withheld:#?}");
+    assert_eq!(withheld.len(), 26, "{withheld:#?}");
     let line = |family: &str, reason: &str| {
         format!(
             "vllm_corrector_groups_withheld{{family=\"vllm_corrected_{family}\",reason=\"{reason}\"}} 0"
@@ -43,7 +43,7 @@ fn every_reject_reason_is_pre_registered_at_zero() {
         &t,
         &line("token_weighted_itl_seconds", "no_le_1_bound")
     ));
-    assert!(!has_line(
+    assert!(has_line(
         &t,
         &line("iteration_tokens_local_compute", "inconsistent_inputs")
     ));
@@ -162,10 +162,25 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_iteration_tokens_local_compute\",reason=\"missing_input\"} 0",
-        "vllm_corrector_build_info{version=\"0.1.0\"} 1",
     ] {
         assert!(has_line(&t, line), "missing {line} in\n{t}");
     }
+}
+
+#[test]
+fn build_info_carries_the_commit_the_landing_page_shows() {
+    // Issue 24 item 10: `/` showed the git commit, `vllm_corrector_build_info` only the version.
+    let m = SelfMetrics::new();
+    let mut t = String::new();
+    m.encode_text(&mut t).unwrap();
+    let commit = env!("VLLM_CORRECTOR_GIT_COMMIT");
+    assert!(!commit.is_empty());
+    assert!(
+        crate::http::status::version_text().ends_with(&format!("(commit {commit})")),
+        "the landing page's commit"
+    );
+    let line = format!("vllm_corrector_build_info{{commit=\"{commit}\",version=\"0.1.0\"}} 1");
+    assert!(has_line(&t, &line), "missing {line} in\n{t}");
 }
 
 #[test]

@@ -138,6 +138,7 @@ fn table_shows_milliseconds_and_signed_errors_with_colours() {
             label: "TPOT mean",
             seconds: true,
             estimate: false,
+            bounds: Vec::new(),
             raw: Some(0.020),
             corrected: Some(0.025),
             truth: Some(0.025),
@@ -173,4 +174,66 @@ fn table_shows_milliseconds_and_signed_errors_with_colours() {
         ),
         "{lines}"
     );
+}
+
+#[test]
+fn p99_rows_say_same_bucket_when_the_estimate_and_the_truth_share_a_bucket() {
+    // Issue 24 item 9: the README's demo showed "TPOT p99 corrected error +33.59 %" beside raw
+    // +31.35 %, as if the correction made p99 worse. Both estimates (45.722 and 46.500 ms) and the
+    // truth (34.808 ms) lie in vLLM's (25 ms, 50 ms] TPOT bucket, which cannot tell them apart.
+    // A truth in another bucket (20 ms) keeps the bare error.
+    let row = |truth: f64| Row {
+        key: "tpot_p99_seconds",
+        label: "TPOT p99 (±1 bucket)",
+        seconds: true,
+        estimate: true,
+        bounds: vec![0.01, 0.025, 0.05, 0.075, 0.1],
+        raw: Some(0.045722),
+        corrected: Some(0.0465),
+        truth: Some(truth),
+    };
+    let cells = |truth: f64| -> Vec<String> {
+        let c = Comparison {
+            at_s: 30.0,
+            window_s: 30.0,
+            finished: 154,
+            n_le_1: 28,
+            zero_token_first_outputs: 7,
+            acceptance_length: Some(2.54),
+            rows: vec![row(truth)],
+            notes: Vec::new(),
+        };
+        let plain = render_table(&c, false);
+        let line = plain.lines().find(|l| l.starts_with("TPOT p99")).unwrap();
+        line.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        cells(0.034808),
+        [
+            "TPOT p99 (±1 bucket)",
+            "45.722 ms",
+            "46.500 ms",
+            "34.808 ms",
+            "+31.35 % same bucket",
+            "+33.59 % same bucket"
+        ]
+    );
+    // (45.722 − 20) / 20 = +128.61 %; (46.5 − 20) / 20 = +132.50 %.
+    assert_eq!(cells(0.020)[4..], ["+128.61 %", "+132.50 %"]);
+    // The footnote says what "same bucket" means.
+    let c = Comparison {
+        at_s: 30.0,
+        window_s: 30.0,
+        finished: 154,
+        n_le_1: 28,
+        zero_token_first_outputs: 7,
+        acceptance_length: None,
+        rows: vec![row(0.034808)],
+        notes: Vec::new(),
+    };
+    assert!(render_table(&c, false).contains("\"same bucket\""));
 }

@@ -16,7 +16,8 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:generation_tokens_total",
         "vllm:iteration_tokens_total_count",
     ],
-    withholds: &[],
+    // A negative or non-finite value is withheld as for every family (`rules::servable`).
+    withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::Frame(evaluate),
 };

@@ -267,6 +267,21 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
     Ok(DerivedValue::SumCount { sum, count })
 }
 
+/// A value a family may serve: every number (bucket counts, `_sum`, `_count`) finite and none
+/// negative. Applied to every family's value after its evaluation, so that an infinite input
+/// (remote write carries `±Inf` as readily as any value) or inputs that run apart never put a
+/// negative or non-finite count on `/metrics` (docs/METRICS.md, "The corrected families").
+///
+/// # Errors
+/// [`WithheldReason::InconsistentInputs`] when a number is negative, infinite or NaN.
+pub(crate) fn servable(value: DerivedValue) -> Result<DerivedValue, WithheldReason> {
+    if value.is_finite() && value.is_non_negative() {
+        Ok(value)
+    } else {
+        Err(WithheldReason::InconsistentInputs)
+    }
+}
+
 /// Every rule, in exposition order. A family's [`crate::Family`] is its index here.
 /// Adding a family is one file under `crates/engine/src/rules/` and one line here, and one entry in
 /// the tools' presentation table (`docs/ENGINE.md`, "Adding a family").

@@ -174,3 +174,76 @@ fn tokens_per_output_equal_the_simulator_truth_per_engine_over_a_window() {
     // With drafts on three steps in four the client sees more than one token per output.
     assert!(ratios.iter().all(|r| *r > 1.2), "{ratios:?}");
 }
+
+/// The reason `family` is withheld for engine `e`, if it is.
+fn withheld(engine: &Engine, family: Family, e: &str) -> Option<crate::WithheldReason> {
+    let mut out = None;
+    engine.for_each_withheld(family, |labels, reason| {
+        if labels.iter().any(|(n, x)| n == "engine" && x == e) {
+            out = Some(reason);
+        }
+    });
+    out
+}
+
+#[test]
+fn no_family_serves_a_negative_or_non_finite_count() {
+    // Issue 23 item 9: an ITL `_count` of −Inf (remote write carries it like any value) was
+    // served as tokens per output's `_count`; an iteration count of −5 as local-compute
+    // iteration tokens' `_count`. Both are withheld as inconsistent inputs instead.
+    let mut engine = Engine::new(crate::test_support::config());
+    let inf = f64::NEG_INFINITY;
+    feed(&mut engine, "0", 1_000, &scrape(1000.0, 40.0, inf));
+    assert_eq!(value(&engine, "0"), None);
+    assert_eq!(
+        withheld(&engine, FAMILY, "0"),
+        Some(crate::WithheldReason::InconsistentInputs)
+    );
+    // NaN arises from +Inf − +Inf: generation tokens and TTFT count both +Inf.
+    feed(
+        &mut engine,
+        "1",
+        1_000,
+        &scrape(f64::INFINITY, f64::INFINITY, 10.0),
+    );
+    assert_eq!(value(&engine, "1"), None);
+
+    let local = Family::named("vllm_corrected_iteration_tokens_local_compute");
+    let iterations = |count: f64| -> Vec<Series> {
+        vec![
+            (
+                "vllm:prompt_tokens_by_source_total",
+                &[("source", "local_compute")],
+                700.0,
+            ),
+            ("vllm:generation_tokens_total", &[], 300.0),
+            ("vllm:iteration_tokens_total_count", &[], count),
+        ]
+    };
+    feed(&mut engine, "2", 1_000, &iterations(-5.0));
+    let mut served = None;
+    engine.for_each_derived(local, |labels, v| {
+        if labels.iter().any(|(n, x)| n == "engine" && x == "2") {
+            served = Some(v.clone());
+        }
+    });
+    assert_eq!(served, None);
+    assert_eq!(
+        withheld(&engine, local, "2"),
+        Some(crate::WithheldReason::InconsistentInputs)
+    );
+    // The same group with a real count is served: 700 + 300 tokens over 50 iterations.
+    feed(&mut engine, "2", 2_000, &iterations(50.0));
+    engine.for_each_derived(local, |labels, v| {
+        if labels.iter().any(|(n, x)| n == "engine" && x == "2") {
+            served = Some(v.clone());
+        }
+    });
+    assert_eq!(
+        served,
+        Some(DerivedValue::SumCount {
+            sum: 1000.0,
+            count: 50.0
+        })
+    );
+}

@@ -32,8 +32,8 @@ enum RoleRef {
 enum Route {
     /// No rule reads it.
     Unused,
-    /// A series the engine does not hold, refused at `max_active_series` or past the state
-    /// budget, for this reason.
+    /// A series the engine does not hold, refused at `max_active_series`, past the state
+    /// budget or past [`crate::MAX_SERIES_PER_INPUT`], for this reason.
     Limited(RejectReason),
     /// The group in this slot, as this role.
     Group(u32, RoleKey),
@@ -106,6 +106,13 @@ impl Engine {
         };
         let existing = self.group_slot(labels, now_ms, false);
         let known = existing.is_some_and(|slot| self.group(slot).has_role(key));
+        if !known
+            && existing.is_some_and(|slot| {
+                self.group(slot).series_of_input(key) >= crate::MAX_SERIES_PER_INPUT
+            })
+        {
+            return Route::Limited(RejectReason::TooManyBuckets);
+        }
         if !known && has_samples {
             // A new series, and a new group when its group is not held yet.
             let group = match existing {

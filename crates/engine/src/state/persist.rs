@@ -218,10 +218,9 @@ fn check_record(record: &StateRecord, now_ms: i64) -> Result<(), &'static str> {
     if labels.is_empty() || !labels.windows(2).all(|w| w[0].0 < w[1].0) {
         return Err("labels empty, unsorted or repeated");
     }
-    if labels
-        .iter()
-        .any(|(n, v)| v.is_empty() || !protocol::labels::is_valid_label_name(n))
-    {
+    if labels.iter().any(|(n, v)| {
+        v.is_empty() || !protocol::labels::is_valid_label_name(n) || n.starts_with("__")
+    }) {
         return Err("a label the receiver refuses");
     }
     let state = &record.state;

@@ -61,3 +61,43 @@ pub(super) fn positive(field: &'static str, v: usize) -> Result<usize, ConfigErr
         Ok(v)
     }
 }
+
+/// The message of a YAML parse error in our words: `line L, column C: ` (1-based), then the
+/// field at that line when `field_at` names one (`engine.idle_timeout: `), then the parser's
+/// message without its source snippet (which calls the file `<input>`) and without its own
+/// location suffix. A repeated key reads "duplicate key `x`" (serde-saphyr's own message points
+/// at its `DuplicateKeyPolicy`, an option of ours, not the user's).
+pub(crate) fn yaml_message(
+    error: &serde_saphyr::Error,
+    field_at: impl Fn(usize) -> Option<String>,
+) -> String {
+    let error = error.without_snippet();
+    let location = error.location().filter(|l| l.line() > 0);
+    let base = match error {
+        serde_saphyr::Error::DuplicateMappingKey { key: Some(key), .. } => {
+            format!("duplicate key `{key}`")
+        }
+        serde_saphyr::Error::DuplicateMappingKey { key: None, .. } => "duplicate key".to_owned(),
+        other => {
+            let text = other.to_string();
+            let suffix = location.map(|l| format!(" at line {}, column {}", l.line(), l.column()));
+            match suffix.as_deref().and_then(|s| text.strip_suffix(s)) {
+                Some(stripped) => stripped.to_owned(),
+                None => text,
+            }
+        }
+    };
+    let Some(location) = location else {
+        return base;
+    };
+    let field = usize::try_from(location.line())
+        .ok()
+        .and_then(field_at)
+        .map(|f| format!("{f}: "))
+        .unwrap_or_default();
+    format!(
+        "line {}, column {}: {field}{base}",
+        location.line(),
+        location.column()
+    )
+}

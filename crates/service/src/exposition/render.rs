@@ -7,6 +7,13 @@
 //! * [`FamilyKind::SumCount`]: `# TYPE name summary` with only `name_sum{…}` and `name_count{…}`
 //!   (a summary without quantiles is valid in both formats).
 //!
+//! * In OpenMetrics only, a histogram family whose buckets may be fractional
+//!   ([`Family::fractional_buckets`], the acceptance-corrected ITL): OpenMetrics 1.0 requires a
+//!   histogram's bucket and count values to be integers, so it is written as three families of
+//!   type `unknown`, `name_bucket`, `name_sum` and `name_count`, each one value per sample. The
+//!   sample names, labels and values are those of the text format, so PromQL reads them alike
+//!   (docs/METRICS.md, "OpenMetrics and fractional buckets").
+//!
 //! Label values are escaped (`\` → `\\`, `"` → `\"`, newline → `\n`). `le` is printed as vLLM
 //! prints it (Python `prometheus_client`'s `floatToGoString`: `0.01`, `1.0`, `20.0`, `1e+06`,
 //! `+Inf`), so a PromQL join `on(le)` against vLLM's raw series matches. Values are printed exactly:
@@ -48,11 +55,17 @@ impl Format {
 pub(crate) struct RenderCursor {
     /// Index into [`Family::ALL`] of the family being written.
     family: usize,
-    /// Index of the next group of that family.
+    /// Which of the family's parts is being written: 0, or for a family written as three
+    /// `unknown` families in OpenMetrics, the index into [`UNKNOWN_PARTS`].
+    part: usize,
+    /// Index of the next group of that part.
     group: usize,
-    /// Whether the family's `# HELP`/`# TYPE` lines are written.
+    /// Whether the part's `# HELP`/`# TYPE` lines are written.
     header_written: bool,
 }
+
+/// The families a histogram of fractional buckets is written as in OpenMetrics, by suffix.
+const UNKNOWN_PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 impl RenderCursor {
     /// Appends the families, from this cursor on, to `out` until `out` holds
@@ -66,27 +79,100 @@ impl RenderCursor {
         len: usize,
     ) -> bool {
         while let Some(&family) = Family::ALL.get(self.family) {
-            while let Some(group) = groups.get(self.group) {
-                if out.len() >= len {
-                    return false;
+            let unknown = format == Format::OpenMetrics && family.fractional_buckets();
+            let parts = if unknown { UNKNOWN_PARTS.len() } else { 1 };
+            while self.part < parts {
+                while let Some(group) = groups.get(self.group) {
+                    if out.len() >= len {
+                        return false;
+                    }
+                    self.group += 1;
+                    let Some(value) = &group.values[family.index()] else {
+                        continue;
+                    };
+                    let suffix = UNKNOWN_PARTS[self.part];
+                    if !self.header_written {
+                        if unknown {
+                            write_unknown_header(out, family, suffix);
+                        } else {
+                            write_header(out, family, format);
+                        }
+                        self.header_written = true;
+                    }
+                    if unknown {
+                        write_unknown_part(out, family, suffix, &group.labels, value);
+                    } else {
+                        write_group(out, family, &group.labels, value);
+                    }
                 }
-                self.group += 1;
-                let Some(value) = &group.values[family.index()] else {
-                    continue;
-                };
-                if !self.header_written {
-                    write_header(out, family, format);
-                    self.header_written = true;
-                }
-                write_group(out, family, &group.labels, value);
+                self.part += 1;
+                self.group = 0;
+                self.header_written = false;
             }
             *self = RenderCursor {
                 family: self.family + 1,
-                group: 0,
-                header_written: false,
+                ..RenderCursor::default()
             };
         }
         true
+    }
+}
+
+/// Appends every derived family of `groups` to `out` at once ([`RenderCursor::write_until`]
+/// from the start, without a length).
+#[cfg(test)]
+pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: Format) {
+    RenderCursor::default().write_until(out, groups, format, usize::MAX);
+}
+
+/// Appends the `# HELP` and `# TYPE unknown` lines of `family` + `suffix`, one of the three
+/// families a histogram of fractional buckets is written as in OpenMetrics.
+fn write_unknown_header(out: &mut String, family: Family, suffix: &str) {
+    let name = family.name();
+    out.push_str("# HELP ");
+    out.push_str(name);
+    out.push_str(suffix);
+    out.push(' ');
+    escape_help(out, family.help(), Format::OpenMetrics);
+    out.push_str("\n# TYPE ");
+    out.push_str(name);
+    out.push_str(suffix);
+    out.push_str(" unknown\n");
+}
+
+/// Appends one group's samples of the `family` + `suffix` part (`_bucket`: one per bucket with
+/// its `le`; `_sum`, `_count`: one), with the names, labels and values of the text format.
+fn write_unknown_part(
+    out: &mut String,
+    family: Family,
+    suffix: &str,
+    labels: &[(String, String)],
+    value: &DerivedValue,
+) {
+    let name = family.name();
+    let (buckets, sum, count) = match value {
+        DerivedValue::Histogram {
+            buckets,
+            sum,
+            count,
+        } => (&buckets[..], *sum, *count),
+        DerivedValue::SumCount { sum, count } => (&[][..], *sum, *count),
+    };
+    let mut line = |le: Option<f64>, v: f64| {
+        out.push_str(name);
+        out.push_str(suffix);
+        write_labels(out, labels, le);
+        write_number(out, v);
+        out.push('\n');
+    };
+    match suffix {
+        "_bucket" => {
+            for &(le, cumulative) in buckets {
+                line(Some(le), cumulative);
+            }
+        }
+        "_sum" => line(None, sum),
+        _ => line(None, count),
     }
 }
 

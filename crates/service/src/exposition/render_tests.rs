@@ -202,3 +202,130 @@ fn all_four_families_together_pass_promtool_in_both_formats() {
         promtool::check(&out, format);
     }
 }
+
+/// Parses `text` with Python `prometheus_client`'s strict OpenMetrics parser
+/// (`text_string_to_metric_families`) and returns one line per sample, `type sample le value`
+/// (`le` empty when absent, the value as Python's `repr`). `None` when Python or
+/// `prometheus_client` is missing and `CI` is unset (the caller skips, loudly); panics when they
+/// are missing under `CI` (scripts/test.sh installs them) or when the parser rejects the text.
+fn strict_openmetrics(text: &str) -> Option<Vec<String>> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    const SCRIPT: &str = "import sys\n\
+        try:\n    from prometheus_client.openmetrics.parser import text_string_to_metric_families as p\n\
+        except ImportError:\n    sys.exit(3)\n\
+        for f in p(sys.stdin.read()):\n    for s in f.samples:\n        \
+        print(f.type, s.name, s.labels.get('le', ''), repr(float(s.value)))\n";
+    let missing = |why: &str| {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{why}, and CI is set: run scripts/test.sh"
+        );
+        eprintln!("\n!!!!!!!! SKIPPED: {why}; scripts/test.sh installs it. !!!!!!!!\n");
+        None
+    };
+    let child = Command::new("python3")
+        .args(["-c", SCRIPT])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        return missing("python3 is not installed");
+    };
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to python3");
+    let output = child.wait_with_output().expect("python3 runs");
+    if output.status.code() == Some(3) {
+        return missing("Python's prometheus_client is not installed");
+    }
+    assert!(
+        output.status.success(),
+        "prometheus_client's OpenMetrics parser rejected the page:\n{}\n--- input ---\n{text}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(
+        String::from_utf8(output.stdout)
+            .expect("utf-8")
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+#[test]
+fn the_openmetrics_page_parses_with_a_strict_parser() {
+    // Issue 23 item 9: the acceptance-corrected buckets are token-weighted shares (here 2.5 and
+    // 7.25 tokens), which OpenMetrics 1.0 forbids in a histogram; prometheus_client rejected the
+    // page ("Bucket value must be an integer"). They are served as `unknown` families with the
+    // same sample names and values; every other family keeps its type.
+    let acceptance = DerivedValue::Histogram {
+        buckets: vec![(0.01, 2.5), (0.025, 7.25), (f64::INFINITY, 9.0)],
+        sum: 0.1875,
+        count: 9.0,
+    };
+    let mut values: [Option<std::sync::Arc<DerivedValue>>; engine::FAMILIES] = Default::default();
+    for family in Family::ALL {
+        values[family.index()] = Some(std::sync::Arc::new(match family.kind() {
+            _ if family == Family::AcceptanceCorrectedItl => acceptance.clone(),
+            FamilyKind::Histogram => DerivedValue::Histogram {
+                buckets: vec![(0.01, 0.0), (0.025, 2.0), (f64::INFINITY, 4.0)],
+                sum: 0.125,
+                count: 4.0,
+            },
+            FamilyKind::SumCount => DerivedValue::SumCount {
+                sum: 3.25,
+                count: 7.0,
+            },
+        }));
+    }
+    let groups = [GroupOutputs {
+        labels: labels(&[("engine", "0"), ("model_name", "m")]).into(),
+        values,
+    }];
+    let mut page = String::new();
+    render_groups(&mut page, &groups, Format::OpenMetrics);
+    page.push_str("# EOF\n");
+    let Some(samples) = strict_openmetrics(&page) else {
+        return;
+    };
+    let n = Family::AcceptanceCorrectedItl.name();
+    let of = |name: &str| -> Vec<String> {
+        samples
+            .iter()
+            .filter(|s| s.split(' ').nth(1) == Some(name))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        of(&format!("{n}_bucket")),
+        [
+            format!("unknown {n}_bucket 0.01 2.5"),
+            format!("unknown {n}_bucket 0.025 7.25"),
+            format!("unknown {n}_bucket +Inf 9.0"),
+        ]
+    );
+    assert_eq!(
+        of(&format!("{n}_sum")),
+        [format!("unknown {n}_sum  0.1875")]
+    );
+    assert_eq!(
+        of(&format!("{n}_count")),
+        [format!("unknown {n}_count  9.0")]
+    );
+    // The integer families keep their types: canonical TPOT a histogram, the others summaries.
+    let tpot = Family::CanonicalTpot.name();
+    assert_eq!(
+        of(&format!("{tpot}_bucket"))[0],
+        format!("histogram {tpot}_bucket 0.01 0.0")
+    );
+    let weighted = Family::TokenWeightedItl.name();
+    assert_eq!(
+        of(&format!("{weighted}_count")),
+        [format!("summary {weighted}_count  7.0")]
+    );
+}

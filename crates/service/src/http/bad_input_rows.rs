@@ -217,6 +217,68 @@ pub(super) fn rows() -> Vec<Row> {
         )
         .status(S::BAD_REQUEST, "invalid metric name")
         .counts(2, 1, &[("invalid_metric_name", 1)]),
+        // Issue 23 item 9: a `__`-prefixed name other than `__name__` is reserved, and refused
+        // as a label error (it was accepted and exported), in RW 1.0 and 2.0 alike.
+        Row::new(
+            "reserved label name",
+            V1,
+            v1(&[
+                series(
+                    &[("__meta_pod", "p"), ("__name__", TOKENS), ("engine", "0")],
+                    &[(1.0, T)],
+                ),
+                valid(),
+            ]),
+        )
+        .status(S::BAD_REQUEST, "starting with __")
+        .counts(2, 1, &[("reserved_label_name", 1)]),
+        Row::new(
+            "reserved label name, RW 2.0",
+            V2,
+            v2(&encode::request_v2(&[
+                series(
+                    &[
+                        ("__address__", "a:1"),
+                        ("__name__", TOKENS),
+                        ("engine", "0"),
+                    ],
+                    &[(1.0, T)],
+                ),
+                valid(),
+            ])),
+        )
+        .status(S::BAD_REQUEST, "starting with __")
+        .counts(2, 1, &[("reserved_label_name", 1)])
+        .written(1, 0),
+        // Without `__type__`/`__unit__` (Prometheus' type-and-unit labels, dropped), the second
+        // series is the first one: a duplicate.
+        Row::new(
+            "metadata labels are dropped",
+            V2,
+            v2(&encode::request_v2(&[
+                tokens("0", &[(1.0, T)]),
+                series(
+                    &[
+                        ("__name__", TOKENS),
+                        ("__type__", "counter"),
+                        ("__unit__", "tokens"),
+                        ("engine", "0"),
+                        ("model_name", "m"),
+                    ],
+                    &[(1.0, T)],
+                ),
+            ])),
+        )
+        .counts(2, 1, &[("duplicate_sample", 1)])
+        .written(2, 0),
+        // Issue 24 item 10: a timestamp of 0 or before (no scrape makes one) was accepted.
+        Row::new(
+            "timestamp zero or negative",
+            V1,
+            v1(&[tokens("0", &[(1.0, 0), (2.0, -5_000)]), valid()]),
+        )
+        .status(S::BAD_REQUEST, "timestamp 0 or negative")
+        .counts(3, 1, &[("non_positive_timestamp", 2)]),
         // Sorted, the second series is the first one: its sample at the same T is a duplicate.
         Row::new(
             "unsorted labels are sorted",

@@ -9,8 +9,9 @@ use engine::{Engine, EngineConfig, IngestReport};
 use protocol::{Label, Sample};
 
 const TPOT: &str = "vllm:request_time_per_output_token_seconds";
-/// Bounds of the big histogram (plus `+Inf`): large enough that formatting dominates a scrape.
-const BUCKETS: usize = 2_000;
+/// Bounds of the big histogram (plus `+Inf`): large enough that formatting dominates a scrape,
+/// and the most one histogram may have (`engine::MAX_SERIES_PER_INPUT` buckets with `+Inf`).
+const BUCKETS: usize = engine::MAX_SERIES_PER_INPUT - 1;
 
 /// Scrape `k` (from 1) of one group whose request TPOT histogram has [`BUCKETS`] bounds, with
 /// what canonical TPOT also reads: 1,000·k requests, 100·k of them with one output token.

@@ -44,6 +44,15 @@ pub enum SeriesRejection {
         "limits.max_memory_bytes: the engine's share of the memory budget is spent; new series are refused until idle or stale groups leave"
     )]
     MemoryBudget,
+    /// One input of the series' group already has `engine::MAX_SERIES_PER_INPUT` series (a
+    /// histogram that many buckets): this new bucket is refused.
+    #[error(
+        "a histogram with more than 1024 buckets (engine::MAX_SERIES_PER_INPUT) in one group: further buckets are refused"
+    )]
+    TooManyBuckets,
+    /// Some samples are stamped 0 or earlier (ms since the Unix epoch): those samples are refused.
+    #[error("sample timestamp 0 or negative: timestamps are milliseconds since the Unix epoch")]
+    NonPositiveTimestamp,
 }
 
 /// What [`look_up`] decided for one series.
@@ -179,6 +188,7 @@ pub(super) fn apply(
     let latest = now_ms.saturating_add(limits.max_future_skew_ms);
     let limited = RejectReason::ActiveSeriesLimit.index();
     let over_budget = RejectReason::MemoryBudget.index();
+    let buckets = RejectReason::TooManyBuckets.index();
     let mut in_time: Vec<Sample> = Vec::new();
     let mut scratch = Vec::new();
     // Samples the classic series of native histograms had accepted, which are not float samples
@@ -194,12 +204,28 @@ pub(super) fn apply(
         }
         let mut refused = None;
         let mut samples = series.samples.as_slice();
-        if samples.iter().any(|s| s.timestamp_ms > latest) {
+        if samples
+            .iter()
+            .any(|s| s.timestamp_ms > latest || s.timestamp_ms <= 0)
+        {
             in_time.clear();
-            in_time.extend(samples.iter().filter(|s| s.timestamp_ms <= latest));
-            let future = (samples.len() - in_time.len()) as u64;
-            outcome.report.reject(RejectReason::FutureTimestamp, future);
-            refused = Some(SeriesRejection::FutureTimestamp);
+            in_time.extend(
+                samples
+                    .iter()
+                    .filter(|s| s.timestamp_ms > 0 && s.timestamp_ms <= latest),
+            );
+            let future = samples.iter().filter(|s| s.timestamp_ms > latest).count() as u64;
+            let early = (samples.len() - in_time.len()) as u64 - future;
+            if future > 0 {
+                outcome.report.reject(RejectReason::FutureTimestamp, future);
+                refused = Some(SeriesRejection::FutureTimestamp);
+            }
+            if early > 0 {
+                outcome
+                    .report
+                    .reject(RejectReason::NonPositiveTimestamp, early);
+                refused = refused.or(Some(SeriesRejection::NonPositiveTimestamp));
+            }
             samples = &in_time;
         }
         if let Verdict::Known(known) = verdict {
@@ -211,6 +237,7 @@ pub(super) fn apply(
         } else {
             let limited_before = outcome.report.rejected[limited];
             let over_budget_before = outcome.report.rejected[over_budget];
+            let buckets_before = outcome.report.rejected[buckets];
             if !samples.is_empty() {
                 let (key, labels) = (series.labels.key(), request.labels_of(series));
                 batch.apply(key, labels, samples, &mut outcome.report);
@@ -222,6 +249,14 @@ pub(super) fn apply(
                     let report = &mut outcome.report;
                     report.reject(RejectReason::FutureTimestamp, h.sample_count());
                     refused = refused.or(Some(SeriesRejection::FutureTimestamp));
+                    continue;
+                }
+                if let NativeHistogram::CustomBuckets(c) = h
+                    && c.timestamp_ms <= 0
+                {
+                    let report = &mut outcome.report;
+                    report.reject(RejectReason::NonPositiveTimestamp, h.sample_count());
+                    refused = refused.or(Some(SeriesRejection::NonPositiveTimestamp));
                     continue;
                 }
                 let labels = request.labels_of(series);
@@ -240,6 +275,9 @@ pub(super) fn apply(
             }
             if outcome.report.rejected[over_budget] > over_budget_before {
                 refused = refused.or(Some(SeriesRejection::MemoryBudget));
+            }
+            if outcome.report.rejected[buckets] > buckets_before {
+                refused = refused.or(Some(SeriesRejection::TooManyBuckets));
             }
         }
         if let Some(reason) = refused {

@@ -149,7 +149,7 @@ impl WebConfigFile {
         }
         serde_saphyr::from_str(text).map_err(|e| WebConfigError::Yaml {
             path: path.to_owned(),
-            message: e.to_string(),
+            message: crate::config::yaml_message(&e, |_| None),
         })
     }
 }
