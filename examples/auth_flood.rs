@@ -1,4 +1,4 @@
-//! Authentication under a flood (`docs/RELIABILITY.md`, "Authentication under floods"): how long
+//! Authentication under a flood (`docs/SECURITY.md`, "Authentication under floods"): how long
 //! one legitimate client waits for its answer while `--bad` clients send wrong passwords as fast
 //! as they are answered, and `--idle` connections sit open without a byte (over TLS: without a
 //! ClientHello).

@@ -1,6 +1,6 @@
 //! Hostile load for `SOAK_PROFILE=attack scripts/soak.sh`: everything a sender or a client can
 //! make grow, at once, against one loopback receiver, for a fixed time, beside one well-behaved
-//! vLLM engine whose writes must keep succeeding. docs/RELIABILITY.md, "Soak".
+//! vLLM engine whose writes must keep succeeding. docs/TESTING.md, "Soak".
 //!
 //! Attacks (each on its own threads):
 //! * **churn**: short-lived vLLM engines (the simulator's 0.33 template with speculative
@@ -42,6 +42,10 @@ struct Args {
     /// How long to attack.
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Duration,
+    /// The attacks to run, comma-separated (default: all): churn, label_heavy, unused_flood,
+    /// slow_bodies, slow_readers.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
 }
 
 fn now_ms() -> i64 {
@@ -326,20 +330,21 @@ fn main() -> Result<(), String> {
     let tallies: Arc<[Tally; 4]> = Arc::new(Default::default());
     let opened: Arc<[AtomicU64; 2]> = Arc::new(Default::default());
     let mut threads = Vec::new();
-    for thread in 0..2u64 {
+    let on = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    for thread in (0..2u64).filter(|_| on("churn")) {
         let (url, template, stop, tallies) =
             (url.clone(), template.clone(), stop.clone(), tallies.clone());
         threads.push(std::thread::spawn(move || {
             churn(&url, &template, thread, &stop, &tallies[0])
         }));
     }
-    {
+    if on("label_heavy") {
         let (url, stop, tallies) = (url.clone(), stop.clone(), tallies.clone());
         threads.push(std::thread::spawn(move || {
             label_heavy(&url, &stop, &tallies[1])
         }));
     }
-    {
+    if on("unused_flood") {
         let (url, stop, tallies) = (url.clone(), stop.clone(), tallies.clone());
         threads.push(std::thread::spawn(move || {
             unused_flood(&url, &stop, &tallies[2])
@@ -355,13 +360,13 @@ fn main() -> Result<(), String> {
         .iter()
         .map(|path| format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n"))
         .collect();
-    {
+    if on("slow_bodies") {
         let (stop, opened) = (stop.clone(), opened.clone());
         threads.push(std::thread::spawn(move || {
             trickle(host, &slow_body, 16, true, &stop, &opened[0])
         }));
     }
-    {
+    if on("slow_readers") {
         let (stop, opened) = (stop.clone(), opened.clone());
         threads.push(std::thread::spawn(move || {
             trickle(host, &readers, 8, false, &stop, &opened[1])

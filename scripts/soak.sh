@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test: a bounded, steady remote-write load against a release build of vllm-corrector on the
 # loopback interface, sampling its RSS, CPU and rejection counters every 10 s into a CSV, then a
-# summary (RSS first/last/max and slope, rejections, achieved rate). docs/RELIABILITY.md, "Soak".
+# summary (RSS first/last/max and slope, rejections, achieved rate). docs/TESTING.md, "Soak".
 #
 #   scripts/soak.sh [minutes] [rate]
 #   SOAK_PROFILE=attack scripts/soak.sh [minutes]

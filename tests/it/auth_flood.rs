@@ -1,4 +1,4 @@
-//! Authentication under floods over real sockets (`docs/RELIABILITY.md`, "Authentication under
+//! Authentication under floods over real sockets (`docs/SECURITY.md`, "Authentication under
 //! floods"): hundreds of clients sending wrong passwords from 127.0.0.1 do not keep a valid
 //! credential from 127.0.0.2 waiting, and connections that never start their TLS handshake do not
 //! keep a new one waiting. Both print the measured wait (`-- --nocapture`).

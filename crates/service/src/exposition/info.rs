@@ -20,7 +20,7 @@
 use engine::FamilyStatus;
 
 use super::Format;
-use super::render::{escape_help, write_label_pairs};
+use super::render::{escape_help, escape_label_value};
 
 /// The metric name.
 pub(crate) const NAME: &str = "vllm_corrector_family_info";
@@ -42,8 +42,9 @@ pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>],
         return;
     }
     render_header(out, format);
+    let mut block = String::new();
     for (group, families) in groups {
-        render_group(out, group, families);
+        render_group(out, &mut block, group, families);
     }
 }
 
@@ -59,46 +60,65 @@ pub(crate) fn render_header(out: &mut String, format: Format) {
 }
 
 /// Appends the `vllm_corrector_family_info` series of one group: one per family of `families`,
-/// in the order given.
+/// in the order given. The group's labels are escaped once into `block` (a scratch buffer the
+/// caller keeps, so a scrape of label-heavy groups allocates nothing per line), then shared by
+/// the family lines.
 pub(crate) fn render_group(
     out: &mut String,
+    block: &mut String,
     group: &[(String, String)],
     families: &[FamilyStatus],
 ) {
-    let base = group_labels(group);
-    let mut labels: Vec<(String, String)> = Vec::with_capacity(base.len() + OWN.len());
+    block.clear();
+    let renamed = group_labels(group);
+    for (name, value) in &renamed {
+        if !block.is_empty() {
+            block.push(',');
+        }
+        block.push_str(name);
+        block.push_str("=\"");
+        escape_label_value(block, value);
+        block.push('"');
+    }
     for family in families {
-        labels.clear();
-        labels.extend(base.iter().cloned());
-        labels.extend(own_labels(family));
         out.push_str(NAME);
         out.push('{');
-        write_label_pairs(out, &labels);
+        out.push_str(block);
+        for (name, value) in own_labels(family) {
+            if !block.is_empty() || name != "family" {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push_str("=\"");
+            escape_label_value(out, value);
+            out.push('"');
+        }
         out.push_str("} 1\n");
     }
 }
 
 /// The group's labels, a name this series adds renamed `exported_<name>` (prefixed again while
-/// that is taken too), so no label name repeats.
-fn group_labels(labels: &[(String, String)]) -> Vec<(String, String)> {
+/// that is taken too), so no label name repeats. Values are borrowed; only a renamed name is
+/// allocated.
+fn group_labels(labels: &[(String, String)]) -> Vec<(std::borrow::Cow<'_, str>, &str)> {
     let taken = |name: &str| OWN.contains(&name) || labels.iter().any(|(n, _)| n == name);
     labels
         .iter()
         .map(|(name, value)| {
             if !OWN.contains(&name.as_str()) {
-                return (name.clone(), value.clone());
+                return (std::borrow::Cow::Borrowed(name.as_str()), value.as_str());
             }
             let mut renamed = format!("exported_{name}");
             while taken(&renamed) {
                 renamed.insert_str(0, "exported_");
             }
-            (renamed, value.clone())
+            (std::borrow::Cow::Owned(renamed), value.as_str())
         })
         .collect()
 }
 
 /// `family`, `state`, and `reason` and `detail` when the status has them.
-fn own_labels(f: &FamilyStatus) -> impl Iterator<Item = (String, String)> {
+fn own_labels(f: &FamilyStatus) -> impl Iterator<Item = (&'static str, &'static str)> {
     [
         Some(("family", f.family.name())),
         Some(("state", f.state())),
@@ -107,7 +127,6 @@ fn own_labels(f: &FamilyStatus) -> impl Iterator<Item = (String, String)> {
     ]
     .into_iter()
     .flatten()
-    .map(|(n, v)| (n.to_owned(), v.to_owned()))
 }
 
 #[cfg(test)]

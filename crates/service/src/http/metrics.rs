@@ -123,6 +123,7 @@ impl MetricsSnapshot {
             cursor: RenderCursor::default(),
             sorted: false,
             info: None,
+            block: String::new(),
         }
     }
 }
@@ -139,6 +140,8 @@ pub struct MetricsChunks {
     /// The next group whose `vllm_corrector_family_info` is written, once the corrected families
     /// are done (`None` before).
     info: Option<usize>,
+    /// A group's escaped labels, reused from group to group ([`info::render_group`]).
+    block: String,
 }
 
 impl Chunks for MetricsChunks {
@@ -174,7 +177,7 @@ impl Chunks for MetricsChunks {
                 self.info = Some(next);
                 return Some(Bytes::from(out));
             }
-            info::render_group(&mut out, &group.labels, &group.families);
+            info::render_group(&mut out, &mut self.block, &group.labels, &group.families);
             next += 1;
         }
         let MetricsSnapshot {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 use super::page::{MAX_PAGE_GROUPS, PAGE_BYTES};
-use super::renders::{CHUNK_BYTES, MAX_CONCURRENT_RENDERS, RenderSlots};
+use super::renders::{CHUNK_BYTES, MAX_CONCURRENT_RENDERS, RenderKind, RenderSlots};
 use super::{AppState, app};
 use crate::config::Limits;
 use engine::{Engine, EngineConfig, IngestReport};
@@ -416,4 +416,21 @@ async fn a_group_that_leaves_or_arrives_between_pages_moves_no_other_group() {
         }
     }
     assert_eq!(instances, ["000002", "000003", "000004"]);
+}
+
+#[tokio::test]
+async fn served_responses_leave_no_entry_behind_in_the_render_slots() {
+    // Each response used to leave a weak entry until a request found every slot taken: one per
+    // scrape for as long as the process ran.
+    let state = groups_state(3, 0);
+    for path in ["/metrics", "/status", "/api/v1/groups"] {
+        for _ in 0..20 {
+            let response = request(&state, path).await;
+            assert_eq!(response.status(), StatusCode::OK);
+            assert!(!text(response).await.is_empty());
+        }
+    }
+    // The last response of each kind may still be counted until the next one prunes it.
+    assert!(state.renders.held_entries(RenderKind::Scrape) <= 1);
+    assert!(state.renders.held_entries(RenderKind::Page) <= 1);
 }

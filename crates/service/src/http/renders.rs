@@ -182,16 +182,31 @@ impl Slot {
             progress: Instant::now(),
             cut: false,
         }));
-        self.slots
+        let mut list = self
+            .slots
             .held
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::downgrade(&held));
+            .unwrap_or_else(PoisonError::into_inner);
+        // Finished responses leave only their weak entry: drop those, so the list holds at most
+        // the responses in flight, not one entry per response ever served.
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&held));
+        drop(list);
         Body::new(SlotBody { held })
     }
 }
 
 impl RenderSlots {
+    /// Entries kept for the responses of `kind` (tests): those in flight, at most.
+    #[cfg(test)]
+    pub(crate) fn held_entries(&self, kind: RenderKind) -> usize {
+        self.slots(kind)
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Slots that make a request wait `wait` instead of [`RENDER_WAIT`] and cut responses stalled
     /// for `stall` instead of [`STALL`] (tests).
     #[cfg(test)]

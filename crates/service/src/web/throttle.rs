@@ -1,4 +1,4 @@
-//! What keeps bcrypt checks from being queued out (`docs/RELIABILITY.md`, "Authentication under
+//! What keeps bcrypt checks from being queued out (`docs/SECURITY.md`, "Authentication under
 //! floods"): an allowance of checks per client, a bounded number of checks at once, and a bounded
 //! wait for one. `super::auth` asks for both before it runs bcrypt; a check refused here is
 //! answered 503 with `Retry-After` (`AuthFailure::RateLimited`), without running bcrypt.
