@@ -92,7 +92,8 @@ fn eight_slow_bodies_do_not_stall_other_writers() {
     // size (or chunked) that send 2 bytes took the whole in-flight budget; every other writer
     // waited 5 s, then got 503. Charged as bytes arrive, they hold 1 KiB each.
     let corrector = Corrector::start_with_config(Some("limits:\n  request_body_timeout: 30s\n"));
-    let largest = 16 * 1024 * 1024;
+    // The default limits.max_body_bytes.
+    let largest = 8 * 1024 * 1024;
     let _slow: Vec<TcpStream> = (0..16)
         .map(|i| slow_body(&corrector.address, (i % 2 == 0).then_some(largest), 2))
         .collect();
@@ -131,16 +132,16 @@ fn metric(text: &str, line_prefix: &str) -> f64 {
 #[test]
 fn bodies_in_flight_never_hold_more_than_the_inflight_budget() {
     // The smallest budget the limits allow: a 1 MiB body decoding to 1 MiB is charged
-    // 1 + 1 + 3 MiB + 64 KiB = 5 MiB + 64 KiB.
-    let budget = 5 * 1024 * 1024 + 64 * 1024;
+    // 1 + 1 + 8 MiB + 64 KiB = 10 MiB + 64 KiB.
+    let budget = 10 * 1024 * 1024 + 64 * 1024;
     let corrector = Corrector::start_with_config(Some(&format!(
         "limits:\n  max_body_bytes: 1048576\n  max_decoded_bytes: 1048576\n  \
          max_inflight_bytes: {budget}\n  request_body_timeout: 30s\n"
     )));
-    // Eight senders announce 1 MiB and send 900 KiB each, 7 MiB in all: the budget fits five of
-    // them (a buffer's capacity doubles toward the announced size), the rest are refused, 503,
-    // as their bytes arrive.
-    let mut slow: Vec<TcpStream> = (0..8)
+    // Sixteen senders announce 1 MiB and send 900 KiB each, 14 MiB in all: the budget fits about
+    // ten of them (a buffer's capacity doubles toward the announced size), the rest are refused,
+    // 503, as their bytes arrive.
+    let mut slow: Vec<TcpStream> = (0..16)
         .map(|_| slow_body(&corrector.address, Some(1024 * 1024), 900 * 1024))
         .collect();
     std::thread::sleep(Duration::from_millis(500));
@@ -151,7 +152,7 @@ fn bodies_in_flight_never_hold_more_than_the_inflight_budget() {
     );
     assert!(held <= budget as f64, "{held} > {budget}");
     assert!(
-        held >= 4.0 * 900.0 * 1024.0,
+        held >= 8.0 * 900.0 * 1024.0,
         "{held}: the first bodies are held"
     );
     let refused = metric(

@@ -33,7 +33,6 @@ impl Charge {
     }
 
     /// Bytes held (whole KiB).
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> usize {
         self.held_kib() * 1024
     }

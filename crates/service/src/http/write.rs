@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -91,7 +92,8 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
 struct Body {
     protocol: WriteProtocol,
     live: Arc<Live>,
-    bytes: Vec<u8>,
+    /// The body: its one frame as the connection read it (no copy), or the frames joined.
+    bytes: Bytes,
     charge: Charge,
 }
 
@@ -118,6 +120,9 @@ async fn read_body(state: &AppState, request: Request) -> Result<Body, HttpError
     let deadline = tokio::time::Instant::now() + limits.request_body_timeout;
     let mut body = request.into_body();
     let mut charge = Charge::new(&live.inflight_kib);
+    // A body that arrives as one frame (a sender's batch on a fast link) is kept as that frame,
+    // charged its length; a second frame moves both into a buffer that grows as below.
+    let mut first: Option<Bytes> = None;
     let mut bytes = Vec::new();
     loop {
         let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
@@ -130,14 +135,38 @@ async fn read_body(state: &AppState, request: Request) -> Result<Body, HttpError
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        if bytes.len() + data.len() > limits.max_body_bytes {
+        let received = first.as_ref().map_or(0, Bytes::len) + bytes.len();
+        if received + data.len() > limits.max_body_bytes {
             return Err(HttpError::BodyTooLarge {
                 limit: limits.max_body_bytes,
             });
         }
-        grow(&mut bytes, data.len(), expected, &mut charge)?;
+        if data.is_empty() {
+            continue;
+        }
+        if received == 0 {
+            if !charge.try_grow_to(data.len()) {
+                return Err(HttpError::OverBudget);
+            }
+            first = Some(data);
+            continue;
+        }
+        if let Some(frame) = first.take() {
+            grow(
+                &mut bytes,
+                frame.len() + data.len(),
+                expected,
+                &mut charge,
+                frame.len(),
+            )?;
+            bytes.extend_from_slice(&frame);
+            drop(frame);
+            charge.shrink_to(bytes.capacity());
+        }
+        grow(&mut bytes, data.len(), expected, &mut charge, 0)?;
         bytes.extend_from_slice(&data);
     }
+    let bytes = first.unwrap_or_else(|| Bytes::from(bytes));
     if bytes.is_empty() {
         return Err(HttpError::EmptyBody);
     }
@@ -155,7 +184,8 @@ const MIN_BODY_CAPACITY: usize = 1024;
 
 /// Makes room in `buffer` for `additional` more bytes, charging its new capacity to `charge` first.
 /// The capacity doubles (to at least [`MIN_BODY_CAPACITY`]), up to the `expected` body size, so a
-/// body is copied O(log n) times; while it moves, the old and the new buffer are charged together.
+/// body is copied O(log n) times; while it moves, the old and the new buffer are charged together,
+/// with `held` bytes held elsewhere meanwhile (a first frame being moved into the buffer).
 ///
 /// # Errors
 /// [`HttpError::OverBudget`] when the in-flight budget has not that much free now: the sender
@@ -166,6 +196,7 @@ fn grow(
     additional: usize,
     expected: usize,
     charge: &mut Charge,
+    held: usize,
 ) -> Result<(), HttpError> {
     let needed = buffer.len() + additional;
     if needed <= buffer.capacity() {
@@ -175,11 +206,11 @@ fn grow(
         .max(MIN_BODY_CAPACITY)
         .min(expected)
         .max(needed);
-    if !charge.try_grow_to(buffer.capacity() + capacity) {
+    if !charge.try_grow_to(buffer.capacity() + capacity + held) {
         return Err(HttpError::OverBudget);
     }
     buffer.reserve_exact(capacity - buffer.len());
-    charge.shrink_to(buffer.capacity());
+    charge.shrink_to(buffer.capacity() + held);
     Ok(())
 }
 
@@ -205,7 +236,7 @@ async fn admit(state: &AppState, mut body: Body) -> Result<Admitted, HttpError> 
     let declared = snap::raw::decompress_len(&body.bytes)
         .unwrap_or(0)
         .min(live.limits.max_decoded_bytes);
-    let wanted = body.bytes.capacity() + crate::config::decode_charge(declared);
+    let wanted = body.charge.bytes() + crate::config::decode_charge(declared);
     if !body.charge.grow_to(wanted, state.permit_wait).await {
         return Err(HttpError::OverBudget);
     }
