@@ -433,8 +433,10 @@ fn canonical_label(buf: &[u8], start: usize, len: usize) -> Option<LabelSpan> {
 }
 
 /// The sample in `m` when it is encoded as every sender encodes it: field 1 (fixed64 value) then
-/// field 2 (varint timestamp) ending the message. `None` sends it to [`decode_sample`].
-#[inline]
+/// field 2 (varint timestamp) ending the message. `None` sends it to [`decode_sample`]. Always
+/// inlined, as [`varint_filling`]: called once per sample (docs/PERFORMANCE.md, "Receive path:
+/// instructions per sample").
+#[inline(always)]
 fn canonical_sample(m: &[u8]) -> Option<Sample> {
     let (&[0x09, v0, v1, v2, v3, v4, v5, v6, v7, 0x10], _) = m.split_first_chunk::<10>()? else {
         return None;

@@ -288,8 +288,10 @@ pub(crate) fn zigzag64(v: u64) -> i64 {
 /// end. `None` when the bytes are not such a varint, and also (undecided: ask a [`Reader`]) when
 /// they are longer than 8 bytes or `m` is shorter than 8. For a sample's millisecond timestamp
 /// (6 bytes, the last field of a canonical `Sample`): one word read and three shift-and-mask steps
-/// that pack the 7-bit groups, instead of a loop per byte.
-#[inline]
+/// that pack the 7-bit groups, instead of a loop per byte. Always inlined: called once per
+/// sample, where a call costs more than its body (docs/PERFORMANCE.md, "Receive path:
+/// instructions per sample").
+#[inline(always)]
 pub(crate) fn varint_filling(m: &[u8], start: usize) -> Option<u64> {
     let n = m.len().checked_sub(start)?;
     if n == 0 || n > 8 {
