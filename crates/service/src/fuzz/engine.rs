@@ -370,12 +370,8 @@ impl Harness {
         }
     }
 
-    /// A staleness marker on every series `group` was sent.
-    fn mark_stale(&mut self, group: u8, b: &mut Bytes<'_>) {
-        let stale = Sample {
-            value: f64::from_bits(STALE_NAN_BITS),
-            timestamp_ms: self.timestamp(b),
-        };
+    /// Every series `group` was sent, in order (so a program replays the same way).
+    fn keys_of(&self, group: u8) -> Vec<Key> {
         let mut keys: Vec<Key> = self
             .last_value
             .keys()
@@ -383,7 +379,16 @@ impl Harness {
             .filter(|k| k.0 == group)
             .collect();
         keys.sort_unstable();
-        for key in keys {
+        keys
+    }
+
+    /// A staleness marker on every series `group` was sent.
+    fn mark_stale(&mut self, group: u8, b: &mut Bytes<'_>) {
+        let stale = Sample {
+            value: f64::from_bits(STALE_NAN_BITS),
+            timestamp_ms: self.timestamp(b),
+        };
+        for key in self.keys_of(group) {
             self.ingest(key, &[stale]);
         }
     }
@@ -391,16 +396,10 @@ impl Harness {
     /// One series of `group` flaps: its staleness marker and a real value (raised by a little)
     /// at one timestamp, in either order, as remote write's shards may deliver them.
     fn flap(&mut self, group: u8, b: &mut Bytes<'_>) {
-        let mut keys: Vec<Key> = self
-            .last_value
-            .keys()
-            .copied()
-            .filter(|k| k.0 == group)
-            .collect();
+        let keys = self.keys_of(group);
         if keys.is_empty() {
             return;
         }
-        keys.sort_unstable();
         let key = keys[usize::from(b.next()) % keys.len()];
         let timestamp_ms = self.timestamp(b);
         let real = Sample {

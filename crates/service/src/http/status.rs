@@ -106,6 +106,23 @@ fn page_response(content_type: &'static str, page: String, slot: Slot) -> Respon
         .into_response()
 }
 
+/// The query of a page request, a render slot for it, and its page of groups.
+///
+/// # Errors
+/// [`HttpError::BadPageQuery`], [`HttpError::TooManyPages`].
+async fn page_of(
+    state: &AppState,
+    query: Option<&str>,
+) -> Result<(PageQuery, Slot, GroupsPage), HttpError> {
+    let query = PageQuery::parse(query)?;
+    let slot = state
+        .renders
+        .acquire(RenderKind::Page, &state.metrics)
+        .await?;
+    let page = snapshot_page(state, &query);
+    Ok((query, slot, page))
+}
+
 /// `GET /api/v1/groups[?limit=N&after=CURSOR]`: one object per group, in ascending label order,
 /// one page at a time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`,
 /// `total` the number of groups (all pages), `next` the `after` of the next page or `null` on the
@@ -114,12 +131,7 @@ pub(crate) async fn groups(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, HttpError> {
-    let query = PageQuery::parse(query.as_deref())?;
-    let slot = state
-        .renders
-        .acquire(RenderKind::Page, &state.metrics)
-        .await?;
-    let page = snapshot_page(&state, &query);
+    let (query, slot, page) = page_of(&state, query.as_deref()).await?;
     Ok(page_response(
         "application/json",
         render_groups_json(&page, &query),
@@ -218,12 +230,7 @@ pub(crate) async fn status(
     State(state): State<AppState>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, HttpError> {
-    let query = PageQuery::parse(query.as_deref())?;
-    let slot = state
-        .renders
-        .acquire(RenderKind::Page, &state.metrics)
-        .await?;
-    let page = snapshot_page(&state, &query);
+    let (query, slot, page) = page_of(&state, query.as_deref()).await?;
     let body = render_status(&page, &query, crate::clock::now_ms());
     Ok(page_response(HTML, body, slot))
 }
