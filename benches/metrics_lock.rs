@@ -8,13 +8,13 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{BatchSize, Criterion};
+use criterion::Criterion;
 use engine::{Engine, EngineConfig, IngestReport};
 use protocol::{Label, Sample, normalize_labels};
 use service::config::Limits;
 use service::exposition::Format;
 use service::http::AppState;
-use service::http::metrics::{MetricsSnapshot, render_all};
+use service::http::metrics::{MetricsChunks, render_all};
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -161,9 +161,10 @@ fn writer_waits(name: &str, state: &AppState, scrapes: usize) {
     );
 }
 
-/// The scrape of `engine`: `render_all` (the whole response), `take` (the engine lock's hold:
-/// [`MetricsSnapshot::take`]), `render` (after the lock: [`MetricsSnapshot::render`]) and
-/// `stats` (its share of the hold), then [`writer_waits`].
+/// The scrape of `engine`: `render_all` (the whole response, its lock holds included), `order`
+/// (the first hold: [`MetricsChunks::new`] copies each group's ref and labels pointer, then sorts
+/// after releasing the lock) and `stats` (the last hold, for the self-metrics), then
+/// [`writer_waits`] (every hold, as a writer sees them).
 fn bench(c: &mut Criterion, name: &str, engine: Engine) {
     let state = AppState::new(engine, Limits::default());
     let text = render_all(&state, Format::Text);
@@ -181,15 +182,8 @@ fn bench(c: &mut Criterion, name: &str, engine: Engine) {
     group.bench_function("render_all", |b| {
         b.iter_with_large_drop(|| render_all(&state, Format::Text))
     });
-    group.bench_function("take", |b| {
-        b.iter_with_large_drop(|| MetricsSnapshot::take(&state))
-    });
-    group.bench_function("render", |b| {
-        b.iter_batched(
-            || MetricsSnapshot::take(&state),
-            |snapshot| snapshot.render(Format::Text),
-            BatchSize::PerIteration,
-        )
+    group.bench_function("order", |b| {
+        b.iter_with_large_drop(|| MetricsChunks::new(&state, Format::Text))
     });
     group.bench_function("stats", |b| {
         b.iter(|| black_box(state.engine.lock().unwrap().stats()))

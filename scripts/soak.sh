@@ -72,15 +72,15 @@ curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null
 clk_tck="$(getconf CLK_TCK)"
 # One CSV row: elapsed s, RSS kB, peak RSS kB, receiver CPU s, counters from /metrics.
 sample() {
-  local elapsed="$1" status rss hwm cpu metrics
+  local elapsed="$1" status rss hwm cpu
   status="$(cat "/proc/$receiver_pid/status")"
   rss="$(awk '/^VmRSS:/ {print $2}' <<<"$status")"
   hwm="$(awk '/^VmHWM:/ {print $2}' <<<"$status")"
   # utime and stime are fields 14 and 15 of /proc/<pid>/stat (after the parenthesised name).
   cpu="$(awk -v t="$clk_tck" '{sub(/.*\) /, ""); printf "%.2f", ($12 + $13) / t}' "/proc/$receiver_pid/stat")"
   # Under attack a scrape may be refused (503) or slow: the row keeps its RSS, counters read 0.
-  metrics="$(curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" || true)"
-  awk -v e="$elapsed" -v rss="$rss" -v hwm="$hwm" -v cpu="$cpu" '
+  # Piped, not held in a variable: under the attack the page passes 1 GB.
+  { curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" || true; } | awk -v e="$elapsed" -v rss="$rss" -v hwm="$hwm" -v cpu="$cpu" '
     /^vllm_corrector_samples_received_total / {rec=$2}
     /^vllm_corrector_samples_applied_total / {app=$2}
     /^vllm_corrector_samples_rejected_total\{/ {rej+=$2; if ($1 !~ /unused_series|duplicate_sample/) bad+=$2}
@@ -90,7 +90,7 @@ sample() {
     /^vllm_corrector_active_series / {series=$2}
     /^vllm_corrector_active_groups / {groups=$2}
     END {printf "%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", e, rss, hwm, cpu, rec, app, rej, bad, lim, ok, err, series, groups}
-  ' <<<"$metrics"
+  '
 }
 
 echo "elapsed_s,rss_kb,rss_peak_kb,cpu_s,samples_received,samples_applied,samples_rejected,rejected_not_benign,requests_limited,writes_2xx,writes_4xx_5xx,active_series,active_groups" >"$csv"

@@ -22,8 +22,8 @@ mod values;
 pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use observe::{
-    EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupSnapshot, GroupsPage, GroupsSummary,
-    RemovalReason,
+    EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot, GroupsPage,
+    GroupsSummary, RemovalReason,
 };
 pub use state::persist::{STATE_FORMAT_VERSION, StateCursor, StateError, StateHeader, StateRecord};
 pub use state::{Batch, Engine, KnownSeries};

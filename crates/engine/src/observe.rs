@@ -15,10 +15,23 @@ use super::values::{DerivedValue, WithheldReason};
 /// taken of it, so a snapshot copies a pointer.
 pub type GroupLabels = Arc<[(String, String)]>;
 
-/// What `/metrics` shows of one group, built by [`super::Engine::outputs`]: its labels and its
-/// current output of each family, both shared with the engine (taking one copies pointers, never
-/// buckets). The engine replaces an output when it evaluates the family again and never changes
-/// one in place, so a snapshot keeps what it saw while writes go on.
+/// Where a live group is in the engine, as [`super::Engine::group_refs`] lists it: 8 bytes that
+/// hold nothing of the group. [`super::Engine::output_of`] and [`super::Engine::snapshot_of`]
+/// answer `None` once the group is removed, also when another group has taken its place since. A
+/// `/metrics` response keeps one per group for its whole life (the order it writes them in), so
+/// however slowly it is read it keeps no group's labels or outputs alive after the group leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupRef {
+    pub(crate) slot: u32,
+    pub(crate) generation: u32,
+}
+
+/// What `/metrics` shows of one group: its labels and its current output of each family, both
+/// shared with the engine (taking one copies pointers, never buckets), built for every group by
+/// [`super::Engine::outputs`], or for one family by a `/metrics` window from
+/// [`super::Engine::output_of`]. The engine replaces an output when it evaluates the family again
+/// and never changes one in place, so a copy keeps what it saw while writes go on (and keeps the
+/// replaced output alive while it lives: `/metrics` drops each window once it is formatted).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupOutputs {
     /// The group's labels.

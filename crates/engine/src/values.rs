@@ -104,6 +104,15 @@ impl TryFrom<StoredValue> for DerivedValue {
 }
 
 impl DerivedValue {
+    /// Samples it is written as on `/metrics` at most: one per bucket (with `+Inf`), `_sum` and
+    /// `_count`.
+    pub fn lines(&self) -> usize {
+        match self {
+            DerivedValue::Histogram { buckets, .. } => buckets.len() + 2,
+            DerivedValue::SumCount { .. } => 2,
+        }
+    }
+
     /// Heap bytes the value holds (its buckets), for the engine's memory accounting.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {

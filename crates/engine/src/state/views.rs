@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::*;
-use crate::observe::{GroupOutputs, GroupsPage, GroupsSummary};
+use crate::observe::{GroupOutputs, GroupRef, GroupsPage, GroupsSummary};
 
 /// A group's entry ordered by its labels alone (unique per group), for [`Engine::snapshot_page`].
 struct ByLabels<'a>(&'a Entry);
@@ -91,11 +91,12 @@ impl Engine {
         }
     }
 
-    /// What `/metrics` shows: the labels and current outputs of every live group that serves at
-    /// least one family, shared with the engine, in no particular order ([`GroupOutputs::sort`]
-    /// orders them). O(groups × families) pointer copies: nothing is formatted, sorted or
-    /// deep-copied here, so the caller can hold the engine lock for this alone, whatever the size
-    /// of the groups' histograms, and format after releasing it.
+    /// The labels and current outputs of every live group that serves at least one family,
+    /// shared with the engine, in no particular order ([`GroupOutputs::sort`] orders them): what
+    /// `/metrics` shows, all at once ([`Engine::for_each_derived`], tests). O(groups × families)
+    /// pointer copies: nothing is formatted, sorted or deep-copied here. `/metrics` itself takes
+    /// them a window at a time ([`Engine::group_refs`], [`Engine::output_of`]), so that a slow
+    /// response keeps no group alive.
     pub fn outputs(&self) -> Vec<GroupOutputs> {
         let mut out = Vec::with_capacity(self.groups.len());
         for group in self.live_groups() {
@@ -108,6 +109,50 @@ impl Engine {
             }
         }
         out
+    }
+
+    /// Every live group's [`GroupRef`] with its labels (shared with the group), in no particular
+    /// order: a `/metrics` response sorts these by labels after the engine lock is released and
+    /// keeps only the refs. O(groups) pointer copies.
+    pub fn group_refs(&self) -> Vec<(GroupRef, GroupLabels)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| {
+                let entry = s.entry.as_ref()?;
+                let group = GroupRef {
+                    slot: slot as u32,
+                    generation: s.generation,
+                };
+                Some((group, Arc::clone(&entry.group.labels)))
+            })
+            .collect()
+    }
+
+    /// The entry of `group`, if it is still the group in its slot.
+    fn entry_of(&self, group: GroupRef) -> Option<&Entry> {
+        self.slots
+            .get(group.slot as usize)
+            .filter(|s| s.generation == group.generation)?
+            .entry
+            .as_ref()
+    }
+
+    /// The labels of `group` and its current output of `family` (both shared with the engine, as
+    /// in [`Engine::outputs`]); `None` when the group withholds the family or was removed.
+    pub fn output_of(
+        &self,
+        group: GroupRef,
+        family: Family,
+    ) -> Option<(GroupLabels, Arc<DerivedValue>)> {
+        let group = &self.entry_of(group)?.group;
+        let value = group.shared_output(family)?;
+        Some((Arc::clone(&group.labels), Arc::clone(value)))
+    }
+
+    /// [`Engine::snapshot`] of one group; `None` once the group was removed.
+    pub fn snapshot_of(&self, group: GroupRef) -> Option<GroupSnapshot> {
+        self.entry_of(group).map(entry_snapshot)
     }
 
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and

@@ -46,11 +46,11 @@ impl Format {
 }
 
 /// Where the rendering of the derived families stopped. From the default cursor,
-/// [`RenderCursor::write_until`] appends every derived family (in [`Family::ALL`] order) of
-/// `groups`, taken by [`engine::Engine::outputs`], each family's groups in the order given
-/// (ascending labels after [`GroupOutputs::sort`]); a family with no group to show is left out
-/// entirely (no `# HELP`/`# TYPE` lines either). The output is the same whether it is written at
-/// once or in pieces, so `/metrics` is sent in chunks without holding the whole page.
+/// [`RenderCursor::write_window`] appends every derived family (in [`Family::ALL`] order) of a
+/// list of groups, each family's groups in the list's order (`/metrics`: ascending labels), taking
+/// the groups a window at a time; a family with no group to show is left out entirely (no
+/// `# HELP`/`# TYPE` lines either). The output is the same whether it is written at once or in
+/// pieces, so `/metrics` is sent in chunks without holding the whole page or every group.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RenderCursor {
     /// Index into [`Family::ALL`] of the family being written.
@@ -58,33 +58,65 @@ pub(crate) struct RenderCursor {
     /// Which of the family's parts is being written: 0, or for a family written as three
     /// `unknown` families in OpenMetrics, the index into [`UNKNOWN_PARTS`].
     part: usize,
-    /// Index of the next group of that part.
+    /// Index (in the whole list) of the next group of that part.
     group: usize,
     /// Whether the part's `# HELP`/`# TYPE` lines are written.
     header_written: bool,
+}
+
+/// Why [`RenderCursor::write_window`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Every family is written.
+    Done,
+    /// `out` reached the length asked for.
+    Full,
+    /// The next group to write ([`RenderCursor::next_group`]) is not in the window.
+    NeedGroups,
 }
 
 /// The families a histogram of fractional buckets is written as in OpenMetrics, by suffix.
 const UNKNOWN_PARTS: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 impl RenderCursor {
-    /// Appends the families, from this cursor on, to `out` until `out` holds
-    /// `len` bytes or more (one group of a family is never split) or every family is written.
-    /// Returns `true` once every family is written.
-    pub(crate) fn write_until(
+    /// The family being written; `None` once every family is written.
+    pub(crate) fn family(&self) -> Option<Family> {
+        Family::ALL.get(self.family).copied()
+    }
+
+    /// Index, in the whole list of groups, of the next group to write.
+    pub(crate) fn next_group(&self) -> usize {
+        self.group
+    }
+
+    /// Appends the families, from this cursor on, to `out` until `out` holds `len` bytes or more
+    /// (one group of a family is never split) ([`Stop::Full`]), every family is written
+    /// ([`Stop::Done`]), or the next group is not in `window` or the family being written changed
+    /// ([`Stop::NeedGroups`]: call again with a window for [`Self::family`] from
+    /// [`Self::next_group`]). `window` holds the groups at positions `offset..` of a list of
+    /// `total` groups, with their values of the family being written at least; an entry whose
+    /// value is `None` is skipped (a group that withholds the family, or left since the list was
+    /// taken).
+    pub(crate) fn write_window(
         &mut self,
         out: &mut String,
-        groups: &[GroupOutputs],
+        window: &[GroupOutputs],
+        offset: usize,
+        total: usize,
         format: Format,
         len: usize,
-    ) -> bool {
-        while let Some(&family) = Family::ALL.get(self.family) {
+    ) -> Stop {
+        while let Some(family) = self.family() {
             let unknown = format == Format::OpenMetrics && family.fractional_buckets();
             let parts = if unknown { UNKNOWN_PARTS.len() } else { 1 };
             while self.part < parts {
-                while let Some(group) = groups.get(self.group) {
+                while self.group < total {
+                    let Some(group) = self.group.checked_sub(offset).and_then(|i| window.get(i))
+                    else {
+                        return Stop::NeedGroups;
+                    };
                     if out.len() >= len {
-                        return false;
+                        return Stop::Full;
                     }
                     self.group += 1;
                     let Some(value) = &group.values[family.index()] else {
@@ -113,8 +145,31 @@ impl RenderCursor {
                 family: self.family + 1,
                 ..RenderCursor::default()
             };
+            // The window holds the values of the family just written.
+            if total > 0 {
+                return Stop::NeedGroups;
+            }
         }
-        true
+        Stop::Done
+    }
+
+    /// [`Self::write_window`] with every group in one window: `true` once every family is
+    /// written.
+    #[cfg(test)]
+    pub(crate) fn write_until(
+        &mut self,
+        out: &mut String,
+        groups: &[GroupOutputs],
+        format: Format,
+        len: usize,
+    ) -> bool {
+        loop {
+            match self.write_window(out, groups, 0, groups.len(), format, len) {
+                Stop::Done => return true,
+                Stop::Full => return false,
+                Stop::NeedGroups => {}
+            }
+        }
     }
 }
 

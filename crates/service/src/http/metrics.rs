@@ -1,35 +1,44 @@
 //! `GET /metrics`: the corrected families, then `vllm_corrector_family_info` (one series per group
 //! and family, `crate::exposition::info`), then the self-metrics, in the negotiated format.
 //!
-//! A scrape holds the engine lock, which every remote write needs, only to copy what it shows
-//! ([`MetricsSnapshot::take`]: a pointer per group and per served family, and the self-metric
-//! counts). Sorting and formatting happen after the lock is released ([`MetricsSnapshot::render`]),
-//! so a group with a 60,000-bucket histogram does not stall the writers while its lines are
-//! written (docs/PERFORMANCE.md, "/metrics: the lock hold"). The body is written in chunks of
-//! about [`super::renders::CHUNK_BYTES`] as the client reads it ([`MetricsChunks`]), so a page of any size holds
-//! one chunk at a time, and at most [`super::renders::MAX_CONCURRENT_RENDERS`] scrapes are served
-//! at once ([`super::renders`]).
+//! A response keeps nothing of the engine while it is read. When it starts it takes the order of
+//! the groups (their labels sorted after the engine lock is released, then only a
+//! [`engine::GroupRef`] of 8 bytes kept per group). Each chunk of about
+//! [`super::renders::CHUNK_BYTES`] then takes the engine lock for as long as it copies a window of
+//! groups (pointers to their labels and outputs, about one chunk's worth) and formats them after
+//! releasing it. A group that leaves meanwhile is skipped, and its labels and outputs are freed at
+//! once, whatever the client's pace: a slow reader of a large page under churn pins at most one
+//! window (docs/RELIABILITY.md, "Responses"). A group's lines of one family are copied at one
+//! instant, so its buckets, `_sum` and `_count` agree; different families and groups may be
+//! copied a few milliseconds apart, as different targets' scrapes are. At most
+//! [`super::renders::MAX_CONCURRENT_RENDERS`] scrapes are served at once ([`super::renders`]).
 
-use std::sync::Arc;
+use engine::{EngineStats, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot};
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use engine::{EngineStats, GroupOutputs, GroupSnapshot};
 
 use super::renders::{CHUNK_BYTES, Chunks, RenderKind};
 use super::{AppState, HttpError, negotiate};
-use crate::exposition::render::RenderCursor;
+use crate::exposition::render::{RenderCursor, Stop};
 use crate::exposition::{Format, info};
-use crate::telemetry::SelfMetrics;
 use crate::telemetry::memory::MemoryUse;
 
-/// Renders the corrected families of every group (from the engine's snapshot: a scrape never
-/// computes rules), then `vllm_corrector_family_info`, then the self-metrics with the engine gauges refreshed, in OpenMetrics 1.0.0
-/// (ending with `# EOF`) or text 0.0.4, as [`negotiate::metrics_format`] chooses from `Accept`,
-/// in chunks ([`MetricsChunks`]). Errors: [`HttpError::TooManyScrapes`] when no render slot frees
-/// in time.
+/// The most groups one window copies under the engine lock, whatever their size: bounds the hold
+/// when many groups withhold the family being written (they cost a lookup and render nothing).
+const MAX_WINDOW_GROUPS: usize = 1024;
+
+/// What a `vllm_corrector_family_info` series adds to its group's labels in the estimate of a
+/// window, per family: the name and the `family`, `state`, `reason` and `detail` labels.
+const INFO_LINE_BYTES: usize = 160;
+
+/// Renders the corrected families of every group (their current outputs: a scrape never
+/// computes rules), then `vllm_corrector_family_info`, then the self-metrics with the engine
+/// gauges refreshed, in OpenMetrics 1.0.0 (ending with `# EOF`) or text 0.0.4, as
+/// [`negotiate::metrics_format`] chooses from `Accept`, in chunks ([`MetricsChunks`]). Errors:
+/// [`HttpError::TooManyScrapes`] when no render slot frees in time.
 pub(crate) async fn handle(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -39,7 +48,7 @@ pub(crate) async fn handle(
         .renders
         .acquire(RenderKind::Scrape, &state.metrics)
         .await?;
-    let chunks = MetricsSnapshot::take(&state).chunks(format);
+    let chunks = MetricsChunks::new(&state, format);
     Ok((
         [(header::CONTENT_TYPE, format.content_type())],
         slot.body(chunks),
@@ -47,146 +56,202 @@ pub(crate) async fn handle(
         .into_response())
 }
 
-/// The full `/metrics` body in `format`: [`MetricsSnapshot::take`], then
-/// [`MetricsSnapshot::render`].
+/// The full `/metrics` body in `format`: every chunk of [`MetricsChunks`], joined.
 pub fn render_all(state: &AppState, format: Format) -> String {
-    MetricsSnapshot::take(state).render(format)
+    let mut chunks = MetricsChunks::new(state, format);
+    let mut out = String::new();
+    while let Some(chunk) = chunks.next_chunk() {
+        out.push_str(std::str::from_utf8(&chunk).expect("rendered as a String"));
+    }
+    out
 }
 
-/// What one `/metrics` response shows, copied under the engine lock: every group's labels and
-/// outputs (shared with the engine, [`engine::Engine::outputs`]) and the engine's self-metric
-/// counts. Holds no lock and no reference into the engine: writes go on while it is rendered,
-/// and it keeps the values it was taken with.
-#[derive(Debug)]
-pub struct MetricsSnapshot {
-    /// Groups serving at least one family, in no particular order.
-    groups: Vec<GroupOutputs>,
-    /// Every group's labels and the state of each family ([`engine::Engine::snapshot`]), for
-    /// `vllm_corrector_family_info`; sorted by labels on the first chunk that reaches them.
-    statuses: Vec<GroupSnapshot>,
-    /// [`engine::Engine::stats`] at the same instant.
-    stats: EngineStats,
-    /// [`engine::Engine::metadata_families`] at the same instant.
-    metadata_families: usize,
-    /// The memory budget's parts at the same instant.
-    memory: MemoryUse,
-    /// The self-metrics rendered after the corrected families.
-    metrics: Arc<SelfMetrics>,
-}
-
-impl MetricsSnapshot {
-    /// Takes the engine lock, copies what a scrape shows, and releases it. The copy is O(groups ×
-    /// families) pointer copies plus [`engine::Engine::stats`] (one pass over the groups and
-    /// their series) and [`engine::Engine::snapshot`] (each family's state from its cached
-    /// plan): nothing is sorted or formatted, and no bucket is copied.
-    pub fn take(state: &AppState) -> MetricsSnapshot {
-        let (inflight, inflight_budget) = state.inflight_bytes();
-        let total_budget = state.limits().max_memory_bytes;
-        let engine = state.lock_engine();
-        let stats = engine.stats();
-        MetricsSnapshot {
-            groups: engine.outputs(),
-            statuses: engine.snapshot(),
-            memory: MemoryUse {
-                state: stats.memory,
-                retired_groups: stats.retired_groups,
-                retired_dropped: stats.retired_dropped,
-                inflight,
-                state_budget: engine.config().max_state_bytes,
-                inflight_budget,
-                total_budget,
-            },
-            stats,
-            metadata_families: engine.metadata_families(),
-            metrics: Arc::clone(&state.metrics),
-        }
-    }
-
-    /// The `/metrics` body in `format`: the corrected families (groups sorted by labels,
-    /// [`GroupOutputs::sort`]), then `vllm_corrector_family_info` (groups sorted by labels), then
-    /// the self-metrics with the engine gauges set from this snapshot, then `# EOF` for OpenMetrics. Takes no lock. The whole of [`Self::chunks`].
-    pub fn render(self, format: Format) -> String {
-        let mut chunks = self.chunks(format);
-        let mut out = String::with_capacity(16 * 1024);
-        while let Some(chunk) = chunks.next_chunk() {
-            out.push_str(std::str::from_utf8(&chunk).expect("rendered as a String"));
-        }
-        out
-    }
-
-    /// The body of [`Self::render`] as chunks of about [`super::renders::CHUNK_BYTES`] (64 KiB), each rendered when asked
-    /// for. The groups are sorted on the first.
-    pub fn chunks(self, format: Format) -> MetricsChunks {
-        MetricsChunks {
-            snapshot: Some(self),
-            format,
-            cursor: RenderCursor::default(),
-            sorted: false,
-            info: None,
-            block: String::new(),
-        }
-    }
-}
-
-/// A `/metrics` body being written ([`MetricsSnapshot::chunks`]): the snapshot and where the
-/// rendering stopped. Holds one chunk at a time beside the snapshot (pointers to the outputs).
+/// A `/metrics` body being written: the groups' order, taken when it starts, and where the
+/// rendering stopped. Holds the order (8 bytes per group), a group's escaped labels (the scratch
+/// of [`info::render_group`]) and, while a chunk is made, one window of groups.
 #[derive(Debug)]
 pub struct MetricsChunks {
-    /// `None` once the self-metrics are written: the end.
-    snapshot: Option<MetricsSnapshot>,
+    state: AppState,
     format: Format,
+    /// Every group present when the response started, in ascending label order.
+    order: Vec<GroupRef>,
+    /// Where the corrected families stopped.
     cursor: RenderCursor,
-    sorted: bool,
-    /// The next group whose `vllm_corrector_family_info` is written, once the corrected families
-    /// are done (`None` before).
+    /// The next group (index into `order`) whose `vllm_corrector_family_info` is written, once
+    /// the corrected families are written (`None` before).
     info: Option<usize>,
+    /// Whether the `# HELP`/`# TYPE` lines of `vllm_corrector_family_info` are written.
+    info_header: bool,
     /// A group's escaped labels, reused from group to group ([`info::render_group`]).
     block: String,
+    /// The labels of a window entry for a group that withholds the family or left: shared, so it
+    /// costs no allocation per entry.
+    none: GroupLabels,
+    /// Set once the self-metrics are written: the end.
+    done: bool,
+}
+
+impl MetricsChunks {
+    /// Takes the order of the groups: the engine lock is held while every group's
+    /// [`GroupRef`] and a pointer to its labels are copied ([`engine::Engine::group_refs`]); they
+    /// are sorted after it is released, then only the refs are kept.
+    pub fn new(state: &AppState, format: Format) -> MetricsChunks {
+        let mut groups = state.lock_engine().group_refs();
+        groups.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+        MetricsChunks {
+            state: state.clone(),
+            format,
+            order: groups.into_iter().map(|(group, _)| group).collect(),
+            cursor: RenderCursor::default(),
+            info: None,
+            info_header: false,
+            block: String::new(),
+            none: GroupLabels::from([]),
+            done: false,
+        }
+    }
+
+    /// The groups at `order[offset..]` with their current output of the family being written
+    /// (an entry without a value where a group withholds it or left), until their lines are
+    /// estimated at `room` bytes ([`estimate`]) or [`MAX_WINDOW_GROUPS`] are taken: one hold of
+    /// the engine lock.
+    fn outputs_window(&self, offset: usize, room: usize) -> Vec<GroupOutputs> {
+        let Some(family) = self.cursor.family() else {
+            return Vec::new();
+        };
+        let engine = self.state.lock_engine();
+        let mut window = Vec::new();
+        let mut bytes = 0;
+        for &group in self.order.iter().skip(offset).take(MAX_WINDOW_GROUPS) {
+            let mut entry = GroupOutputs {
+                labels: GroupLabels::clone(&self.none),
+                values: Default::default(),
+            };
+            if let Some((labels, value)) = engine.output_of(group, family) {
+                bytes += estimate(&labels, value.lines());
+                entry.labels = labels;
+                entry.values[family.index()] = Some(value);
+            }
+            window.push(entry);
+            if bytes >= room {
+                break;
+            }
+        }
+        window
+    }
+
+    /// The snapshots of the groups at `order[from..]` that are still present, each with its index
+    /// in `order`, until their `vllm_corrector_family_info` lines are estimated at `room` bytes or
+    /// [`MAX_WINDOW_GROUPS`] are looked at (then the index of the next one to look at is past the
+    /// last returned): one hold of the engine lock.
+    fn statuses_window(&self, from: usize, room: usize) -> (Vec<(usize, GroupSnapshot)>, usize) {
+        let engine = self.state.lock_engine();
+        let mut window = Vec::new();
+        let mut bytes = 0;
+        let mut next = from;
+        for &group in self.order.iter().skip(from).take(MAX_WINDOW_GROUPS) {
+            if let Some(snapshot) = engine.snapshot_of(group) {
+                let lines = snapshot.families.len();
+                bytes += estimate(&snapshot.labels, lines) + INFO_LINE_BYTES * lines;
+                window.push((next, snapshot));
+            }
+            next += 1;
+            if bytes >= room {
+                break;
+            }
+        }
+        (window, next)
+    }
+
+    /// Appends the corrected families to `out` until it holds [`CHUNK_BYTES`]; true once they are
+    /// all written.
+    fn write_families(&mut self, out: &mut String) -> bool {
+        let mut window = Vec::new();
+        let mut offset = 0;
+        loop {
+            match self.cursor.write_window(
+                out,
+                &window,
+                offset,
+                self.order.len(),
+                self.format,
+                CHUNK_BYTES,
+            ) {
+                Stop::Done => return true,
+                Stop::Full => return false,
+                Stop::NeedGroups => {
+                    offset = self.cursor.next_group();
+                    window = self.outputs_window(offset, CHUNK_BYTES.saturating_sub(out.len()));
+                }
+            }
+        }
+    }
+
+    /// The engine's self-metric counts and the memory budget's parts, now: one hold of the
+    /// engine lock (one pass over the groups and their series, [`engine::Engine::stats`]).
+    fn engine_gauges(&self) -> (EngineStats, usize, MemoryUse) {
+        let (inflight, inflight_budget) = self.state.inflight_bytes();
+        let total_budget = self.state.limits().max_memory_bytes;
+        let engine = self.state.lock_engine();
+        let stats = engine.stats();
+        let memory = MemoryUse {
+            state: stats.memory,
+            retired_groups: stats.retired_groups,
+            retired_dropped: stats.retired_dropped,
+            inflight,
+            state_budget: engine.config().max_state_bytes,
+            inflight_budget,
+            total_budget,
+        };
+        (stats, engine.metadata_families(), memory)
+    }
+}
+
+/// About how many bytes `lines` lines of a group with `labels` take: the labels (names, values,
+/// quotes and separators) plus 80 bytes for the metric name, `le` and value, per line. Sizes a
+/// window; the chunk's real length is what bounds it.
+fn estimate(labels: &[(String, String)], lines: usize) -> usize {
+    let labels: usize = labels.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    (labels + 80) * lines
 }
 
 impl Chunks for MetricsChunks {
     fn next_chunk(&mut self) -> Option<Bytes> {
-        let snapshot = self.snapshot.as_mut()?;
-        if !self.sorted {
-            GroupOutputs::sort(&mut snapshot.groups);
-            self.sorted = true;
+        if self.done {
+            return None;
         }
         let mut out = String::with_capacity(CHUNK_BYTES + 4 * 1024);
-        let next_info = match self.info {
+        let mut next = match self.info {
             Some(next) => next,
             None => {
-                if !self
-                    .cursor
-                    .write_until(&mut out, &snapshot.groups, self.format, CHUNK_BYTES)
-                {
+                if !self.write_families(&mut out) {
                     return Some(Bytes::from(out));
-                }
-                snapshot.groups = Vec::new();
-                snapshot
-                    .statuses
-                    .sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
-                if !snapshot.statuses.is_empty() {
-                    info::render_header(&mut out, self.format);
                 }
                 0
             }
         };
-        let mut next = next_info;
-        while let Some(group) = snapshot.statuses.get(next) {
+        while next < self.order.len() {
             if out.len() >= CHUNK_BYTES {
                 self.info = Some(next);
                 return Some(Bytes::from(out));
             }
-            info::render_group(&mut out, &mut self.block, &group.labels, &group.families);
-            next += 1;
+            let (window, after) = self.statuses_window(next, CHUNK_BYTES - out.len());
+            next = after;
+            for (at, group) in &window {
+                if out.len() >= CHUNK_BYTES {
+                    // The rest of the window is looked up again for the next chunk.
+                    next = *at;
+                    break;
+                }
+                if !self.info_header {
+                    info::render_header(&mut out, self.format);
+                    self.info_header = true;
+                }
+                info::render_group(&mut out, &mut self.block, &group.labels, &group.families);
+            }
         }
-        let MetricsSnapshot {
-            stats,
-            metadata_families,
-            memory,
-            metrics,
-            ..
-        } = self.snapshot.take()?;
+        let (stats, metadata_families, memory) = self.engine_gauges();
+        let metrics = &self.state.metrics;
         metrics.observe_engine(&stats, metadata_families);
         metrics.memory.observe(&memory);
         // Writing into a String cannot fail.
@@ -197,6 +262,8 @@ impl Chunks for MetricsChunks {
         if self.format == Format::OpenMetrics {
             out.push_str("# EOF\n");
         }
+        self.done = true;
+        self.info = Some(next);
         Some(Bytes::from(out))
     }
 }

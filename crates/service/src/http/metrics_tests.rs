@@ -1,7 +1,6 @@
 //! A `/metrics` scrape and the engine lock.
 
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
 
 use super::*;
 use crate::config::Limits;
@@ -91,42 +90,236 @@ fn bucket_lines(body: &str) -> usize {
         .count()
 }
 
-#[test]
-fn a_metrics_scrape_does_not_hold_the_engine_lock_while_formatting() {
-    let state = big_histogram_state();
-    let served = render_all(&state, Format::Text);
-    assert_eq!(bucket_lines(&served), BUCKETS + 1);
+/// The rest of `chunks`, joined.
+fn rest(chunks: &mut MetricsChunks) -> String {
+    let mut out = String::new();
+    while let Some(chunk) = chunks.next_chunk() {
+        out.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    out
+}
 
-    let snapshot = MetricsSnapshot::take(&state);
-    // A write can take the lock between the copy and the formatting...
-    let mut engine = state
-        .engine
-        .try_lock()
-        .expect("the engine lock is free once the scrape has taken its snapshot");
-    // ...and change every output, while the scrape is formatted on another thread.
-    scrape(&mut engine, 2);
-    let (sender, formatted) = mpsc::channel();
-    std::thread::spawn(move || sender.send(snapshot.render(Format::Text)));
-    let body = formatted
-        .recv_timeout(Duration::from_secs(60))
-        .expect("formatting finishes while a writer holds the engine lock");
-    drop(engine);
+/// The page up to the self-metrics (which the scrape itself changes): the corrected families and
+/// `vllm_corrector_family_info`.
+fn families_and_info(page: &str) -> &str {
+    let own = page
+        .match_indices("# HELP vllm_corrector_")
+        .find(|(at, _)| !page[*at..].starts_with("# HELP vllm_corrector_family_info"))
+        .map_or(page.len(), |(at, _)| at);
+    &page[..own]
+}
 
-    // The scrape shows what was there when it took its snapshot, byte for byte as a scrape
-    // then would have; the next scrape shows the write.
-    assert_eq!(body, served);
-    let after = render_all(&state, Format::Text);
-    assert_eq!(bucket_lines(&after), BUCKETS + 1);
-    assert_ne!(after, served, "scrape 2 changed the outputs");
+/// Every output `state`'s engine serves now, as weak pointers.
+fn outputs(state: &AppState) -> Vec<Weak<engine::DerivedValue>> {
+    let mut groups = state.lock_engine().outputs();
+    GroupOutputs::sort(&mut groups);
+    groups
+        .iter()
+        .flat_map(|g| g.values.iter().flatten().map(Arc::downgrade))
+        .collect()
 }
 
 #[test]
-fn a_scrape_is_the_same_in_both_formats_from_one_snapshot_or_from_the_handler() {
-    let state = big_histogram_state();
+fn a_scrape_read_slowly_keeps_no_output_the_engine_replaced() {
+    // Two engines fed alike; one is scraped, slowly, while both take scrape 2.
+    let (scraped, alone) = (big_histogram_state(), big_histogram_state());
+    let before = render_all(&scraped, Format::Text);
+    let (old, old_alone) = (outputs(&scraped), outputs(&alone));
+    assert!(!old.is_empty());
+
+    let mut chunks = MetricsChunks::new(&scraped, Format::Text);
+    let first = String::from_utf8(chunks.next_chunk().unwrap().to_vec()).unwrap();
+    // The group's canonical TPOT is written whole in the first chunk, as it was before.
+    assert_eq!(bucket_lines(&first), BUCKETS + 1);
+    assert!(before.starts_with(&first));
+    // Between two chunks the lock is free: a write replaces the outputs...
+    scrape(
+        &mut scraped
+            .engine
+            .try_lock()
+            .expect("no chunk holds the engine lock"),
+        2,
+    );
+    scrape(&mut alone.lock_engine(), 2);
+    // ...and the scrape, not read further yet, keeps none of the old ones alive: each is held
+    // as often as in the engine no one scrapes (by the engine's holds, if at all).
+    let held = |outputs: &[Weak<engine::DerivedValue>]| -> Vec<usize> {
+        outputs.iter().map(Weak::strong_count).collect()
+    };
+    assert_eq!(held(&old), held(&old_alone));
+    let new = outputs(&scraped);
+    assert_eq!(new.len(), old.len());
+    assert!(
+        new.iter().zip(&old).all(|(new, old)| !new.ptr_eq(old)),
+        "scrape 2 replaced every output"
+    );
+    // The rest of the page: canonical TPOT no second time, then the group's family info.
+    let rest = rest(&mut chunks);
+    assert_eq!(bucket_lines(&rest), 0);
+    assert_eq!(
+        rest.matches("vllm_corrector_family_info{engine=\"0\"")
+            .count(),
+        engine::FAMILIES
+    );
+}
+
+/// Sends `vllm:generation_tokens_total` of a group `instance`, padded with a `pad` label of
+/// `pad` bytes, at `ts` (ms): a group that feeds no family.
+fn lone_series(engine: &mut Engine, instance: &str, pad: &str, ts: i64) -> IngestReport {
+    let labels = [
+        Label {
+            name: "__name__",
+            value: "vllm:generation_tokens_total",
+        },
+        Label {
+            name: "instance",
+            value: instance,
+        },
+        Label {
+            name: "pad",
+            value: pad,
+        },
+    ];
+    let mut report = IngestReport::default();
+    let sample = Sample {
+        value: 1.0,
+        timestamp_ms: ts,
+    };
+    engine.ingest(&labels, &[sample], ts, &mut report);
+    report
+}
+
+#[test]
+fn a_scrape_read_slowly_keeps_no_group_that_leaves() {
+    let state = AppState::new(
+        Engine::new(EngineConfig {
+            max_active_series: 2,
+            ..EngineConfig::default()
+        }),
+        Limits::default(),
+    );
+    let pad = "p".repeat(100_000);
+    let labels: Vec<Weak<[(String, String)]>> = {
+        let mut engine = state.lock_engine();
+        for instance in ["a", "b"] {
+            assert_eq!(lone_series(&mut engine, instance, &pad, 1_000).applied, 1);
+        }
+        engine
+            .snapshot()
+            .iter()
+            .map(|g| Arc::downgrade(&g.labels))
+            .collect()
+    };
+    assert_eq!(labels.len(), 2);
+    let mut chunks = MetricsChunks::new(&state, Format::Text);
+    // 40 s later the two groups, which feed no family, are evicted to make room for new ones.
+    {
+        let mut engine = state.lock_engine();
+        for instance in ["c", "d"] {
+            assert_eq!(lone_series(&mut engine, instance, "", 41_000).applied, 1);
+        }
+    }
+    // The scrape, taken while they were there, keeps neither their labels (100 KB each) alive...
+    assert!(labels.iter().all(|l| l.upgrade().is_none()));
+    // ...nor shows them; the groups that came after it started are not in it either.
+    let body = rest(&mut chunks);
+    let info: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("vllm_corrector_family_info{"))
+        .map(|l| &l[..l.len().min(60)])
+        .collect();
+    assert!(info.is_empty(), "{info:?}");
+    assert!(body.contains("vllm_corrector_active_groups 2"));
+    let next = render_all(&state, Format::Text);
+    assert_eq!(
+        next.matches("vllm_corrector_family_info{instance=\"c\"")
+            .count(),
+        engine::FAMILIES
+    );
+}
+
+#[test]
+fn a_scrape_in_windows_is_the_page_rendered_whole() {
+    // 400 served groups with labels of 0 to 2 KiB, so windows hold a few groups to a few hundred.
+    let state = AppState::new(
+        Engine::new(EngineConfig {
+            settle_scrapes: 0,
+            max_active_series: 1_000_000,
+            max_state_bytes: usize::MAX / 4,
+            ..EngineConfig::default()
+        }),
+        Limits::default(),
+    );
+    {
+        let mut engine = state.lock_engine();
+        let mut report = IngestReport::default();
+        for i in 0..400 {
+            let instance = format!("{i:04}");
+            let pad = "x".repeat((i * 37) % 2048);
+            for (ts, k) in [(1_000_i64, 1.0), (16_000, 2.0)] {
+                for (name, v) in [
+                    ("vllm:inter_token_latency_seconds_sum", 2.4 * k),
+                    ("vllm:generation_tokens_total", 1000.0 * k),
+                    ("vllm:time_to_first_token_seconds_count", 40.0 * k),
+                ] {
+                    let labels = [
+                        Label {
+                            name: "__name__",
+                            value: name,
+                        },
+                        Label {
+                            name: "instance",
+                            value: &instance,
+                        },
+                        Label {
+                            name: "pad",
+                            value: &pad,
+                        },
+                    ];
+                    let sample = Sample {
+                        value: v,
+                        timestamp_ms: ts,
+                    };
+                    engine.ingest(&labels, &[sample], ts, &mut report);
+                }
+            }
+        }
+        assert_eq!(report.applied, 400 * 6, "{report:?}");
+    }
     for format in [Format::Text, Format::OpenMetrics] {
-        assert_eq!(
-            MetricsSnapshot::take(&state).render(format),
-            render_all(&state, format)
-        );
+        // The whole page from every group at once, by the renderers alone.
+        let (mut outputs, mut snapshots) = {
+            let engine = state.lock_engine();
+            (engine.outputs(), engine.snapshot())
+        };
+        GroupOutputs::sort(&mut outputs);
+        snapshots.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
+        let mut whole = String::new();
+        crate::exposition::render::render_groups(&mut whole, &outputs, format);
+        let statuses: Vec<info::GroupFamilies<'_>> = snapshots
+            .iter()
+            .map(|g| (&g.labels[..], &g.families[..]))
+            .collect();
+        info::render_family_info(&mut whole, &statuses, format);
+        assert!(whole.matches("vllm_corrected_").count() > 400);
+
+        let page = render_all(&state, format);
+        let page = families_and_info(&page);
+        if page != whole {
+            let a: Vec<&str> = page.lines().collect();
+            let b: Vec<&str> = whole.lines().collect();
+            let first = a
+                .iter()
+                .zip(&b)
+                .position(|(x, y)| x != y)
+                .unwrap_or(a.len().min(b.len()));
+            panic!(
+                "{} lines, {} rendered whole; first difference at line {first}: {:?} / {:?}",
+                a.len(),
+                b.len(),
+                a.get(first).map(|l| &l[..l.len().min(120)]),
+                b.get(first).map(|l| &l[..l.len().min(120)])
+            );
+        }
     }
 }
