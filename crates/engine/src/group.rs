@@ -24,10 +24,12 @@ use super::values::{DerivedValue, WithheldReason};
 
 mod acceptance;
 mod frame;
+mod retired;
 mod status;
 
 use acceptance::AcceptanceState;
 use frame::{Frame, MASK_ROLES, PlanRoles};
+pub(crate) use retired::Retired;
 
 /// One input series of the group.
 #[derive(Debug, Clone)]
@@ -77,72 +79,6 @@ pub(crate) enum Offer {
     OutOfOrder,
     /// Older than every kept frame while the window is full.
     FrameEvicted,
-}
-
-/// What a retired group leaves for its return ([`Group::retire`], [`Group::resume`]).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Retired {
-    /// The acceptance-corrected state behind the last output, if any.
-    pub(crate) acceptance: Option<Committed>,
-    /// Each family's hold (what was served and the inputs behind it), by [`Family::index`]; stored
-    /// by family name, so a file outlives a change of the registry's order.
-    #[serde(with = "holds_by_name")]
-    pub(crate) holds: [Option<Box<Hold>>; FAMILIES],
-    /// The newest sample timestamp the group had, ms since the epoch.
-    pub(crate) newest_sample_ms: i64,
-}
-
-impl Retired {
-    /// Heap bytes held, for the engine's memory accounting (its labels are counted by the holder).
-    pub(crate) fn heap_bytes(&self) -> usize {
-        let acceptance = self.acceptance.as_ref().map_or(0, Committed::heap_bytes);
-        let holds: usize = self
-            .holds
-            .iter()
-            .flatten()
-            .map(|h| size_of::<Hold>() + h.heap_bytes())
-            .sum();
-        size_of::<Retired>() + acceptance + holds
-    }
-
-    /// True when every number is finite and every shape consistent, as an engine writes it
-    /// (checked on a restored state).
-    pub(crate) fn is_valid(&self) -> bool {
-        self.acceptance
-            .as_ref()
-            .is_none_or(|c| c.is_finite() && c.is_consistent())
-            && self.holds.iter().flatten().all(|h| h.is_valid())
-    }
-}
-
-/// [`Retired::holds`] as a map from family name to hold; a name no family has is dropped on
-/// reading (a family since removed from the registry).
-mod holds_by_name {
-    use std::collections::BTreeMap;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::{FAMILIES, Family, Hold};
-
-    pub(super) fn serialize<S: Serializer>(
-        holds: &[Option<Box<Hold>>; FAMILIES],
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        let map: BTreeMap<&str, &Hold> = Family::ALL
-            .iter()
-            .filter_map(|f| holds[f.index()].as_deref().map(|h| (f.name(), h)))
-            .collect();
-        map.serialize(s)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<[Option<Box<Hold>>; FAMILIES], D::Error> {
-        let mut map: BTreeMap<String, Hold> = BTreeMap::deserialize(d)?;
-        Ok(std::array::from_fn(|i| {
-            map.remove(Family::ALL[i].name()).map(Box::new)
-        }))
-    }
 }
 
 /// Counters a group reports back to the engine.
@@ -577,50 +513,6 @@ impl Group {
             }
             value
         });
-    }
-
-    /// What the group leaves behind when it is removed while its target may come back (every
-    /// series ended in a staleness marker, or it missed its scrapes): the acceptance-corrected
-    /// state behind its output and each family's hold, so that the same group, back after a failed
-    /// scrape or a sender's restart, continues its buckets and serves nothing below what it
-    /// served (docs/ENGINE.md, "Groups that leave and come back"). `newest_sample_ms` is the
-    /// newest sample timestamp the group had (ms): the state expires by sample time.
-    pub(crate) fn retire(&mut self, newest_sample_ms: i64) -> Retired {
-        Retired {
-            acceptance: self.acceptance.take_latest(),
-            holds: std::array::from_fn(|i| self.slots[i].hold.take()),
-            newest_sample_ms,
-        }
-    }
-
-    /// The acceptance-corrected state behind the current output, left in place (for
-    /// `--storage.path`): what [`Group::retire`] would hand over now. `None` when the group never
-    /// had that output.
-    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
-        self.acceptance.latest()
-    }
-
-    /// Each family's hold, left in place (for `--storage.path`).
-    pub(crate) fn holds(&self) -> [Option<&Hold>; FAMILIES] {
-        std::array::from_fn(|i| self.slots[i].hold.as_deref())
-    }
-
-    /// Continues from what the same group left when it was retired ([`Group::retire`]), or what a
-    /// restored state file held: the next complete frame adds its interval to the
-    /// acceptance-corrected state (or restarts the buckets if vLLM's counters reset meanwhile),
-    /// and each family's output is held at what was served unless one of its inputs fell. A
-    /// failed scrape makes Prometheus write staleness markers for every series of the target, so
-    /// without this every failed scrape would re-seed the buckets and lower a held counter, which
-    /// Prometheus reads as a counter reset.
-    pub(crate) fn resume(&mut self, retired: Retired) {
-        if let Some(state) = retired.acceptance {
-            self.acceptance.resume(state);
-        }
-        for (slot, hold) in self.slots.iter_mut().zip(retired.holds) {
-            if hold.is_some() {
-                slot.hold = hold;
-            }
-        }
     }
 
     /// Drops the oldest frame; the acceptance-corrected buckets commit it first.
