@@ -11,6 +11,10 @@
 //! * `limits.response_write_timeout`: a response must be written within this time of being ready,
 //!   or the connection is closed (a client that stops reading a streamed `/metrics` page).
 //!
+//! Each connection's buffers in the process are bounded too, as `max_connections` of them must fit
+//! the memory budget's reserve: [`CONNECTION_BUFFER_BYTES`] for hyper's read and write buffers (a
+//! request head past it is answered 431).
+//!
 //! Each close is counted in `vllm_corrector_connections_closed_total{reason}`. The limits are read
 //! when a connection is accepted, so a reload applies to new connections. The timeouts are kept
 //! in [`TimedIo`], a wrapper of the connection's reads and writes: hyper's own `header_read_timeout` also runs
@@ -38,6 +42,13 @@ use tokio_rustls::server::TlsStream;
 use super::tls::Peer;
 use crate::config::Limits;
 use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent, SelfMetrics};
+
+/// The most bytes hyper buffers per connection, each way: a request head (request line and
+/// headers) must fit (431 past it; a Prometheus head is under 2 KiB), and a body is handed over
+/// in pieces of at most this much. hyper's default (about 400 KiB) let 1 015 connections that
+/// send an endless header hold 530 MiB; at 32 KiB, the default 1 024 connections hold at most
+/// 32 MiB, within the reserve (`crate::config::limits::RESERVED_BYTES`).
+pub(crate) const CONNECTION_BUFFER_BYTES: usize = 32 * 1024;
 
 /// What the auth middleware needs to know about a connection's stream.
 pub(crate) trait PeerStream {
@@ -340,6 +351,7 @@ where
         let connection = hyper::server::conn::http1::Builder::new()
             .keep_alive(true)
             .header_read_timeout(None)
+            .max_buf_size(CONNECTION_BUFFER_BYTES)
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
         let (open, metrics) = (open.clone(), metrics.clone());
