@@ -76,6 +76,30 @@ fn a_withheld_family_names_the_input_series_it_lacks() {
 }
 
 #[test]
+fn a_group_without_any_itl_series_is_told_the_current_itl_name() {
+    // A group with neither ITL name was told to send `vllm:time_per_output_token_seconds_*`,
+    // the name vLLM dropped in 0.15.
+    let mut engine = Engine::new(config());
+    let mut raw = scrape("0", 1.0, true);
+    raw.retain(|(labels, _)| !labels[0].1.starts_with("vllm:inter_token_latency_seconds"));
+    feed_scrape(&mut engine, &raw, 1_000, 1_000);
+    let details: Vec<&str> = states(&engine).iter().filter_map(|s| s.2).collect();
+    assert!(!details.is_empty());
+    assert!(
+        details
+            .iter()
+            .all(|d| !d.starts_with("vllm:time_per_output_token_seconds")),
+        "{details:?}"
+    );
+    assert!(
+        details
+            .iter()
+            .any(|d| d.starts_with("vllm:inter_token_latency_seconds_")),
+        "{details:?}"
+    );
+}
+
+#[test]
 fn series_refused_by_the_active_series_limit_withhold_for_limit_naming_it() {
     // The scrape's series a rule reads, in order: ITL 6, TPOT 5, the le="1" token bucket, the
     // token count, generation tokens (14), then TTFT count, local compute, iterations and the

@@ -174,8 +174,9 @@ fn family_withheld_and_served_again_are_reported_once_each() {
 #[test]
 fn counter_reset_and_stale_removal_are_reported_once() {
     let mut engine = Engine::new(crate::test_support::config());
-    scrape_at(&mut engine, "0", 2.0, true, 1_000, 1_000);
-    scrape_at(&mut engine, "0", 1.0, true, 16_000, 16_000); // every counter halves: a restart
+    // Whole multiples, so that every count stays an integer as vLLM's do.
+    scrape_at(&mut engine, "0", 4.0, true, 1_000, 1_000);
+    scrape_at(&mut engine, "0", 2.0, true, 16_000, 16_000); // every counter halves: a restart
     let events = engine.take_events();
     let resets: Vec<_> = events
         .iter()
@@ -188,7 +189,7 @@ fn counter_reset_and_stale_removal_are_reported_once() {
         }]
     );
     assert_eq!(engine.snapshot()[0].counter_resets, 1);
-    scrape_at(&mut engine, "0", 1.5, true, 31_000, 31_000);
+    scrape_at(&mut engine, "0", 3.0, true, 31_000, 31_000);
     assert_eq!(engine.take_events(), []);
     // A failed scrape: staleness markers for every series.
     let stale = f64::from_bits(STALE_NAN_BITS);

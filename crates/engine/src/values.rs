@@ -133,6 +133,17 @@ impl DerivedValue {
         }
     }
 
+    /// True when every bucket count and the `_count` are integers (the `_sum` may be anything).
+    pub(crate) fn has_integer_counts(&self) -> bool {
+        let integer = |v: &f64| v.fract() == 0.0;
+        match self {
+            DerivedValue::Histogram { buckets, count, .. } => {
+                integer(count) && buckets.iter().all(|(_, c)| integer(c))
+            }
+            DerivedValue::SumCount { count, .. } => integer(count),
+        }
+    }
+
     /// True when every number is finite (the state file's JSON has no other numbers).
     pub(crate) fn is_finite(&self) -> bool {
         match self {

@@ -45,7 +45,7 @@ pub struct Args {
 
     /// Optional web configuration file in the Prometheus exporter-toolkit format (TLS, client
     /// certificates, basic auth), plus this project's `bearer_tokens`/`bearer_token_files`; see
-    /// `docs/RELIABILITY.md`. Re-read on SIGHUP and `POST /-/reload`.
+    /// `docs/SECURITY.md`. Re-read on SIGHUP and `POST /-/reload`.
     #[arg(long = "web.config.file", value_name = "PATH")]
     pub web_config_file: Option<PathBuf>,
 

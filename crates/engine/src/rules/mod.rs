@@ -98,6 +98,8 @@ pub(crate) fn input_name(input: Input) -> &'static str {
     match input {
         Input::GenLe1 => "vllm:request_generation_tokens_bucket{le=\"1\"}",
         Input::LocalCompute => "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}",
+        // A group that has neither ITL name is told the current one (vLLM ≥ 0.15), not the old.
+        Input::OldItl(part) => input_name(Input::Itl(part)),
         _ => crate::classify::READ_NAMES
             .iter()
             .find(|r| r.input == input)
@@ -267,15 +269,24 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
     Ok(DerivedValue::SumCount { sum, count })
 }
 
-/// A value a family may serve: every number (bucket counts, `_sum`, `_count`) finite and none
-/// negative. Applied to every family's value after its evaluation, so that an infinite input
-/// (remote write carries `±Inf` as readily as any value) or inputs that run apart never put a
-/// negative or non-finite count on `/metrics` (docs/METRICS.md, "The corrected families").
+/// A value `family` may serve: every number (bucket counts, `_sum`, `_count`) finite and none
+/// negative, and, unless the family's buckets are fractional by design
+/// ([`crate::Family::fractional_buckets`]), every bucket count and `_count` an integer. Applied
+/// to every family's value after its evaluation, so that an infinite input (remote write carries
+/// `±Inf` as readily as any value), inputs that run apart, or a count no vLLM counter can hold
+/// (a fractional `_bucket` or `_count`: OpenMetrics 1.0 requires integer histogram counts, so one
+/// such group would make the whole page unparsable to a strict parser) never reach `/metrics`
+/// (docs/METRICS.md, "The corrected families").
 ///
 /// # Errors
-/// [`WithheldReason::InconsistentInputs`] when a number is negative, infinite or NaN.
-pub(crate) fn servable(value: DerivedValue) -> Result<DerivedValue, WithheldReason> {
-    if value.is_finite() && value.is_non_negative() {
+/// [`WithheldReason::InconsistentInputs`] when a number is negative, infinite or NaN, or a count
+/// that must be an integer is not.
+pub(crate) fn servable(
+    family: crate::Family,
+    value: DerivedValue,
+) -> Result<DerivedValue, WithheldReason> {
+    let counts = family.fractional_buckets() || value.has_integer_counts();
+    if value.is_finite() && value.is_non_negative() && counts {
         Ok(value)
     } else {
         Err(WithheldReason::InconsistentInputs)

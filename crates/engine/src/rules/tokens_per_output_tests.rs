@@ -247,3 +247,20 @@ fn no_family_serves_a_negative_or_non_finite_count() {
         })
     );
 }
+
+#[test]
+fn a_fractional_count_is_withheld_so_the_openmetrics_page_stays_strict() {
+    // One sender's fractional counter (an ITL `_count` of 29.5, which no vLLM counter holds) put a
+    // fractional `_count` on `/metrics`: OpenMetrics 1.0 requires integer counts, so a strict
+    // parser refused the whole page, every group's families with it.
+    let mut engine = Engine::new(crate::test_support::config());
+    feed(&mut engine, "0", 1_000, &scrape(1000.0, 40.0, 29.5));
+    assert_eq!(value(&engine, "0"), None);
+    assert_eq!(
+        withheld(&engine, FAMILY, "0"),
+        Some(crate::WithheldReason::InconsistentInputs)
+    );
+    // The same inputs with an integer count are served.
+    feed(&mut engine, "1", 1_000, &scrape(1000.0, 40.0, 30.0));
+    assert!(value(&engine, "1").is_some());
+}

@@ -23,7 +23,7 @@
 //!
 //! Relative file names are resolved against the directory of the web configuration file, as the
 //! toolkit does. Once any authentication is configured, every request except the probes
-//! `/-/healthy` and `/-/ready` must pass each configured scheme ([`auth`]); `docs/RELIABILITY.md`
+//! `/-/healthy` and `/-/ready` must pass each configured scheme ([`auth`]); `docs/SECURITY.md`
 //! explains the choice. What the toolkit supports and this service refuses is listed on
 //! [`WebConfigFile`]: a refused field is an error, never silently ignored.
 
