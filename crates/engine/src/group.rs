@@ -498,7 +498,7 @@ impl Group {
                 &mut self.events.counter_resets,
             ),
         }
-        .and_then(|value| servable(family, value));
+        .and_then(|value| servable(value, family.fractional_buckets()));
         let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();

@@ -269,9 +269,9 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
     Ok(DerivedValue::SumCount { sum, count })
 }
 
-/// A value `family` may serve: every number (bucket counts, `_sum`, `_count`) finite and none
-/// negative, and, unless the family's buckets are fractional by design
-/// ([`crate::Family::fractional_buckets`]), every bucket count and `_count` an integer. Applied
+/// A value a family may serve: every number (bucket counts, `_sum`, `_count`) finite and none
+/// negative, and, unless the family's buckets are fractional by design (`fractional_buckets`,
+/// the family's `Family::fractional_buckets`), every bucket count and `_count` an integer. Applied
 /// to every family's value after its evaluation, so that an infinite input (remote write carries
 /// `±Inf` as readily as any value), inputs that run apart, or a count no vLLM counter can hold
 /// (a fractional `_bucket` or `_count`: OpenMetrics 1.0 requires integer histogram counts, so one
@@ -282,10 +282,10 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
 /// [`WithheldReason::InconsistentInputs`] when a number is negative, infinite or NaN, or a count
 /// that must be an integer is not.
 pub(crate) fn servable(
-    family: crate::Family,
     value: DerivedValue,
+    fractional_buckets: bool,
 ) -> Result<DerivedValue, WithheldReason> {
-    let counts = family.fractional_buckets() || value.has_integer_counts();
+    let counts = fractional_buckets || value.has_integer_counts();
     if value.is_finite() && value.is_non_negative() && counts {
         Ok(value)
     } else {
