@@ -241,51 +241,7 @@ fn a_scrape_read_slowly_keeps_no_group_that_leaves() {
 #[test]
 fn a_scrape_in_windows_is_the_page_rendered_whole() {
     // 400 served groups with labels of 0 to 2 KiB, so windows hold a few groups to a few hundred.
-    let state = AppState::new(
-        Engine::new(EngineConfig {
-            settle_scrapes: 0,
-            max_active_series: 1_000_000,
-            max_state_bytes: usize::MAX / 4,
-            ..EngineConfig::default()
-        }),
-        Limits::default(),
-    );
-    {
-        let mut engine = state.lock_engine();
-        let mut report = IngestReport::default();
-        for i in 0..400 {
-            let instance = format!("{i:04}");
-            let pad = "x".repeat((i * 37) % 2048);
-            for (ts, k) in [(1_000_i64, 1.0), (16_000, 2.0)] {
-                for (name, v) in [
-                    ("vllm:inter_token_latency_seconds_sum", 2.4 * k),
-                    ("vllm:generation_tokens_total", 1000.0 * k),
-                    ("vllm:time_to_first_token_seconds_count", 40.0 * k),
-                ] {
-                    let labels = [
-                        Label {
-                            name: "__name__",
-                            value: name,
-                        },
-                        Label {
-                            name: "instance",
-                            value: &instance,
-                        },
-                        Label {
-                            name: "pad",
-                            value: &pad,
-                        },
-                    ];
-                    let sample = Sample {
-                        value: v,
-                        timestamp_ms: ts,
-                    };
-                    engine.ingest(&labels, &[sample], ts, &mut report);
-                }
-            }
-        }
-        assert_eq!(report.applied, 400 * 6, "{report:?}");
-    }
+    let state = crate::http::paging_tests::served_groups_with(400, |i| (i * 37) % 2048);
     for format in [Format::Text, Format::OpenMetrics] {
         // The whole page from every group at once, by the renderers alone.
         let (mut outputs, mut snapshots) = {

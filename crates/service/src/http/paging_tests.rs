@@ -63,18 +63,24 @@ fn groups_state(n: usize, pad: usize) -> AppState {
 
 /// A state with `n` groups serving token-weighted ITL (its three inputs at two scrapes).
 fn served_groups(n: usize) -> AppState {
+    served_groups_with(n, |_| 0)
+}
+
+/// [`served_groups`], group `i` carrying a label `pad` of `pad(i)` bytes when that is not 0.
+pub(super) fn served_groups_with(n: usize, pad: impl Fn(usize) -> usize) -> AppState {
     let state = groups_state(0, 0);
     let mut engine = state.lock_engine();
     let mut report = IngestReport::default();
     for i in 0..n {
         let instance = format!("{i:06}");
+        let padding = "x".repeat(pad(i));
         for (ts, k) in [(1_000_i64, 1.0), (16_000, 2.0)] {
             for (name, v) in [
                 ("vllm:inter_token_latency_seconds_sum", 2.4 * k),
                 ("vllm:generation_tokens_total", 1000.0 * k),
                 ("vllm:time_to_first_token_seconds_count", 40.0 * k),
             ] {
-                let labels = [
+                let mut labels = vec![
                     Label {
                         name: "__name__",
                         value: name,
@@ -84,6 +90,12 @@ fn served_groups(n: usize) -> AppState {
                         value: &instance,
                     },
                 ];
+                if !padding.is_empty() {
+                    labels.push(Label {
+                        name: "pad",
+                        value: &padding,
+                    });
+                }
                 let sample = Sample {
                     value: v,
                     timestamp_ms: ts,
@@ -92,6 +104,7 @@ fn served_groups(n: usize) -> AppState {
             }
         }
     }
+    assert_eq!(report.applied, n as u64 * 6, "{report:?}");
     drop(engine);
     state
 }
