@@ -37,7 +37,8 @@ fn acceptance_buckets_continue_across_a_stale_gap() {
     let (gap, stats) = run(&[&at(&t1, 1_000), &markers, &at(&t2, 16_000)]);
     let (reseeded, _) = run(&[&at(&t2, 16_000)]);
     assert_eq!(
-        stats.groups_removed_stale, 1,
+        stats.groups_removed(crate::RemovalReason::Stale),
+        1,
         "the markers removed the group"
     );
     assert_eq!(gap, uninterrupted);
@@ -173,7 +174,10 @@ fn stale_group_returning_with_new_bucket_layout_does_not_panic() {
             &mut report,
         );
         feed(&mut engine, &markers, &mut report);
-        assert_eq!(engine.stats().groups_removed_stale, 1);
+        assert_eq!(
+            engine.stats().groups_removed(crate::RemovalReason::Stale),
+            1
+        );
         feed(&mut engine, &at(returning, 16_000), &mut report);
         assert_eq!(report.applied + report.rejected_total(), report.received);
         let DerivedValue::Histogram {

@@ -1,182 +1,9 @@
 //! Public types of the engine: reasons, reports, families and derived values.
 
+use super::reasons::{RejectReason, RemovalReason, WithheldReason};
 pub use super::rules::FAMILIES;
 use super::rules::{REGISTRY, Spec};
-pub use super::values::{DerivedValue, FamilyKind, WithheldReason};
-use protocol::LabelError;
-
-/// Why a received sample was not applied. Each variant is one `reason` label value of
-/// `vllm_corrector_samples_rejected_total`. Invariant: received = applied + Σ rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RejectReason {
-    /// The series is read by no rule (including every `*_created` series). Not an error.
-    UnusedSeries,
-    /// A sample with the same timestamp as the series' newest: an idempotent no-op (retry, resend).
-    DuplicateSample,
-    /// A sample older than the series' newest sample.
-    OutOfOrder,
-    /// A NaN that is not the staleness marker.
-    NanValue,
-    /// The sample's timestamp is older than every frame its group still keeps.
-    FrameEvicted,
-    /// A series the engine does not hold yet, refused because it already holds
-    /// [`EngineConfig::max_active_series`] series.
-    ActiveSeriesLimit,
-    /// A series the engine does not hold yet, refused because it would take the engine's state past
-    /// [`EngineConfig::max_state_bytes`] once the retired states and the groups that feed no family
-    /// made what room they could.
-    MemoryBudget,
-    /// A native histogram sample of a schema other than custom buckets (−53): accepted and
-    /// counted, not used.
-    NativeHistogram,
-    /// A custom-buckets native histogram sample whose bounds, spans or counts are inconsistent
-    /// (`protocol::HistogramError`).
-    InvalidNativeHistogram,
-    /// The series' label set was invalid, or over a label limit.
-    Label(LabelError),
-    /// The request held more series than `limits.max_series_per_request`: none of it was applied.
-    TooManySeries,
-    /// The sample is stamped later than receive time plus `limits.max_future_skew`: applied, it
-    /// would become its series' newest and make every real sample after it out of order.
-    FutureTimestamp,
-    /// A series new to its group that would give one input of the group more than
-    /// [`MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
-    /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
-    /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
-    TooManyBuckets,
-    /// The sample's timestamp is 0 or negative (ms since the Unix epoch): no scrape makes one,
-    /// and applied it would sit in its group as a scrape of 1970.
-    NonPositiveTimestamp,
-    /// Processing the request panicked after it was decoded (a bug; the request is answered 400).
-    /// Every sample of the request is counted here, including any the engine applied before the
-    /// panic: that request's own accounting is lost with the panic.
-    InternalError,
-}
-
-impl RejectReason {
-    /// Every reason, in a fixed order (for pre-registering self-metric labels).
-    pub const ALL: [RejectReason; 25] = [
-        RejectReason::UnusedSeries,
-        RejectReason::DuplicateSample,
-        RejectReason::OutOfOrder,
-        RejectReason::NanValue,
-        RejectReason::FrameEvicted,
-        RejectReason::ActiveSeriesLimit,
-        RejectReason::NativeHistogram,
-        RejectReason::InvalidNativeHistogram,
-        RejectReason::Label(LabelError::EmptyLabelSet),
-        RejectReason::Label(LabelError::MissingMetricName),
-        RejectReason::Label(LabelError::DuplicateLabelName),
-        RejectReason::Label(LabelError::InvalidMetricName),
-        RejectReason::Label(LabelError::InvalidLabelName),
-        RejectReason::Label(LabelError::OddLabelRefs),
-        RejectReason::Label(LabelError::SymbolRefOutOfRange),
-        RejectReason::Label(LabelError::TooManyLabels),
-        RejectReason::Label(LabelError::LabelNameTooLong),
-        RejectReason::Label(LabelError::LabelValueTooLong),
-        RejectReason::TooManySeries,
-        RejectReason::FutureTimestamp,
-        RejectReason::InternalError,
-        RejectReason::MemoryBudget,
-        RejectReason::Label(LabelError::ReservedLabelName),
-        RejectReason::TooManyBuckets,
-        RejectReason::NonPositiveTimestamp,
-    ];
-
-    /// The `reason` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::UnusedSeries => "unused_series",
-            RejectReason::DuplicateSample => "duplicate_sample",
-            RejectReason::OutOfOrder => "out_of_order",
-            RejectReason::NanValue => "nan_value",
-            RejectReason::FrameEvicted => "frame_evicted",
-            RejectReason::ActiveSeriesLimit => "active_series_limit",
-            RejectReason::NativeHistogram => "native_histogram",
-            RejectReason::InvalidNativeHistogram => "invalid_native_histogram",
-            RejectReason::TooManySeries => "too_many_series",
-            RejectReason::FutureTimestamp => "future_timestamp",
-            RejectReason::InternalError => "internal_error",
-            RejectReason::MemoryBudget => "memory_budget",
-            RejectReason::TooManyBuckets => "too_many_buckets",
-            RejectReason::NonPositiveTimestamp => "non_positive_timestamp",
-            RejectReason::Label(e) => e.reason(),
-        }
-    }
-
-    /// The configuration field of the limit behind this reason, for a reason that is a limit the
-    /// engine enforces on new series: `limits.max_active_series` ([`RejectReason::ActiveSeriesLimit`])
-    /// or `limits.max_memory_bytes` ([`RejectReason::MemoryBudget`]: the engine's state share of
-    /// the memory budget, [`EngineConfig::max_state_bytes`]). `None` for every other reason.
-    pub fn limit_name(self) -> Option<&'static str> {
-        match self {
-            RejectReason::ActiveSeriesLimit => Some("limits.max_active_series"),
-            RejectReason::MemoryBudget => Some("limits.max_memory_bytes"),
-            _ => None,
-        }
-    }
-
-    /// Index into [`IngestReport::rejected`]: the reason's position in [`RejectReason::ALL`].
-    ///
-    /// Checked at compile time: the match is exhaustive, so a new variant does not compile until
-    /// it has an index; [`at`] refuses an index past `ALL`'s end; and the check below refuses an
-    /// `ALL` whose entries disagree with their indexes. A new variant therefore needs the next
-    /// index, a longer `ALL` and its entry there, or the crate does not build.
-    pub const fn index(self) -> usize {
-        match self {
-            RejectReason::UnusedSeries => at::<0>(),
-            RejectReason::DuplicateSample => at::<1>(),
-            RejectReason::OutOfOrder => at::<2>(),
-            RejectReason::NanValue => at::<3>(),
-            RejectReason::FrameEvicted => at::<4>(),
-            RejectReason::ActiveSeriesLimit => at::<5>(),
-            RejectReason::NativeHistogram => at::<6>(),
-            RejectReason::InvalidNativeHistogram => at::<7>(),
-            RejectReason::Label(e) => match e {
-                LabelError::EmptyLabelSet => at::<8>(),
-                LabelError::MissingMetricName => at::<9>(),
-                LabelError::DuplicateLabelName => at::<10>(),
-                LabelError::InvalidMetricName => at::<11>(),
-                LabelError::InvalidLabelName => at::<12>(),
-                LabelError::OddLabelRefs => at::<13>(),
-                LabelError::SymbolRefOutOfRange => at::<14>(),
-                LabelError::TooManyLabels => at::<15>(),
-                LabelError::LabelNameTooLong => at::<16>(),
-                LabelError::LabelValueTooLong => at::<17>(),
-                LabelError::ReservedLabelName => at::<22>(),
-            },
-            RejectReason::TooManySeries => at::<18>(),
-            RejectReason::FutureTimestamp => at::<19>(),
-            RejectReason::InternalError => at::<20>(),
-            RejectReason::MemoryBudget => at::<21>(),
-            RejectReason::TooManyBuckets => at::<23>(),
-            RejectReason::NonPositiveTimestamp => at::<24>(),
-        }
-    }
-}
-
-/// `I`, refused at compile time unless it is an index into [`RejectReason::ALL`].
-const fn at<const I: usize>() -> usize {
-    const {
-        assert!(
-            I < RejectReason::ALL.len(),
-            "a RejectReason index past the end of ALL"
-        )
-    };
-    I
-}
-
-// Every entry of `RejectReason::ALL` sits at its own index, so `ALL` holds each index once.
-const _: () = {
-    let mut i = 0;
-    while i < RejectReason::ALL.len() {
-        assert!(
-            RejectReason::ALL[i].index() == i,
-            "RejectReason::ALL disagrees with index()"
-        );
-        i += 1;
-    }
-};
+pub use super::values::{DerivedValue, FamilyKind};
 
 /// Per-request sample accounting. `received == applied + rejected.iter().sum()` always holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -416,15 +243,9 @@ pub struct EngineStats {
     pub withheld: Vec<(Family, WithheldReason, usize)>,
     /// Frames dropped before every input arrived, since start.
     pub frames_dropped: u64,
-    /// Groups removed because all their inputs went stale, since start.
-    pub groups_removed_stale: u64,
-    /// Groups removed by the idle timeout, since start.
-    pub groups_removed_idle: u64,
-    /// Groups removed because they missed `engine.missed_scrapes` of their scrapes, since start
-    /// (`vllm_corrector_groups_removed_total{reason="missed_scrapes"}`, the word the log uses).
-    pub groups_removed_missed_scrapes: u64,
-    /// Groups evicted at `max_active_series` because they can feed no family, since start.
-    pub groups_removed_evicted: u64,
+    /// Groups removed since start, by [`RemovalReason::index`]
+    /// (`vllm_corrector_groups_removed_total{reason}`; [`EngineStats::groups_removed`]).
+    pub groups_removed: [u64; RemovalReason::ALL.len()],
     /// Counter resets seen in any input, since start.
     pub counter_resets: u64,
     /// Evaluations whose output was held at the value last served because the computed value
@@ -452,6 +273,13 @@ pub struct EngineStats {
     /// the state budget. A group whose state was dropped restarts its outputs when it returns
     /// (docs/ENGINE.md, "Groups that leave and come back").
     pub retired_dropped: [u64; 2],
+}
+
+impl EngineStats {
+    /// Groups removed for `reason` since start.
+    pub fn groups_removed(&self, reason: RemovalReason) -> u64 {
+        self.groups_removed[reason.index()]
+    }
 }
 
 /// The engine's accounted state bytes by part (`vllm_corrector_memory_bytes{part}`).

@@ -135,7 +135,10 @@ fn series_of_a_group_removed_as_stale_start_a_fresh_group() {
         &mut report,
     );
     assert_eq!(engine.stats().groups, 1);
-    assert_eq!(engine.stats().groups_removed_stale, 1);
+    assert_eq!(
+        engine.stats().groups_removed(crate::RemovalReason::Stale),
+        1
+    );
     assert_eq!(
         token_weighted(&engine),
         vec![DerivedValue::SumCount {

@@ -63,7 +63,10 @@ fn a_flood_of_lone_series_does_not_lock_out_a_new_engine() {
     );
     assert_eq!(real.rejected[RejectReason::ActiveSeriesLimit.index()], 0);
     let stats = engine.stats();
-    assert_eq!(stats.groups_removed_evicted, ENGINE_SERIES);
+    assert_eq!(
+        stats.groups_removed(crate::RemovalReason::Evicted),
+        ENGINE_SERIES
+    );
     assert_eq!(stats.active_series, 100);
     assert_eq!(
         outputs(&engine)
@@ -85,7 +88,7 @@ fn a_flood_of_lone_series_does_not_lock_out_a_new_engine() {
     assert_eq!(third.rejected[RejectReason::ActiveSeriesLimit.index()], 0);
     assert_eq!(third.applied, ENGINE_SERIES);
     assert_eq!(
-        engine.stats().groups_removed_evicted,
+        engine.stats().groups_removed(crate::RemovalReason::Evicted),
         2 * ENGINE_SERIES,
         "20 flood series came back by evicting 20 others"
     );
@@ -122,7 +125,10 @@ fn one_shot_lone_series_are_evicted_after_the_grace_period_and_complete_groups_n
         early.rejected[RejectReason::ActiveSeriesLimit.index()],
         ENGINE_SERIES
     );
-    assert_eq!(engine.stats().groups_removed_evicted, 0);
+    assert_eq!(
+        engine.stats().groups_removed(crate::RemovalReason::Evicted),
+        0
+    );
     // 31 s after the lone series' only sample, they can go: the engine gets in.
     let mut later = IngestReport::default();
     feed_at(
@@ -133,7 +139,10 @@ fn one_shot_lone_series_are_evicted_after_the_grace_period_and_complete_groups_n
         &mut later,
     );
     assert_eq!(later.rejected[RejectReason::ActiveSeriesLimit.index()], 0);
-    assert_eq!(engine.stats().groups_removed_evicted, ENGINE_SERIES);
+    assert_eq!(
+        engine.stats().groups_removed(crate::RemovalReason::Evicted),
+        ENGINE_SERIES
+    );
     let engines: Vec<String> = outputs(&engine)
         .iter()
         .filter(|(f, _, _)| *f == Family::TokenWeightedItl)

@@ -163,7 +163,10 @@ fn stale_markers_for_every_series_remove_the_group() {
     feed(&mut engine, tail, &mut report);
     assert_eq!(engine.stats().groups, 0);
     assert!(outputs(&engine).is_empty());
-    assert_eq!(engine.stats().groups_removed_stale, 1);
+    assert_eq!(
+        engine.stats().groups_removed(crate::RemovalReason::Stale),
+        1
+    );
     assert_eq!(report.applied + report.rejected_total(), report.received);
 }
 

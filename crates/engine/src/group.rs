@@ -17,10 +17,11 @@ use super::classify::RoleKey;
 use super::completeness;
 use super::hold::Hold;
 use super::observe::GroupLabels;
+use super::reasons::WithheldReason;
 pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
 use super::rules::{Evaluation, Plan, Unplanned, servable};
-use super::values::{DerivedValue, WithheldReason};
+use super::values::DerivedValue;
 
 mod acceptance;
 mod frame;

@@ -15,6 +15,7 @@ mod completeness;
 mod group;
 mod hold;
 mod observe;
+mod reasons;
 mod rules;
 mod state;
 mod values;
@@ -23,10 +24,12 @@ pub use api::*;
 pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use observe::{
     EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot, GroupsPage,
-    GroupsSummary, RemovalReason,
+    GroupsSummary,
 };
+pub use reasons::{RejectReason, RemovalReason, WithheldReason};
+pub use state::batch::SERIES_BYTES;
 pub use state::persist::{STATE_FORMAT_VERSION, StateCursor, StateError, StateHeader, StateRecord};
-pub use state::{Batch, Engine, KnownSeries};
+pub use state::{Engine, IngestPolicy, Outcome, Refusal, RequestError, Written};
 
 #[cfg(test)]
 mod acceptance_tests;

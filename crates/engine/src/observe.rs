@@ -6,9 +6,10 @@
 use std::sync::Arc;
 
 use super::Family;
-use super::api::RejectReason;
+use super::reasons::WithheldReason;
+use super::reasons::{RejectReason, RemovalReason};
 use super::rules::FAMILIES;
-use super::values::{DerivedValue, WithheldReason};
+use super::values::DerivedValue;
 
 /// A group's labels: the input labels minus `__name__`, `le`, `source`, `position` and
 /// `finished_reason`, as `(name, value)` sorted by name. Shared by the group and every snapshot
@@ -156,30 +157,6 @@ pub struct GroupsPage {
     pub summary: GroupsSummary,
 }
 
-/// Why a group left `/metrics`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RemovalReason {
-    /// Every input series got a staleness marker.
-    Stale,
-    /// No sample for `engine.idle_timeout`.
-    Idle,
-    /// No new sample for `engine.missed_scrapes` of its own scrape intervals (and at least
-    /// `engine.missed_scrapes_min_wait`). Counted as `missed_scrapes` in
-    /// `vllm_corrector_groups_removed_total`, the word the log line uses.
-    MissedScrapes,
-}
-
-impl RemovalReason {
-    /// The `reason` field of the log line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RemovalReason::Stale => "stale",
-            RemovalReason::Idle => "idle",
-            RemovalReason::MissedScrapes => "missed_scrapes",
-        }
-    }
-}
-
 /// Something that changed a group, reported once by [`super::Engine::take_events`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum EngineEvent {
@@ -233,32 +210,6 @@ pub enum EngineEvent {
         /// The limit's configuration field ([`RejectReason::limit_name`]).
         limit: &'static str,
     },
-}
-
-/// Most events held between two [`super::Engine::take_events`] calls; beyond it the oldest are
-/// dropped and counted ([`EventQueue::dropped`]), so an engine nobody drains stays bounded.
-pub(crate) const MAX_QUEUED_EVENTS: usize = 4096;
-
-/// The engine's pending events.
-#[derive(Debug, Default)]
-pub(crate) struct EventQueue {
-    events: std::collections::VecDeque<EngineEvent>,
-    /// Events dropped because the queue was full, since start.
-    pub(crate) dropped: u64,
-}
-
-impl EventQueue {
-    pub(crate) fn push(&mut self, event: EngineEvent) {
-        if self.events.len() >= MAX_QUEUED_EVENTS {
-            self.events.pop_front();
-            self.dropped += 1;
-        }
-        self.events.push_back(event);
-    }
-
-    pub(crate) fn take(&mut self) -> Vec<EngineEvent> {
-        self.events.drain(..).collect()
-    }
 }
 
 /// Per-group bookkeeping for the snapshot, the events and the missed-scrapes removal.

@@ -282,9 +282,14 @@ fn group_missing_three_scrape_intervals_leaves_before_the_idle_timeout() {
             reason: RemovalReason::MissedScrapes
         }]
     );
-    assert_eq!(engine.stats().groups_removed_missed_scrapes, 1);
     assert_eq!(
-        engine.stats().groups_removed_idle,
+        engine
+            .stats()
+            .groups_removed(crate::RemovalReason::MissedScrapes),
+        1
+    );
+    assert_eq!(
+        engine.stats().groups_removed(crate::RemovalReason::Idle),
         0,
         "missed scrapes, not idle: one word"
     );

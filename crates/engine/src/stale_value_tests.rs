@@ -99,7 +99,8 @@ fn real_value_wins_over_a_staleness_marker_of_the_same_timestamp_in_one_request(
         assert_eq!(out, want, "marker first: {marker_first}");
         assert_eq!(stats.groups, 1);
         assert_eq!(
-            stats.groups_removed_stale, 0,
+            stats.groups_removed(crate::RemovalReason::Stale),
+            0,
             "marker first: {marker_first}"
         );
         // 24 series per scrape, 2 samples each in the second: 72 received.

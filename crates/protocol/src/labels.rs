@@ -18,64 +18,48 @@ pub struct Label<'a> {
     pub value: &'a str,
 }
 
-/// Why a series' label set was rejected. Each variant is one `reason` label value.
+crate::label_enum! {
+/// Why a series' label set was rejected. Each variant is one `reason` label value of
+/// `vllm_corrector_samples_rejected_total` ([`LabelError::as_str`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
 pub enum LabelError {
     /// No labels at all (after dropping empty values).
     #[error("series has an empty label set")]
-    EmptyLabelSet,
+    EmptyLabelSet => "empty_label_set",
     /// No `__name__` label.
     #[error("series has no __name__ label")]
-    MissingMetricName,
+    MissingMetricName => "missing_metric_name",
     /// Two labels share a name.
     #[error("series has a duplicate label name")]
-    DuplicateLabelName,
+    DuplicateLabelName => "duplicate_label_name",
     /// `__name__` does not match `[a-zA-Z_:][a-zA-Z0-9_:]*`.
     #[error("series has an invalid metric name")]
-    InvalidMetricName,
+    InvalidMetricName => "invalid_metric_name",
     /// A label name does not match `[a-zA-Z_][a-zA-Z0-9_]*`.
     #[error("series has an invalid label name")]
-    InvalidLabelName,
+    InvalidLabelName => "invalid_label_name",
     /// A label name starts with `__`, which the Prometheus data model reserves for internal use,
     /// other than `__name__` and the metadata labels [`METADATA_LABELS`] (which are dropped).
     /// A scrape never produces one: relabelling drops every `__`-prefixed label after target
     /// relabelling (`docs/REMOTE-WRITE.md`, checklist item 2).
     #[error("series has a label name starting with __ (reserved)")]
-    ReservedLabelName,
+    ReservedLabelName => "reserved_label_name",
     /// RW 2.0: `labels_refs` has an odd number of entries, so it is not a list of name/value pairs.
     #[error("series has an odd number of label references")]
-    OddLabelRefs,
+    OddLabelRefs => "odd_label_refs",
     /// RW 2.0: a `labels_refs` entry points outside the request's `symbols` table.
     #[error("series has a label reference outside the symbols table")]
-    SymbolRefOutOfRange,
+    SymbolRefOutOfRange => "symbol_ref_out_of_range",
     /// More labels than [`LabelLimits::max_labels_per_series`] (`limits.max_labels_per_series`).
     #[error("series has more labels than limits.max_labels_per_series")]
-    TooManyLabels,
+    TooManyLabels => "too_many_labels",
     /// A label name longer than [`LabelLimits::max_label_name_length`].
     #[error("series has a label name longer than limits.max_label_name_length")]
-    LabelNameTooLong,
+    LabelNameTooLong => "label_name_too_long",
     /// A label value longer than [`LabelLimits::max_label_value_length`].
     #[error("series has a label value longer than limits.max_label_value_length")]
-    LabelValueTooLong,
+    LabelValueTooLong => "label_value_too_long",
 }
-
-impl LabelError {
-    /// The `reason` label value used in `vllm_corrector_samples_rejected_total`.
-    pub fn reason(self) -> &'static str {
-        match self {
-            LabelError::EmptyLabelSet => "empty_label_set",
-            LabelError::MissingMetricName => "missing_metric_name",
-            LabelError::DuplicateLabelName => "duplicate_label_name",
-            LabelError::InvalidMetricName => "invalid_metric_name",
-            LabelError::InvalidLabelName => "invalid_label_name",
-            LabelError::ReservedLabelName => "reserved_label_name",
-            LabelError::OddLabelRefs => "odd_label_refs",
-            LabelError::SymbolRefOutOfRange => "symbol_ref_out_of_range",
-            LabelError::TooManyLabels => "too_many_labels",
-            LabelError::LabelNameTooLong => "label_name_too_long",
-            LabelError::LabelValueTooLong => "label_value_too_long",
-        }
-    }
 }
 
 /// Per-series label limits of the receiver (`limits.*` in the configuration file). Remote write

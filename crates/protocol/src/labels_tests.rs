@@ -249,7 +249,7 @@ fn reserved_label_names_are_refused_and_metadata_labels_dropped() {
         }
     }
     assert_eq!(
-        LabelError::ReservedLabelName.reason(),
+        LabelError::ReservedLabelName.as_str(),
         "reserved_label_name"
     );
     // `__type__` and `__unit__` are dropped: the series is the one without them.

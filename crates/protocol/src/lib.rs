@@ -16,6 +16,7 @@ mod key;
 pub mod labels;
 #[cfg(any(test, feature = "encode"))]
 pub mod prompb;
+mod reason;
 mod request;
 mod sample;
 pub mod snappy;

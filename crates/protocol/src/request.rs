@@ -282,6 +282,7 @@ impl<'a> WriteRequestRef<'a> {
     }
 }
 
+crate::label_enum! {
 /// Why a decoder dropped a metadata entry: the `reason` label of
 /// `vllm_corrector_metadata_dropped_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -289,33 +290,11 @@ pub enum MetadataDropReason {
     /// RW 1.0: a `MetricMetadata` whose `metric_family_name`, `help` or `unit` is not UTF-8 (a
     /// protobuf `string` must be). RW 2.0 has no such case: a symbol that is not UTF-8 fails the
     /// whole request, since every label is a symbol too.
-    InvalidUtf8,
+    InvalidUtf8 => "invalid_utf8",
     /// RW 2.0: a `Metadata` whose `help_ref` or `unit_ref` lies outside `symbols`. The series
     /// itself is kept.
-    SymbolRefOutOfRange,
+    SymbolRefOutOfRange => "symbol_ref_out_of_range",
 }
-
-impl MetadataDropReason {
-    /// Every reason, in label order (for pre-registering the self-metric at 0).
-    pub const ALL: [MetadataDropReason; 2] = [
-        MetadataDropReason::InvalidUtf8,
-        MetadataDropReason::SymbolRefOutOfRange,
-    ];
-
-    /// The `reason` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MetadataDropReason::InvalidUtf8 => "invalid_utf8",
-            MetadataDropReason::SymbolRefOutOfRange => "symbol_ref_out_of_range",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            MetadataDropReason::InvalidUtf8 => 0,
-            MetadataDropReason::SymbolRefOutOfRange => 1,
-        }
-    }
 }
 
 /// How many metadata entries one request lost, by [`MetadataDropReason`] (saturating counts).

@@ -23,7 +23,7 @@
 //! panic in between (a bug) counts them as `internal_error`, and [`receive`] answers the panic as
 //! [`IngestError::Panicked`] (400, never a 5xx that the sender would retry forever).
 
-mod apply;
+mod quote;
 mod receiver;
 
 use std::any::Any;
@@ -36,10 +36,10 @@ use crate::telemetry::events::EventLog;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, SamplesIngested, SelfMetrics, WritePanicked,
 };
-use engine::{Engine, IngestReport, RejectReason};
+use engine::{Engine, IngestPolicy, IngestReport, RejectReason, RequestError};
 use protocol::{ProtocolError, Version};
 
-pub use apply::SeriesRejection;
+pub use engine::{Refusal, Written};
 pub use receiver::Receiver;
 
 /// A decode buffer larger than this is freed after its request instead of kept for the next one
@@ -87,23 +87,6 @@ pub(crate) struct Settings<'a> {
     /// The label-check epoch of `limits.labels` ([`crate::live::Live::label_epoch`]): raised by a
     /// reload that changes them, so the engine's series index forgets what the old ones let in.
     pub(crate) label_epoch: u64,
-}
-
-/// What the receiver wrote of one request: the values of the RW 2.0 `*-Written` headers.
-///
-/// A sample or histogram sample counts as written when the receiver accepted it: applied to
-/// series state, an idempotent duplicate of one already applied, or read by no rule (a series
-/// such as `vllm:num_requests_running` is accepted and dropped by design, not an error). Native
-/// histograms of schemas other than custom buckets are accepted and counted the same way.
-/// Exemplars are never stored, so none is ever written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Written {
-    /// Float samples written.
-    pub samples: u64,
-    /// Native histogram samples written.
-    pub histograms: u64,
-    /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
-    pub exemplars: u64,
 }
 
 /// Why a request was refused, whole or in part: the ingest layer's error. The HTTP layer maps each
@@ -156,7 +139,7 @@ pub enum IngestError {
         /// Its labels, as `{name="value", …}` (shortened when long).
         labels: String,
         /// Why it was rejected.
-        reason: SeriesRejection,
+        reason: Refusal,
     },
     /// A bug: processing the request panicked (the message, on one bounded line). 400, not 500:
     /// a sender retries a 5xx forever with the same batch, so a panic that the batch triggers
@@ -244,7 +227,7 @@ fn decompress_decode_apply(
     let allowance = crate::config::memory_allowance(buffer.len());
     let max_series = limits
         .max_series_per_request
-        .min(allowance / apply::SERIES_BYTES);
+        .min(allowance / engine::SERIES_BYTES);
     let mut request = match version.decode_at_most(buffer, max_series) {
         Ok(request) => request,
         Err(ProtocolError::TooManySeries { series, .. }) => {
@@ -259,36 +242,48 @@ fn decompress_decode_apply(
         }
         .emit(sink.metrics);
     }
-    let mut samples = Unaccounted::new(sink.metrics, request.sample_count());
+    let samples = Unaccounted::new(sink.metrics, request.sample_count());
+    let policy = IngestPolicy {
+        labels: &limits.labels,
+        label_epoch: settings.label_epoch,
+        max_future_skew_ms: limits.max_future_skew_ms,
+        max_decoded_bytes: allowance,
+    };
 
     let mut engine = sink.lock();
     #[cfg(test)]
     fail::fail_point!("ingest::engine_locked");
-    let mut batch = engine.batch(now_ms, settings.label_epoch);
-    let verdicts = match apply::look_up(&mut batch, &mut request, limits, allowance, &mut samples) {
-        Ok(verdicts) => verdicts,
-        Err(e) => {
-            drop(batch);
-            drop(engine);
-            samples.refused_whole();
-            return Receipt::refused(e);
-        }
-    };
-    #[cfg(test)]
-    fail::fail_point!("ingest::under_lock");
-    let outcome = apply::apply(&mut batch, &request, &verdicts, limits, now_ms);
-    drop(batch);
+    let applied = engine.apply(&mut request, &policy, now_ms, &samples.count);
     let events = engine.take_events();
     drop(engine);
     sink.events.log(events, now_ms);
+    let outcome = match applied {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            samples.refused_whole();
+            return Receipt::refused(match e {
+                RequestError::Protocol(e) => IngestError::Protocol(e),
+                RequestError::TooLargeInMemory { series, bytes } => {
+                    IngestError::TooLargeInMemory { series, bytes }
+                }
+            });
+        }
+    };
     samples.counted(&outcome.report);
+    let result = match outcome.first_refused {
+        None => Ok(()),
+        Some((index, reason)) => Err(IngestError::InvalidSeries {
+            invalid: outcome.refused_series,
+            total: request.series.len(),
+            index,
+            labels: quote::quote_series(&request, index, &limits.labels),
+            reason,
+        }),
+    };
     Receipt {
         written: outcome.written,
-        result: outcome.error(),
-        known_series: verdicts
-            .iter()
-            .filter(|v| matches!(v, apply::Verdict::Known(_)))
-            .count(),
+        result,
+        known_series: outcome.known_series,
         report: outcome.report,
     }
 }
@@ -333,7 +328,9 @@ fn refuse_whole(
 #[must_use]
 struct Unaccounted<'m> {
     metrics: &'m SelfMetrics,
-    samples: u64,
+    /// The request's samples, kept current by the engine as it walks series late
+    /// ([`Engine::apply`]).
+    count: std::cell::Cell<u64>,
     settled: bool,
 }
 
@@ -341,19 +338,14 @@ impl<'m> Unaccounted<'m> {
     fn new(metrics: &'m SelfMetrics, samples: u64) -> Self {
         Unaccounted {
             metrics,
-            samples,
+            count: std::cell::Cell::new(samples),
             settled: false,
         }
     }
 
-    /// A series walked late holds `after` samples where `before` were counted: the guard follows.
-    fn recount(&mut self, before: u64, after: u64) {
-        self.samples = (self.samples + after).saturating_sub(before);
-    }
-
     /// The samples are counted in `report` (which must hold every one of them).
     fn counted(mut self, report: &IngestReport) {
-        debug_assert_eq!(report.received, self.samples, "every sample is counted");
+        debug_assert_eq!(report.received, self.count.get(), "every sample is counted");
         SamplesIngested { report }.emit(self.metrics);
         self.settled = true;
     }
@@ -371,7 +363,7 @@ impl Drop for Unaccounted<'_> {
             return;
         }
         let mut report = IngestReport::default();
-        report.reject(RejectReason::InternalError, self.samples);
+        report.reject(RejectReason::InternalError, self.count.get());
         SamplesIngested { report: &report }.emit(self.metrics);
     }
 }

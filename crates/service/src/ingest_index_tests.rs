@@ -438,20 +438,17 @@ fn two_label_sets_whose_first_hashes_collide_stay_two_series() {
             value: v1,
             timestamp_ms: ts,
         }];
-        let mut batch = engine.batch(ts, 0);
         for (key, labels, samples) in [(key_0, &labels_0, &s0), (key_1, &labels_1, &s1)] {
-            match batch.lookup(key) {
-                Some(known) => batch.apply_known(known, samples, &mut report),
-                None => batch.apply(Some(key), labels, samples, &mut report),
-            }
+            engine.ingest_keyed(key, labels, samples, ts, &mut report);
             reference.ingest(labels, samples, ts, &mut IngestReport::default());
         }
     }
     assert_eq!(report.applied, 4);
-    let mut batch = engine.batch(20_000, 0);
-    let (h0, h1) = (batch.lookup(key_0).unwrap(), batch.lookup(key_1).unwrap());
+    let (h0, h1) = (
+        engine.indexed_group(key_0).unwrap(),
+        engine.indexed_group(key_1).unwrap(),
+    );
     assert_ne!(h0, h1, "two entries, two groups");
-    drop(batch);
     assert_eq!(engine.stats().groups, 2);
     assert_eq!(engine_outputs(&engine), engine_outputs(&reference));
 }

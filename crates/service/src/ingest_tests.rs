@@ -1,7 +1,7 @@
 //! Tests of the ingest step through [`receive`]: accounting, written counts, rejections and the
 //! active-series cap. Expected values by hand.
 
-use super::apply::{MAX_QUOTED_LABELS, quote_labels};
+use super::quote::{MAX_QUOTED_LABELS, quote_labels};
 use super::receiver::Receiver;
 use super::*;
 use protocol::{Label, LabelError};
@@ -60,7 +60,7 @@ use protocol::prompb::v2 as pb;
 
 /// The first refused series of `receipt`: (position, series in the request, refused series,
 /// reason).
-fn invalid(receipt: &Receipt) -> Option<(usize, usize, usize, SeriesRejection)> {
+fn invalid(receipt: &Receipt) -> Option<(usize, usize, usize, Refusal)> {
     match &receipt.result {
         Err(IngestError::InvalidSeries {
             invalid,
@@ -214,7 +214,7 @@ fn every_sample_is_accounted_and_written_counts_only_accepted_ones() {
             2,
             8,
             3,
-            SeriesRejection::Label(LabelError::MissingMetricName)
+            Refusal::Reason(RejectReason::Label(LabelError::MissingMetricName))
         ))
     );
 }
@@ -326,7 +326,7 @@ fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
     );
     assert_eq!(
         invalid(&refused).map(|i| i.3),
-        Some(SeriesRejection::ActiveSeriesLimit)
+        Some(Refusal::Reason(RejectReason::ActiveSeriesLimit))
     );
     // A known series keeps flowing at the cap.
     assert_eq!(apply(series("0", tokens, 2.0, 16_000), 1).report.applied, 1);
@@ -385,7 +385,7 @@ fn every_label_error_has_its_own_reject_reason() {
     for e in errors {
         let reason = RejectReason::Label(e);
         assert_eq!(RejectReason::ALL[reason.index()], reason, "{e:?}");
-        assert_eq!(reason.as_str(), e.reason());
+        assert_eq!(reason.as_str(), e.as_str());
     }
     let mut names: Vec<&str> = RejectReason::ALL.iter().map(|r| r.as_str()).collect();
     names.sort_unstable();
@@ -415,7 +415,7 @@ fn a_body_of_tiny_series_is_refused_whole_before_its_series_are_allocated() {
             bytes: allowance,
         })
     );
-    assert!(allowance / apply::SERIES_BYTES < 40_000);
+    assert!(allowance / engine::SERIES_BYTES < 40_000);
     // One of them with a sample: every sample is still counted.
     let mut one = raw.clone();
     let sample = [0x09, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0x10, 0x01];
@@ -485,7 +485,7 @@ fn a_series_refused_by_the_memory_budget_is_a_series_rejection_naming_the_budget
         1
     );
     let rejection = invalid(&refused).map(|i| i.3);
-    assert_eq!(rejection, Some(SeriesRejection::MemoryBudget));
+    assert_eq!(rejection, Some(Refusal::Reason(RejectReason::MemoryBudget)));
     assert!(
         rejection
             .unwrap()

@@ -174,8 +174,10 @@ impl SelfMetrics {
         for family in Family::ALL {
             let _ = m.output_holds.get_or_create(&[("family", family.name())]);
         }
-        for reason in ["stale", "idle", "missed_scrapes", "evicted"] {
-            let _ = m.groups_removed.get_or_create(&[("reason", reason)]);
+        for reason in engine::RemovalReason::ALL {
+            let _ = m
+                .groups_removed
+                .get_or_create(&[("reason", reason.as_str())]);
         }
         let build_info: MetricFamily<Label2, Gauge> = MetricFamily::default();
         build_info
@@ -360,24 +362,14 @@ impl SelfMetrics {
                 stats.output_holds[family.index()],
             );
         }
-        store(
-            &self.groups_removed.get_or_create(&[("reason", "stale")]),
-            stats.groups_removed_stale,
-        );
-        store(
-            &self.groups_removed.get_or_create(&[("reason", "idle")]),
-            stats.groups_removed_idle,
-        );
-        store(
-            &self
-                .groups_removed
-                .get_or_create(&[("reason", "missed_scrapes")]),
-            stats.groups_removed_missed_scrapes,
-        );
-        store(
-            &self.groups_removed.get_or_create(&[("reason", "evicted")]),
-            stats.groups_removed_evicted,
-        );
+        for reason in engine::RemovalReason::ALL {
+            store(
+                &self
+                    .groups_removed
+                    .get_or_create(&[("reason", reason.as_str())]),
+                stats.groups_removed(reason),
+            );
+        }
     }
 
     /// Appends the self-metrics in OpenMetrics 1.0.0 text, **without** the final `# EOF` (the

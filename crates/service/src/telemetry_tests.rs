@@ -2,7 +2,7 @@
 //! and both text formats, read back as `/metrics` renders them.
 
 use super::*;
-use engine::WithheldReason;
+use engine::{RemovalReason, WithheldReason};
 use protocol::LabelError;
 
 fn text_of(m: &SelfMetrics) -> String {
@@ -49,12 +49,20 @@ fn every_reject_reason_is_pre_registered_at_zero() {
     ));
 }
 
+/// Removal counts by reason, the others 0.
+fn removed(counts: &[(RemovalReason, u64)]) -> [u64; RemovalReason::ALL.len()] {
+    let mut all = [0; RemovalReason::ALL.len()];
+    for (reason, n) in counts {
+        all[reason.index()] = *n;
+    }
+    all
+}
+
 #[test]
 fn missed_scrapes_removals_are_counted_under_the_word_the_log_uses() {
     let m = SelfMetrics::new();
     let stats = EngineStats {
-        groups_removed_idle: 2,
-        groups_removed_missed_scrapes: 3,
+        groups_removed: removed(&[(RemovalReason::Idle, 2), (RemovalReason::MissedScrapes, 3)]),
         ..EngineStats::default()
     };
     m.observe_engine(&stats, 0);
@@ -119,10 +127,12 @@ fn engine_stats_are_mirrored_at_scrape_time() {
             ),
         ],
         frames_dropped: 3,
-        groups_removed_stale: 4,
-        groups_removed_idle: 5,
-        groups_removed_missed_scrapes: 12,
-        groups_removed_evicted: 10,
+        groups_removed: removed(&[
+            (RemovalReason::Stale, 4),
+            (RemovalReason::Idle, 5),
+            (RemovalReason::MissedScrapes, 12),
+            (RemovalReason::Evicted, 10),
+        ]),
         counter_resets: 6,
         output_holds: {
             let mut holds = [0; engine::FAMILIES];

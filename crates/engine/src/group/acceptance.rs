@@ -21,9 +21,10 @@
 use std::collections::VecDeque;
 
 use super::frame::{Frame, PlanRoles};
+use crate::reasons::WithheldReason;
 use crate::rules::acceptance_corrected_itl as rule;
 use crate::rules::{Committed, Plan};
-use crate::values::{DerivedValue, WithheldReason};
+use crate::values::DerivedValue;
 
 /// The acceptance-corrected buckets' state in one group.
 #[derive(Debug, Default)]

@@ -31,6 +31,11 @@ impl Retired {
         size_of::<Retired>() + acceptance + holds
     }
 
+    /// True when it holds something a returning group would use.
+    pub(crate) fn keeps_anything(&self) -> bool {
+        self.acceptance.is_some() || self.holds.iter().any(Option::is_some)
+    }
+
     /// True when every number is finite and every shape consistent, as an engine writes it
     /// (checked on a restored state).
     pub(crate) fn is_valid(&self) -> bool {
@@ -86,16 +91,15 @@ impl Group {
         }
     }
 
-    /// The acceptance-corrected state behind the current output, left in place (for
-    /// `--storage.path`): what [`Group::retire`] would hand over now. `None` when the group never
-    /// had that output.
-    pub(crate) fn acceptance_snapshot(&self) -> Option<&Committed> {
-        self.acceptance.latest()
-    }
-
-    /// Each family's hold, left in place (for `--storage.path`).
-    pub(crate) fn holds(&self) -> [Option<&Hold>; FAMILIES] {
-        std::array::from_fn(|i| self.slots[i].hold.as_deref())
+    /// What [`Group::retire`] would hand over now, left in place (for `--storage.path`): the
+    /// acceptance-corrected state behind the current output and each family's hold; the group's
+    /// newest sample was at `newest_sample_ms`.
+    pub(crate) fn kept(&self, newest_sample_ms: i64) -> Retired {
+        Retired {
+            acceptance: self.acceptance.latest().cloned(),
+            holds: std::array::from_fn(|i| self.slots[i].hold.clone()),
+            newest_sample_ms,
+        }
     }
 
     /// Continues from what the same group left when it was retired ([`Group::retire`]), or what a

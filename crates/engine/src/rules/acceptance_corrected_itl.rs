@@ -7,7 +7,8 @@
 use super::acceptance::{Committed, ItlPoint};
 use super::{Evaluation, HistRoles, Plan, Spec, Unplanned, itl_input, need, need_hist, per_pos};
 use crate::classify::{Input, RoleKey};
-use crate::values::{DerivedValue, FamilyKind, WithheldReason};
+use crate::reasons::WithheldReason;
+use crate::values::{DerivedValue, FamilyKind};
 
 /// The registry entry.
 pub(super) const SPEC: Spec = Spec {

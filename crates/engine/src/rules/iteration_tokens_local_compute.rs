@@ -4,7 +4,8 @@
 
 use super::{Evaluation, Plan, Spec, Unplanned, need};
 use crate::classify::{Input, RoleKey};
-use crate::values::{DerivedValue, FamilyKind, WithheldReason};
+use crate::reasons::WithheldReason;
+use crate::values::{DerivedValue, FamilyKind};
 
 /// The registry entry.
 pub(super) const SPEC: Spec = Spec {

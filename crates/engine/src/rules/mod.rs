@@ -26,7 +26,8 @@ pub(crate) use acceptance::{
 };
 
 use crate::classify::{Input, Part, RoleKey};
-use crate::values::{DerivedValue, FamilyKind, WithheldReason};
+use crate::reasons::WithheldReason;
+use crate::values::{DerivedValue, FamilyKind};
 
 /// One registry entry: what a corrected family is (its exposition name, help and type, and the raw
 /// series it reads) and how its value is computed. How the tools show it is theirs

@@ -5,7 +5,8 @@
 
 use super::{Evaluation, Plan, Spec, Unplanned, itl_input, need};
 use crate::classify::{Input, Part, RoleKey};
-use crate::values::{DerivedValue, FamilyKind, WithheldReason};
+use crate::reasons::WithheldReason;
+use crate::values::{DerivedValue, FamilyKind};
 
 /// The registry entry.
 pub(super) const SPEC: Spec = Spec {

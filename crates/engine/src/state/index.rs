@@ -126,6 +126,14 @@ impl SeriesIndex {
         Some(entry.target)
     }
 
+    /// The target of `key`, if any, leaving the entry as it is.
+    pub(crate) fn peek(&self, key: SeriesKey) -> Option<Target> {
+        let check = key.check as u32;
+        self.table
+            .find(key.hash, |e| e.hash == key.hash && e.check == check)
+            .map(|e| e.target)
+    }
+
     /// Forgets `key`.
     pub(crate) fn remove(&mut self, key: SeriesKey) {
         let check = key.check as u32;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::group::Retired;
+use crate::rules::Committed;
 
 /// Version of the state file format. A file of another version is ignored (and counted), never
 /// guessed at; format 1 is read too.
@@ -109,21 +110,19 @@ impl Engine {
     /// number), are left out. Call it under the engine lock, a chunk at a time, and write outside it.
     pub fn state_records(&self, cursor: &mut StateCursor, max: usize) -> Vec<StateRecord> {
         let mut out = Vec::new();
-        while out.len() < max && cursor.slot < self.slots.len() {
-            if let Some(Entry { group, meta, .. }) = &self.slots[cursor.slot].entry {
-                let state = Retired {
-                    acceptance: group.acceptance_snapshot().cloned(),
-                    holds: group.holds().map(|h| h.map(|h| Box::new(h.clone()))),
-                    newest_sample_ms: meta.newest_ts.unwrap_or(0),
-                };
-                if keeps_anything(&state) && state.is_valid() {
-                    out.push(StateRecord {
-                        labels: group.labels.to_vec(),
-                        state,
-                    });
-                }
+        while out.len() < max {
+            let Some((slot, entry)) = self.table.next_from(cursor.slot) else {
+                cursor.slot = self.table.slot_count();
+                break;
+            };
+            let state = entry.group.kept(entry.meta.newest_ts.unwrap_or(0));
+            if state.keeps_anything() && state.is_valid() {
+                out.push(StateRecord {
+                    labels: entry.group.labels.to_vec(),
+                    state,
+                });
             }
-            cursor.slot += 1;
+            cursor.slot = slot + 1;
         }
         let retired = self.retired.iter().skip(cursor.retired);
         for (labels, state) in retired.take(max.saturating_sub(out.len())) {
@@ -135,7 +134,8 @@ impl Engine {
                 });
             }
         }
-        cursor.done = cursor.slot >= self.slots.len() && cursor.retired >= self.retired.len();
+        cursor.done =
+            self.table.next_from(cursor.slot).is_none() && cursor.retired >= self.retired.len();
         out
     }
 
@@ -154,7 +154,7 @@ impl Engine {
         }
         let labels: GroupLabels = record.labels.into();
         self.retired.insert(labels, record.state);
-        self.fit_retired();
+        self.retired.fit();
         Ok(())
     }
 
@@ -200,14 +200,9 @@ impl Engine {
         for record in records {
             self.retired.insert(record.labels.into(), record.state);
         }
-        self.fit_retired();
+        self.retired.fit();
         Ok(n)
     }
-}
-
-/// True when a state holds something a returning group would use.
-fn keeps_anything(state: &Retired) -> bool {
-    state.acceptance.is_some() || state.holds.iter().any(Option::is_some)
 }
 
 /// Why `record` is not what an engine writes, if it is not.

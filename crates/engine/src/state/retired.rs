@@ -29,6 +29,8 @@ pub(crate) struct RetiredGroups {
     bytes: usize,
     /// Entries dropped since start: `[expired, evicted]` ([`RetiredGroups::dropped`]).
     dropped: [u64; 2],
+    /// Most bytes the entries may take ([`RetiredGroups::fit`]): a quarter of the state budget.
+    cap: usize,
 }
 
 #[derive(Debug)]
@@ -47,6 +49,28 @@ pub(crate) fn label_bytes(labels: &[(String, String)]) -> usize {
 }
 
 impl RetiredGroups {
+    /// An empty set of at most `cap` bytes.
+    pub(crate) fn new(cap: usize) -> RetiredGroups {
+        RetiredGroups {
+            cap,
+            ..RetiredGroups::default()
+        }
+    }
+
+    /// Changes the cap (a reload), dropping the oldest entries past it.
+    pub(crate) fn set_cap(&mut self, cap: usize) {
+        self.cap = cap;
+        self.fit();
+    }
+
+    /// Drops the oldest entries until they take at most the cap.
+    pub(crate) fn fit(&mut self) {
+        let over = self.bytes.saturating_sub(self.cap);
+        if over > 0 {
+            self.evict(over);
+        }
+    }
+
     /// Entries held.
     pub(crate) fn len(&self) -> usize {
         self.entries.len()

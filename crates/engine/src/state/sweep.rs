@@ -2,6 +2,7 @@
 //! indexed series that pointed at them. A child of `state.rs`.
 
 use super::*;
+use crate::reasons::RemovalReason;
 
 impl Engine {
     /// Drops groups that received no sample for longer than the idle timeout, and groups that
@@ -15,7 +16,7 @@ impl Engine {
     /// `now_ms` is the wall clock in ms since the epoch, as passed to [`Engine::ingest`].
     pub fn sweep_idle(&mut self, now_ms: i64) -> usize {
         let cutoff = now_ms.saturating_sub(self.config.idle_timeout_ms);
-        if let Some(newest) = self.newest_sample_ms {
+        if let Some(newest) = self.counters.newest_sample_ms {
             self.retired
                 .expire(newest.saturating_sub(self.config.idle_timeout_ms));
         }
@@ -23,40 +24,31 @@ impl Engine {
             self.config.missed_scrapes,
             self.config.missed_scrapes_min_wait_ms,
         );
-        let leaving: Vec<(u32, RemovalReason)> = (0..self.slots.len() as u32)
-            .filter_map(|i| {
-                let e = self.slots[i as usize].entry.as_ref()?;
+        let leaving: Vec<(u32, RemovalReason)> = self
+            .table
+            .iter()
+            .filter_map(|(group, e)| {
                 if e.group.last_seen_ms < cutoff {
-                    Some((i, RemovalReason::Idle))
+                    Some((group.slot, RemovalReason::Idle))
                 } else {
                     e.meta
                         .missed_scrapes(now_ms, missed, min_wait)
-                        .then_some((i, RemovalReason::MissedScrapes))
+                        .then_some((group.slot, RemovalReason::MissedScrapes))
                 }
             })
             .collect();
-        let idle: Vec<u32> = leaving.iter().map(|(i, _)| *i).collect();
-        for (slot, reason) in &leaving {
-            self.events.push(EngineEvent::GroupRemoved {
-                labels: self.group(*slot).labels.clone(),
-                reason: *reason,
-            });
-            self.remove_retiring(*slot, true);
+        for &(slot, reason) in &leaving {
+            if let Some(labels) = leave(&mut self.table, &mut self.retired, slot, true) {
+                self.events
+                    .push(EngineEvent::GroupRemoved { labels, reason });
+                self.counters.removed(reason);
+            }
         }
         // Forget the indexed series of every removed group (idle here, stale since the last
         // sweep), and unused series not seen within the idle timeout.
-        let slots = &self.slots;
-        self.index.sweep(cutoff, |slot, generation| {
-            slots
-                .get(slot as usize)
-                .is_some_and(|s| s.generation == generation && s.entry.is_some())
-        });
-        let missed = leaving
-            .iter()
-            .filter(|(_, r)| *r == RemovalReason::MissedScrapes)
-            .count();
-        self.removed_missed_scrapes += missed as u64;
-        self.removed_idle += (idle.len() - missed) as u64;
-        idle.len()
+        let table = &self.table;
+        self.index
+            .sweep(cutoff, |slot, generation| table.live(slot, generation));
+        leaving.len()
     }
 }

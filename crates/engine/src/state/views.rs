@@ -6,8 +6,11 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+use hashbrown::HashMap;
+
+use super::table::Entry;
 use super::*;
-use crate::observe::{GroupOutputs, GroupRef, GroupsPage, GroupsSummary};
+use crate::observe::{GroupMeta, GroupOutputs, GroupsPage, GroupsSummary};
 
 /// A group's entry ordered by its labels alone (unique per group), for [`Engine::snapshot_page`].
 struct ByLabels<'a>(&'a Entry);
@@ -71,10 +74,8 @@ fn family_status(group: &Group, meta: &GroupMeta, family: Family) -> FamilyStatu
 }
 
 impl Engine {
-    pub(super) fn live_groups(&self) -> impl Iterator<Item = &Group> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.entry.as_ref().map(|e| &e.group))
+    fn live_groups(&self) -> impl Iterator<Item = &Group> {
+        self.table.iter().map(|(_, e)| &e.group)
     }
 
     /// Calls `f` with each live group's labels, the timestamp (ms) of the frame its output of
@@ -98,7 +99,7 @@ impl Engine {
     /// them a window at a time ([`Engine::group_refs`], [`Engine::output_of`]), so that a slow
     /// response keeps no group alive.
     pub fn outputs(&self) -> Vec<GroupOutputs> {
-        let mut out = Vec::with_capacity(self.groups.len());
+        let mut out = Vec::with_capacity(self.table.len());
         for group in self.live_groups() {
             let values = Family::ALL.map(|f| group.shared_output(f).cloned());
             if values.iter().any(Option::is_some) {
@@ -115,27 +116,10 @@ impl Engine {
     /// order: a `/metrics` response sorts these by labels after the engine lock is released and
     /// keeps only the refs. O(groups) pointer copies.
     pub fn group_refs(&self) -> Vec<(GroupRef, GroupLabels)> {
-        self.slots
+        self.table
             .iter()
-            .enumerate()
-            .filter_map(|(slot, s)| {
-                let entry = s.entry.as_ref()?;
-                let group = GroupRef {
-                    slot: slot as u32,
-                    generation: s.generation,
-                };
-                Some((group, Arc::clone(&entry.group.labels)))
-            })
+            .map(|(group, entry)| (group, Arc::clone(&entry.group.labels)))
             .collect()
-    }
-
-    /// The entry of `group`, if it is still the group in its slot.
-    fn entry_of(&self, group: GroupRef) -> Option<&Entry> {
-        self.slots
-            .get(group.slot as usize)
-            .filter(|s| s.generation == group.generation)?
-            .entry
-            .as_ref()
     }
 
     /// The labels of `group` and its current output of `family` (both shared with the engine, as
@@ -145,14 +129,14 @@ impl Engine {
         group: GroupRef,
         family: Family,
     ) -> Option<(GroupLabels, Arc<DerivedValue>)> {
-        let group = &self.entry_of(group)?.group;
+        let group = &self.table.get(group)?.group;
         let value = group.shared_output(family)?;
         Some((Arc::clone(&group.labels), Arc::clone(value)))
     }
 
     /// [`Engine::snapshot`] of one group; `None` once the group was removed.
     pub fn snapshot_of(&self, group: GroupRef) -> Option<GroupSnapshot> {
-        self.entry_of(group).map(entry_snapshot)
+        self.table.get(group).map(entry_snapshot)
     }
 
     /// Calls `f` with each group's labels (sorted by name, `__name__`/`le`/rule labels removed) and
@@ -195,11 +179,7 @@ impl Engine {
     /// is released. O(groups × families), labels shared ([`crate::GroupLabels`]); a withheld
     /// family without a cached plan is planned again (O(roles)). Not for the hot path.
     pub fn snapshot(&self) -> Vec<GroupSnapshot> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.entry.as_ref())
-            .map(entry_snapshot)
-            .collect()
+        self.table.iter().map(|(_, e)| entry_snapshot(e)).collect()
     }
 
     /// One page of [`Engine::snapshot`]: the `limit` groups with the smallest labels after
@@ -214,7 +194,7 @@ impl Engine {
         let mut remaining = 0;
         // A max-heap on labels: its top is the largest of the `limit` smallest seen so far.
         let mut heap: BinaryHeap<ByLabels<'_>> = BinaryHeap::with_capacity(limit.min(4096) + 1);
-        for entry in self.slots.iter().filter_map(|s| s.entry.as_ref()) {
+        for (_, entry) in self.table.iter() {
             let group = &entry.group;
             summary.groups += 1;
             summary.incomplete += usize::from(group.incomplete());
@@ -247,16 +227,12 @@ impl Engine {
     /// The events since the last call, each reported once: counter resets and removals as they
     /// happened, then, for every group that took samples, its first complete scrape (the first
     /// time it serves a family), families withheld or served again since, and the group becoming
-    /// incomplete. At most [`super::observe::MAX_QUEUED_EVENTS`] are held; older ones are dropped.
+    /// incomplete. At most [`super::events::MAX_QUEUED_EVENTS`] are held; older ones are dropped.
     pub fn take_events(&mut self) -> Vec<EngineEvent> {
-        for (slot, generation) in std::mem::take(&mut self.touched) {
-            if !self.live(slot, generation) {
+        for touched in self.events.take_touched() {
+            let Some(Entry { group, meta, .. }) = self.table.get_mut(touched) else {
                 continue;
-            }
-            let Entry { group, meta, .. } = self.slots[slot as usize]
-                .entry
-                .as_mut()
-                .expect("a live slot");
+            };
             meta.touched = false;
             let served = Family::ALL.map(|f| group.output(f).is_some());
             if !meta.first_complete {
@@ -322,7 +298,7 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
         let (mut active_series, mut groups_incomplete) = (0, 0);
-        for Entry { group, meta, .. } in self.slots.iter().filter_map(|s| s.entry.as_ref()) {
+        for (_, Entry { group, meta, .. }) in self.table.iter() {
             active_series += group.active_series();
             let limited = meta.limited_at(group.last_seen_ms).is_some();
             groups_incomplete += usize::from(!limited && group.incomplete());
@@ -346,17 +322,14 @@ impl Engine {
             retired_groups: self.retired.len(),
             retired_dropped: self.retired.dropped(),
             active_series,
-            groups: self.groups.len(),
+            groups: self.table.len(),
             withheld,
-            frames_dropped: self.frames_dropped,
-            groups_removed_stale: self.removed_stale,
-            groups_removed_idle: self.removed_idle,
-            groups_removed_missed_scrapes: self.removed_missed_scrapes,
-            groups_removed_evicted: self.removed_evicted,
-            counter_resets: self.counter_resets,
-            output_holds: self.output_holds,
-            output_resets: self.output_resets,
-            newest_sample_ms: self.newest_sample_ms,
+            frames_dropped: self.counters.frames_dropped,
+            groups_removed: self.counters.removed,
+            counter_resets: self.counters.counter_resets,
+            output_holds: self.counters.output_holds,
+            output_resets: self.counters.output_resets,
+            newest_sample_ms: self.counters.newest_sample_ms,
             groups_incomplete,
         }
     }

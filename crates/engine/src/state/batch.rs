@@ -1,0 +1,833 @@
+//! Applying one request: [`Engine::apply`], in two passes over its series under one borrow of the
+//! engine's parts (docs/ENGINE.md, "The write path").
+//!
+//! 1. **Look up** every series by its key in the series index. A series the index does not hold
+//!    has its labels decoded (once: [`WriteRequestRef::resolve`]), checked against the label
+//!    limits and normalised, classified and its group found by hash, once; a malformed label or a
+//!    request whose decoded labels pass their memory allowance refuses the request whole before
+//!    anything is applied. Every group the request sends to is held, so none is evicted under it.
+//! 2. **Apply** every series: samples stamped past receive time plus the future skew, or at or
+//!    before the epoch, are refused; float samples go to their group's frames; custom-bucket
+//!    native histograms go in as the classic series they stand for; metadata is cached.
+//!
+//! Every sample is counted in the outcome's report as applied or rejected with a reason
+//! (docs/ENGINE.md, invariant 3). Groups whose series all went stale leave when the batch ends, so
+//! a later sample of the same request (a real value beside a staleness marker) finds its group.
+
+use std::cell::Cell;
+
+use super::counters::Counters;
+use super::events::Events;
+use super::index::{SeriesIndex, Target};
+use super::metadata::MetadataCache;
+use super::retired::RetiredGroups;
+use super::room::Evictor;
+use super::table::{GroupTable, group_label_bytes};
+use super::*;
+use crate::classify::{RoleKey, classify, may_be_read};
+use crate::group::Offer;
+use crate::observe::{EngineEvent, GroupMeta};
+use crate::reasons::RemovalReason;
+use protocol::histogram::{self, HistogramError, NativeHistogram};
+use protocol::labels::LabelLimits;
+use protocol::{LabelScratch, NameMemo, ProtocolError, WriteRequestRef, is_stale_marker};
+
+/// The settings one request is applied under.
+#[derive(Debug, Clone, Copy)]
+pub struct IngestPolicy<'a> {
+    /// The label limits a new series' labels are checked against.
+    pub labels: &'a LabelLimits,
+    /// The epoch of those checks: an opaque number the caller raises whenever they change (a
+    /// reload of the label limits). Index entries of an older epoch are forgotten; a request of an
+    /// older epoch than the index's neither reads nor fills it.
+    pub label_epoch: u64,
+    /// Samples stamped later than receive time plus this (ms) are refused
+    /// ([`RejectReason::FutureTimestamp`]).
+    pub max_future_skew_ms: i64,
+    /// Bytes the request's decoded series and labels may take in memory: past it the request is
+    /// refused whole ([`RequestError::TooLargeInMemory`]).
+    pub max_decoded_bytes: usize,
+}
+
+/// Bytes one decoded series takes besides its labels, against
+/// [`IngestPolicy::max_decoded_bytes`]: its [`protocol::SeriesRef`] and what pass 1 keeps for it.
+pub const SERIES_BYTES: usize = size_of::<protocol::SeriesRef<'static>>() + size_of::<Verdict>();
+
+/// Why a request was refused whole, before anything was applied or counted.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// A series' labels do not decode (not UTF-8, a malformed `Label`).
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The decoded labels would take the request's structures past
+    /// [`IngestPolicy::max_decoded_bytes`].
+    #[error(
+        "request of {series} series would take more than {bytes} bytes in memory to decode; \
+         send fewer, larger series per request"
+    )]
+    TooLargeInMemory {
+        /// Series in the request.
+        series: usize,
+        /// The memory allowed for its decoded structures, bytes.
+        bytes: usize,
+    },
+}
+
+/// Why some samples of one series were refused with an error (the rest of the request is
+/// applied): a [`RejectReason`], or an invalid custom-buckets native histogram with what is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Refused for this reason (a label error, a limit, a timestamp).
+    #[error("{0}")]
+    Reason(RejectReason),
+    /// A custom-buckets native histogram sample is inconsistent: that sample is rejected.
+    #[error("invalid native histogram: {0}")]
+    Histogram(HistogramError),
+}
+
+impl From<RejectReason> for Refusal {
+    fn from(reason: RejectReason) -> Refusal {
+        Refusal::Reason(reason)
+    }
+}
+
+/// What the receiver wrote of one request: the values of the RW 2.0 `*-Written` response headers.
+///
+/// A sample or histogram sample counts as written when the receiver accepted it: applied to
+/// series state, an idempotent duplicate of one already applied, or read by no rule (a series
+/// such as `vllm:num_requests_running` is accepted and dropped by design, not an error). Native
+/// histograms of schemas other than custom buckets are accepted and counted the same way.
+/// Exemplars are never stored, so none is ever written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Float samples written.
+    pub samples: u64,
+    /// Native histogram samples written.
+    pub histograms: u64,
+    /// Exemplars written: always 0 (vllm-corrector stores no exemplars).
+    pub exemplars: u64,
+}
+
+/// What [`Engine::apply`] did with one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Sample accounting: every sample of the request, applied or rejected with a reason.
+    pub report: IngestReport,
+    /// What was written (RW 2.0 response headers).
+    pub written: Written,
+    /// Series the series index held (whose labels were neither decoded nor checked).
+    pub known_series: usize,
+    /// Series with at least one refused sample.
+    pub refused_series: usize,
+    /// The first of them: its position in the request and why.
+    pub first_refused: Option<(usize, Refusal)>,
+}
+
+impl Outcome {
+    fn refuse(&mut self, index: usize, refusal: Refusal) {
+        self.refused_series += 1;
+        self.first_refused.get_or_insert((index, refusal));
+    }
+}
+
+impl Engine {
+    /// Applies one decoded request received at `now_ms` (wall clock, ms since the epoch: for the
+    /// future-skew limit and the idle timeout), in two passes (module doc). `samples` is the
+    /// request's sample count as the receiver counts it ([`WriteRequestRef::sample_count`]), kept
+    /// current as series are walked (a series whose provisional key was exact only for a look-up
+    /// may hold more samples than first read), so that a caller guarding the count through a
+    /// panic counts what the outcome would have.
+    ///
+    /// # Errors
+    /// [`RequestError`] when the request is refused whole: nothing was applied or counted.
+    pub fn apply(
+        &mut self,
+        request: &mut WriteRequestRef<'_>,
+        policy: &IngestPolicy<'_>,
+        now_ms: i64,
+        samples: &Cell<u64>,
+    ) -> Result<Outcome, RequestError> {
+        let mut batch = self.batch(now_ms, policy.label_epoch);
+        let verdicts = batch.look_up(request, policy, samples)?;
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("ingest::under_lock");
+        Ok(batch.apply_request(request, &verdicts, policy))
+    }
+}
+
+/// The parts a batch borrows.
+pub(super) struct Parts<'e> {
+    pub(super) config: &'e EngineConfig,
+    pub(super) table: &'e mut GroupTable,
+    pub(super) index: &'e mut SeriesIndex,
+    pub(super) retired: &'e mut RetiredGroups,
+    pub(super) metadata: &'e mut MetadataCache,
+    pub(super) counters: &'e mut Counters,
+    pub(super) events: &'e mut Events,
+    pub(super) room: &'e mut Evictor,
+}
+
+/// What pass 1 decided for one series.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Verdict {
+    /// The index holds it: its labels stay as they came (pending for RW 1.0).
+    Known(Target),
+    /// Its labels are decoded, checked and normalised: a series no rule reads.
+    Unused,
+    /// Its labels are decoded, checked and normalised: a series of `role`, whose group has the
+    /// group-label hash and count `group` (and is in `slot` if it was live in pass 1).
+    Input {
+        role: RoleKey,
+        group: (u64, usize),
+        slot: Option<u32>,
+    },
+    /// Decoded, checked and normalised, with native histograms: applied by labels.
+    Histograms,
+    /// Its labels were refused: every sample of it is rejected with this reason.
+    Refused(protocol::LabelError),
+}
+
+/// The samples of one request being applied. Groups whose series all went stale during the batch
+/// are removed when it is dropped.
+pub(super) struct Batch<'e> {
+    parts: Parts<'e>,
+    /// Receive wall clock, ms since the epoch (for the idle timeout only).
+    now_ms: i64,
+    /// Whether this batch reads and fills the series index ([`SeriesIndex::admit`]).
+    indexed: bool,
+    /// Groups whose series all went stale during the batch: removed when it ends, unless a later
+    /// sample of the batch revived them.
+    stale: Vec<GroupRef>,
+}
+
+/// Where a series goes, once its labels are read.
+enum Route {
+    /// A series the engine does not hold, refused at `max_active_series`, past the state budget
+    /// or past [`crate::MAX_SERIES_PER_INPUT`], for this reason.
+    Limited(RejectReason),
+    /// The group in this slot.
+    Group(u32),
+}
+
+/// Samples of `report` the receiver accepted (see [`Written`]).
+fn accepted(report: &IngestReport) -> u64 {
+    report.applied
+        + report.rejected[RejectReason::UnusedSeries.index()]
+        + report.rejected[RejectReason::DuplicateSample.index()]
+}
+
+impl<'e> Batch<'e> {
+    /// Begins applying one request at `now_ms` whose labels are checked under `epoch`.
+    pub(super) fn begin(parts: Parts<'e>, now_ms: i64, epoch: u64) -> Batch<'e> {
+        parts.table.begin_batch();
+        let indexed = parts.index.admit(epoch);
+        Batch {
+            parts,
+            now_ms,
+            indexed,
+            stale: Vec::new(),
+        }
+    }
+
+    /// Pass 1 (module doc).
+    fn look_up(
+        &mut self,
+        request: &mut WriteRequestRef<'_>,
+        policy: &IngestPolicy<'_>,
+        samples: &Cell<u64>,
+    ) -> Result<Vec<Verdict>, RequestError> {
+        let mut verdicts = Vec::with_capacity(request.series.len());
+        for series in &request.series {
+            let known = match series.labels.key() {
+                Some(key) if series.histograms.is_empty() => self.known(key),
+                _ => None,
+            };
+            verdicts.push(known.map_or(Verdict::Unused, Verdict::Known));
+        }
+        let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
+        for (i, verdict) in verdicts.iter_mut().enumerate() {
+            if matches!(verdict, Verdict::Known(_)) {
+                continue;
+            }
+            let before = request.series[i].sample_count();
+            request.resolve(i, &mut scratch)?;
+            samples.set(samples.get() + request.series[i].sample_count() - before);
+            let bytes = request.series.len() * SERIES_BYTES
+                + request.labels.capacity() * size_of::<Label<'static>>();
+            if bytes > policy.max_decoded_bytes {
+                return Err(RequestError::TooLargeInMemory {
+                    series: request.series.len(),
+                    bytes: policy.max_decoded_bytes,
+                });
+            }
+            if let Err(error) = request.check_labels(i, policy.labels, &mut memo) {
+                *verdict = Verdict::Refused(error);
+                continue;
+            }
+            let series = &request.series[i];
+            let labels = request.labels_of(series);
+            *verdict = self.route_new(labels, !series.histograms.is_empty());
+        }
+        Ok(verdicts)
+    }
+
+    /// What the index holds for `key`, its group held for the batch: `None` when it holds nothing
+    /// (or only a dead entry of a removed group, forgotten here), and always for a batch that does
+    /// not use the index.
+    #[inline]
+    fn known(&mut self, key: SeriesKey) -> Option<Target> {
+        if !self.indexed {
+            return None;
+        }
+        let target = self.parts.index.get(key, self.now_ms)?;
+        if let Target::Group {
+            slot, generation, ..
+        } = target
+        {
+            if !self.parts.table.live(slot, generation) {
+                self.parts.index.remove(key);
+                return None;
+            }
+            self.parts.table.hold(slot);
+        }
+        Some(target)
+    }
+
+    /// Classifies a series the index does not hold, by its normalised `labels`, and finds its
+    /// group (holding it for the batch), once.
+    fn route_new(&mut self, labels: &[Label<'_>], histograms: bool) -> Verdict {
+        let name = labels
+            .iter()
+            .find(|l| l.name == "__name__")
+            .map_or("", |l| l.value);
+        let role = if histograms {
+            None
+        } else if may_be_read(name) {
+            classify(name, labels)
+        } else {
+            None
+        };
+        if role.is_none() && !histograms {
+            return Verdict::Unused;
+        }
+        let group = self.parts.table.hash(labels);
+        let slot = self.parts.table.find(group, labels);
+        if let Some(slot) = slot {
+            self.parts.table.hold(slot);
+        }
+        match role {
+            Some(role) => Verdict::Input { role, group, slot },
+            None => Verdict::Histograms,
+        }
+    }
+
+    /// Pass 2 (module doc).
+    fn apply_request(
+        &mut self,
+        request: &WriteRequestRef<'_>,
+        verdicts: &[Verdict],
+        policy: &IngestPolicy<'_>,
+    ) -> Outcome {
+        let mut outcome = Outcome::default();
+        let latest = self.now_ms.saturating_add(policy.max_future_skew_ms);
+        let mut in_time: Vec<Sample> = Vec::new();
+        // Samples the classic series of native histograms had accepted, which are not float
+        // samples written (`Written::samples` is the accepted samples less these).
+        let mut classic_accepted = 0;
+        for (position, (series, &verdict)) in request.series.iter().zip(verdicts).enumerate() {
+            let report = &mut outcome.report;
+            if let Verdict::Refused(error) = verdict {
+                let reason = RejectReason::Label(error);
+                report.reject(reason, series.sample_count());
+                outcome.refuse(position, reason.into());
+                continue;
+            }
+            let mut refused: Option<Refusal> = None;
+            let mut samples = series.samples.as_slice();
+            if samples
+                .iter()
+                .any(|s| s.timestamp_ms > latest || s.timestamp_ms <= 0)
+            {
+                in_time.clear();
+                in_time.extend(
+                    samples
+                        .iter()
+                        .filter(|s| s.timestamp_ms > 0 && s.timestamp_ms <= latest),
+                );
+                let future = samples.iter().filter(|s| s.timestamp_ms > latest).count() as u64;
+                let early = (samples.len() - in_time.len()) as u64 - future;
+                if future > 0 {
+                    report.reject(RejectReason::FutureTimestamp, future);
+                    refused = Some(RejectReason::FutureTimestamp.into());
+                }
+                if early > 0 {
+                    report.reject(RejectReason::NonPositiveTimestamp, early);
+                    refused = refused.or(Some(RejectReason::NonPositiveTimestamp.into()));
+                }
+                samples = &in_time;
+            }
+            let labels = request.labels_of(series);
+            let limited = match verdict {
+                Verdict::Known(target) => {
+                    outcome.known_series += 1;
+                    if samples.is_empty() {
+                        None
+                    } else {
+                        self.apply_known(target, samples, report);
+                        None
+                    }
+                }
+                Verdict::Unused => {
+                    report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+                    if let Some(key) = series.labels.key().filter(|_| self.indexed) {
+                        let room = self.state_room();
+                        self.parts.index.insert_unused(key, self.now_ms, room);
+                    }
+                    None
+                }
+                Verdict::Input { role, group, slot } if !samples.is_empty() => {
+                    let key = series.labels.key();
+                    self.apply_new(key, labels, role, group, slot, samples, report)
+                }
+                Verdict::Input { .. } => None,
+                Verdict::Histograms => {
+                    let limited = if samples.is_empty() {
+                        None
+                    } else {
+                        self.apply_labelled(series.labels.key(), labels, samples, report)
+                    };
+                    for h in &series.histograms {
+                        let (applied, refusal) = self.apply_histogram(labels, h, latest);
+                        classic_accepted += accepted(&applied);
+                        report.merge(&applied);
+                        match refusal {
+                            Ok(true) => outcome.written.histograms += 1,
+                            Ok(false) => {}
+                            Err(r) => refused = refused.or(Some(r)),
+                        }
+                    }
+                    limited
+                }
+                Verdict::Refused(_) => unreachable!("handled above"),
+            };
+            if let Some(reason) = limited {
+                refused = refused.or(Some(reason.into()));
+            }
+            if let Some(refusal) = refused {
+                outcome.refuse(position, refusal);
+            }
+            if series.metadata.is_some()
+                && let Some(metadata) = request.family_metadata(series)
+            {
+                self.parts.metadata.record(&metadata);
+            }
+        }
+        outcome.written.samples = accepted(&outcome.report) - classic_accepted;
+        for metadata in &request.metadata {
+            self.parts.metadata.record(metadata);
+        }
+        outcome
+    }
+
+    /// One native histogram sample of a series with `labels` (decoded and normalised): its
+    /// accounting, and `Ok(true)` when it was written in full, `Ok(false)` when not all of it
+    /// was, or why it was refused.
+    fn apply_histogram(
+        &mut self,
+        labels: &[Label<'_>],
+        histogram: &NativeHistogram,
+        latest: i64,
+    ) -> (IngestReport, Result<bool, Refusal>) {
+        let mut report = IngestReport::default();
+        let h = match histogram {
+            NativeHistogram::OtherSchema { .. } => {
+                report.reject(RejectReason::NativeHistogram, 1);
+                return (report, Ok(true));
+            }
+            NativeHistogram::Invalid(e) => {
+                report.reject(RejectReason::InvalidNativeHistogram, 1);
+                return (report, Err(Refusal::Histogram(*e)));
+            }
+            NativeHistogram::CustomBuckets(h) => h,
+        };
+        for (bad, reason) in [
+            (h.timestamp_ms > latest, RejectReason::FutureTimestamp),
+            (h.timestamp_ms <= 0, RejectReason::NonPositiveTimestamp),
+        ] {
+            if bad {
+                report.reject(reason, histogram.sample_count());
+                return (report, Err(reason.into()));
+            }
+        }
+        let mut scratch = Vec::new();
+        let mut limited = None;
+        let converted =
+            histogram::for_each_classic_series(labels, std::slice::from_ref(h), |labels, s| {
+                let key = SeriesKey::of_labels(labels, &mut scratch);
+                let refused = self.apply_labelled(Some(key), labels, s, &mut report);
+                limited = limited.or(refused);
+            });
+        match converted {
+            Ok(()) => {
+                let written = accepted(&report) == report.received;
+                match limited {
+                    Some(reason) => (report, Err(reason.into())),
+                    None => (report, Ok(written)),
+                }
+            }
+            Err(e) => {
+                report.reject(
+                    RejectReason::InvalidNativeHistogram,
+                    histogram.sample_count(),
+                );
+                (report, Err(Refusal::Histogram(e)))
+            }
+        }
+    }
+
+    /// Applies one series' samples by its labels (normalised), looked up by `key` first and
+    /// remembered under it: what [`Engine::ingest`] and the classic series of native histograms
+    /// take. Returns the limit that refused the series, if one did.
+    pub(super) fn apply_labelled(
+        &mut self,
+        key: Option<SeriesKey>,
+        labels: &[Label<'_>],
+        samples: &[Sample],
+        report: &mut IngestReport,
+    ) -> Option<RejectReason> {
+        if let Some(target) = key.and_then(|k| self.known(k)) {
+            self.apply_known(target, samples, report);
+            return None;
+        }
+        match self.route_new(labels, false) {
+            Verdict::Input { role, group, slot } => {
+                self.apply_new(key, labels, role, group, slot, samples, report)
+            }
+            _ => {
+                report.reject(RejectReason::UnusedSeries, samples.len() as u64);
+                if let Some(key) = key.filter(|_| self.indexed) {
+                    let room = self.state_room();
+                    self.parts.index.insert_unused(key, self.now_ms, room);
+                }
+                None
+            }
+        }
+    }
+
+    /// Applies one series' samples to what the index holds for it.
+    #[inline]
+    fn apply_known(&mut self, target: Target, samples: &[Sample], report: &mut IngestReport) {
+        match target {
+            Target::Unused { .. } => {
+                report.reject(RejectReason::UnusedSeries, samples.len() as u64)
+            }
+            Target::Group {
+                slot,
+                generation,
+                position,
+            } => {
+                // No group a batch holds leaves before the batch ends.
+                debug_assert!(self.parts.table.live(slot, generation), "a held group left");
+                self.apply_routed(slot, Role::At(usize::from(position)), samples, report);
+            }
+        }
+    }
+
+    /// Applies the samples of a series the index does not hold, of `role`, whose group hashes to
+    /// `group` (live in `slot` in pass 1, if it was); remembers it under `key` once it has its
+    /// place in the group. Returns the limit that refused it, if one did.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_new(
+        &mut self,
+        key: Option<SeriesKey>,
+        labels: &[Label<'_>],
+        role: RoleKey,
+        group: (u64, usize),
+        slot: Option<u32>,
+        samples: &[Sample],
+        report: &mut IngestReport,
+    ) -> Option<RejectReason> {
+        // A group pass 1 found is live still: a group the batch holds does not leave before it
+        // ends. One created since (by an earlier series of the request) is found by its hash.
+        let slot = slot.or_else(|| self.parts.table.find(group, labels));
+        let slot = match self.route(slot, labels, group.0, role, !samples.is_empty()) {
+            Route::Limited(reason) => {
+                report.reject(reason, samples.len() as u64);
+                return Some(reason);
+            }
+            Route::Group(slot) => slot,
+        };
+        let position = self.apply_routed(slot, Role::Key(role), samples, report);
+        // Remembered once the series has its place in the group (not when its samples were all
+        // refused before the group took it: the next request routes it again).
+        if let (Some(key), Some(position), true) = (key, position, self.indexed) {
+            let generation = self.parts.table.generation(slot);
+            let room = self.state_room();
+            self.parts
+                .index
+                .insert_group(key, slot, generation, position, room);
+        }
+        None
+    }
+
+    /// Where a series of `role` goes: the group in `existing` (or a new group of `labels`, hash
+    /// `hash`), once room is made for it. A series the group does not hold is refused, creating
+    /// nothing, when `has_samples` and no room can be made.
+    fn route(
+        &mut self,
+        existing: Option<u32>,
+        labels: &[Label<'_>],
+        hash: u64,
+        role: RoleKey,
+        has_samples: bool,
+    ) -> Route {
+        let known = existing.is_some_and(|slot| self.parts.table.at(slot).group.has_role(role));
+        if !known
+            && existing.is_some_and(|slot| {
+                self.parts.table.at(slot).group.series_of_input(role) >= crate::MAX_SERIES_PER_INPUT
+            })
+        {
+            return Route::Limited(RejectReason::TooManyBuckets);
+        }
+        if !known && has_samples {
+            // A new series, and a new group when its group is not held yet.
+            let group = match existing {
+                Some(_) => 0,
+                None => {
+                    GROUP_BYTES + group_label_bytes(labels) + self.parts.table.new_slot_growth()
+                }
+            };
+            let bytes = self.parts.table.role_bytes() + group;
+            if let Err(reason) = self.make_room(existing, bytes) {
+                if let Some(slot) = existing {
+                    self.mark_limited(slot, reason);
+                }
+                return Route::Limited(reason);
+            }
+        }
+        match existing {
+            Some(slot) => Route::Group(slot),
+            None => Route::Group(self.create_group(labels, hash)),
+        }
+    }
+
+    /// A new group for the series `labels` (group-label hash `hash`), resuming what the same
+    /// group left when it was retired.
+    fn create_group(&mut self, labels: &[Label<'_>], hash: u64) -> u32 {
+        let owned: Vec<(String, String)> = crate::classify::group_labels(labels)
+            .map(|l| (l.name.to_owned(), l.value.to_owned()))
+            .collect();
+        let resumed = self.parts.retired.take(&owned);
+        let mut group = Group::new(owned, self.now_ms);
+        if let Some(retired) = resumed {
+            group.resume(retired);
+        }
+        self.parts
+            .table
+            .insert(hash, group, GroupMeta::new(self.now_ms))
+    }
+
+    /// Bytes of the state budget not yet accounted.
+    fn state_room(&self) -> usize {
+        self.parts
+            .config
+            .max_state_bytes
+            .saturating_sub(self.state_bytes())
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.parts.table.bytes() + self.parts.index.bytes() + self.parts.retired.bytes()
+    }
+
+    /// Ensures one more series, costing `bytes` of state, fits under `max_active_series` and the
+    /// state budget: retired states go first (the oldest samples first), then groups that feed
+    /// no family (never `keep`, the group the new series joins, nor one the batch holds).
+    ///
+    /// # Errors
+    /// The reason the series is refused when no room could be made: `active_series_limit` or
+    /// `memory_budget`.
+    fn make_room(&mut self, keep: Option<u32>, bytes: usize) -> Result<(), RejectReason> {
+        let config = self.parts.config;
+        loop {
+            let over_series = self.parts.table.series() >= config.max_active_series;
+            let over_bytes = self.state_bytes().saturating_add(bytes) > config.max_state_bytes;
+            if !over_series && !over_bytes {
+                return Ok(());
+            }
+            if over_bytes && self.parts.retired.bytes() > 0 {
+                let need = self.state_bytes() + bytes - config.max_state_bytes;
+                self.parts.retired.evict(need);
+                continue;
+            }
+            let batch = self.parts.table.batch();
+            let Some(victim) = self
+                .parts
+                .room
+                .pick(self.parts.table, keep, self.now_ms, batch)
+            else {
+                return Err(if over_series {
+                    RejectReason::ActiveSeriesLimit
+                } else {
+                    RejectReason::MemoryBudget
+                });
+            };
+            leave(self.parts.table, self.parts.retired, victim.slot, false);
+            self.parts.counters.removed(RemovalReason::Evicted);
+        }
+    }
+
+    /// Records that a limit (`reason`) refused a new series of the group in `slot`, and queues
+    /// the group for the next [`Engine::take_events`] (which reports it once).
+    fn mark_limited(&mut self, slot: u32, reason: RejectReason) {
+        let now_ms = self.now_ms;
+        let generation = self.parts.table.generation(slot);
+        let entry = self.parts.table.at_mut(slot);
+        entry.meta.limited = Some((reason, now_ms));
+        let group = GroupRef { slot, generation };
+        self.parts.events.touch(group, &mut entry.meta);
+        self.bound_touched();
+    }
+
+    /// [`Events::bound_touched`] against the table.
+    fn bound_touched(&mut self) {
+        let table = &*self.parts.table;
+        self.parts
+            .events
+            .bound_touched(table.slot_count(), |g| table.get(g).is_some());
+    }
+
+    /// The samples of a series routed to the group in `slot` as `role`. Returns the series'
+    /// position among the group's roles when it has one (its first sample may create it).
+    fn apply_routed(
+        &mut self,
+        slot: u32,
+        mut role: Role,
+        samples: &[Sample],
+        report: &mut IngestReport,
+    ) -> Option<usize> {
+        let config = self.parts.config;
+        let (max_frames, settle) = (config.max_pending_frames.max(1), config.settle_scrapes);
+        let new_role =
+            matches!(role, Role::Key(key) if !self.parts.table.at(slot).group.has_role(key));
+        let no_room = if new_role && !samples.is_empty() {
+            let bytes = self.parts.table.role_bytes();
+            self.make_room(Some(slot), bytes).err()
+        } else {
+            None
+        };
+        let now_ms = self.now_ms;
+        let generation = self.parts.table.generation(slot);
+        let group_ref = GroupRef { slot, generation };
+        if let Some(reason) = no_room {
+            report.reject(reason, samples.len() as u64);
+            self.mark_limited(slot, reason);
+            return None;
+        }
+        let entry = self.parts.table.at_mut(slot);
+        let (group, meta) = (&mut entry.group, &mut entry.meta);
+        group.last_seen_ms = now_ms;
+        let series_before = group.series();
+        let mut newest_here = None;
+        let (mut duplicates, mut out_of_order) = (0, 0);
+        for sample in samples {
+            if sample.value.is_nan() && !is_stale_marker(sample.value) {
+                report.reject(RejectReason::NanValue, 1);
+                continue;
+            }
+            let position = match role {
+                Role::At(position) => position,
+                Role::Key(key) => group.role_position(key, sample.timestamp_ms, settle),
+            };
+            role = Role::At(position);
+            match group.offer(
+                position,
+                sample.timestamp_ms,
+                sample.value,
+                max_frames,
+                settle,
+            ) {
+                Offer::Applied | Offer::Stale => {
+                    report.apply(1);
+                    self.parts.counters.sample_at(sample.timestamp_ms);
+                    if !is_stale_marker(sample.value) {
+                        newest_here = newest_here.max(Some(sample.timestamp_ms));
+                    }
+                }
+                Offer::Duplicate => {
+                    report.reject(RejectReason::DuplicateSample, 1);
+                    duplicates += 1;
+                }
+                Offer::OutOfOrder => {
+                    report.reject(RejectReason::OutOfOrder, 1);
+                    out_of_order += 1;
+                }
+                Offer::FrameEvicted => report.reject(RejectReason::FrameEvicted, 1),
+            }
+        }
+        let added = group.series() - series_before;
+        let events = std::mem::take(&mut group.events);
+        self.parts.counters.absorb(&events);
+        if let Some(ts) = newest_here {
+            meta.applied(ts, now_ms);
+        }
+        for (kind, n) in [duplicates, out_of_order].into_iter().enumerate() {
+            if n > 0 {
+                meta.rejects.record(kind, n, now_ms);
+            }
+        }
+        if events.counter_resets > 0 {
+            meta.counter_resets += events.counter_resets;
+            self.parts.events.push(EngineEvent::CounterReset {
+                labels: group.labels.clone(),
+            });
+        }
+        let all_stale = group.all_stale();
+        self.parts.events.touch(group_ref, meta);
+        if all_stale {
+            self.stale.push(group_ref);
+        }
+        self.parts.table.grew(added);
+        self.bound_touched();
+        match role {
+            Role::At(position) => Some(position),
+            Role::Key(_) => None,
+        }
+    }
+
+    /// Removes the groups whose series all went stale during the batch (and stayed so), keeping
+    /// what they leave for their return among the retired states.
+    fn end(&mut self) {
+        for group in std::mem::take(&mut self.stale) {
+            let gone = self
+                .parts
+                .table
+                .get(group)
+                .is_none_or(|e| !e.group.all_stale());
+            if gone {
+                continue;
+            }
+            if let Some(labels) = leave(self.parts.table, self.parts.retired, group.slot, true) {
+                self.parts.events.push(EngineEvent::GroupRemoved {
+                    labels,
+                    reason: RemovalReason::Stale,
+                });
+                self.parts.counters.removed(RemovalReason::Stale);
+            }
+        }
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A series of a group: by its role, or by its position among the group's roles once it has one.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    /// Its role, new to the group or not.
+    Key(RoleKey),
+    /// Its position ([`crate::group::Group::role_position`]).
+    At(usize),
+}
