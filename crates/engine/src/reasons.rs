@@ -5,9 +5,6 @@
 
 use protocol::LabelError;
 
-#[cfg(doc)]
-use super::api::{EngineConfig, MAX_SERIES_PER_INPUT};
-
 protocol::label_enum! {
 /// Why a received sample was not applied. Each variant is one `reason` label value of
 /// `vllm_corrector_samples_rejected_total`. Invariant: received = applied + Σ rejected.
@@ -24,7 +21,7 @@ pub enum RejectReason {
     /// The sample's timestamp is older than every frame its group still keeps.
     FrameEvicted => "frame_evicted",
     /// A series the engine does not hold yet, refused because it already holds
-    /// [`EngineConfig::max_active_series`] series.
+    /// [`crate::EngineConfig::max_active_series`] series.
     ActiveSeriesLimit => "active_series_limit",
     /// A native histogram sample of a schema other than custom buckets (−53): accepted and
     /// counted, not used.
@@ -42,11 +39,11 @@ pub enum RejectReason {
     /// panic: that request's own accounting is lost with the panic.
     InternalError => "internal_error",
     /// A series the engine does not hold yet, refused because it would take the engine's state past
-    /// [`EngineConfig::max_state_bytes`] once the retired states and the groups that feed no family
+    /// [`crate::EngineConfig::max_state_bytes`] once the retired states and the groups that feed no family
     /// made what room they could.
     MemoryBudget => "memory_budget",
     /// A series new to its group that would give one input of the group more than
-    /// [`MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
+    /// [`crate::MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
     /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
     /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
     TooManyBuckets => "too_many_buckets",
@@ -62,7 +59,7 @@ impl RejectReason {
     /// The configuration field of the limit behind this reason, for a reason that is a limit the
     /// engine enforces on new series: `limits.max_active_series` ([`RejectReason::ActiveSeriesLimit`])
     /// or `limits.max_memory_bytes` ([`RejectReason::MemoryBudget`]: the engine's state share of
-    /// the memory budget, [`EngineConfig::max_state_bytes`]). `None` for every other reason.
+    /// the memory budget, [`crate::EngineConfig::max_state_bytes`]). `None` for every other reason.
     pub fn limit_name(self) -> Option<&'static str> {
         match self {
             RejectReason::ActiveSeriesLimit => Some("limits.max_active_series"),
