@@ -165,10 +165,7 @@ impl Family {
     /// bucket values, so such a family is not exposed as a histogram there (docs/METRICS.md,
     /// "OpenMetrics and fractional buckets").
     pub fn fractional_buckets(self) -> bool {
-        matches!(
-            self.spec().evaluation,
-            super::rules::Evaluation::AcceptanceBuckets
-        )
+        self.spec().fractional_buckets
     }
 
     /// Index into per-family arrays (`[_; FAMILIES]`).

@@ -4,7 +4,7 @@
 //! A frame holds the group's samples that carry one timestamp. Only values of one frame are ever
 //! combined (docs/ENGINE.md, invariant 1). Prometheus shards by series, so one scrape's series arrive in any
 //! order across requests, while each series stays in order: a family is evaluated on the newest frame
-//! that holds every role its [`Plan`] reads, and the acceptance-corrected buckets are recomputed over the
+//! that holds every role its [`Plan`] reads, and the stateful families are recomputed over the
 //! kept frames in timestamp order, so arrival order across series never changes the output.
 
 use std::collections::VecDeque;
@@ -18,17 +18,16 @@ use super::completeness;
 use super::hold::Hold;
 use super::observe::GroupLabels;
 use super::reasons::WithheldReason;
-pub(crate) use super::rules::Committed;
 use super::rules::FAMILIES;
 use super::rules::{Evaluation, Plan, Unplanned, servable};
 use super::values::DerivedValue;
 
-mod acceptance;
+mod accumulator;
 mod frame;
 mod retired;
 mod status;
 
-use acceptance::AcceptanceState;
+use accumulator::Accumulator;
 use frame::{Frame, MASK_ROLES, PlanRoles};
 pub(crate) use retired::Retired;
 
@@ -59,12 +58,15 @@ struct Slot {
     /// Timestamp of the frame `output` was computed from.
     output_ts: Option<i64>,
     /// Why the last evaluation produced no output (`inconsistent_inputs`, or `incomplete` when the
-    /// acceptance-corrected state had nothing to continue from).
+    /// state of a stateful family had nothing to continue from).
     refused: Option<WithheldReason>,
     /// What was last served and the inputs behind it, so `output` never falls without an input
     /// reset ([`super::hold`]). Kept while the family is withheld or has lost an input. Boxed and
     /// created at the first evaluation, so a group that never evaluates pays 8 bytes.
     hold: Option<Box<Hold>>,
+    /// The rule's state, for a stateful family ([`Evaluation::Stateful`]); boxed and created at
+    /// its first evaluation or resume.
+    accumulator: Option<Box<Accumulator>>,
 }
 
 /// What happened to one sample offered to a group.
@@ -141,8 +143,6 @@ pub(crate) struct Group {
     index: HashMap<RoleKey, usize>,
     frames: VecDeque<Frame>,
     slots: [Slot; FAMILIES],
-    /// The acceptance-corrected buckets' state (`rules::Evaluation::AcceptanceBuckets`).
-    acceptance: AcceptanceState,
     pub(crate) events: GroupEvents,
     /// Sample timestamp (ms) at which the learned role set last changed.
     roles_changed_ts: i64,
@@ -178,7 +178,6 @@ impl Group {
             index: HashMap::new(),
             frames: VecDeque::new(),
             slots: Default::default(),
-            acceptance: AcceptanceState::default(),
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
@@ -432,8 +431,10 @@ impl Group {
     fn invalidate_plans(&mut self) {
         for slot in &mut self.slots {
             slot.plan = None;
+            if let Some(accumulator) = &mut slot.accumulator {
+                accumulator.plan_changed();
+            }
         }
-        self.acceptance.plan_changed();
         self.structurally_incomplete = std::cell::OnceCell::new();
     }
 
@@ -489,9 +490,11 @@ impl Group {
             .map(|r| (self.roles[*r].key, self.frames[frame].values[*r]))
             .collect();
         inputs.sort_unstable_by_key(|(role, _)| *role);
+        let slot = &mut self.slots[family.index()];
         let result = match family.spec().evaluation {
             Evaluation::Frame(evaluate) => evaluate(&plan, &self.frames[frame].values),
-            Evaluation::AcceptanceBuckets => self.acceptance.evaluate(
+            Evaluation::Stateful(rule) => slot.accumulator.get_or_insert_default().evaluate(
+                rule,
                 &plan,
                 &roles,
                 &self.frames,
@@ -500,7 +503,6 @@ impl Group {
             ),
         }
         .and_then(|value| servable(value, family.fractional_buckets()));
-        let slot = &mut self.slots[family.index()];
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
         let hold = slot.hold.get_or_insert_with(Box::default);
@@ -516,7 +518,7 @@ impl Group {
         });
     }
 
-    /// Drops the oldest frame; the acceptance-corrected buckets commit it first.
+    /// Drops the oldest frame; the stateful families commit it first.
     fn evict_oldest(&mut self) {
         let Some(oldest) = self.frames.pop_front() else {
             return;
@@ -549,11 +551,15 @@ impl Group {
             self.roles_changed(newest);
         }
         for family in Family::ALL {
-            if !matches!(family.spec().evaluation, Evaluation::AcceptanceBuckets) {
+            let Evaluation::Stateful(rule) = family.spec().evaluation else {
                 continue;
-            }
+            };
             if let Ok((plan, roles)) = plan_of(&mut self.slots, &self.roles, family) {
-                self.acceptance.commit(plan, roles, &oldest);
+                let (plan, roles) = (plan.clone(), roles.clone());
+                let slot = &mut self.slots[family.index()];
+                slot.accumulator
+                    .get_or_insert_default()
+                    .commit(rule, &plan, &roles, &oldest);
             }
         }
     }

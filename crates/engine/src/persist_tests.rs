@@ -61,6 +61,47 @@ fn restored_acceptance_buckets_continue_exactly_as_without_a_restart() {
     );
 }
 
+/// `document` (format 3, [`to_lines`]) as format 2 wrote it: each record's acceptance-corrected
+/// state under `acceptance`, no `states`.
+fn as_format_2(document: &str) -> String {
+    let mut lines = document.lines();
+    let mut out = String::from("{\"version\":2}\n");
+    lines.next();
+    for line in lines {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        let state = record["state"].as_object_mut().unwrap();
+        let mut states = state.remove("states").unwrap();
+        let acceptance = states
+            .as_object_mut()
+            .unwrap()
+            .remove(Family::AcceptanceCorrectedItl.name())
+            .unwrap();
+        assert!(
+            states.as_object().unwrap().is_empty(),
+            "one stateful family"
+        );
+        state.insert("acceptance".to_owned(), acceptance);
+        out.push_str(&record.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn a_state_file_of_format_2_restores_the_acceptance_state() {
+    let scrapes = sequence();
+    let mut uninterrupted = Engine::new(crate::test_support::config());
+    run(&mut uninterrupted, &scrapes);
+    let mut before = Engine::new(crate::test_support::config());
+    run(&mut before, &scrapes[..2]);
+    let old = as_format_2(&to_lines(&before));
+    assert!(old.contains("\"acceptance\":{"), "{old}");
+    let mut after = Engine::new(crate::test_support::config());
+    assert_eq!(from_lines(&mut after, &old, 0).unwrap(), 1);
+    run(&mut after, &scrapes[2..]);
+    assert_eq!(outputs(&after), outputs(&uninterrupted));
+}
+
 #[test]
 fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
     let scrapes = sequence();
@@ -88,15 +129,19 @@ fn retired_states_are_saved_too_and_bad_documents_restore_nothing() {
 
     let mut fresh = Engine::new(crate::test_support::config());
     let (header, record) = document.split_once('\n').expect("a header line");
+    let (version, next_version) = (
+        format!("\"version\":{STATE_FORMAT_VERSION}"),
+        format!("\"version\":{}", STATE_FORMAT_VERSION + 1),
+    );
     for (bad, version) in [
         (String::new(), false),
         (format!("{header}\n{{\"labels\": []}}"), false),
         (document[..document.len() / 2].to_owned(), false),
-        (document.replacen("\"version\":2", "\"version\":3", 1), true),
+        (document.replacen(&version, &next_version, 1), true),
     ] {
         let err = from_lines(&mut fresh, &bad, 0).unwrap_err();
         assert_eq!(
-            matches!(err, StateError::Version { found: 3 }),
+            matches!(err, StateError::Version { found } if found == STATE_FORMAT_VERSION + 1),
             version,
             "{err}"
         );

@@ -308,11 +308,7 @@ pub(crate) fn from_lines(
     let mut lines = text.lines();
     let header: crate::StateHeader =
         serde_json::from_str(lines.next().unwrap_or("")).map_err(corrupt)?;
-    if header.version != crate::STATE_FORMAT_VERSION {
-        return Err(crate::StateError::Version {
-            found: header.version,
-        });
-    }
+    header.check()?;
     let mut n = 0;
     for line in lines {
         let record: crate::StateRecord = serde_json::from_str(line).map_err(corrupt)?;

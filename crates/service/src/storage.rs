@@ -127,13 +127,8 @@ pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfM
             Err(e) => ignored(reason(&e), &e),
         };
     }
-    if header.version != engine::STATE_FORMAT_VERSION {
-        return ignored(
-            "version",
-            &StateError::Version {
-                found: header.version,
-            },
-        );
+    if let Err(e) = header.check() {
+        return ignored("version", &e);
     }
     let (mut restored, mut invalid) = (0, 0);
     for line in lines {

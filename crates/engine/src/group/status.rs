@@ -9,8 +9,8 @@ impl Group {
     /// The input series whose absence withholds `family` ([`WithheldReason::MissingInput`]), or
     /// degrades it ([`Group::degraded`]), named as vLLM exposes it. `None` otherwise.
     pub(crate) fn missing_input(&self, family: Family) -> Option<&'static str> {
-        if self.degraded(family) {
-            return Some(crate::rules::input_name(Input::AcceptedPerPos));
+        if let Some(input) = self.degrading_input(family) {
+            return Some(crate::rules::input_name(input));
         }
         if self.slots[family.index()].output.is_some() {
             return None;
@@ -24,27 +24,24 @@ impl Group {
             .map(crate::rules::input_name)
     }
 
-    /// True when `family` is served in a degraded mode: the acceptance-corrected buckets of a
-    /// group that runs speculative decoding (it sends the drafts or accepted-tokens counter) without
-    /// a contiguous `vllm:spec_decode_num_accepted_tokens_per_pos_total`, so every output of an
-    /// interval gets the one mean weight (up to 38 % off per docs/ACCURACY.md) instead of the
-    /// per-position split. Without speculative decoding the mean weight is exact, and nothing is
-    /// degraded.
+    /// True when `family` is served in a degraded mode, as its rule says
+    /// ([`crate::rules::Spec::degrades`]: for the acceptance-corrected buckets, speculative decoding
+    /// without the accepted-tokens-per-position counter).
     pub(crate) fn degraded(&self, family: Family) -> bool {
+        self.degrading_input(family).is_some()
+    }
+
+    /// The input whose absence degrades `family` while it is served.
+    fn degrading_input(&self, family: Family) -> Option<Input> {
+        let degrades = family.spec().degrades?;
         let slot = &self.slots[family.index()];
-        if !matches!(family.spec().evaluation, Evaluation::AcceptanceBuckets)
-            || slot.output.is_none()
-        {
-            return false;
+        slot.output.as_ref()?;
+        let learned = self.learned();
+        match &slot.plan {
+            Some(Ok(plan)) => degrades(&plan.0, &learned),
+            _ => (family.spec().plan)(&learned)
+                .ok()
+                .and_then(|plan| degrades(&plan, &learned)),
         }
-        let per_position = match &slot.plan {
-            Some(Ok(plan)) => !plan.0.series.is_empty(),
-            _ => !crate::rules::per_pos(&self.learned()).is_empty(),
-        };
-        let speculative = self
-            .roles
-            .iter()
-            .any(|r| !r.stale && matches!(r.key.input, Input::Accepted | Input::Drafts));
-        speculative && !per_position
     }
 }

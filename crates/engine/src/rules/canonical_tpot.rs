@@ -21,6 +21,8 @@ pub(super) const SPEC: Spec = Spec {
     ],
     plan,
     evaluation: Evaluation::Frame(evaluate),
+    fractional_buckets: false,
+    degrades: None,
 };
 
 /// Plan: the request TPOT histogram; scalars `[generation_tokens_bucket{le="1"}]`.

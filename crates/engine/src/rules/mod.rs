@@ -4,18 +4,19 @@
 //! A rule is a [`Spec`]: what the corrected family is (its name, help, type and inputs), how it
 //! decides a [`Plan`] from the roles a group has learned (which of its series it reads), and how
 //! its value comes from the frames the plan reads ([`Evaluation`]): a function of one complete
-//! frame, or, for the acceptance-corrected buckets alone, a state the group advances frame by
-//! frame through [`acceptance_corrected_itl`]'s functions (`super::group`). How the tools show a
-//! family is theirs (`crates/tools/src/presentation.rs`). Semantics: `docs/METRICS.md`, "The
-//! corrected families".
+//! frame, or a state of the rule's own the group advances frame by frame ([`stateful`]). How the
+//! tools show a family is theirs (`crates/tools/src/presentation.rs`). Semantics:
+//! `docs/METRICS.md`, "The corrected families".
 
 mod acceptance;
-pub(crate) mod acceptance_corrected_itl;
+mod acceptance_corrected_itl;
 mod canonical_tpot;
 mod iteration_tokens_local_compute;
+pub(crate) mod stateful;
 mod token_weighted_itl;
 mod tokens_per_output;
 
+#[cfg(test)]
 pub(crate) use acceptance::Committed;
 #[cfg(test)]
 pub(crate) use acceptance::ItlPoint;
@@ -24,6 +25,7 @@ pub(crate) use acceptance::{
     ESTIMATOR, Estimator, acceptance_interval, acceptance_interval_with, interpolate,
     interpolate_from,
 };
+pub(crate) use stateful::{RuleState, StatefulRule};
 
 use crate::classify::{Input, Part, RoleKey};
 use crate::reasons::WithheldReason;
@@ -55,7 +57,18 @@ pub(crate) struct Spec {
     pub(crate) plan: Planner,
     /// How the value comes from the frames the plan reads.
     pub(crate) evaluation: Evaluation,
+    /// True when the family's bucket counts are estimates that may be fractional (token-weighted
+    /// shares of outputs), false when every count is a difference or sum of vLLM's integer
+    /// counters ([`crate::Family::fractional_buckets`]).
+    pub(crate) fractional_buckets: bool,
+    /// When the family, though served, is served in a degraded mode: the input whose absence
+    /// degrades it (`degraded` on `/status` and the API).
+    pub(crate) degrades: Option<Degrades>,
 }
+
+/// The input whose absence degrades a served family, given its plan and the group's learned
+/// roles; `None` when it is served in full.
+pub(crate) type Degrades = fn(&Plan, &[(RoleKey, usize)]) -> Option<Input>;
 
 /// Decides a family's plan from the group's learned (non-stale) roles, `(key, role index)`.
 ///
@@ -115,11 +128,9 @@ pub(crate) enum Evaluation {
     /// reset), called once per completed frame. Errors:
     /// [`WithheldReason::InconsistentInputs`] when the inputs cannot give a valid value.
     Frame(fn(&Plan, &[f64]) -> Result<DerivedValue, WithheldReason>),
-    /// The acceptance-corrected ITL buckets, which depend on earlier frames: each group keeps one
-    /// [`Committed`] state for them, advanced, checked and rendered by the functions of
-    /// [`acceptance_corrected_itl`] (`super::group`'s `AcceptanceState`). Only that family is
-    /// evaluated so.
-    AcceptanceBuckets,
+    /// A value that depends on earlier frames: the rule's own per-group state, advanced by each
+    /// complete frame in timestamp order ([`stateful`]).
+    Stateful(&'static StatefulRule),
 }
 
 /// A histogram's roles: `(le, role)` ascending with the `+Inf` bucket last, plus `_sum` and `_count`.
@@ -272,7 +283,7 @@ pub(crate) fn sum_count(sum: f64, count: f64) -> Result<DerivedValue, WithheldRe
 
 /// A value a family may serve: every number (bucket counts, `_sum`, `_count`) finite and none
 /// negative, and, unless the family's buckets are fractional by design (`fractional_buckets`,
-/// the family's `Family::fractional_buckets`), every bucket count and `_count` an integer. Applied
+/// [`Spec::fractional_buckets`]), every bucket count and `_count` an integer. Applied
 /// to every family's value after its evaluation, so that an infinite input (remote write carries
 /// `±Inf` as readily as any value), inputs that run apart, or a count no vLLM counter can hold
 /// (a fractional `_bucket` or `_count`: OpenMetrics 1.0 requires integer histogram counts, so one
@@ -308,19 +319,8 @@ pub(crate) const REGISTRY: &[Spec] = &[
 /// Number of corrected families: the length of per-family arrays.
 pub const FAMILIES: usize = REGISTRY.len();
 
-// The acceptance-corrected buckets are one family's: each group, the retired states and the state
-// document (`--storage.path`, format version 1) hold one acceptance state per group.
-const _: () = {
-    let (mut i, mut accumulated) = (0, 0);
-    while i < REGISTRY.len() {
-        if matches!(REGISTRY[i].evaluation, Evaluation::AcceptanceBuckets) {
-            accumulated += 1;
-        }
-        i += 1;
-    }
-    assert!(accumulated <= 1, "one family has the acceptance state");
-    assert!(REGISTRY.len() < 64, "a family index fits in a u8");
-};
+// A family index fits in the `u8` of [`crate::Family`].
+const _: () = assert!(REGISTRY.len() < 64, "a family index fits in a u8");
 
 #[cfg(test)]
 #[path = "rules_tests.rs"]

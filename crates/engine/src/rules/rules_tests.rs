@@ -12,7 +12,7 @@ fn evaluate_stateless(
 ) -> Result<DerivedValue, WithheldReason> {
     match family.spec().evaluation {
         Evaluation::Frame(evaluate) => evaluate(plan, values),
-        Evaluation::AcceptanceBuckets => panic!("{family:?} is evaluated from its state"),
+        Evaluation::Stateful(_) => panic!("{family:?} is evaluated from its state"),
     }
 }
 

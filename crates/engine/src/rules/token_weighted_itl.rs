@@ -19,6 +19,8 @@ pub(super) const SPEC: Spec = Spec {
     withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::Frame(evaluate),
+    fractional_buckets: false,
+    degrades: None,
 };
 
 /// Plan: scalars `[ITL _sum, generation tokens, TTFT _count]`.

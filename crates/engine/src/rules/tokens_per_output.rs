@@ -21,6 +21,8 @@ pub(super) const SPEC: Spec = Spec {
     withholds: &[WithheldReason::InconsistentInputs],
     plan,
     evaluation: Evaluation::Frame(evaluate),
+    fractional_buckets: false,
+    degrades: None,
 };
 
 /// Plan: scalars `[generation tokens, TTFT _count, ITL _count]` (the ITL of the new name when

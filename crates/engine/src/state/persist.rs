@@ -1,7 +1,7 @@
 //! What groups would need on their return, as records for `--storage.path` (`docs/RELIABILITY.md`,
-//! "State across restarts"): for every group, live or retired, its acceptance-corrected state
-//! ([`Committed`]) and each family's hold (what was served and the inputs behind it), with the
-//! group's labels and its newest sample time.
+//! "State across restarts"): for every group, live or retired, each stateful family's state (the
+//! acceptance-corrected buckets') and each family's hold (what was served and the inputs behind
+//! it), with the group's labels and its newest sample time.
 //!
 //! The file is JSON lines: a header ([`StateHeader`], the format version), then one
 //! [`StateRecord`] per line, so that it is written a few groups at a time ([`Engine::state_records`]:
@@ -19,11 +19,12 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::group::Retired;
-use crate::rules::Committed;
 
-/// Version of the state file format. A file of another version is ignored (and counted), never
-/// guessed at; format 1 is read too.
-pub const STATE_FORMAT_VERSION: u32 = 2;
+/// Version of the state file format written: 3, each record's rule states by family name. A file
+/// of a version this build does not read is ignored (and counted), never guessed at; formats 1
+/// (one document of acceptance states, [`Engine::restore_state`]) and 2 (records with the
+/// acceptance-corrected state alone) are read too ([`StateHeader::check`]).
+pub const STATE_FORMAT_VERSION: u32 = 3;
 
 /// How far past the receive clock a restored timestamp may be, ms: a day.
 const MAX_FUTURE_MS: i64 = 24 * 3600 * 1000;
@@ -33,6 +34,20 @@ const MAX_FUTURE_MS: i64 = 24 * 3600 * 1000;
 pub struct StateHeader {
     /// [`STATE_FORMAT_VERSION`] of the file.
     pub version: u32,
+}
+
+impl StateHeader {
+    /// Whether the records after this header can be read one by one ([`StateRecord`]): formats 2
+    /// and 3. Format 1 is one document, read by [`Engine::restore_state`].
+    ///
+    /// # Errors
+    /// [`StateError::Version`] for any other version.
+    pub fn check(&self) -> Result<(), StateError> {
+        match self.version {
+            2 | STATE_FORMAT_VERSION => Ok(()),
+            found => Err(StateError::Version { found }),
+        }
+    }
 }
 
 impl Default for StateHeader {
@@ -77,7 +92,7 @@ struct DocumentV1 {
 #[derive(Debug, Deserialize)]
 struct SavedGroupV1 {
     labels: Vec<(String, String)>,
-    acceptance: Committed,
+    acceptance: serde_json::Value,
 }
 
 /// Why a state file, or one of its records, was not restored.
@@ -96,7 +111,7 @@ pub enum StateError {
         why: &'static str,
     },
     /// Written by a version of the format this build does not read.
-    #[error("state format version {found}, this build reads versions 1 and {STATE_FORMAT_VERSION}")]
+    #[error("state format version {found}, this build reads versions 1 to {STATE_FORMAT_VERSION}")]
     Version {
         /// The version in the file.
         found: u32,
@@ -178,15 +193,14 @@ impl Engine {
         let records: Vec<StateRecord> = doc
             .groups
             .into_iter()
-            .map(|g| StateRecord {
-                labels: g.labels,
-                state: Retired {
-                    newest_sample_ms: g.acceptance.ts.unwrap_or(0),
-                    acceptance: Some(g.acceptance),
-                    holds: Default::default(),
-                },
+            .map(|g| {
+                Retired::from_acceptance_v1(g.acceptance).map(|state| StateRecord {
+                    labels: g.labels,
+                    state,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(StateError::Corrupt)?;
         if let Some((record, why)) = records
             .iter()
             .find_map(|r| check_record(r, now_ms).err().map(|why| (r, why)))
@@ -219,22 +233,9 @@ fn check_record(record: &StateRecord, now_ms: i64) -> Result<(), &'static str> {
         return Err("a label the receiver refuses");
     }
     let state = &record.state;
-    if !state.is_valid() {
-        return Err("a non-finite number or an inconsistent shape");
-    }
     if !in_range(state.newest_sample_ms) {
         return Err("newest sample time out of range");
     }
-    if let Some(c) = &state.acceptance {
-        if c.ts.is_some_and(|ts| !in_range(ts)) {
-            return Err("acceptance state time out of range");
-        }
-        if !c.is_non_negative() {
-            return Err("a negative count in the acceptance state");
-        }
-    }
-    if state.holds.iter().flatten().any(|h| !h.is_non_negative()) {
-        return Err("a negative count in a hold");
-    }
+    state.validate(latest)?;
     Ok(())
 }

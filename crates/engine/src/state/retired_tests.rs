@@ -2,7 +2,8 @@
 //! oldest samples leaving first.
 
 use super::*;
-use crate::group::Committed;
+use crate::Family;
+use crate::rules::{Committed, RuleState};
 
 fn labels(engine: &str) -> GroupLabels {
     vec![("engine".to_owned(), engine.to_owned())].into()
@@ -10,13 +11,15 @@ fn labels(engine: &str) -> GroupLabels {
 
 /// A retired state whose newest sample is at `ts` ms, with `buckets` accumulated buckets.
 fn retired(ts: i64, buckets: usize) -> Retired {
+    let mut states: [Option<RuleState>; crate::FAMILIES] = Default::default();
+    states[Family::AcceptanceCorrectedItl.index()] = Some(RuleState::new(Committed {
+        ts: Some(ts),
+        point: None,
+        bounds: vec![0.0; buckets.saturating_sub(1)],
+        acc: vec![0.0; buckets],
+    }));
     Retired {
-        acceptance: Some(Committed {
-            ts: Some(ts),
-            point: None,
-            bounds: vec![0.0; buckets.saturating_sub(1)],
-            acc: vec![0.0; buckets],
-        }),
+        states,
         holds: Default::default(),
         newest_sample_ms: ts,
     }
@@ -41,8 +44,9 @@ fn bytes_count_labels_and_state_and_eviction_drops_the_oldest_samples_first() {
     r.insert(labels("new"), retired(9_000, 100));
     r.insert(labels("mid"), retired(5_000, 100));
     // Per entry: ENTRY_BYTES + labels ("engine" 6 and a 3-letter value, two String headers) + the
-    // state (size_of Retired + 100 + 99 floats) and half as much again.
-    let state = size_of::<Retired>() + (100 + 99) * 8;
+    // state (size_of Retired, the boxed acceptance state and its 100 + 99 floats) and half as much
+    // again.
+    let state = size_of::<Retired>() + size_of::<Committed>() + (100 + 99) * 8;
     let one = ENTRY_BYTES + 6 + 3 + 2 * size_of::<String>() + state * 3 / 2;
     assert_eq!(r.bytes(), 3 * one);
     // Freeing one byte drops one whole entry: the one with the oldest samples.
