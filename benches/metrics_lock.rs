@@ -143,7 +143,7 @@ fn writer_waits(name: &str, state: &AppState, scrapes: usize) {
         });
         while !done.load(Ordering::Acquire) {
             let start = Instant::now();
-            let engine = state.engine.lock().unwrap();
+            let engine = state.core.engine();
             waits.push(start.elapsed());
             drop(engine);
             std::thread::sleep(Duration::from_micros(100));
@@ -186,7 +186,7 @@ fn bench(c: &mut Criterion, name: &str, engine: Engine) {
         b.iter_with_large_drop(|| MetricsChunks::new(&state, Format::Text))
     });
     group.bench_function("stats", |b| {
-        b.iter(|| black_box(state.engine.lock().unwrap().stats()))
+        b.iter(|| black_box(state.core.engine().stats()))
     });
     group.finish();
     writer_waits(name, &state, 20);

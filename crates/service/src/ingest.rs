@@ -29,14 +29,13 @@ mod receiver;
 use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::config::Limits;
-use crate::telemetry::events::EventLog;
+use crate::core::Core;
 use crate::telemetry::{
     InternalEvent, MetadataEntriesDropped, SamplesIngested, SelfMetrics, WritePanicked,
 };
-use engine::{Engine, IngestPolicy, IngestReport, RejectReason, RequestError};
+use engine::{IngestPolicy, IngestReport, RejectReason, RequestError};
 use protocol::{ProtocolError, Version};
 
 pub use engine::{Refusal, Written};
@@ -56,27 +55,6 @@ const MAX_QUOTED_PANIC: usize = 512;
 thread_local! {
     /// Reused decompression buffer of the thread that runs [`receive`].
     static DECODE_BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Where a request goes: the engine (behind the lock every write and scrape shares), the
-/// self-metrics and the event log.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sink<'a> {
-    /// The engine.
-    pub(crate) engine: &'a Mutex<Engine>,
-    /// Self-metrics.
-    pub(crate) metrics: &'a SelfMetrics,
-    /// The rate-limited log of the engine's group events.
-    pub(crate) events: &'a EventLog,
-}
-
-impl Sink<'_> {
-    /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
-    /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
-    /// that request's samples; every later request is applied as usual.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// The settings one request is received under (a reload applies from the next request).
@@ -183,7 +161,7 @@ impl Receipt {
 /// `now_ms` is the receive wall clock (ms since the epoch), for the future-skew limit and the
 /// idle timeout.
 pub(crate) fn receive(
-    sink: Sink<'_>,
+    core: &Core,
     settings: Settings<'_>,
     version: Version,
     body: &[u8],
@@ -191,7 +169,7 @@ pub(crate) fn receive(
 ) -> Receipt {
     let received = panic::catch_unwind(AssertUnwindSafe(|| {
         DECODE_BUFFER.with_borrow_mut(|buffer| {
-            decompress_decode_apply(sink, settings, version, body, now_ms, buffer)
+            decompress_decode_apply(core, settings, version, body, now_ms, buffer)
         })
     }));
     // Also after a panic (the borrow ended while unwinding).
@@ -202,14 +180,14 @@ pub(crate) fn receive(
     });
     received.unwrap_or_else(|payload| {
         let message = panic_message(payload.as_ref());
-        WritePanicked { message: &message }.emit(sink.metrics);
+        WritePanicked { message: &message }.emit(&core.metrics);
         Receipt::refused(IngestError::Panicked(one_line(&message)))
     })
 }
 
 /// The steps of [`receive`], panics not caught.
 fn decompress_decode_apply(
-    sink: Sink<'_>,
+    core: &Core,
     settings: Settings<'_>,
     version: Version,
     body: &[u8],
@@ -231,7 +209,7 @@ fn decompress_decode_apply(
     let mut request = match version.decode_at_most(buffer, max_series) {
         Ok(request) => request,
         Err(ProtocolError::TooManySeries { series, .. }) => {
-            return refuse_whole(sink, version, buffer, series, limits);
+            return refuse_whole(core, version, buffer, series, limits);
         }
         Err(e) => return Receipt::refused(e),
     };
@@ -240,9 +218,9 @@ fn decompress_decode_apply(
             dropped: request.metadata_dropped,
             protocol: version.as_str(),
         }
-        .emit(sink.metrics);
+        .emit(&core.metrics);
     }
-    let samples = Unaccounted::new(sink.metrics, request.sample_count());
+    let samples = Unaccounted::new(&core.metrics, request.sample_count());
     let policy = IngestPolicy {
         labels: &limits.labels,
         label_epoch: settings.label_epoch,
@@ -250,13 +228,13 @@ fn decompress_decode_apply(
         max_decoded_bytes: allowance,
     };
 
-    let mut engine = sink.lock();
+    let mut engine = core.engine();
     #[cfg(test)]
     fail::fail_point!("ingest::engine_locked");
     let applied = engine.apply(&mut request, &policy, now_ms, &samples.count);
     let events = engine.take_events();
     drop(engine);
-    sink.events.log(events, now_ms);
+    core.events.log(events, now_ms);
     let outcome = match applied {
         Ok(outcome) => outcome,
         Err(e) => {
@@ -291,7 +269,7 @@ fn decompress_decode_apply(
 /// A body of `series` series over `limits.max_series_per_request` or over its memory allowance:
 /// refused whole, 413, its samples counted `too_many_series` without decoding it.
 fn refuse_whole(
-    sink: Sink<'_>,
+    core: &Core,
     version: Version,
     buffer: &[u8],
     series: usize,
@@ -303,7 +281,7 @@ fn refuse_whole(
     };
     let mut report = IngestReport::default();
     report.reject(RejectReason::TooManySeries, counts.samples);
-    SamplesIngested { report: &report }.emit(sink.metrics);
+    SamplesIngested { report: &report }.emit(&core.metrics);
     let error = if series > limits.max_series_per_request {
         IngestError::TooManySeries {
             series,

@@ -19,6 +19,7 @@
 //! * [`web`] is `--web.config.file`: TLS, client certificates, basic auth and bearer tokens.
 //! * [`reload`] re-reads both files on SIGHUP and `POST /-/reload`.
 //! * [`telemetry`] holds the self-metrics and the log events; [`storage`] the `--storage.path` file.
+//! * [`core`] is the engine behind its lock with the self-metrics and event log every part shares.
 //! * [`live`] holds the settings a reload swaps; [`clock`] is the service's one wall clock.
 //! * [`run`] starts it all: the `vllm-corrector` binary with no subcommand, and `demo` in-process.
 //!
@@ -27,6 +28,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod core;
 pub mod exposition;
 #[cfg(feature = "fuzzing")]
 pub mod fuzz;

@@ -26,10 +26,9 @@ use axum::http::StatusCode;
 
 use crate::clock::now_ms;
 use crate::config::{Args, Config, ConfigError};
+use crate::core::Core;
 use crate::live::LiveCell;
-use crate::telemetry::SelfMetrics;
 use crate::web::{WebConfigError, WebSettings};
-use engine::Engine;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -61,8 +60,7 @@ impl ReloadError {
 #[derive(Debug)]
 pub(crate) struct Reloader {
     args: Args,
-    engine: Arc<Mutex<Engine>>,
-    metrics: Arc<SelfMetrics>,
+    core: Arc<Core>,
     live: Arc<LiveCell>,
     serial: Mutex<()>,
 }
@@ -70,16 +68,10 @@ pub(crate) struct Reloader {
 impl Reloader {
     /// A reloader for the files named by `args`, acting on the running `engine`'s settings and
     /// swapping `live`; reloads are counted in `metrics`.
-    pub(crate) fn new(
-        args: Args,
-        engine: Arc<Mutex<Engine>>,
-        metrics: Arc<SelfMetrics>,
-        live: Arc<LiveCell>,
-    ) -> Reloader {
+    pub(crate) fn new(args: Args, core: Arc<Core>, live: Arc<LiveCell>) -> Reloader {
         Reloader {
             args,
-            engine,
-            metrics,
+            core,
             live,
             serial: Mutex::new(()),
         }
@@ -94,12 +86,15 @@ impl Reloader {
         let _one_at_a_time = self.serial.lock().unwrap_or_else(PoisonError::into_inner);
         match self.swap() {
             Ok(()) => {
-                self.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
+                self.core
+                    .metrics
+                    .ops
+                    .reload_succeeded(now_ms() as f64 / 1000.0);
                 tracing::info!("configuration reloaded");
                 Ok(())
             }
             Err(error) => {
-                self.metrics.ops.reload_failed();
+                self.core.metrics.ops.reload_failed();
                 tracing::error!(%error, "configuration reload failed; keeping the old configuration");
                 Err(error)
             }
@@ -115,10 +110,7 @@ impl Reloader {
             (false, true) => return Err(ReloadError::TlsToggle("on")),
             _ => {}
         }
-        self.engine
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_config(config.engine);
+        self.core.engine().set_config(config.engine);
         self.live
             .set(current.reloaded(config.limits, Arc::new(web)));
         Ok(())

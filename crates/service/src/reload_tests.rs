@@ -34,8 +34,7 @@ fn service(dir: &Scratch) -> AppState {
     let state = AppState::new(Engine::new(config.engine), config.limits).with_web(web);
     let reloader = Arc::new(Reloader::new(
         args,
-        state.engine.clone(),
-        state.metrics.clone(),
+        state.core.clone(),
         state.live_cell().clone(),
     ));
     state.set_ready(true);

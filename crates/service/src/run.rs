@@ -57,17 +57,20 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
             &storage.path,
             &mut state.lock_engine(),
             now_ms(),
-            &state.metrics,
+            &state.core.metrics,
         );
     }
     let reloader = Arc::new(Reloader::new(
         args,
-        state.engine.clone(),
-        state.metrics.clone(),
+        state.core.clone(),
         state.live_cell().clone(),
     ));
     let state = state.with_reloader(reloader.clone());
-    state.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
+    state
+        .core
+        .metrics
+        .ops
+        .reload_succeeded(now_ms() as f64 / 1000.0);
     let listener = bind(config.listen_address).await?;
     tracing::info!(
         address = %listener.local_addr()?,
@@ -78,7 +81,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     );
     let hangups = reload::spawn_sighup_reloads(reloader);
     let writer = config.storage.clone().map(|storage| {
-        let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
+        let core = state.core.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval_at(
                 tokio::time::Instant::now() + storage.write_interval,
@@ -88,12 +91,11 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
             loop {
                 tick.tick().await;
                 let _logged_and_counted =
-                    crate::storage::save(storage.path.clone(), engine.clone(), metrics.clone())
-                        .await;
+                    crate::storage::save(storage.path.clone(), core.clone()).await;
             }
         })
     });
-    let (engine, metrics) = (state.engine.clone(), state.metrics.clone());
+    let core = state.core.clone();
     let served = serve(listener, state, async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");
@@ -106,7 +108,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     // After the last request: the state written now is the one the next start continues from.
     if let Some(storage) = &config.storage {
         // A failure was logged (and counted) by `save`; "written" only when it was.
-        if crate::storage::save(storage.path.clone(), engine, metrics).await {
+        if crate::storage::save(storage.path.clone(), core).await {
             tracing::info!(path = %crate::storage::state_file(&storage.path).display(), "state written");
         }
     }
@@ -161,8 +163,8 @@ pub async fn serve(
                 let mut engine = sweeper.lock_engine();
                 (engine.sweep_idle(now), engine.take_events())
             };
-            IdleSweep { removed }.emit(&sweeper.metrics);
-            sweeper.event_log.log(events, now);
+            IdleSweep { removed }.emit(&sweeper.core.metrics);
+            sweeper.core.events.log(events, now);
         }
     });
     state.set_ready(true);
@@ -177,7 +179,7 @@ pub async fn serve(
     // Limits are read per connection and TLS settings per handshake, from the settings a reload
     // swaps (`crate::live`).
     let router = app(state.clone());
-    let (live, metrics) = (state.live_cell().clone(), state.metrics.clone());
+    let (live, metrics) = (state.live_cell().clone(), state.core.metrics.clone());
     let limits = {
         let live = live.clone();
         move || live.get().limits

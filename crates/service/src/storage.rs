@@ -10,9 +10,10 @@
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use crate::config::Config;
+use crate::core::Core;
 use crate::telemetry::SelfMetrics;
 use engine::{Engine, StateCursor, StateError, StateHeader, StateRecord};
 
@@ -157,7 +158,7 @@ pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfM
 ///
 /// # Errors
 /// The I/O error of creating, writing, syncing or renaming the file; the old file is then intact.
-pub(crate) fn write_atomically(dir: &Path, engine: &Mutex<Engine>) -> std::io::Result<()> {
+pub(crate) fn write_atomically(dir: &Path, core: &Core) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let path = state_file(dir);
     let tmp = dir.join(format!("{STATE_FILE}.tmp"));
@@ -167,10 +168,7 @@ pub(crate) fn write_atomically(dir: &Path, engine: &Mutex<Engine>) -> std::io::R
         out.write_all(b"\n")?;
         let mut cursor = StateCursor::default();
         while !cursor.is_done() {
-            let records = engine
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .state_records(&mut cursor, CHUNK_GROUPS);
+            let records = core.engine().state_records(&mut cursor, CHUNK_GROUPS);
             for record in &records {
                 serde_json::to_writer(&mut out, record)?;
                 out.write_all(b"\n")?;
@@ -185,14 +183,13 @@ pub(crate) fn write_atomically(dir: &Path, engine: &Mutex<Engine>) -> std::io::R
 /// Writes the engine's state ([`write_atomically`], on a blocking thread); a failure is logged and
 /// counted in `vllm_corrector_state_write_failures_total`. Returns true when the state file was
 /// written.
-pub(crate) async fn save(
-    dir: PathBuf,
-    engine: Arc<Mutex<Engine>>,
-    metrics: Arc<SelfMetrics>,
-) -> bool {
-    let written =
-        tokio::task::spawn_blocking(move || write_atomically(&dir, &engine).map_err(|e| (dir, e)))
-            .await;
+pub(crate) async fn save(dir: PathBuf, core: Arc<Core>) -> bool {
+    let written = {
+        let core = Arc::clone(&core);
+        tokio::task::spawn_blocking(move || write_atomically(&dir, &core).map_err(|e| (dir, e)))
+            .await
+    };
+    let metrics = &core.metrics;
     match written {
         Ok(Ok(())) => true,
         Ok(Err((dir, e))) => {

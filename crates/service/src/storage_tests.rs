@@ -24,22 +24,22 @@ async fn save_says_whether_the_state_file_was_written() {
     // The shutdown log says "state written" only when `save` returns true (run.rs): a path
     // under a regular file cannot be a directory, so that write fails, is counted, and says so.
     let dir = scratch_dir("save");
-    let engine = Arc::new(std::sync::Mutex::new(Engine::new(
+    let core = Arc::new(crate::core::Core::new(Engine::new(
         engine::EngineConfig::default(),
     )));
-    let metrics = Arc::new(SelfMetrics::new());
-    assert!(save(dir.clone(), engine.clone(), metrics.clone()).await);
+    let metrics = &core.metrics;
+    assert!(save(dir.clone(), core.clone()).await);
     assert!(state_file(&dir).is_file());
     assert_eq!(
-        failures(&metrics),
+        failures(metrics),
         "vllm_corrector_state_write_failures_total 0"
     );
 
     let not_a_dir = dir.join("plain-file");
     std::fs::write(&not_a_dir, b"x").expect("write");
-    assert!(!save(not_a_dir.join("state"), engine, metrics.clone()).await);
+    assert!(!save(not_a_dir.join("state"), core.clone()).await);
     assert_eq!(
-        failures(&metrics),
+        failures(metrics),
         "vllm_corrector_state_write_failures_total 1"
     );
     std::fs::remove_dir_all(&dir).expect("clean up");

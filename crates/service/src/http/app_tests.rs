@@ -165,7 +165,7 @@ async fn scrape(state: &AppState, accept: Option<&str>) -> (String, String) {
 
 fn self_metrics_text(state: &AppState) -> String {
     let mut out = String::new();
-    state.metrics.encode_text(&mut out).unwrap();
+    state.core.metrics.encode_text(&mut out).unwrap();
     out
 }
 

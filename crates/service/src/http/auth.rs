@@ -39,7 +39,7 @@ pub(crate) async fn require_auth(
             client,
             path,
         }
-        .emit(&state.metrics);
+        .emit(&state.core.metrics);
         return HttpError::from(error).into_response();
     }
     next.run(request).await

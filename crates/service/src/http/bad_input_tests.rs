@@ -104,7 +104,7 @@ impl Row {
 /// Every `vllm_corrector_*` counter and gauge of the text exposition, by `name{labels}`.
 fn self_metrics(state: &AppState) -> BTreeMap<String, f64> {
     let mut text = String::new();
-    state.metrics.encode_text(&mut text).unwrap();
+    state.core.metrics.encode_text(&mut text).unwrap();
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {

@@ -46,7 +46,7 @@ pub(crate) async fn handle(
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
     let slot = state
         .renders
-        .acquire(RenderKind::Scrape, &state.metrics)
+        .acquire(RenderKind::Scrape, &state.core.metrics)
         .await?;
     let chunks = MetricsChunks::new(&state, format);
     Ok((
@@ -251,7 +251,7 @@ impl Chunks for MetricsChunks {
             }
         }
         let (stats, metadata_families, memory) = self.engine_gauges();
-        let metrics = &self.state.metrics;
+        let metrics = &self.state.core.metrics;
         metrics.observe_engine(&stats, metadata_families);
         metrics.memory.observe(&memory);
         // Writing into a String cannot fail.

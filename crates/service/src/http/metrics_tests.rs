@@ -135,8 +135,8 @@ fn a_scrape_read_slowly_keeps_no_output_the_engine_replaced() {
     // Between two chunks the lock is free: a write replaces the outputs...
     scrape(
         &mut scraped
-            .engine
-            .try_lock()
+            .core
+            .try_engine()
             .expect("no chunk holds the engine lock"),
         2,
     );

@@ -38,7 +38,7 @@ mod panic_tests;
 mod status_tests;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
@@ -53,9 +53,10 @@ use tokio::sync::Semaphore;
 pub(crate) use error::HttpError;
 
 use crate::config::Limits;
+use crate::core::Core;
 use crate::live::{Live, LiveCell, kib};
 use crate::reload::Reloader;
-use crate::telemetry::{HttpResponded, InternalEvent, SelfMetrics};
+use crate::telemetry::{HttpResponded, InternalEvent};
 use crate::web::WebSettings;
 pub(crate) use charge::Charge;
 use engine::Engine;
@@ -67,12 +68,9 @@ pub(crate) const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
 /// Shared state of every handler. Cheap to clone (all `Arc`s).
 #[derive(Debug, Clone)]
 pub struct AppState {
-    /// The engine. Held only for the short synchronous ingest or render; decoding happens outside.
-    pub engine: Arc<Mutex<Engine>>,
-    /// Self-metrics.
-    pub(crate) metrics: Arc<SelfMetrics>,
-    /// The rate-limited log of the engine's group events.
-    pub(crate) event_log: Arc<crate::telemetry::events::EventLog>,
+    /// The engine behind its lock, the self-metrics and the event log. The engine is held only
+    /// for the short synchronous ingest or render; decoding happens outside.
+    pub core: Arc<Core>,
     /// Reloadable settings: limits, request slots, web settings.
     live: Arc<LiveCell>,
     /// How long a request waits for a slot before 503.
@@ -89,9 +87,7 @@ impl AppState {
     /// (plain HTTP, no authentication). Not ready until [`AppState::set_ready`].
     pub fn new(engine: Engine, limits: Limits) -> Self {
         AppState {
-            engine: Arc::new(Mutex::new(engine)),
-            metrics: Arc::new(SelfMetrics::new()),
-            event_log: Arc::default(),
+            core: Arc::new(Core::new(engine)),
             live: Arc::new(LiveCell::new(Live::new(
                 limits,
                 Arc::new(WebSettings::default()),
@@ -100,15 +96,6 @@ impl AppState {
             ready: Arc::new(AtomicBool::new(false)),
             reloader: None,
             renders: renders::RenderSlots::default(),
-        }
-    }
-
-    /// Where remote writes go: the engine, the self-metrics and the event log.
-    pub(crate) fn sink(&self) -> crate::ingest::Sink<'_> {
-        crate::ingest::Sink {
-            engine: &self.engine,
-            metrics: &self.metrics,
-            events: &self.event_log,
         }
     }
 
@@ -172,11 +159,9 @@ impl AppState {
         self.ready.store(ready, Ordering::Release);
     }
 
-    /// Locks the engine. A panic in an earlier holder (a bug, already logged, counted and answered
-    /// 400) does not stop the service: the lock is taken over. The engine may then hold part of
-    /// that request's samples; every later request is applied as usual.
+    /// Locks the engine ([`Core::engine`]).
     pub(crate) fn lock_engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+        self.core.engine()
     }
 }
 
@@ -236,7 +221,7 @@ async fn count_response(State(state): State<AppState>, request: Request, next: N
         handler,
         status: response.status(),
     }
-    .emit(&state.metrics);
+    .emit(&state.core.metrics);
     response
 }
 

@@ -115,7 +115,7 @@ async fn a_panic_after_decoding_is_a_400_counting_its_samples_and_the_next_write
     );
     assert!(text.contains("please report it"), "{text}");
     assert!(
-        state.engine.is_poisoned(),
+        state.core.is_poisoned(),
         "the panic happened under the engine lock"
     );
 
@@ -168,7 +168,7 @@ async fn a_panic_before_decoding_is_a_400_that_cannot_count_samples() {
         text.contains("(injected test panic at ingest::before_decode)"),
         "{text}"
     );
-    assert!(!state.engine.is_poisoned());
+    assert!(!state.core.is_poisoned());
 
     // The same body again (the hook fires once): written and applied.
     let (status, written, text) = send(&state, V2, body).await;

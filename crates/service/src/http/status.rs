@@ -117,7 +117,7 @@ async fn page_of(
     let query = PageQuery::parse(query)?;
     let slot = state
         .renders
-        .acquire(RenderKind::Page, &state.metrics)
+        .acquire(RenderKind::Page, &state.core.metrics)
         .await?;
     let page = snapshot_page(state, &query);
     Ok((query, slot, page))

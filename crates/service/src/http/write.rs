@@ -82,7 +82,7 @@ async fn receive(state: &AppState, request: Request) -> (Written, Result<(), Htt
     .await;
     let (written, result) = result.unwrap_or_else(|error| (Written::default(), Err(error)));
     if let Some(limit) = result.as_ref().err().and_then(HttpError::limit) {
-        RequestLimited { limit }.emit(&state.metrics);
+        RequestLimited { limit }.emit(&state.core.metrics);
     }
     (written, result)
 }
@@ -262,7 +262,7 @@ async fn ingest_body(state: &AppState, admitted: Admitted) -> (Written, Result<(
         // Receive wall clock: the future-skew limit and the idle timeout.
         let now = crate::clock::now_ms();
         let receipt = ingest::receive(
-            worker_state.sink(),
+            &worker_state.core,
             settings,
             version,
             &admitted.body.bytes,

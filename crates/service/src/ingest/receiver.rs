@@ -1,23 +1,20 @@
-//! A receiver without HTTP: an engine behind its lock with the self-metrics and event log
-//! [`super::receive`] reports to, and the settings it runs under. What the unit tests, the fuzz
-//! harnesses, the integration tests, the benchmarks and the profiling example drive; the service
-//! itself receives through `crate::http::write`, with the same [`super::receive`].
+//! A receiver without HTTP: a [`Core`] and the settings it runs under, received into by
+//! [`super::receive`]. What the unit tests, the fuzz harnesses, the integration tests, the
+//! benchmarks and the profiling example drive; the service itself receives through
+//! `crate::http::write`, with the same [`super::receive`].
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
-use super::{Receipt, Settings, Sink, receive};
+use super::{Receipt, Settings, receive};
 use crate::config::Limits;
-use crate::telemetry::SelfMetrics;
-use crate::telemetry::events::EventLog;
+use crate::core::Core;
 use engine::{Engine, EngineConfig};
 use protocol::Version;
 
 /// One engine and what [`receive`] needs beside it.
 #[derive(Debug)]
 pub struct Receiver {
-    engine: Mutex<Engine>,
-    metrics: SelfMetrics,
-    events: EventLog,
+    core: Core,
     /// The limits requests are received under (default: the service's).
     pub limits: Limits,
     /// The label-check epoch requests are received under; raise it with the label limits.
@@ -28,9 +25,7 @@ impl Receiver {
     /// A receiver of an engine with `config`, under the default limits.
     pub fn new(config: EngineConfig) -> Receiver {
         Receiver {
-            engine: Mutex::new(Engine::new(config)),
-            metrics: SelfMetrics::new(),
-            events: EventLog::default(),
+            core: Core::new(Engine::new(config)),
             limits: Limits::default(),
             label_epoch: 0,
         }
@@ -39,16 +34,11 @@ impl Receiver {
     /// [`receive`] of a snappy-compressed `body` of `version` at receive time `now_ms` (ms since
     /// the epoch): what the service's write handler does after it read the body.
     pub fn receive(&self, version: Version, body: &[u8], now_ms: i64) -> Receipt {
-        let sink = Sink {
-            engine: &self.engine,
-            metrics: &self.metrics,
-            events: &self.events,
-        };
         let settings = Settings {
             limits: &self.limits,
             label_epoch: self.label_epoch,
         };
-        receive(sink, settings, version, body, now_ms)
+        receive(&self.core, settings, version, body, now_ms)
     }
 
     /// [`Receiver::receive`] of a decompressed body (compressed here).
@@ -59,10 +49,13 @@ impl Receiver {
         self.receive(version, &body, now_ms)
     }
 
-    /// The engine, locked.
+    /// The engine, locked ([`Core::engine`]).
     pub fn engine(&self) -> MutexGuard<'_, Engine> {
-        self.engine
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.core.engine()
+    }
+
+    /// The core received into.
+    pub fn core(&self) -> &Core {
+        &self.core
     }
 }
