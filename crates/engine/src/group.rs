@@ -114,8 +114,8 @@ fn plan_of<'s>(
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
         (family.spec().plan)(&learned(roles)).map(|p| {
-            let roles = PlanRoles::new(p.roles());
-            Box::new((p, roles))
+            let plan_roles = PlanRoles::new(p.roles(), |r| roles[r].key);
+            Box::new((p, plan_roles))
         })
     });
     match plan {
@@ -160,6 +160,9 @@ pub(crate) struct Group {
     new_role_ts: i64,
     /// Scrapes (new newest frames) since then, for the settling.
     scrapes_since_new_role: u32,
+    /// For each role, the families whose plan reads it (bit [`Family::index`]), decided once per
+    /// role set: a sample offers itself only to those ([`Group::after_insert`]).
+    readers: Option<Vec<u32>>,
     /// [`completeness::check`] failed on the learned role set: decided once per role set (it
     /// cost ~16 000 instructions per group, and every group that took samples is asked after
     /// every request, `Engine::take_events`), cleared with the plans when the role set changes.
@@ -184,6 +187,7 @@ impl Group {
             settling: false,
             new_role_ts: i64::MIN,
             scrapes_since_new_role: 0,
+            readers: None,
             structurally_incomplete: std::cell::OnceCell::new(),
         }
     }
@@ -435,7 +439,28 @@ impl Group {
                 accumulator.plan_changed();
             }
         }
+        self.readers = None;
         self.structurally_incomplete = std::cell::OnceCell::new();
+    }
+
+    /// The families whose plan reads `role` ([`Group::readers`]), planning every family once per
+    /// role set.
+    fn readers_of(&mut self, role: usize) -> u32 {
+        if self.readers.is_none() {
+            let mut readers = vec![0u32; self.roles.len()];
+            for family in Family::ALL {
+                if let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) {
+                    for r in &roles.roles {
+                        readers[*r] |= 1 << family.index();
+                    }
+                }
+            }
+            self.readers = Some(readers);
+        }
+        self.readers
+            .as_ref()
+            .and_then(|r| r.get(role).copied())
+            .unwrap_or(0)
     }
 
     fn learned(&self) -> Vec<(RoleKey, usize)> {
@@ -463,11 +488,15 @@ impl Group {
         if self.settling {
             return;
         }
+        let readers = self.readers_of(role);
         for family in Family::ALL {
+            if readers & (1 << family.index()) == 0 {
+                continue;
+            }
             let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else {
                 continue;
             };
-            if !roles.contains(role) || !self.frames[frame].holds_plan(roles) {
+            if !self.frames[frame].holds_plan(roles) {
                 continue;
             }
             let ts = self.frames[frame].ts;
@@ -479,24 +508,31 @@ impl Group {
     }
 
     fn evaluate(&mut self, family: Family, frame: usize) {
-        let Ok((plan, roles)) = self.plan(family) else {
+        if self.plan(family).is_err() {
+            return;
+        }
+        // The plan is taken out of its slot while the slot changes, and put back: no copy.
+        let Some(Ok(planned)) = self.slots[family.index()].plan.take() else {
             return;
         };
-        let (plan, roles) = (plan.clone(), roles.clone());
+        let (plan, roles) = &*planned;
         let ts = self.frames[frame].ts;
-        let mut inputs: Vec<(RoleKey, f64)> = roles
-            .roles
+        let values = &self.frames[frame].values;
+        let inputs = roles
+            .by_key
             .iter()
-            .map(|r| (self.roles[*r].key, self.frames[frame].values[*r]))
-            .collect();
-        inputs.sort_unstable_by_key(|(role, _)| *role);
+            .map(|r| (self.roles[*r].key, values[*r]));
         let slot = &mut self.slots[family.index()];
+        let hold = slot.hold.get_or_insert_with(Box::default);
+        if hold.observe_inputs(inputs) {
+            self.events.output_resets[family.index()] += 1;
+        }
         let result = match family.spec().evaluation {
-            Evaluation::Frame(evaluate) => evaluate(&plan, &self.frames[frame].values),
+            Evaluation::Frame(evaluate) => evaluate(plan, values),
             Evaluation::Stateful(rule) => slot.accumulator.get_or_insert_default().evaluate(
                 rule,
-                &plan,
-                &roles,
+                plan,
+                roles,
                 &self.frames,
                 frame,
                 &mut self.events.counter_resets,
@@ -506,9 +542,6 @@ impl Group {
         slot.output_ts = Some(ts);
         slot.refused = result.as_ref().err().copied();
         let hold = slot.hold.get_or_insert_with(Box::default);
-        if hold.observe_inputs(inputs) {
-            self.events.output_resets[family.index()] += 1;
-        }
         slot.output = result.ok().map(|value| {
             let (value, held) = hold.apply(ts, value);
             if held {
@@ -516,6 +549,7 @@ impl Group {
             }
             value
         });
+        slot.plan = Some(Ok(planned));
     }
 
     /// Drops the oldest frame; the stateful families commit it first.

@@ -108,16 +108,36 @@ impl Hold {
 
     /// Records that a frame with `inputs` (sorted by role) was evaluated; on an input reset the
     /// floor is dropped and `true` returned. Called for every evaluation, including one whose
-    /// family is withheld.
-    pub(crate) fn observe_inputs(&mut self, inputs: Vec<(RoleKey, f64)>) -> bool {
-        debug_assert!(inputs.windows(2).all(|w| w[0].0 < w[1].0), "sorted inputs");
-        let reset = self.input_reset(&inputs);
+    /// family is withheld. Inputs of the same roles as the last frame's (the steady state) are
+    /// compared and replaced in place.
+    pub(crate) fn observe_inputs(
+        &mut self,
+        inputs: impl ExactSizeIterator<Item = (RoleKey, f64)> + Clone,
+    ) -> bool {
+        let same_roles = inputs.len() == self.inputs.len()
+            && inputs
+                .clone()
+                .zip(&self.inputs)
+                .all(|((a, _), (b, _))| a == *b);
+        let reset = if same_roles {
+            let mut reset = false;
+            for ((_, v), (_, prev)) in inputs.zip(self.inputs.iter_mut()) {
+                reset |= v < *prev;
+                *prev = v;
+            }
+            reset
+        } else {
+            let inputs: Vec<(RoleKey, f64)> = inputs.collect();
+            debug_assert!(inputs.windows(2).all(|w| w[0].0 < w[1].0), "sorted inputs");
+            let reset = self.input_reset(&inputs);
+            self.inputs = inputs;
+            reset
+        };
         if reset {
             self.served = None;
             self.served_ts = None;
             self.floor = None;
         }
-        self.inputs = inputs;
         reset
     }
 
@@ -280,18 +300,28 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_whose_roles_changed_compares_the_roles_it_kept() {
+        let mut hold = Hold::default();
+        assert!(!hold.observe_inputs([(k(0), 10.0), (k(1), 5.0)].into_iter()));
+        // Role 1 gone, role 2 new (lower than anything seen): no reset.
+        assert!(!hold.observe_inputs([(k(0), 12.0), (k(2), 1.0)].into_iter()));
+        // The same roles again: role 0 fell.
+        assert!(hold.observe_inputs([(k(0), 11.0), (k(2), 1.0)].into_iter()));
+    }
+
+    #[test]
     fn an_input_reset_drops_the_floor() {
         let sc = |sum, count| DerivedValue::SumCount { sum, count };
         let mut hold = Hold::default();
-        assert!(!hold.observe_inputs(vec![(k(0), 10.0), (k(1), 5.0)]));
+        assert!(!hold.observe_inputs([(k(0), 10.0), (k(1), 5.0)].into_iter()));
         let _ = hold.apply(1_000, sc(10.0, 5.0));
-        assert!(!hold.observe_inputs(vec![(k(0), 12.0), (k(1), 6.0)]));
+        assert!(!hold.observe_inputs([(k(0), 12.0), (k(1), 6.0)].into_iter()));
         assert_eq!(
             hold.apply(16_000, sc(9.0, 6.0)),
             (Arc::new(sc(10.0, 6.0)), true)
         );
         assert!(
-            hold.observe_inputs(vec![(k(0), 1.0), (k(1), 6.0)]),
+            hold.observe_inputs([(k(0), 1.0), (k(1), 6.0)].into_iter()),
             "role 0 fell"
         );
         assert_eq!(

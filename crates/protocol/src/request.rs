@@ -106,6 +106,9 @@ pub struct PendingLabels<'a> {
     /// walks the message and replaces the key, samples, histograms and exemplars with what the walk
     /// finds (docs/REMOTE-WRITE.md, "The canonical `TimeSeries`, and the provisional key").
     pub(crate) provisional: bool,
+    /// Where the leading run of label fields ends, when the message was walked and every label
+    /// field is in that run (`key` is its key): resolving reads only those bytes. 0 otherwise.
+    pub(crate) labels_end: u32,
 }
 
 impl<'a> SeriesLabels<'a> {

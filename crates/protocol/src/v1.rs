@@ -157,16 +157,24 @@ fn decode_series<'a>(buf: &'a [u8], series: &mut SeriesRef<'a>) -> Result<(), Pr
             message: buf,
             key: Some(SeriesKey::of(&buf[..end])),
             provisional: true,
+            labels_end: 0,
         });
         return Ok(());
     }
-    let key = walk_series_into(buf, series)?;
-    series.labels = SeriesLabels::Pending(PendingLabels {
-        message: buf,
-        key,
-        provisional: false,
-    });
+    let run_end = walk_series(buf, None, Some(series))?;
+    series.labels = SeriesLabels::Pending(pending_after_walk(buf, run_end));
     Ok(())
+}
+
+/// The pending labels of the `TimeSeries` message `buf`, walked: the leading run of label fields
+/// ends at `run_end` when every label field is in it.
+fn pending_after_walk(buf: &[u8], run_end: Option<usize>) -> PendingLabels<'_> {
+    PendingLabels {
+        message: buf,
+        key: run_end.map(|end| SeriesKey::of(&buf[..end])),
+        provisional: false,
+        labels_end: run_end.and_then(|end| u32::try_from(end).ok()).unwrap_or(0),
+    }
 }
 
 /// Walks the `TimeSeries` message `buf`: its samples, histograms and exemplars into `series`
@@ -232,21 +240,8 @@ fn tail_sample(m: &[u8]) -> Option<Sample> {
     }
 }
 
-/// The labels of the `TimeSeries` message `buf`, decoded exactly as the protobuf message defines
-/// them (wire order; a `Label` field repeated keeps its last value), pushed onto `labels`. On error
-/// some may have been pushed (the caller truncates).
-pub(crate) fn decode_labels_of<'a>(
-    buf: &'a [u8],
-    scratch: &mut LabelScratch,
-    labels: &mut Vec<Label<'a>>,
-) -> Result<(), ProtocolError> {
-    let spans = &mut scratch.spans;
-    spans.clear();
-    walk_series(buf, Some(spans), None).and_then(|_| labels_of(buf, spans, labels))
-}
-
 /// The one walk over a `TimeSeries` message (fields 1 labels, 2 samples, 3 exemplars, 4
-/// histograms) behind [`decode_series`], [`walk_series_into`] and [`decode_labels_of`]: the
+/// histograms) behind [`decode_series`], [`walk_series_into`] and [`WriteRequestRef::resolve`]: the
 /// same framing checks and errors in each. With `spans`, each label's name and value ranges are
 /// pushed (in wire order); with `series`, its samples, histograms and exemplar count are decoded
 /// into it; without either, only the framing is read. Returns the end of the leading run of label
@@ -578,16 +573,27 @@ impl WriteRequestRef<'_> {
         let SeriesLabels::Pending(pending) = series.labels else {
             return Ok(());
         };
+        // One walk: a provisional series is walked once for its samples and its label spans
+        // together; a walked one whose labels lead reads only their bytes again.
+        let message = pending.message;
+        let spans = &mut scratch.spans;
+        spans.clear();
         let key = if pending.provisional {
             series.samples.clear();
             series.histograms.clear();
             series.exemplars = 0;
-            walk_series_into(pending.message, series)?
+            let run_end = walk_series(message, Some(spans), Some(series))?;
+            run_end.map(|end| SeriesKey::of(&message[..end]))
         } else {
+            let labels = match pending.labels_end as usize {
+                0 => message,
+                end => &message[..end],
+            };
+            walk_series(labels, Some(spans), None)?;
             pending.key
         };
         let start = self.labels.len();
-        if let Err(e) = decode_labels_of(pending.message, scratch, &mut self.labels) {
+        if let Err(e) = labels_of(message, &scratch.spans, &mut self.labels) {
             self.labels.truncate(start);
             return Err(e);
         }
@@ -626,12 +632,8 @@ impl WriteRequestRef<'_> {
                 series.samples.clear();
                 series.histograms.clear();
                 series.exemplars = 0;
-                let key = walk_series_into(message, series)?;
-                series.labels = SeriesLabels::Pending(PendingLabels {
-                    message,
-                    key,
-                    provisional: false,
-                });
+                let run_end = walk_series(message, None, Some(series))?;
+                series.labels = SeriesLabels::Pending(pending_after_walk(message, run_end));
             }
         }
         Ok(())

@@ -49,26 +49,25 @@ impl Frame {
     }
 }
 
-/// The roles a plan reads, as a list and (when they fit) as a mask.
+/// The roles a plan reads, as a list and (when they fit) as a mask, and in the order of their
+/// role keys (what the output hold compares, `crate::hold`).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PlanRoles {
     pub(crate) roles: Vec<usize>,
     mask: Option<RoleMask>,
+    /// `roles`, sorted by the role key of each.
+    pub(crate) by_key: Vec<usize>,
 }
 
 impl PlanRoles {
-    pub(crate) fn new(roles: Vec<usize>) -> PlanRoles {
+    /// The roles `roles` of a plan, whose keys `key` gives.
+    pub(crate) fn new<K: Ord>(roles: Vec<usize>, key: impl Fn(usize) -> K) -> PlanRoles {
+        let mut by_key = roles.clone();
+        by_key.sort_by_key(|r| key(*r));
         PlanRoles {
             mask: mask_of(&roles),
             roles,
-        }
-    }
-
-    pub(crate) fn contains(&self, role: usize) -> bool {
-        match self.mask {
-            Some(mask) if role < MASK_ROLES => mask & (1 << role) != 0,
-            Some(_) => false,
-            None => self.roles.contains(&role),
+            by_key,
         }
     }
 }

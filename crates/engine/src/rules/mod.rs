@@ -319,8 +319,11 @@ pub(crate) const REGISTRY: &[Spec] = &[
 /// Number of corrected families: the length of per-family arrays.
 pub const FAMILIES: usize = REGISTRY.len();
 
-// A family index fits in the `u8` of [`crate::Family`].
-const _: () = assert!(REGISTRY.len() < 64, "a family index fits in a u8");
+// A family index fits in the `u8` of [`crate::Family`] and a bit of a group's `u32` reader masks.
+const _: () = assert!(
+    REGISTRY.len() <= 32,
+    "a family index fits a u32 mask (group readers)"
+);
 
 #[cfg(test)]
 #[path = "rules_tests.rs"]

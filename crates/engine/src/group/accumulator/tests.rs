@@ -83,7 +83,7 @@ fn plan() -> (Plan, PlanRoles) {
         scalars: vec![0],
         series: Vec::new(),
     };
-    (plan, PlanRoles::new(vec![0]))
+    (plan, PlanRoles::new(vec![0], |r| r))
 }
 
 fn frame(ts: i64, v: f64) -> Frame {
