@@ -11,6 +11,7 @@
 #[cfg(any(test, feature = "encode"))]
 pub mod encode;
 mod error;
+pub mod float;
 pub mod histogram;
 mod key;
 pub mod labels;
