@@ -180,8 +180,8 @@ impl SelfMetrics {
         let build_info: MetricFamily<Label2, Gauge> = MetricFamily::default();
         build_info
             .get_or_create(&[
-                ("commit", env!("VLLM_CORRECTOR_GIT_COMMIT")),
-                ("version", env!("CARGO_PKG_VERSION")),
+                ("commit", crate::COMMIT),
+                ("version", protocol::VERSION),
             ])
             .set(1);
 

@@ -176,7 +176,7 @@ fn build_info_carries_the_commit_the_landing_page_shows() {
     let commit = env!("VLLM_CORRECTOR_GIT_COMMIT");
     assert!(!commit.is_empty());
     assert!(
-        crate::http::status::version_text().ends_with(&format!("(commit {commit})")),
+        crate::VERSION.ends_with(&format!("(commit {commit})")),
         "the landing page's commit"
     );
     let line = format!("vllm_corrector_build_info{{commit=\"{commit}\",version=\"0.1.0\"}} 1");
