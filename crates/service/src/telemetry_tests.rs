@@ -192,7 +192,7 @@ fn http_responses_are_counted_by_handler_and_code() {
         axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
     ] {
         HttpResponded {
-            handler: "/api/v1/write",
+            handler: "/api/v1/write".into(),
             status,
         }
         .emit(&m);

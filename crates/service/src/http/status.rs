@@ -106,10 +106,7 @@ async fn page_of(
     query: Option<&str>,
 ) -> Result<(PageQuery, Slot, GroupsPage), HttpError> {
     let query = PageQuery::parse(query)?;
-    let slot = state
-        .renders
-        .acquire(RenderKind::Page, &state.metrics)
-        .await?;
+    let slot = state.renders.acquire(RenderKind::Page).await?;
     let page = snapshot_page(state, &query);
     Ok((query, slot, page))
 }
