@@ -4,17 +4,15 @@
 //! applies from the next request on; a refusal is counted in
 //! `vllm_corrector_auth_failures_total{reason}` and answered by [`HttpError::Auth`].
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::extract::{ConnectInfo, Request};
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
-use tower::{Layer, Service, ServiceExt};
+use axum::response::IntoResponse;
+use tower::ServiceExt;
 
 use super::HttpError;
-use super::layer::{Step, live_of, take_ready};
+use super::layer::{Handle, Inner, Step, layers, live_of, take_ready};
 use crate::live::LiveCell;
 use crate::telemetry::{AuthRefused, InternalEvent, SelfMetrics};
 use crate::web::auth::OPEN_PATHS;
@@ -29,44 +27,18 @@ pub(crate) struct RequireAuth {
     pub(crate) metrics: Arc<SelfMetrics>,
 }
 
-impl<S> Layer<S> for RequireAuth {
-    type Service = RequireAuthService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RequireAuthService {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// The service of [`RequireAuth`].
-#[derive(Debug, Clone)]
-pub(crate) struct RequireAuthService<S> {
-    inner: S,
-    layer: RequireAuth,
-}
-
-impl<S> Service<Request> for RequireAuthService<S>
+impl<S: Inner<Request>> Handle<Request, S> for RequireAuth
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let live = live_of(request.extensions(), &self.layer.live);
+    fn handle(&self, inner: &mut S, request: Request) -> Step<S::Future> {
+        let live = live_of(request.extensions(), &self.live);
         if !live.web.authenticates() || OPEN_PATHS.contains(&request.uri().path()) {
-            return Step::inner(self.inner.call(request));
+            return Step::inner(inner.call(request));
         }
-        let inner = take_ready(&mut self.inner);
-        let metrics = Arc::clone(&self.layer.metrics);
+        let (inner, metrics) = (take_ready(inner), Arc::clone(&self.metrics));
         Step::waiting(async move {
             let peer = request
                 .extensions()
@@ -95,43 +67,18 @@ pub(crate) struct AddHeaders {
     pub(crate) live: Arc<LiveCell>,
 }
 
-impl<S> Layer<S> for AddHeaders {
-    type Service = AddHeadersService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        AddHeadersService {
-            inner,
-            live: Arc::clone(&self.live),
-        }
-    }
-}
-
-/// The service of [`AddHeaders`].
-#[derive(Debug, Clone)]
-pub(crate) struct AddHeadersService<S> {
-    inner: S,
-    live: Arc<LiveCell>,
-}
-
-impl<S> Service<Request> for AddHeadersService<S>
+impl<S: Inner<Request>> Handle<Request, S> for AddHeaders
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn handle(&self, inner: &mut S, request: Request) -> Step<S::Future> {
         let live = live_of(request.extensions(), &self.live);
         if live.web.headers.is_empty() {
-            return Step::inner(self.inner.call(request));
+            return Step::inner(inner.call(request));
         }
-        let inner = take_ready(&mut self.inner);
+        let inner = take_ready(inner);
         Step::waiting(async move {
             let mut response = inner.oneshot(request).await?;
             for (name, value) in &live.web.headers {
@@ -141,3 +88,5 @@ where
         })
     }
 }
+
+layers!(RequireAuth, AddHeaders);

@@ -1,11 +1,12 @@
-//! What the layers of [`super::app`] share: the future each returns ([`Step`]), and the two layers
-//! every route goes through first ([`ReadLive`], [`CountResponses`]).
+//! How the layers of [`super::app`] are written, and the two every route goes through first
+//! ([`ReadLive`], [`CountResponses`]).
 //!
-//! A layer is a [`tower::Layer`] whose service answers a refusal itself (an [`HttpError`] response)
-//! or calls the next service. Most answer without waiting, so their future is the next service's
-//! ([`Step::Inner`]) or their own answer ([`Step::Answered`]): no allocation on the way. Only a step
-//! that must wait (a body being read, a slot or a charge not free at once, a credentials check) boxes
-//! its future ([`Step::Waiting`]).
+//! A layer is a [`Handle`]: given a request, it answers it itself (a refusal, an [`HttpError`]
+//! response) or passes it, perhaps changed, to the next service. [`layers!`] makes it a
+//! [`tower::Layer`] whose service is [`Layered`]. Most steps answer without waiting, so their
+//! future is the next service's ([`Step::Inner`]) or their own answer ([`Step::Answered`]): no
+//! allocation on the way. Only a step that must wait (a body being read, a slot or a charge not
+//! free at once, a credentials check) boxes its future ([`Step::Waiting`]).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -73,8 +74,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for Step<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            // Polled once: a second poll after `Ready` breaks the `Future` contract, and gets an
-            // empty 200 rather than a panic.
+            // A poll after `Ready` breaks the `Future` contract; it gets an empty 200, not a panic.
             StepProj::Answered { response } => Poll::Ready(Ok(response.take().unwrap_or_default())),
             StepProj::Inner { future } => future.poll(cx),
             StepProj::Waiting { future } => future.as_mut().poll(cx),
@@ -98,6 +98,75 @@ pub(crate) fn live_of(extensions: &Extensions, cell: &LiveCell) -> Arc<Live> {
         .unwrap_or_else(|| cell.get())
 }
 
+/// The service after a layer: a tower service of requests `R`, answering with a [`Response`] and
+/// never failing (every refusal is a response), cheap to clone. A [`Handle`] that waits also needs
+/// its future to be `Send`.
+pub(crate) trait Inner<R>:
+    Service<R, Response = Response, Error = Infallible> + Clone + Send + 'static
+{
+}
+
+impl<R, S> Inner<R> for S where
+    S: Service<R, Response = Response, Error = Infallible> + Clone + Send + 'static
+{
+}
+
+/// One layer's step: what it does with a request `R` before the next service `S`.
+pub(crate) trait Handle<R, S: Service<Self::Next>> {
+    /// The request the next service takes (`R` itself, or `R` with its body read or bounded).
+    type Next;
+
+    /// Answers `request`, or passes it on to `inner`, which its caller made ready: at once, or
+    /// from a future that first waits ([`take_ready`] then gives it the service to call).
+    fn handle(&self, inner: &mut S, request: R) -> Step<S::Future>;
+}
+
+/// The service of a [`Handle`] `H` before the next service `S`.
+#[derive(Debug, Clone)]
+pub(crate) struct Layered<H, S> {
+    handle: H,
+    inner: S,
+}
+
+impl<H, S> Layered<H, S> {
+    /// `handle` before `inner`.
+    pub(crate) fn new(handle: H, inner: S) -> Self {
+        Layered { handle, inner }
+    }
+}
+
+impl<H, S, R> Service<R> for Layered<H, S>
+where
+    H: Handle<R, S>,
+    S: Service<H::Next, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Step<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        self.handle.handle(&mut self.inner, request)
+    }
+}
+
+/// Makes each [`Handle`] named a [`tower::Layer`] whose service is [`Layered`].
+macro_rules! layers {
+    ($($handle:ty),+ $(,)?) => {$(
+        impl<S> tower::Layer<S> for $handle {
+            type Service = $crate::http::layer::Layered<$handle, S>;
+
+            fn layer(&self, inner: S) -> Self::Service {
+                $crate::http::layer::Layered::new(self.clone(), inner)
+            }
+        }
+    )+};
+}
+pub(crate) use layers;
+
 /// Layer: reads the reloadable settings once per request, into its extensions (`Arc<Live>`), so
 /// that every later step sees the limits and the web settings of one load (a reload applies from
 /// the next request on).
@@ -106,38 +175,19 @@ pub(crate) struct ReadLive {
     pub(crate) cell: Arc<LiveCell>,
 }
 
-impl<S> Layer<S> for ReadLive {
-    type Service = ReadLiveService<S>;
+impl<S: Inner<Request>> Handle<Request, S> for ReadLive
+where
+    S::Future: Send,
+{
+    type Next = Request;
 
-    fn layer(&self, inner: S) -> Self::Service {
-        ReadLiveService {
-            inner,
-            cell: Arc::clone(&self.cell),
-        }
-    }
-}
-
-/// The service of [`ReadLive`].
-#[derive(Debug, Clone)]
-pub(crate) struct ReadLiveService<S> {
-    inner: S,
-    cell: Arc<LiveCell>,
-}
-
-impl<S: Service<Request>> Service<Request> for ReadLiveService<S> {
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
+    fn handle(&self, inner: &mut S, mut request: Request) -> Step<S::Future> {
         request.extensions_mut().insert(self.cell.get());
-        self.inner.call(request)
+        Step::inner(inner.call(request))
     }
 }
+
+layers!(ReadLive);
 
 /// Layer: counts every response in `vllm_corrector_http_requests_total{handler,code}`, `handler`
 /// being the route that matched (axum's [`MatchedPath`]) or `other`, and a refusal by a

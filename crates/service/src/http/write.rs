@@ -28,9 +28,9 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
-use tower::{Layer, Service, ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceBuilder, ServiceExt};
 
-use super::layer::{Step, take_ready};
+use super::layer::{Handle, Inner, Step, layers, take_ready};
 use super::negotiate::{self, WriteProtocol};
 use super::{AppState, HttpError};
 use crate::ingest::{self, Receipt, Settings, Written};
@@ -79,38 +79,17 @@ pub(super) fn route(state: &AppState) -> MethodRouter<AppState> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WrittenHeaders;
 
-impl<S> Layer<S> for WrittenHeaders {
-    type Service = WrittenHeadersService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        WrittenHeadersService { inner }
-    }
-}
-
-/// The service of [`WrittenHeaders`].
-#[derive(Debug, Clone)]
-pub(crate) struct WrittenHeadersService<S> {
-    inner: S,
-}
-
-impl<S> Service<Request> for WrittenHeadersService<S>
+impl<S: Inner<Request>> Handle<Request, S> for WrittenHeaders
 where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn handle(&self, inner: &mut S, request: Request) -> Step<S::Future> {
         if !negotiate::declares_rw2(request.headers()) {
-            return Step::inner(self.inner.call(request));
+            return Step::inner(inner.call(request));
         }
-        let inner = take_ready(&mut self.inner);
+        let inner = take_ready(inner);
         Step::waiting(async move {
             let mut response = inner.oneshot(request).await?;
             let written = response
@@ -135,42 +114,24 @@ where
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Negotiate;
 
-impl<S> Layer<S> for Negotiate {
-    type Service = NegotiateService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        NegotiateService { inner }
-    }
-}
-
-/// The service of [`Negotiate`].
-#[derive(Debug, Clone)]
-pub(crate) struct NegotiateService<S> {
-    inner: S,
-}
-
-impl<S> Service<Request> for NegotiateService<S>
+impl<S: Inner<Request>> Handle<Request, S> for Negotiate
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request) -> Self::Future {
+    fn handle(&self, inner: &mut S, mut request: Request) -> Step<S::Future> {
         match negotiate::write_protocol(request.headers()) {
             Ok(protocol) => {
                 request.extensions_mut().insert(protocol);
-                Step::inner(self.inner.call(request))
+                Step::inner(inner.call(request))
             }
             Err(error) => Step::refused(error),
         }
     }
 }
+
+layers!(WrittenHeaders, Negotiate);
 
 /// The last step: [`ingest::receive`] of an admitted body, on the async worker for a request as
 /// senders cut them and on the blocking pool for a large one; 204, or the ingest's refusal. The

@@ -5,17 +5,15 @@
 //! Prometheus' remote-write client, so a sender never times out on a queue. What they take is kept
 //! in the request's [`WriteBody`] and released when the engine is done with it.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
-use tower::{Layer, Service, ServiceExt};
+use axum::response::IntoResponse;
+use tower::ServiceExt;
 
 use super::super::HttpError;
-use super::super::layer::{Step, take_ready};
+use super::super::layer::{Handle, Inner, Step, layers, take_ready};
 use super::body::WriteBody;
 
 /// Layer: a free request slot now, else the first to free within `wait`; 503
@@ -25,47 +23,19 @@ pub(crate) struct Slot {
     pub(crate) wait: Duration,
 }
 
-impl<S> Layer<S> for Slot {
-    type Service = SlotService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        SlotService {
-            inner,
-            wait: self.wait,
-        }
-    }
-}
-
-/// The service of [`Slot`].
-#[derive(Debug, Clone)]
-pub(crate) struct SlotService<S> {
-    inner: S,
-    wait: Duration,
-}
-
-impl<S> Service<Request<WriteBody>> for SlotService<S>
+impl<S: Inner<Request<WriteBody>>> Handle<Request<WriteBody>, S> for Slot
 where
-    S: Service<Request<WriteBody>, Response = Response, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request<WriteBody>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<WriteBody>) -> Self::Future {
+    fn handle(&self, inner: &mut S, mut request: Request<WriteBody>) -> Step<S::Future> {
         let slots = Arc::clone(&request.body().live.permits);
         if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
             request.body_mut().slot = Some(slot);
-            return Step::inner(self.inner.call(request));
+            return Step::inner(inner.call(request));
         }
-        let (inner, wait) = (take_ready(&mut self.inner), self.wait);
+        let (inner, wait) = (take_ready(inner), self.wait);
         Step::waiting(async move {
             match tokio::time::timeout(wait, slots.acquire_owned()).await {
                 Ok(Ok(slot)) => {
@@ -88,50 +58,22 @@ pub(crate) struct DecodeCharge {
     pub(crate) wait: Duration,
 }
 
-impl<S> Layer<S> for DecodeCharge {
-    type Service = DecodeChargeService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        DecodeChargeService {
-            inner,
-            wait: self.wait,
-        }
-    }
-}
-
-/// The service of [`DecodeCharge`].
-#[derive(Debug, Clone)]
-pub(crate) struct DecodeChargeService<S> {
-    inner: S,
-    wait: Duration,
-}
-
-impl<S> Service<Request<WriteBody>> for DecodeChargeService<S>
+impl<S: Inner<Request<WriteBody>>> Handle<Request<WriteBody>, S> for DecodeCharge
 where
-    S: Service<Request<WriteBody>, Response = Response, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request<WriteBody>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: Request<WriteBody>) -> Self::Future {
+    fn handle(&self, inner: &mut S, mut request: Request<WriteBody>) -> Step<S::Future> {
         let body = request.body_mut();
         body.decoded = snap::raw::decompress_len(&body.bytes)
             .unwrap_or(0)
             .min(body.live.limits.max_decoded_bytes);
         let wanted = body.charge.bytes() + crate::config::decode_charge(body.decoded);
         if body.charge.try_grow_to(wanted) {
-            return Step::inner(self.inner.call(request));
+            return Step::inner(inner.call(request));
         }
-        let (inner, wait) = (take_ready(&mut self.inner), self.wait);
+        let (inner, wait) = (take_ready(inner), self.wait);
         Step::waiting(async move {
             if request.body_mut().charge.grow_to(wanted, wait).await {
                 inner.oneshot(request).await
@@ -141,3 +83,5 @@ where
         })
     }
 }
+
+layers!(Slot, DecodeCharge);

@@ -3,20 +3,18 @@
 //! no request slot and only the bytes it sent, so slow or stalled senders cannot starve the others
 //! (docs/RELIABILITY.md, "The memory budget").
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::header;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio::sync::OwnedSemaphorePermit;
-use tower::{Layer, Service, ServiceExt};
+use tower::ServiceExt;
 use tower_http::timeout::{DeadlineBody, TimeoutError};
 
-use super::super::layer::{Step, live_of, take_ready};
+use super::super::layer::{Handle, Inner, Step, layers, live_of, take_ready};
 use super::super::{Charge, HttpError};
 use crate::live::{Live, LiveCell};
 
@@ -38,37 +36,13 @@ pub(crate) struct Capped {
     body: DeadlineBody<Limited<Body>>,
 }
 
-impl<S> Layer<S> for BodyLimit {
-    type Service = BodyLimitService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        BodyLimitService {
-            inner,
-            live: Arc::clone(&self.live),
-        }
-    }
-}
-
-/// The service of [`BodyLimit`].
-#[derive(Debug, Clone)]
-pub(crate) struct BodyLimitService<S> {
-    inner: S,
-    live: Arc<LiveCell>,
-}
-
-impl<S> Service<Request> for BodyLimitService<S>
+impl<S: Inner<Request<Capped>>> Handle<Request, S> for BodyLimit
 where
-    S: Service<Request<Capped>, Response = Response, Error = Infallible>,
+    S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request<Capped>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn handle(&self, inner: &mut S, request: Request) -> Step<S::Future> {
         let live = live_of(request.extensions(), &self.live);
         let (limit, timeout) = (live.limits.max_body_bytes, live.limits.request_body_timeout);
         let announced = request
@@ -83,7 +57,7 @@ where
             announced,
             body: DeadlineBody::new(timeout, Limited::new(body, limit)),
         });
-        Step::inner(self.inner.call(request))
+        Step::inner(inner.call(request))
     }
 }
 
@@ -111,38 +85,14 @@ pub(crate) struct WriteBody {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Buffer;
 
-impl<S> Layer<S> for Buffer {
-    type Service = BufferService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        BufferService { inner }
-    }
-}
-
-/// The service of [`Buffer`].
-#[derive(Debug, Clone)]
-pub(crate) struct BufferService<S> {
-    inner: S,
-}
-
-impl<S> Service<Request<Capped>> for BufferService<S>
+impl<S: Inner<Request<WriteBody>>> Handle<Request<Capped>, S> for Buffer
 where
-    S: Service<Request<WriteBody>, Response = Response, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
     S::Future: Send,
 {
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Step<S::Future>;
+    type Next = Request<WriteBody>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<Capped>) -> Self::Future {
-        let inner = take_ready(&mut self.inner);
+    fn handle(&self, inner: &mut S, request: Request<Capped>) -> Step<S::Future> {
+        let inner = take_ready(inner);
         Step::waiting(async move {
             let (parts, capped) = request.into_parts();
             match read(capped).await {
@@ -152,6 +102,8 @@ where
         })
     }
 }
+
+layers!(BodyLimit, Buffer);
 
 /// Reads a capped body whole, charging its buffer to the in-flight budget as it grows ([`grow`]).
 /// A body that arrives as one frame (a sender's batch on a fast link) is kept as that frame,
