@@ -14,7 +14,7 @@
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
 //! authentication, every route but `/-/healthy` and `/-/ready` requires it
-//! ([`auth`], [`crate::web::auth`]). The layers every request goes through are listed on [`app`].
+//! ([`auth`], [`crate::web::auth`]). The layers every request goes through are listed on `app`.
 
 pub(crate) mod auth;
 mod charge;
