@@ -25,7 +25,7 @@ use tools::{demo, inspect};
 #[derive(Debug, Parser)]
 #[command(
     name = "vllm-corrector",
-    version = VERSION,
+    version = VERSION.as_str(),
     about,
     propagate_version = true,
     args_conflicts_with_subcommands = true

@@ -89,13 +89,9 @@ impl SeriesTemplate {
     }
 }
 
-/// Python `repr` of a bound, as vLLM prints `le` (`0.01`, `1.0`, `+Inf`).
+/// A bound as vLLM prints `le` (`0.01`, `1.0`, `+Inf`).
 fn le_text(le: f64) -> String {
-    if le.is_infinite() {
-        "+Inf".to_owned()
-    } else {
-        format!("{le:?}")
-    }
+    protocol::float::format_le(le)
 }
 
 struct PodLabels<'a> {

@@ -1,5 +1,5 @@
-//! Sets `VLLM_CORRECTOR_GIT_COMMIT` for [`VERSION`](crates/service/src/lib.rs): `--version`, the landing page and
-//! the build-info self-metric name the commit the binary was built from.
+//! Sets `VLLM_CORRECTOR_GIT_COMMIT` for `COMMIT` (crates/service/src/lib.rs): `--version`, the landing page
+//! and the build-info self-metric name the commit the binary was built from.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");

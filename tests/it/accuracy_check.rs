@@ -351,11 +351,7 @@ pub(crate) fn canonical_requests(sim: &SimServer, key: &GroupKey, from_s: f64, t
 
 /// `le` as vLLM prints it (`0.01`, `1.0`, `+Inf`) as a float.
 pub(crate) fn parse_le(le: &str) -> f64 {
-    if le == "+Inf" {
-        f64::INFINITY
-    } else {
-        le.parse().unwrap_or_else(|e| panic!("le {le:?}: {e}"))
-    }
+    protocol::float::parse_le(le).unwrap_or_else(|| panic!("le {le:?} is not a bound"))
 }
 
 /// `(le, key)` of every `_bucket` of `family` the frame serves, ascending.

@@ -130,10 +130,7 @@ fn split(points: &[Point], timestamp_ms: i64) -> Split {
             "_sum" => h.sum = p.value,
             "_count" => h.count = p.value,
             _ => {
-                let le: f64 = match p.label("le").unwrap() {
-                    "+Inf" => f64::INFINITY,
-                    v => v.parse().unwrap(),
-                };
+                let le = protocol::float::parse_le(p.label("le").unwrap()).unwrap();
                 if le.is_finite() {
                     // The fixture lists buckets in ascending order, as every exposition does.
                     h.bounds.push(le);

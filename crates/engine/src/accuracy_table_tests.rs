@@ -134,7 +134,7 @@ fn corrected_values(engine: &Engine, into: &mut Values) {
                         let le = if le.is_infinite() {
                             "+Inf".to_string()
                         } else {
-                            sim::exposition::float_to_go_string(*le)
+                            protocol::float::format_le(*le)
                         };
                         into.insert(format!("{name}_bucket{{{le}}}"), *c);
                     }
@@ -178,10 +178,7 @@ fn p(scrapes: &[Values], family: &str, q: f64) -> Option<f64> {
             b,
             increase(
                 scrapes,
-                &format!(
-                    "{family}_bucket{{{}}}",
-                    sim::exposition::float_to_go_string(b)
-                ),
+                &format!("{family}_bucket{{{}}}", protocol::float::format_le(b)),
             )?,
         ));
     }

@@ -5,6 +5,7 @@
 //! histogram `vllm:iteration_tokens_total` keeps its `_total` before the histogram suffix.
 
 use protocol::Label;
+use protocol::float::parse_le;
 
 /// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The
 /// corrected families"): `__name__`, `le`, and the labels that split one vLLM family into series
@@ -81,19 +82,6 @@ impl RoleKey {
 
 fn label<'a>(labels: &[Label<'a>], name: &str) -> Option<&'a str> {
     labels.iter().find(|l| l.name == name).map(|l| l.value)
-}
-
-/// Parses an `le` value as Prometheus does: a float, with `+Inf`/`Inf` accepted. `-0.0` becomes
-/// `0.0`: they are one bound, and the role key compares bits.
-pub(crate) fn parse_le(value: &str) -> Option<f64> {
-    match value {
-        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        v => v
-            .parse::<f64>()
-            .ok()
-            .filter(|f| !f.is_nan())
-            .map(|f| f + 0.0),
-    }
 }
 
 /// How the labels beside `__name__` select a series of a [`ReadName`] and key it in its group.

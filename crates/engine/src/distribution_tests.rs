@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::rules::{Estimator, ItlPoint, acceptance_interval_with};
-use sim::exposition::float_to_go_string;
+use protocol::float::format_le;
 use sim::families::ITL_BOUNDS;
 use sim::{Profile, PromptTokens, ScriptedRequest, SimConfig, Simulator, Snapshot, SpecConfig};
 
@@ -116,7 +116,7 @@ fn point(snap: &Snapshot) -> ItlPoint {
     let finite = ITL_BOUNDS
         .iter()
         .map(|b| {
-            let le = float_to_go_string(*b);
+            let le = format_le(*b);
             snap.value(
                 "vllm:inter_token_latency_seconds_bucket",
                 &[l[0], l[1], ("le", &le)],

@@ -17,8 +17,6 @@
 //! that the classic series it stands for go stale too (those whose bounds it does not list —
 //! usually all finite buckets — leave by the idle timeout instead).
 
-use std::fmt::Write as _;
-
 use super::wire::{Reader, Wire};
 use super::{Label, ProtocolError, STALE_NAN_BITS, Sample, is_stale_marker};
 
@@ -344,7 +342,8 @@ impl Layout<'_> {
 ///
 /// `labels` is the histogram series' normalised label set (sorted by name, with `__name__`); the
 /// labels passed to `each` are normalised too (`__name__` replaced, `le` inserted in order). `le`
-/// is printed as the shortest text that parses back to the same float (`0.05`, `1.0`, `+Inf`).
+/// is printed as Prometheus 3 normalises it ([`super::float::write_le`]: `0.05`, `1.0`, `1e+06`,
+/// `+Inf`).
 /// Consecutive samples with the same bounds share one call per classic series.
 ///
 /// # Errors
@@ -401,7 +400,7 @@ pub fn for_each_classic_series(
     for run in histograms.chunk_by(|a, b| a.bounds == b.bounds) {
         for i in 0..run[0].bounds.len() {
             le.clear();
-            let _ = write!(le, "{:?}", run[0].bounds[i]);
+            super::float::write_le(&mut le, run[0].bounds[i]);
             emit(&bucket_name, Some(&le), &|h| h.cumulative[i], run);
         }
         emit(&bucket_name, Some("+Inf"), &|h| h.count, run);

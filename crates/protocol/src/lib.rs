@@ -11,6 +11,7 @@
 #[cfg(any(test, feature = "encode"))]
 pub mod encode;
 mod error;
+pub mod float;
 pub mod histogram;
 mod key;
 pub mod labels;
@@ -35,6 +36,12 @@ pub use request::{
     SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef,
 };
 pub use sample::{STALE_NAN_BITS, Sample, Samples, is_stale_marker};
+
+/// The release of vllm-corrector: every crate of the workspace shares this version
+/// (`[workspace.package]` in `Cargo.toml`). The binary's `--version`, the landing page, the build
+/// info self-metric and the simulator's `User-Agent` all print it from here; the service adds the
+/// git commit (`service::VERSION`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A remote-write protocol version: the schema a body is decoded with. A receiver picks it from
 /// the request's `Content-Type` (RW 2.0 specification, "Content-Type"), never by trying both: an

@@ -43,11 +43,11 @@ pub mod telemetry;
 mod test_points;
 pub mod web;
 
-/// `--version`'s text: the crate version and the git commit it was built from (`build.rs`:
-/// `git rev-parse --short HEAD`, or `unknown` outside a git checkout).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("VLLM_CORRECTOR_GIT_COMMIT"),
-    ")"
-);
+/// The git commit the binary was built from (`build.rs`: `git rev-parse --short HEAD`, or
+/// `unknown` outside a git checkout).
+pub const COMMIT: &str = env!("VLLM_CORRECTOR_GIT_COMMIT");
+
+/// The version as `--version`, the landing page, `/status` and the start-up log print it:
+/// [`protocol::VERSION`] and [`COMMIT`], e.g. `0.1.0 (commit 6180c06)`.
+pub static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{} (commit {COMMIT})", protocol::VERSION));

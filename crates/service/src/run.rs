@@ -76,7 +76,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         address = %listener.local_addr()?,
         idle_timeout_ms = config.engine.idle_timeout_ms,
         max_body_bytes = config.limits.max_body_bytes,
-        version = env!("CARGO_PKG_VERSION"),
+        version = %*crate::VERSION,
         "listening"
     );
     let hangups = reload::spawn_sighup_reloads(reloader);

@@ -31,6 +31,25 @@ type Label1 = [(&'static str, &'static str); 1];
 /// Two labels.
 type Label2 = [(&'static str, &'static str); 2];
 
+/// The labels of `vllm_corrector_http_requests_total`: the route that matched (`other` for none)
+/// and the status code.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct HttpLabels {
+    handler: std::sync::Arc<str>,
+    code: &'static str,
+}
+
+impl prometheus_client::encoding::EncodeLabelSet for HttpLabels {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelSetEncoder<'_>,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeLabel;
+        ("handler", &*self.handler).encode(encoder.encode_label())?;
+        ("code", self.code).encode(encoder.encode_label())
+    }
+}
+
 /// The service's own metrics, all named `vllm_corrector_*`. Cheap to update from any thread
 /// (atomics); share it behind an `Arc`.
 #[derive(Debug)]
@@ -39,7 +58,7 @@ pub(crate) struct SelfMetrics {
     samples_received: Counter,
     samples_applied: Counter,
     samples_rejected: MetricFamily<Label1, Counter>,
-    http_requests: MetricFamily<Label2, Counter>,
+    http_requests: MetricFamily<HttpLabels, Counter>,
     active_series: Gauge,
     active_groups: Gauge,
     groups_withheld: MetricFamily<Label2, Gauge>,
@@ -181,10 +200,7 @@ impl SelfMetrics {
         }
         let build_info: MetricFamily<Label2, Gauge> = MetricFamily::default();
         build_info
-            .get_or_create(&[
-                ("commit", env!("VLLM_CORRECTOR_GIT_COMMIT")),
-                ("version", env!("CARGO_PKG_VERSION")),
-            ])
+            .get_or_create(&[("commit", crate::COMMIT), ("version", protocol::VERSION)])
             .set(1);
 
         let mut m = m;
@@ -322,11 +338,12 @@ impl SelfMetrics {
         }
     }
 
-    /// Counts one HTTP response. `handler` is a route name such as `/api/v1/write`.
-    pub(crate) fn record_http(&self, handler: &'static str, status: axum::http::StatusCode) {
+    /// Counts one HTTP response. `handler` is the route that matched, such as `/api/v1/write`, or
+    /// `other`.
+    pub(crate) fn record_http(&self, handler: std::sync::Arc<str>, status: axum::http::StatusCode) {
         let code = status_label(status);
         self.http_requests
-            .get_or_create(&[("handler", handler), ("code", code)])
+            .get_or_create(&HttpLabels { handler, code })
             .inc();
     }
 
@@ -532,8 +549,8 @@ impl InternalEvent for WritePanicked<'_> {
 /// An HTTP response was sent.
 #[derive(Debug)]
 pub(crate) struct HttpResponded {
-    /// Route name, e.g. `/api/v1/write`.
-    pub(crate) handler: &'static str,
+    /// The route that matched, e.g. `/api/v1/write`, or `other`.
+    pub(crate) handler: std::sync::Arc<str>,
     /// Status sent.
     pub(crate) status: axum::http::StatusCode,
 }
@@ -541,7 +558,7 @@ pub(crate) struct HttpResponded {
 impl InternalEvent for HttpResponded {
     fn emit(self, metrics: &SelfMetrics) {
         tracing::trace!(
-            handler = self.handler,
+            handler = &*self.handler,
             code = self.status.as_u16(),
             "http response"
         );

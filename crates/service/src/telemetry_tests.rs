@@ -186,7 +186,7 @@ fn build_info_carries_the_commit_the_landing_page_shows() {
     let commit = env!("VLLM_CORRECTOR_GIT_COMMIT");
     assert!(!commit.is_empty());
     assert!(
-        crate::http::status::version_text().ends_with(&format!("(commit {commit})")),
+        crate::VERSION.ends_with(&format!("(commit {commit})")),
         "the landing page's commit"
     );
     let line = format!("vllm_corrector_build_info{{commit=\"{commit}\",version=\"0.1.0\"}} 1");
@@ -202,7 +202,7 @@ fn http_responses_are_counted_by_handler_and_code() {
         axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
     ] {
         HttpResponded {
-            handler: "/api/v1/write",
+            handler: "/api/v1/write".into(),
             status,
         }
         .emit(&m);

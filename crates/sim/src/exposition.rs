@@ -9,8 +9,12 @@
 //! * labels are sorted by name inside the braces;
 //! * values and `le` go through `floatToGoString`: Python `repr` (`7.0`, `0.025`, `1e-05`),
 //!   switched to Go's exponent form when the integer part has more than 6 digits (`1e+06`).
+//!   That is [`protocol::float::write_le`] for every value at or above -1e6, which every value
+//!   here is (counts, seconds, tokens, ratios, Unix times).
 
 use std::fmt::Write as _;
+
+use protocol::float;
 
 use super::metrics::{ChildOrder, Kind, MetricsRegistry, Value};
 
@@ -115,81 +119,12 @@ impl Snapshot {
                     }
                     out.push('}');
                 }
-                let _ = writeln!(out, " {}", float_to_go_string(s.value));
+                out.push(' ');
+                float::write_le(&mut out, s.value);
+                out.push('\n');
             }
         }
         out
-    }
-}
-
-/// Python's `repr(float)`: shortest round-trip digits; fixed notation for decimal exponents in
-/// `[-4, 16)` with at least one fractional digit (`7.0`), else `d[.ddd]e±XX` (`1e-05`, `1e+16`).
-pub(crate) fn python_float_repr(x: f64) -> String {
-    if x.is_nan() {
-        return "nan".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    if x == 0.0 {
-        return if x.is_sign_negative() {
-            "-0.0".into()
-        } else {
-            "0.0".into()
-        };
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
-    let sci = format!("{x:e}");
-    let (mant, exp) = sci.split_once('e').expect("{:e} always has an exponent");
-    let exp: i32 = exp.parse().expect("integer exponent");
-    let (sign, mant) = mant.strip_prefix('-').map_or(("", mant), |m| ("-", m));
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    if (-4..16).contains(&exp) {
-        let point = exp + 1; // digits before the decimal point
-        let body = if point <= 0 {
-            format!("0.{}{}", "0".repeat((-point) as usize), digits)
-        } else if (point as usize) >= digits.len() {
-            format!("{}{}.0", digits, "0".repeat(point as usize - digits.len()))
-        } else {
-            format!(
-                "{}.{}",
-                &digits[..point as usize],
-                &digits[point as usize..]
-            )
-        };
-        format!("{sign}{body}")
-    } else {
-        let m = if digits.len() > 1 {
-            format!("{}.{}", &digits[..1], &digits[1..])
-        } else {
-            digits
-        };
-        let esign = if exp < 0 { '-' } else { '+' };
-        format!("{sign}{m}e{esign}{:02}", exp.abs())
-    }
-}
-
-/// `prometheus_client.utils.floatToGoString`: `+Inf`, `-Inf`, `NaN`, else Python `repr`, except
-/// that a positive value whose repr has its `.` after position 6 becomes Go's exponent form
-/// (`1000000.0` → `1e+06`, `1500000.0` → `1.5e+06`).
-pub fn float_to_go_string(d: f64) -> String {
-    if d == f64::INFINITY {
-        return "+Inf".into();
-    }
-    if d == f64::NEG_INFINITY {
-        return "-Inf".into();
-    }
-    if d.is_nan() {
-        return "NaN".into();
-    }
-    let s = python_float_repr(d);
-    match s.find('.') {
-        Some(dot) if d > 0.0 && dot > 6 => {
-            let joined = format!("{}.{}{}", &s[..1], &s[1..dot], &s[dot + 1..]);
-            let mantissa = joined.trim_end_matches(['0', '.']);
-            format!("{mantissa}e+{:02}", dot - 1)
-        }
-        _ => s,
     }
 }
 
@@ -262,7 +197,7 @@ impl MetricsRegistry {
                             let le = spec.bounds.get(i).copied().unwrap_or(f64::INFINITY);
                             samples.push(SnapshotSample {
                                 name: format!("{}_bucket", spec.name),
-                                labels: labels(base, extra, Some(float_to_go_string(le))),
+                                labels: labels(base, extra, Some(float::format_le(le))),
                                 value: cum as f64,
                             });
                         }

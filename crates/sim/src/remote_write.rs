@@ -86,7 +86,7 @@ pub async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<
         .header("X-Prometheus-Remote-Write-Version", "0.1.0")
         .header(
             "User-Agent",
-            concat!("vllm-corrector-simulator/", env!("CARGO_PKG_VERSION")),
+            format!("vllm-corrector-simulator/{}", protocol::VERSION),
         )
         .body(body)
         .send()

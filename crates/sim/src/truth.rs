@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::engine::{OutputRecord, Request, StepReport};
-use super::exposition::float_to_go_string;
 use super::metrics::ITL_BOUNDS;
 use super::model::{ItlObservation, PromptTokens, SimConfig};
 
@@ -397,7 +396,7 @@ impl TruthLog {
         let mut buckets: Vec<BucketCount> = ITL_BOUNDS
             .iter()
             .map(|b| BucketCount {
-                le: float_to_go_string(*b),
+                le: protocol::float::format_le(*b),
                 count: tpots.iter().filter(|t| **t <= *b).count() as u64,
             })
             .collect();

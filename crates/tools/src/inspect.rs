@@ -329,11 +329,7 @@ fn derived_samples(
             let mut out: Vec<DumpSample> = buckets
                 .iter()
                 .map(|(le, c)| {
-                    let le = if le.is_infinite() {
-                        "+Inf".into()
-                    } else {
-                        le.to_string()
-                    };
+                    let le = protocol::float::format_le(*le);
                     sample("_bucket", Some(("le".into(), le)), *c)
                 })
                 .collect();

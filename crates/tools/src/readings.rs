@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::presentation;
 use engine::{FAMILIES, Family, FamilyKind};
+use protocol::float;
 
 pub(crate) use engine::RULE_DIMENSIONS;
 
@@ -91,19 +92,12 @@ pub(crate) enum DumpError {
     },
 }
 
-/// An `le` label value as a float (`+Inf`/`Inf` accepted), as Prometheus reads it.
-pub(crate) fn parse_le(value: &str) -> Option<f64> {
-    match value {
-        "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
-        v => v.parse::<f64>().ok().filter(|f| !f.is_nan()),
-    }
-}
-
-fn le_text(bound: f64) -> String {
-    if bound == f64::INFINITY {
-        "+Inf".to_owned()
-    } else {
-        bound.to_string()
+/// A rule dimension's value as a key: an `le` bound in one spelling whatever the dump's
+/// ([`float::format_le`]: `1` and `1.0` are one bound), any other value as it is.
+fn dim_text(name: &str, value: &str) -> String {
+    match (name, float::parse_le(value)) {
+        ("le", Some(bound)) => float::format_le(bound),
+        _ => value.to_owned(),
     }
 }
 
@@ -155,11 +149,7 @@ impl Dump {
                 continue;
             }
             if RULE_DIMENSIONS.contains(&k.as_str()) {
-                let v = match (k.as_str(), parse_le(v)) {
-                    ("le", Some(bound)) => le_text(bound),
-                    _ => v.clone(),
-                };
-                dims.push((k.clone(), v));
+                dims.push((k.clone(), dim_text(k, v)));
             } else {
                 group.push((k.clone(), v.clone()));
             }
@@ -327,7 +317,7 @@ impl GroupSeries {
         let key = (
             name.to_owned(),
             dims.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .map(|(k, v)| (k.to_string(), dim_text(k, v)))
                 .collect(),
         );
         self.series.get(&key)
@@ -349,7 +339,7 @@ impl GroupSeries {
             .series
             .iter()
             .filter(|((n, dims), _)| *n == bucket && dims.len() == 1 && dims[0].0 == "le")
-            .filter_map(|((_, dims), r)| Some((parse_le(&dims[0].1)?, r.value)))
+            .filter_map(|((_, dims), r)| Some((float::parse_le(&dims[0].1)?, r.value)))
             .collect();
         buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
         if buckets.last().map(|b| b.0) != Some(f64::INFINITY) {

@@ -69,7 +69,7 @@ pub fn render(options: &RelabelOptions) -> String {
          # would be dropped unread (counted as samples_rejected_total{{reason=\"unused_series\"}}).\n\
          - {source_labels}: [{labels}]\n  separator: \";\"\n  regex: '{regex}'\n  action: keep\n",
         flag = if options.operator { " --operator" } else { "" },
-        version = env!("CARGO_PKG_VERSION"),
+        version = protocol::VERSION,
         n = READ_NAMES.len(),
         labels = SOURCE_LABELS.join(", "),
         regex = keep_regex(),

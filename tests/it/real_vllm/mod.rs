@@ -178,11 +178,7 @@ fn values(samples: &[ParsedSample]) -> BTreeMap<String, f64> {
 }
 
 fn le(v: &str) -> f64 {
-    if v == "+Inf" {
-        f64::INFINITY
-    } else {
-        v.parse().expect("le is a float")
-    }
+    protocol::float::parse_le(v).expect("le is a float")
 }
 
 /// One dump, read for the rules.

@@ -15,16 +15,16 @@
 //!   (docs/METRICS.md, "OpenMetrics and fractional buckets").
 //!
 //! Label values are escaped (`\` → `\\`, `"` → `\"`, newline → `\n`). `le` is printed as vLLM
-//! prints it (Python `prometheus_client`'s `floatToGoString`: `0.01`, `1.0`, `20.0`, `1e+06`,
-//! `+Inf`), so a PromQL join `on(le)` against vLLM's raw series matches. Values are printed exactly:
-//! the shortest decimal that round-trips to the same `f64`.
+//! prints it and Prometheus 3 normalises it ([`float::write_le`]: `0.01`, `1.0`, `20.0`, `1e+06`,
+//! `+Inf`), so a PromQL join `on(le)` against vLLM's raw series matches. Values are printed as
+//! Prometheus prints them ([`float::write_value`]: the shortest decimal that round-trips to the
+//! same `f64`, in Go's layout: `4`, `0.125`, `1.5e+06`).
 //!
 //! The final `# EOF` of OpenMetrics is not written here: the caller appends it after the
 //! self-metrics.
 
-use std::fmt::Write;
-
 use engine::{DerivedValue, Family, FamilyKind, GroupOutputs};
+use protocol::float;
 
 /// An exposition format of `GET /metrics`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,7 +217,7 @@ fn write_unknown_part(
         out.push_str(name);
         out.push_str(suffix);
         write_labels(out, labels, le);
-        write_number(out, v);
+        float::write_value(out, v);
         out.push('\n');
     };
     match suffix {
@@ -279,7 +279,7 @@ pub(crate) fn write_group(
                 out.push_str("le=\"");
                 with_le_text(le, |text| out.push_str(text));
                 out.push_str("\"} ");
-                write_number(out, cumulative);
+                float::write_value(out, cumulative);
                 out.push('\n');
             }
             (*sum, *count)
@@ -295,7 +295,7 @@ pub(crate) fn write_group(
         out.push_str(name);
         out.push_str(suffix);
         write_labels(out, labels, None);
-        write_number(out, v);
+        float::write_value(out, v);
         out.push('\n');
     }
 }
@@ -337,7 +337,7 @@ thread_local! {
     static LE_TEXTS: std::cell::RefCell<Vec<(u64, String)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Calls `f` with [`format_le`] of `le`, formatting each distinct bound once per thread (at most
+/// Calls `f` with [`float::format_le`] of `le`, formatting each distinct bound once per thread (at most
 /// 256 kept).
 fn with_le_text(le: f64, f: impl FnOnce(&str)) {
     LE_TEXTS.with_borrow_mut(|cache| {
@@ -345,7 +345,7 @@ fn with_le_text(le: f64, f: impl FnOnce(&str)) {
         if let Some((_, text)) = cache.iter().find(|(b, _)| *b == bits) {
             return f(text);
         }
-        let text = format_le(le);
+        let text = float::format_le(le);
         f(&text);
         if cache.len() < 256 {
             cache.push((bits, text));
@@ -379,64 +379,6 @@ pub(super) fn escape_help(out: &mut String, help: &str, format: Format) {
             c => out.push(c),
         }
     }
-}
-
-/// Writes a sample value exactly: `NaN`, `+Inf`, `-Inf`; an integral value below 1e15 without a
-/// fraction (`42`); anything else as the shortest decimal that round-trips (`0.30000000000000004`,
-/// `1e-7`).
-pub(crate) fn write_number(out: &mut String, v: f64) {
-    if v.is_nan() {
-        out.push_str("NaN");
-    } else if v.is_infinite() {
-        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-    } else if v.fract() == 0.0 && v.abs() < 1e15 {
-        // Display of an integral f64 prints no fraction and no exponent.
-        let _ = write!(out, "{v}");
-    } else {
-        // Debug is Rust's shortest round-trip form, with an exponent outside 1e-4..1e16.
-        let _ = write!(out, "{v:?}");
-    }
-}
-
-/// Formats an `le` bound as Python `prometheus_client` does (`floatToGoString`), which is how vLLM
-/// prints it: Python `repr` (`0.01`, `1.0`, `1e-05`, `1e+16`), except that a positive value with
-/// more than six integer digits switches to an exponent the way Go does (`1e+06`,
-/// `1.234567e+06`). Python pads that exponent as `e+0` followed by the digit count, so 1e10 prints
-/// `1e+010`; that quirk is kept so that `le` strings equal vLLM's. Infinities print `+Inf`/`-Inf`.
-pub(crate) fn format_le(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".to_owned();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned();
-    }
-    let repr = python_repr(v);
-    match repr.find('.') {
-        Some(dot) if v > 0.0 && dot > 6 => {
-            let digits: String = repr[1..dot]
-                .chars()
-                .chain(repr[dot + 1..].chars())
-                .collect();
-            let mantissa = format!("{}.{}", &repr[..1], digits);
-            let mantissa = mantissa.trim_end_matches(['0', '.']);
-            format!("{mantissa}e+0{}", dot - 1)
-        }
-        _ => repr,
-    }
-}
-
-/// Python's `repr(float)` for finite values: Rust's Debug form (same shortest digits, same
-/// fixed-notation range 1e-4 ≤ |v| < 1e16, same `.0` on integral values) with Python's exponent
-/// spelling (`e-05`, `e+16`: a sign and at least two digits).
-fn python_repr(v: f64) -> String {
-    let s = format!("{v:?}");
-    let Some(e) = s.find('e') else { return s };
-    let (mantissa, exp) = (&s[..e], &s[e + 1..]);
-    let (sign, digits) = match exp.strip_prefix('-') {
-        Some(d) => ('-', d),
-        None => ('+', exp),
-    };
-    format!("{mantissa}e{sign}{digits:0>2}")
 }
 
 #[cfg(test)]

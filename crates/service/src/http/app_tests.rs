@@ -498,6 +498,49 @@ async fn healthy_always_and_ready_once_serving() {
 }
 
 #[tokio::test]
+async fn responses_are_counted_under_the_route_that_matched_whatever_the_method() {
+    // The `handler` label is the route axum matched (`MatchedPath`), not a list of paths kept
+    // beside the router: every route counts under its own pattern, a method the route does not
+    // serve (405) under that route, a path no route matches (a trailing slash) as `other`.
+    let state = state();
+    let request = |method: &str, path: &str| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .unwrap()
+    };
+    for (method, path, status) in [
+        ("GET", "/-/healthy", StatusCode::OK),
+        ("GET", "/-/healthy", StatusCode::OK),
+        ("GET", "/", StatusCode::OK),
+        ("GET", "/api/v1/write", StatusCode::METHOD_NOT_ALLOWED),
+        ("POST", "/metrics", StatusCode::METHOD_NOT_ALLOWED),
+        ("POST", "/-/reload", StatusCode::NOT_FOUND),
+        ("PUT", "/-/reload", StatusCode::NOT_FOUND),
+        ("GET", "/metrics/", StatusCode::NOT_FOUND),
+    ] {
+        assert_eq!(
+            send(&state, request(method, path)).await.0,
+            status,
+            "{method} {path}"
+        );
+    }
+    let m = self_metrics_text(&state);
+    for line in [
+        "vllm_corrector_http_requests_total{handler=\"/-/healthy\",code=\"200\"} 2",
+        "vllm_corrector_http_requests_total{handler=\"/\",code=\"200\"} 1",
+        "vllm_corrector_http_requests_total{handler=\"/api/v1/write\",code=\"405\"} 1",
+        "vllm_corrector_http_requests_total{handler=\"/metrics\",code=\"405\"} 1",
+        // No reloader in-process: 404 from the route itself, under its name.
+        "vllm_corrector_http_requests_total{handler=\"/-/reload\",code=\"404\"} 2",
+        "vllm_corrector_http_requests_total{handler=\"other\",code=\"404\"} 1",
+    ] {
+        assert!(has_line(&m, line), "missing {line} in\n{m}");
+    }
+}
+
+#[tokio::test]
 async fn corrected_families_reach_metrics_in_both_formats() {
     let state = state();
     let g = [("engine", "0"), ("model_name", "m\"1")];

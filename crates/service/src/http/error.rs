@@ -93,8 +93,9 @@ pub(crate) enum HttpError {
 }
 
 impl HttpError {
-    /// The request-level limit that refused the request, if this error is one: counted once, where
-    /// the answer is made, in `vllm_corrector_requests_limited_total{limit}`.
+    /// The request-level limit that refused the request, if this error is one: its response carries
+    /// it, and it is counted once, where the answer leaves, in
+    /// `vllm_corrector_requests_limited_total{limit}` (`super::layer::CountResponses`).
     pub(crate) fn limit(&self) -> Option<RequestLimit> {
         match self {
             HttpError::BodyTooLarge { .. } => Some(RequestLimit::MaxBodyBytes),
@@ -221,6 +222,10 @@ impl IntoResponse for HttpError {
             format!("{self}\n"),
         )
             .into_response();
+        // Counted once, where the answer leaves (`super::layer::CountResponses`).
+        if let Some(limit) = self.limit() {
+            response.extensions_mut().insert(limit);
+        }
         match self {
             HttpError::Auth(AuthError::Unauthenticated { challenges, .. }) => {
                 for challenge in challenges {

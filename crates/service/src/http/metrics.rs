@@ -44,10 +44,7 @@ pub(crate) async fn handle(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
-    let slot = state
-        .renders
-        .acquire(RenderKind::Scrape, &state.core.metrics)
-        .await?;
+    let slot = state.renders.acquire(RenderKind::Scrape).await?;
     let chunks = MetricsChunks::new(&state, format);
     Ok((
         [(header::CONTENT_TYPE, format.content_type())],

@@ -14,11 +14,12 @@
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
 //! authentication, every route but `/-/healthy` and `/-/ready` requires it
-//! ([`auth`], [`crate::web::auth`]).
+//! ([`auth`], [`crate::web::auth`]). The layers every request goes through are listed on `app`.
 
 pub(crate) mod auth;
 mod charge;
 mod error;
+pub(crate) mod layer;
 pub mod metrics;
 pub(crate) mod negotiate;
 pub(crate) mod page;
@@ -42,13 +43,12 @@ use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::middleware::{self, Next};
-use axum::response::Response;
 use axum::routing::{get, post};
 #[cfg(test)]
 use tokio::sync::Semaphore;
+use tower::ServiceBuilder;
 
 pub(crate) use error::HttpError;
 
@@ -56,13 +56,13 @@ use crate::config::Limits;
 use crate::core::Core;
 use crate::live::{Live, LiveCell, kib};
 use crate::reload::Reloader;
-use crate::telemetry::{HttpResponded, InternalEvent};
 use crate::web::WebSettings;
 pub(crate) use charge::Charge;
 use engine::Engine;
 
-/// How long a remote-write request waits for a free slot before it is answered 503. Well within
-/// the 30 s timeout of Prometheus' remote-write client, so a sender never times out on a queue.
+/// How long a remote-write request waits for a free slot, or for the charge of its decoded size,
+/// before it is answered 503 ([`write::admit`]). Well within the 30 s timeout of Prometheus'
+/// remote-write client, so a sender never times out on a queue.
 pub(crate) const DEFAULT_PERMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Shared state of every handler. Cheap to clone (all `Arc`s).
@@ -165,16 +165,23 @@ impl AppState {
     }
 }
 
-/// Builds the router. Test it with `tower::ServiceExt::oneshot`; serve it with `axum::serve`
-/// (with `into_make_service_with_connect_info::<crate::web::tls::Peer>()`, so the client
-/// certificate policy can see the connection).
+/// Builds the router. Test it with `tower::ServiceExt::oneshot`; serve it with
+/// [`crate::web::conn::serve`], which attaches `ConnectInfo<crate::web::tls::Peer>` to each request
+/// for the client certificate policy.
 ///
-/// Layers, outermost first: response counting, `http_server_config.headers`, authentication.
-/// The remote-write body limit is applied by the handler from the current settings
-/// (`limits.max_body_bytes`), so a reload changes it.
+/// Every route, and the 404 of any other path, goes through one stack, outermost first:
+/// 1. [`layer::ReadLive`]: the reloadable settings, read once per request.
+/// 2. [`layer::CountResponses`]: `vllm_corrector_http_requests_total{handler,code}` and
+///    `vllm_corrector_requests_limited_total{limit}`, once per response.
+/// 3. [`auth::AddHeaders`]: `http_server_config.headers` on every response, refusals included.
+/// 4. [`auth::RequireAuth`]: 401, 403 or 503 for a request that fails the configured schemes.
+///
+/// `POST /api/v1/write` then goes through the steps of [`write::route`] (protocol, body size and
+/// time, the in-flight memory charge, a request slot, the decoded size's charge), each one layer.
 pub(crate) fn app(state: AppState) -> Router {
+    let (live, metrics) = (state.live_cell().clone(), state.core.metrics.clone());
     Router::new()
-        .route("/api/v1/write", post(write::handle))
+        .route("/api/v1/write", write::route(&state))
         .route("/metrics", get(metrics::handle))
         .route("/", get(status::landing))
         .route("/status", get(status::status))
@@ -183,46 +190,16 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route("/-/reload", post(reload).put(reload))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_auth,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::add_headers,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            count_response,
-        ))
+        .layer(
+            ServiceBuilder::new()
+                .layer(layer::ReadLive { cell: live.clone() })
+                .layer(layer::CountResponses {
+                    metrics: metrics.clone(),
+                })
+                .layer(auth::AddHeaders { live: live.clone() })
+                .layer(auth::RequireAuth { live, metrics }),
+        )
         .with_state(state)
-}
-
-/// The `handler` label of a request path: the route, or `other` (bounded cardinality).
-fn handler_label(path: &str) -> &'static str {
-    match path {
-        "/api/v1/write" => "/api/v1/write",
-        "/metrics" => "/metrics",
-        "/-/healthy" => "/-/healthy",
-        "/-/ready" => "/-/ready",
-        "/-/reload" => "/-/reload",
-        "/" => "/",
-        "/status" => "/status",
-        "/api/v1/groups" => "/api/v1/groups",
-        "/docs" => "/docs",
-        _ => "other",
-    }
-}
-
-async fn count_response(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let handler = handler_label(request.uri().path());
-    let response = next.run(request).await;
-    HttpResponded {
-        handler,
-        status: response.status(),
-    }
-    .emit(&state.core.metrics);
-    response
 }
 
 /// `POST`/`PUT /-/reload`: 200 `configuration reloaded`, else [`HttpError::ReloadUnavailable`]

@@ -21,7 +21,6 @@ use hyper::body::{Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::HttpError;
-use crate::telemetry::{InternalEvent, RequestLimited, SelfMetrics};
 
 /// Responses of each kind (pages; scrapes) rendered or written at once.
 pub(crate) const MAX_CONCURRENT_RENDERS: usize = 4;
@@ -227,12 +226,8 @@ impl RenderSlots {
 
     /// A slot of `kind`: a free one, else a stalled response's ([`STALL`]), else the first to
     /// free within the wait. Errors: [`HttpError::TooManyPages`] or [`HttpError::TooManyScrapes`]
-    /// when none does, counted in `metrics`.
-    pub(crate) async fn acquire(
-        &self,
-        kind: RenderKind,
-        metrics: &SelfMetrics,
-    ) -> Result<Slot, HttpError> {
+    /// when none does (counted where the answer leaves, as every limit's refusal).
+    pub(crate) async fn acquire(&self, kind: RenderKind) -> Result<Slot, HttpError> {
         let slots = self.slots(kind);
         let deadline = Instant::now() + self.wait;
         loop {
@@ -256,14 +251,10 @@ impl RenderSlots {
             })
             .await;
         }
-        let error = match kind {
+        Err(match kind {
             RenderKind::Page => HttpError::TooManyPages,
             RenderKind::Scrape => HttpError::TooManyScrapes,
-        };
-        if let Some(limit) = error.limit() {
-            RequestLimited { limit }.emit(metrics);
-        }
-        Err(error)
+        })
     }
 }
 

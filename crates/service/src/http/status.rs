@@ -23,15 +23,6 @@ use engine::{FamilyStatus, GroupSnapshot, GroupsPage};
 
 const HTML: &str = "text/html; charset=utf-8";
 
-/// The version line shown on the pages: crate version and git commit (`build.rs`).
-pub(crate) fn version_text() -> String {
-    format!(
-        "{} (commit {})",
-        env!("CARGO_PKG_VERSION"),
-        env!("VLLM_CORRECTOR_GIT_COMMIT")
-    )
-}
-
 /// `text` with `&`, `<`, `>`, `"` and `'` replaced by character references: safe in HTML text and
 /// in quoted attribute values.
 pub(crate) fn escape(text: &str) -> String {
@@ -74,7 +65,7 @@ pub(crate) async fn landing() -> Response {
          <li><a href=\"docs\">/docs</a>: the README (usage, configuration, self-metrics)</li>\n\
          <li><a href=\"-/healthy\">/-/healthy</a>, <a href=\"-/ready\">/-/ready</a></li>\n\
          </ul>\n<p>Remote write goes to <code>POST /api/v1/write</code>.</p>\n</body></html>\n",
-        escape(&version_text())
+        escape(&crate::VERSION)
     );
     ([(header::CONTENT_TYPE, HTML)], out).into_response()
 }
@@ -115,10 +106,7 @@ async fn page_of(
     query: Option<&str>,
 ) -> Result<(PageQuery, Slot, GroupsPage), HttpError> {
     let query = PageQuery::parse(query)?;
-    let slot = state
-        .renders
-        .acquire(RenderKind::Page, &state.core.metrics)
-        .await?;
+    let slot = state.renders.acquire(RenderKind::Page).await?;
     let page = snapshot_page(state, &query);
     Ok((query, slot, page))
 }
@@ -312,7 +300,7 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
         head,
         "<h1>Groups</h1>\n<p>vllm-corrector {}. <a href=\"./\">home</a> · \
          <a href=\"api/v1/groups\">JSON</a></p>\n",
-        escape(&version_text()),
+        escape(&crate::VERSION),
     );
     if query.after.is_none() {
         let _ = writeln!(

@@ -1,25 +1,29 @@
 //! The server loop shared by plain HTTP and TLS: accepts connections from any
 //! [`axum::serve::Listener`] (a [`tokio::net::TcpListener`], or [`super::tls::TlsListener`] once
-//! the handshake is done), caps how many are open, and serves each with hyper's HTTP/1.1
-//! connection under two timeouts (`docs/RELIABILITY.md`, "Slow clients"):
+//! the handshake is done) and serves each with hyper's HTTP/1.1 connection
+//! (`docs/RELIABILITY.md`, "Slow clients"). hyper does the protocol, keep-alive and the graceful
+//! stop (hyper-util's `GracefulShutdown`), and bounds each connection's buffers itself
+//! ([`CONNECTION_BUFFER_BYTES`]: a request head past it is answered 431). This module does only
+//! what neither hyper nor hyper-util can, each counted in
+//! `vllm_corrector_connections_closed_total{reason}`:
 //!
-//! * `limits.max_connections`: a connection accepted while that many are open is closed at once;
-//! * `limits.header_read_timeout`: a request head (request line and headers) must be complete
-//!   within this time of the connection opening, or of the first byte of a later head;
-//! * `limits.idle_connection_timeout`: a keep-alive connection idle this long between requests
-//!   is closed;
+//! * `limits.max_connections`: a connection accepted while that many are open is closed at once
+//!   (hyper serves one connection; the cap is the accept loop's).
+//! * `limits.header_read_timeout` *apart from* `limits.idle_connection_timeout`: a request head
+//!   must be complete within the first of these from its first byte (or from the connection
+//!   opening), while a keep-alive connection may wait the second for its next request. hyper has
+//!   one timer for both: its `header_read_timeout` starts when it begins to wait for a head, idle
+//!   or not, so a 10 s head timeout would close every keep-alive connection idle for 10 s (and
+//!   hyper has no idle timeout of its own).
 //! * `limits.response_write_timeout`: a response must be written within this time of being ready,
-//!   or the connection is closed (a client that stops reading a streamed `/metrics` page).
+//!   or the connection is closed (a client that stops reading a streamed `/metrics` page). hyper
+//!   has no write timeout, and a deadline on the response body cannot do it: hyper stops polling
+//!   the body while the socket is full, so the deadline would never be seen.
 //!
-//! Each connection's buffers in the process are bounded too, as `max_connections` of them must fit
-//! the memory budget's reserve: [`CONNECTION_BUFFER_BYTES`] for hyper's read and write buffers (a
-//! request head past it is answered 431).
-//!
-//! Each close is counted in `vllm_corrector_connections_closed_total{reason}`. The limits are read
-//! when a connection is accepted, so a reload applies to new connections. The timeouts are kept
-//! in [`TimedIo`], a wrapper of the connection's reads and writes: hyper's own `header_read_timeout` also runs
-//! while a keep-alive connection waits for its next request, so it cannot tell a stalled head
-//! from an idle connection.
+//! The three timeouts are kept by [`TimedIo`], a wrapper of the connection's reads and writes, and
+//! the request boundaries it needs (a request started, its response ready) come from the
+//! connection's service. The limits are read when a connection is accepted, so a reload applies to
+//! new connections.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -50,7 +54,7 @@ use crate::telemetry::{CloseReason, ConnectionClosed, InternalEvent, SelfMetrics
 /// 32 MiB, within the reserve (`crate::config::limits::RESERVED_BYTES`).
 pub(crate) const CONNECTION_BUFFER_BYTES: usize = 32 * 1024;
 
-/// What the auth middleware needs to know about a connection's stream.
+/// What the authentication layer needs to know about a connection's stream.
 pub(crate) trait PeerStream {
     /// Whether the client presented a certificate verified during the TLS handshake.
     fn verified_client_certificate(&self) -> bool;
@@ -82,79 +86,101 @@ enum Phase {
     Idle(Instant),
 }
 
+/// What the connection's stream ([`TimedIo`]) and its service share, under one lock.
+#[derive(Debug)]
+struct Shared {
+    phase: Phase,
+    /// When the response being written must be done by: set when the service produced it,
+    /// cleared when the next request starts.
+    write_deadline: Option<Instant>,
+    /// The timeout that closed the connection, if one did.
+    timed_out: Option<CloseReason>,
+    /// The reader's waker while a read is pending: a new phase brings a new deadline, which only
+    /// a new poll arms (hyper may not poll the read again until the socket is readable).
+    reader: Option<Waker>,
+}
+
 /// One connection's phase and timeouts, shared by its reader ([`TimedIo`]) and its service.
 #[derive(Debug)]
 struct ConnState {
-    phase: Mutex<Phase>,
+    shared: Mutex<Shared>,
     header_read_timeout: Duration,
     idle_timeout: Duration,
     response_write_timeout: Duration,
-    /// When the response being written must be done by: set when the service produced it,
-    /// cleared when the next request starts.
-    write_deadline: Mutex<Option<Instant>>,
-    timed_out: Mutex<Option<CloseReason>>,
-    /// The reader's waker while a read is pending: a new phase brings a new deadline, which only
-    /// a new poll arms (hyper may not poll the read again until the socket is readable).
-    reader: Mutex<Option<Waker>>,
 }
 
 impl ConnState {
-    fn set(&self, phase: Phase) {
-        *self.phase.lock().unwrap_or_else(PoisonError::into_inner) = phase;
-        if let Some(waker) = self
-            .reader
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+    fn new(limits: &Limits) -> ConnState {
+        ConnState {
+            shared: Mutex::new(Shared {
+                phase: Phase::Head(Instant::now()),
+                write_deadline: None,
+                timed_out: None,
+                reader: None,
+            }),
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_connection_timeout,
+            response_write_timeout: limits.response_write_timeout,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Enters `phase` with `write_deadline`, and wakes a pending reader to arm the new deadline.
+    fn set(&self, phase: Phase, write_deadline: Option<Instant>) {
+        let waker = {
+            let mut shared = self.lock();
+            shared.phase = phase;
+            shared.write_deadline = write_deadline;
+            shared.reader.take()
+        };
+        if let Some(waker) = waker {
             waker.wake();
         }
     }
 
     /// Bytes arrived: an idle connection starts its next head.
     fn on_bytes(&self) {
-        let mut phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
-        if matches!(*phase, Phase::Idle(_)) {
-            *phase = Phase::Head(Instant::now());
+        let mut shared = self.lock();
+        if matches!(shared.phase, Phase::Idle(_)) {
+            shared.phase = Phase::Head(Instant::now());
         }
     }
 
     /// A request started: nothing is being written.
     fn request_started(&self) {
-        *self
-            .write_deadline
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-        self.set(Phase::Busy);
+        self.set(Phase::Busy, None);
     }
 
     /// The service produced its response: it must be written within the response write timeout.
     fn response_ready(&self) {
         let now = Instant::now();
-        *self
-            .write_deadline
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(now + self.response_write_timeout);
-        self.set(Phase::Idle(now));
+        self.set(Phase::Idle(now), Some(now + self.response_write_timeout));
     }
 
     fn write_deadline(&self) -> Option<Instant> {
-        *self
-            .write_deadline
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.lock().write_deadline
     }
 
     fn time_out(&self, reason: CloseReason) -> std::io::Error {
-        *self
-            .timed_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.lock().timed_out = Some(reason);
         std::io::Error::new(std::io::ErrorKind::TimedOut, reason.as_str())
     }
 
-    fn deadline(&self) -> Option<(Instant, CloseReason)> {
-        match *self.phase.lock().unwrap_or_else(PoisonError::into_inner) {
+    fn timed_out(&self) -> Option<CloseReason> {
+        self.lock().timed_out
+    }
+
+    /// A read found nothing: keeps `waker` for a phase change, and returns the phase's deadline.
+    fn read_pending(&self, waker: &Waker) -> Option<(Instant, CloseReason)> {
+        let mut shared = self.lock();
+        match &mut shared.reader {
+            Some(kept) if kept.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        match shared.phase {
             Phase::Head(since) => Some((
                 since + self.header_read_timeout,
                 CloseReason::HeaderReadTimeout,
@@ -211,12 +237,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for TimedIo<T> {
                 Poll::Ready(result)
             }
             Poll::Pending => {
-                *this
-                    .state
-                    .reader
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-                let Some((deadline, reason)) = this.state.deadline() else {
+                let Some((deadline, reason)) = this.state.read_pending(cx.waker()) else {
                     return Poll::Pending;
                 };
                 if this.armed_for != Some(deadline) {
@@ -318,15 +339,7 @@ where
             address,
             verified_client_certificate: io.verified_client_certificate(),
         };
-        let conn_state = Arc::new(ConnState {
-            phase: Mutex::new(Phase::Head(Instant::now())),
-            header_read_timeout: limits.header_read_timeout,
-            idle_timeout: limits.idle_connection_timeout,
-            response_write_timeout: limits.response_write_timeout,
-            write_deadline: Mutex::new(None),
-            timed_out: Mutex::new(None),
-            reader: Mutex::new(None),
-        });
+        let conn_state = Arc::new(ConnState::new(&limits));
         let io = TimedIo {
             inner: io,
             state: conn_state.clone(),
@@ -357,11 +370,7 @@ where
         let (open, metrics) = (open.clone(), metrics.clone());
         tokio::spawn(async move {
             let _ = connection.await;
-            let timed_out = *conn_state
-                .timed_out
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(reason) = timed_out {
+            if let Some(reason) = conn_state.timed_out() {
                 ConnectionClosed {
                     peer: address,
                     reason,
