@@ -16,6 +16,7 @@ mod group;
 mod hold;
 mod observe;
 mod rules;
+pub mod slo;
 mod state;
 mod values;
 
