@@ -3,8 +3,8 @@
 //!
 //! A reload validates both files completely before changing anything. Then the engine settings
 //! (idle timeout, pending frames, active-series limit) are applied under the engine lock, keeping
-//! every series and group, and the receiver limits and web settings are swapped as one value
-//! ([`crate::live`]): they apply from the next request, and TLS certificates, keys and
+//! every series and group, and the receiver limits, web settings and SLO spec (`slos:`) are
+//! swapped as one value ([`crate::live`]): they apply from the next request, and TLS certificates, keys and
 //! client CAs from the next connection. Flags (`--web.listen-address`, `--log.*`) are not
 //! reloaded.
 //!
@@ -30,6 +30,7 @@ use crate::live::LiveCell;
 use crate::telemetry::SelfMetrics;
 use crate::web::{WebConfigError, WebSettings};
 use engine::Engine;
+use engine::slo::SloSpec;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +96,8 @@ impl Reloader {
         match self.swap() {
             Ok(()) => {
                 self.metrics.ops.reload_succeeded(now_ms() as f64 / 1000.0);
-                tracing::info!("configuration reloaded");
+                let slos = slo_names(&self.live.get().slos);
+                tracing::info!(slos, "configuration reloaded");
                 Ok(())
             }
             Err(error) => {
@@ -120,9 +122,21 @@ impl Reloader {
             .unwrap_or_else(PoisonError::into_inner)
             .set_config(config.engine);
         self.live
-            .set(current.reloaded(config.limits, Arc::new(web)));
+            .set(current.reloaded(config.limits, Arc::new(web), Arc::new(config.slos)));
         Ok(())
     }
+}
+
+/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
+pub(crate) fn slo_names(spec: &SloSpec) -> String {
+    if spec.slos.is_empty() {
+        return "none".to_owned();
+    }
+    spec.slos
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of
