@@ -16,7 +16,7 @@ mod error;
 mod limits;
 mod slos;
 
-pub(crate) use error::ConfigError;
+pub use error::ConfigError;
 pub(crate) use error::yaml_message;
 use error::{duration_ms, invalid, positive};
 use limits::validate_limits;
