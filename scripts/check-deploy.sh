@@ -6,9 +6,12 @@
 #   1. hadolint on the Dockerfile, and the properties the deploy docs rely on
 #      (multi-stage, distroless runtime, numeric non-root USER, EXPOSE 9490,
 #      exec-form ENTRYPOINT: no shell at run time).
-#   2. Alert and recording rules: promtool check rules (deploy/alerts and the
-#      PromQL corrections of deploy/rules), promtool test rules, and the generated
-#      PrometheusRule agrees with the plain rules file.
+#   2. Alert and recording rules: promtool check rules (deploy/alerts, with the SLO
+#      rules of the shipped default spec, and the PromQL corrections of deploy/rules),
+#      promtool test rules (deploy/alerts/tests: the health alerts, and each SLO alert
+#      firing and staying silent), and the generated PrometheusRule agrees with the
+#      plain rules file (the SLO PrometheusRule's agreement and both files' freshness
+#      against `vllm-corrector rules` are checked by the tools crate's tests).
 #   3. Prometheus configurations in deploy/prometheus: promtool check config and
 #      the remote_write / honor_labels contract; vmagent -dryRun on deploy/vmagent.
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
@@ -90,7 +93,7 @@ check_dockerfile() {
 
 # --- 2. rules ----------------------------------------------------------------------------
 check_rules() {
-    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/rules/*.rules.yml &&
+    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/alerts/slo.rules.yml deploy/rules/*.rules.yml &&
         promtool test rules deploy/alerts/tests/*.test.yml &&
         python3 deploy/tools/generate_prometheusrule.py --check
 }

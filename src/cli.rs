@@ -6,7 +6,8 @@
 //! vllm-corrector simulate …            the vLLM metrics simulator (docs/SIMULATOR.md)
 //! vllm-corrector demo …                service + simulator in one process, live comparison table
 //! vllm-corrector inspect BEFORE AFTER  corrected vs raw values between two /metrics dumps
-//! vllm-corrector rules …               recording rules for the corrections PromQL can express
+//! vllm-corrector rules [--config.file …] [--format …]   SLO recording rules and burn-rate alerts
+//! vllm-corrector rules corrections …   recording rules for the corrections PromQL can express
 //! vllm-corrector relabel [--operator]  the narrowest write_relabel_configs for the remote write
 //! ```
 //!
@@ -51,9 +52,17 @@ pub(crate) enum Command {
     /// Compare two `/metrics` dumps taken some seconds apart: corrected values over the interval
     /// next to the raw readings.
     Inspect(inspect::InspectArgs),
-    /// Print Prometheus recording rules for the corrections PromQL can express, for users who cannot
-    /// run the sidecar; the comment block says which families PromQL cannot express, and why.
-    Rules(tools::promql_rules::RulesOptions),
+    /// Print the SLO recording rules and burn-rate alerts of `--config.file`'s `slos:` (the
+    /// shipped default without it) as a rule file, a PrometheusRule, or Sloth or Pyrra specs;
+    /// `rules corrections` prints the PromQL corrections.
+    ///
+    /// `vllm-corrector rules --config.file FILE` reads the same file as the service, validated as
+    /// the service does, so the rules match what the service counts; without --config.file it
+    /// prints the rules of the shipped default SLO, as the service without a file counts it
+    /// (deploy/alerts/slo.rules.yml is that output). The PromQL recording rules of the
+    /// corrections, for users who cannot run the receiver, are `vllm-corrector rules
+    /// corrections` (until SLOs they were plain `vllm-corrector rules`). See docs/SLO.md.
+    Rules(tools::slo_rules::RulesArgs),
     /// Print the narrowest `write_relabel_configs` for the remote write that feeds the corrector:
     /// exactly the series its rules read (derived from the engine's vocabulary).
     Relabel(tools::relabel::RelabelOptions),

@@ -41,10 +41,17 @@ fn main() -> ExitCode {
             print!("{}", tools::relabel::render(&options));
             ExitCode::SUCCESS
         }
-        Some(Command::Rules(options)) => {
-            print!("{}", tools::promql_rules::render(&options));
-            ExitCode::SUCCESS
-        }
+        Some(Command::Rules(args)) => match tools::slo_rules::run(&args) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            // An invalid --config.file: exit status 2, as the service's.
+            Err(error) => {
+                eprintln!("vllm-corrector: {error}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

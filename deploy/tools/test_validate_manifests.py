@@ -129,6 +129,14 @@ class StandaloneTest(unittest.TestCase):
         find(self.docs, "PrometheusRule")["spec"]["groups"][0]["rules"].pop()
         self.assertOneProblem("groups differ")
 
+    def test_slo_prometheusrule_drifting_from_the_slo_rules_file_is_reported(self):
+        find(self.docs, "PrometheusRule", "vllm-corrector-slos")["spec"]["groups"][2]["rules"].pop()
+        self.assertOneProblem("PrometheusRule/vllm-corrector-slos: groups differ from deploy/alerts/slo.rules.yml")
+
+    def test_a_missing_slo_prometheusrule_is_reported(self):
+        self.docs.remove(find(self.docs, "PrometheusRule", "vllm-corrector-slos"))
+        self.assertOneProblem("want both vllm-corrector, vllm-corrector-slos")
+
 
 class StatePvcTest(unittest.TestCase):
     def test_shipped_renders_pass(self):

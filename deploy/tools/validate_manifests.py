@@ -23,7 +23,9 @@ every remote write to the corrector starts with the keep rule of
 ``deploy/prometheus/relabel.yml`` (``vllm-corrector relabel``: exactly the series
 the rules read, all in vLLM's namespace); Prometheus
 configurations carried in ConfigMaps or Secrets pass ``promtool check config``;
-the PrometheusRule equals ``deploy/alerts/vllm-corrector.rules.yml``.
+each PrometheusRule equals its plain rules file: ``vllm-corrector`` equals
+``deploy/alerts/vllm-corrector.rules.yml`` and ``vllm-corrector-slos`` equals
+``deploy/alerts/slo.rules.yml`` (both shipped, so both are required).
 
 Exit status: 0 when all holds, 1 with one line per problem otherwise.
 """
@@ -47,6 +49,11 @@ from referencing import Registry, Resource
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "deploy" / "schemas"
 RULES = ROOT / "deploy" / "alerts" / "vllm-corrector.rules.yml"
+# Each shipped PrometheusRule by name, and the plain rules file its groups must equal.
+RULE_FILES = {
+    "vllm-corrector": RULES,
+    "vllm-corrector-slos": ROOT / "deploy" / "alerts" / "slo.rules.yml",
+}
 CORRECTOR = "vllm-corrector"
 RELABEL = ROOT / "deploy" / "prometheus" / "relabel.yml"
 KEEP_REGEX = "the rule of deploy/prometheus/relabel.yml"
@@ -411,9 +418,16 @@ def check_contract(docs, profile, version):
             if kept:
                 yield "ServiceMonitor/%s: endpoint %s drops %s, which tell several senders' series apart" % (
                     monitor["metadata"]["name"], endpoint.get("port"), ", ".join(kept))
-    for rule in by_kind.get("PrometheusRule", []):
-        if rule["spec"]["groups"] != yaml.safe_load(RULES.read_text(encoding="utf-8"))["groups"]:
-            yield "PrometheusRule/%s: groups differ from %s" % (rule["metadata"]["name"], RULES.relative_to(ROOT))
+    rules_by_name = {r["metadata"]["name"]: r for r in by_kind.get("PrometheusRule", [])}
+    for name, rule in rules_by_name.items():
+        source = RULE_FILES.get(name)
+        if source is None:
+            yield "PrometheusRule/%s: not one of the shipped %s" % (name, ", ".join(sorted(RULE_FILES)))
+        elif rule["spec"]["groups"] != yaml.safe_load(source.read_text(encoding="utf-8"))["groups"]:
+            yield "PrometheusRule/%s: groups differ from %s" % (name, source.relative_to(ROOT))
+    if rules_by_name and set(rules_by_name) != set(RULE_FILES):
+        yield "PrometheusRule: the alerts component renders %s, want both %s" % (
+            ", ".join(sorted(rules_by_name)), ", ".join(sorted(RULE_FILES)))
 
     if profile in ("standalone", "standalone-operator"):
         services = [s for s in by_kind.get("Service", []) if s["metadata"]["name"] == CORRECTOR]

@@ -2,8 +2,10 @@
 //! and names the bad line of a malformed dump, and the service flags still need no subcommand.
 //! Fresh-user mistakes get a clear message: zero durations and invalid `rules` names are usage
 //! errors from the argument parser (exit status 2), swapped `inspect` dumps an error (exit status
-//! 1), `simulate --instant` without `--metrics-file` prints the exposition, and a `--storage.path`
-//! that cannot hold the state file stops the service at start (exit status 2).
+//! 1), `simulate --instant` without `--metrics-file` prints the exposition, a `--storage.path`
+//! that cannot hold the state file stops the service at start (exit status 2), and so does an
+//! invalid `--config.file` given to `rules`, which prints the SLO rules (`rules corrections` the
+//! PromQL corrections).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -160,10 +162,13 @@ fn inspect_refuses_one_url_read_twice_at_once() {
 }
 
 #[test]
-fn rules_subcommand_prints_the_shipped_recording_rules() {
+fn rules_corrections_prints_the_shipped_recording_rules() {
     // deploy/rules/ holds the default output (a unit test keeps it equal to promql_rules::render);
     // the subcommand must print exactly that, and a prefix flag must reach every recorded name.
-    let out = Command::new(BIN).arg("rules").output().unwrap();
+    let out = Command::new(BIN)
+        .args(["rules", "corrections"])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -176,7 +181,7 @@ fn rules_subcommand_prints_the_shipped_recording_rules() {
     .unwrap();
     assert_eq!(String::from_utf8(out.stdout).unwrap(), shipped);
     let out = Command::new(BIN)
-        .args(["rules", "--rules.name-prefix", "vllm_pq_"])
+        .args(["rules", "corrections", "--rules.name-prefix", "vllm_pq_"])
         .output()
         .unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
@@ -226,7 +231,7 @@ fn rules_refuses_an_empty_group_name_a_vllm_prefix_and_a_zero_interval() {
         ),
         ("--rules.interval", "0s", "is zero"),
     ] {
-        let (code, out, err) = run(&["rules", flag, value]);
+        let (code, out, err) = run(&["rules", "corrections", flag, value]);
         assert_eq!(code, Some(2), "{flag} {value:?}: {err}");
         assert!(out.is_empty(), "{flag} {value:?} printed rules: {out}");
         assert!(
@@ -234,6 +239,63 @@ fn rules_refuses_an_empty_group_name_a_vllm_prefix_and_a_zero_interval() {
             "{flag} {value:?}: {err}"
         );
     }
+}
+
+#[test]
+fn rules_prints_the_shipped_slo_rules_without_a_config_file() {
+    // deploy/alerts/ holds the output for the shipped default (a unit test keeps it so); the
+    // binary must print exactly that, in both forms.
+    for (args, file) in [
+        (&["rules"][..], "slo.rules.yml"),
+        (
+            &["rules", "--format", "prometheusrule"][..],
+            "slo-prometheusrule.yaml",
+        ),
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        let shipped = std::fs::read_to_string(format!(
+            "{}/deploy/alerts/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert_eq!(out, shipped, "{args:?}");
+    }
+}
+
+#[test]
+fn rules_reads_the_slos_of_the_config_file_and_refuses_an_invalid_one_with_status_2() {
+    let dir = TempDir::new("rules-config");
+    let good = dir.path().join("good.yml");
+    std::fs::write(
+        &good,
+        "slos:\n  - name: chat\n    objective: 0.995\n    window: 7d\n    ttft: 0.5\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["rules", "--config.file", good.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    // 7 d scales the 1h/5m pair to 14m and 1m (5m * 7/30 = 1.17 -> 1m).
+    assert!(
+        out.contains("vllm_slo_chat:sli_error:ratio_rate14m{sli=\"ttft\"} > (14.4 * (1 - 0.995))"),
+        "{out}"
+    );
+    assert!(!out.contains("vllm_slo_default"), "{out}");
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "slos:\n  - name: chat\n    objective: 99\n    tpot: 0.05\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["rules", "--config.file", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert_eq!(
+        err.trim_end(),
+        "vllm-corrector: slos[0].objective: 99 is not a fraction in (0, 1) such as 0.99 (99 %)"
+    );
+    // The SLO flags and the corrections subcommand do not mix.
+    let (code, _, err) = run(&["rules", "--format", "sloth", "corrections"]);
+    assert_eq!(code, Some(2), "{err}");
 }
 
 #[test]

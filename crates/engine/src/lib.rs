@@ -17,6 +17,7 @@ mod hold;
 mod observe;
 mod reasons;
 mod rules;
+pub mod slo;
 mod state;
 mod values;
 

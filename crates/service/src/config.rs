@@ -14,8 +14,9 @@ use serde::Deserialize;
 
 mod error;
 mod limits;
+mod slos;
 
-pub(crate) use error::ConfigError;
+pub use error::ConfigError;
 pub(crate) use error::yaml_message;
 use error::{duration_ms, invalid, positive};
 use limits::validate_limits;
@@ -23,6 +24,8 @@ pub use limits::{Limits, LimitsSection};
 pub(crate) use limits::{decode_charge, memory_allowance};
 
 use engine::EngineConfig;
+use engine::slo::SloSpec;
+use slos::SloEntry;
 
 /// Default listen address. Port 9490 is used by no Prometheus component by default (Prometheus 9090,
 /// Alertmanager 9093, Pushgateway 9091, node_exporter 9100, blackbox_exporter 9115; see the
@@ -118,9 +121,14 @@ pub enum LogFormat {
 /// storage:
 ///   path: /var/lib/vllm-corrector   # or --storage.path; default none
 ///   write_interval: 30s
+/// slos:                              # default: the shipped SLO (docs/SLO.md)
+///   - name: chat
+///     objective: 0.99
+///     tpot: 0.05
 /// ```
 ///
-/// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`.
+/// What a sender sees at each limit, and why, is in `docs/RELIABILITY.md`; the `slos:` fields
+/// in `docs/SLO.md` and [`slos`].
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub(crate) struct FileConfig {
@@ -130,6 +138,8 @@ pub(crate) struct FileConfig {
     pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
     pub(crate) storage: StorageSection,
+    /// The SLOs (reloadable). Absent: the shipped default; `[]`: none.
+    pub(crate) slos: Option<Vec<SloEntry>>,
 }
 
 /// `storage:` section of the YAML file. Read at start only (a reload keeps the running values).
@@ -224,6 +234,8 @@ pub struct Config {
     pub(crate) limits: Limits,
     /// Where the state is kept across restarts (`--storage.path`, `storage:`), if anywhere.
     pub(crate) storage: Option<Storage>,
+    /// The validated SLO spec (`slos:`, else the shipped default); reloadable.
+    pub slos: SloSpec,
 }
 
 impl FileConfig {
@@ -291,6 +303,7 @@ impl Config {
                 ),
             ));
         }
+        let slos = slos::slo_spec(file.slos.as_deref())?;
         let storage = match (&args.storage_path, &file.storage.path) {
             (Some(path), _) => Some((path.clone(), "--storage.path")),
             (None, Some(path)) => Some((path.clone(), "storage.path")),
@@ -310,33 +323,89 @@ impl Config {
             log_format: args.log_format,
             engine,
             limits,
+            slos,
         })
+    }
+
+    /// The configuration a file gives with every flag at its default: how `vllm-corrector rules
+    /// --config.file FILE` reads the SLOs, so it refuses exactly what the service would.
+    ///
+    /// # Errors
+    /// As [`Config::from_args`] with `--config.file path`.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let args = Args::parse_from([std::ffi::OsStr::new("vllm-corrector")]);
+        let file = FileConfig::read(path)?;
+        Config::from_parts(
+            Args {
+                config_file: Some(path.to_owned()),
+                ..args
+            },
+            file,
+        )
     }
 }
 
-/// The dotted path (`limits.max_active_series`) of the mapping key on 1-based `line` of the YAML
-/// `text`, from the keys of the less indented lines above it: the parser's errors give a line
-/// and column, not the field. `None` when that line holds no `key:`.
-fn yaml_field_at(text: &str, line: usize) -> Option<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let key_of = |l: &str| -> Option<(usize, String)> {
+/// The dotted path (`limits.max_active_series`, `slos[1].tpot`) of the mapping key on 1-based
+/// `line` of the YAML `text`, from the keys of the less indented lines above it, with the index
+/// of each block-sequence item on the way: the parser's errors give a line and column, not the
+/// field. `None` when that line holds no `key:`.
+pub(crate) fn yaml_field_at(text: &str, line: usize) -> Option<String> {
+    /// A line's key, the column it starts at, and the indent of its `- ` if it begins an item.
+    struct KeyLine {
+        column: usize,
+        key: String,
+        dash: Option<usize>,
+    }
+    let key_of = |l: &str| -> Option<KeyLine> {
         let indent = l.len() - l.trim_start().len();
-        let body = l.trim_start().trim_start_matches("- ");
+        let body = l.trim_start();
+        let (dash, body, column) = match body.strip_prefix("- ") {
+            Some(rest) => {
+                let inner = rest.trim_start();
+                (Some(indent), inner, indent + 2 + rest.len() - inner.len())
+            }
+            None => (None, body, indent),
+        };
         if body.starts_with('#') {
             return None;
         }
         let (key, _) = body.split_once(':')?;
         let key = key.trim().trim_matches(|c| c == '"' || c == '\'');
-        (!key.is_empty() && !key.contains(' ')).then(|| (indent, key.to_owned()))
+        (!key.is_empty() && !key.contains(' ')).then(|| KeyLine {
+            column,
+            key: key.to_owned(),
+            dash,
+        })
     };
-    let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
-    let mut path = vec![key];
+    let lines: Vec<&str> = text.lines().collect();
+    let first = key_of(lines.get(line.checked_sub(1)?)?)?;
+    let mut indent = first.column;
+    let mut path = vec![first.key];
+    // (indent of the dashes of the sequence we are in, items of it seen so far, ours included).
+    let mut item = first.dash.map(|d| (d, 1usize));
     for l in lines[..line - 1].iter().rev() {
-        if let Some((i, k)) = key_of(l)
-            && i < indent
-        {
-            path.push(k);
-            indent = i;
+        let Some(k) = key_of(l) else { continue };
+        match (&mut item, k.dash) {
+            (Some((d, n)), Some(kd)) if kd == *d => {
+                *n += 1;
+                continue;
+            }
+            (None, Some(kd)) if k.column == indent => {
+                item = Some((kd, 1));
+                continue;
+            }
+            _ => {}
+        }
+        if k.column < indent {
+            match item.take() {
+                Some((_, n)) => path.push(format!("{}[{}]", k.key, n - 1)),
+                None => path.push(k.key),
+            }
+            indent = k.column;
+            if let Some(d) = k.dash {
+                // This key begins an item itself: the sequence above it comes next.
+                item = Some((d, 1));
+            }
         }
         if indent == 0 {
             break;

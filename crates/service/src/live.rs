@@ -1,5 +1,5 @@
 //! The settings a reload swaps (`POST /-/reload`, SIGHUP): receiver limits, the request slots
-//! they size, and the web settings (TLS, authentication, response headers).
+//! they size, the web settings (TLS, authentication, response headers) and the SLO spec.
 //!
 //! One [`Live`] value is replaced whole, so a request sees the limits and the web settings of the
 //! same load. Each request reads the current value once (an `Arc` clone under a read lock held
@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::Limits;
 use crate::web::WebSettings;
+use engine::slo::SloSpec;
 
 /// Bytes rounded up to KiB, the unit of the in-flight memory budget (saturating at `u32::MAX` KiB).
 pub(crate) fn kib(bytes: usize) -> u32 {
@@ -36,6 +37,9 @@ pub(crate) struct Live {
     /// which label sets passed the label checks, and forgets them when this grows
     /// (`engine::Engine::batch`).
     pub(crate) label_epoch: u64,
+    /// The SLO spec (`slos:` of `--config.file`, else the shipped default), as the engine and
+    /// the status pages are to read it.
+    pub(crate) slos: Arc<SloSpec>,
 }
 
 impl Live {
@@ -47,13 +51,32 @@ impl Live {
             limits,
             web,
             label_epoch: 0,
+            slos: Arc::new(SloSpec::shipped_default()),
         }
     }
 
-    /// The settings after a reload to `limits` and `web`: the request slots and the memory budget
-    /// are kept when their limit is unchanged, so a reload never lets extra requests in.
-    pub(crate) fn reloaded(&self, limits: Limits, web: Arc<WebSettings>) -> Live {
-        let mut live = Live::new(limits, web);
+    /// These settings with the SLO spec `slos` instead: same request slots and memory budget.
+    pub(crate) fn with_slos(&self, slos: Arc<SloSpec>) -> Live {
+        Live {
+            limits: self.limits,
+            permits: self.permits.clone(),
+            inflight_kib: self.inflight_kib.clone(),
+            web: self.web.clone(),
+            label_epoch: self.label_epoch,
+            slos,
+        }
+    }
+
+    /// The settings after a reload to `limits`, `web` and `slos`: the request slots and the
+    /// memory budget are kept when their limit is unchanged, so a reload never lets extra
+    /// requests in.
+    pub(crate) fn reloaded(
+        &self,
+        limits: Limits,
+        web: Arc<WebSettings>,
+        slos: Arc<SloSpec>,
+    ) -> Live {
+        let mut live = Live::new(limits, web).with_slos(slos);
         if live.limits.max_concurrent_requests == self.limits.max_concurrent_requests {
             live.permits = self.permits.clone();
         }
@@ -81,6 +104,12 @@ impl LiveCell {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Replaces the SLO spec alone (at start, with the spec of `--config.file`).
+    pub(crate) fn set_slos(&self, slos: Arc<SloSpec>) {
+        let live = self.get().with_slos(slos);
+        self.set(live);
     }
 
     /// Replaces the settings; requests that already read the old ones keep them.

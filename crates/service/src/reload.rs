@@ -3,8 +3,8 @@
 //!
 //! A reload validates both files completely before changing anything. Then the engine settings
 //! (idle timeout, pending frames, active-series limit) are applied under the engine lock, keeping
-//! every series and group, and the receiver limits and web settings are swapped as one value
-//! ([`crate::live`]): they apply from the next request, and TLS certificates, keys and
+//! every series and group, and the receiver limits, web settings and SLO spec (`slos:`) are
+//! swapped as one value ([`crate::live`]): they apply from the next request, and TLS certificates, keys and
 //! client CAs from the next connection. Flags (`--web.listen-address`, `--log.*`) are not
 //! reloaded.
 //!
@@ -29,6 +29,7 @@ use crate::config::{Args, Config, ConfigError};
 use crate::core::Core;
 use crate::live::LiveCell;
 use crate::web::{WebConfigError, WebSettings};
+use engine::slo::SloSpec;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +91,8 @@ impl Reloader {
                     .metrics
                     .ops
                     .reload_succeeded(now_ms() as f64 / 1000.0);
-                tracing::info!("configuration reloaded");
+                let slos = slo_names(&self.live.get().slos);
+                tracing::info!(slos, "configuration reloaded");
                 Ok(())
             }
             Err(error) => {
@@ -112,9 +114,21 @@ impl Reloader {
         }
         self.core.engine().set_config(config.engine);
         self.live
-            .set(current.reloaded(config.limits, Arc::new(web)));
+            .set(current.reloaded(config.limits, Arc::new(web), Arc::new(config.slos)));
         Ok(())
     }
+}
+
+/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
+pub(crate) fn slo_names(spec: &SloSpec) -> String {
+    if spec.slos.is_empty() {
+        return "none".to_owned();
+    }
+    spec.slos
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of

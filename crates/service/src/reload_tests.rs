@@ -18,6 +18,7 @@ use crate::http::{AppState, app};
 use crate::web::WebSettings;
 use crate::web::settings_tests::Scratch;
 use engine::Engine;
+use engine::slo::{Sli, SloSpec};
 use protocol::Sample;
 use protocol::encode::encode_v1;
 
@@ -32,6 +33,7 @@ fn service(dir: &Scratch) -> AppState {
     let config = Config::from_args(args.clone()).unwrap();
     let web = WebSettings::load(config.web_config_file.as_deref()).unwrap();
     let state = AppState::new(Engine::new(config.engine), config.limits).with_web(web);
+    state.live_cell().set_slos(Arc::new(config.slos));
     let reloader = Arc::new(Reloader::new(
         args,
         state.core.clone(),
@@ -279,4 +281,52 @@ async fn unchanged_concurrency_keeps_the_request_slots() {
     state.reloader().unwrap().reload().unwrap();
     // New limit: fresh slots; the held one belongs to the old semaphore.
     assert_eq!(state.permits().available_permits(), 3);
+}
+
+#[tokio::test]
+async fn a_reload_swaps_the_slo_spec_and_a_bad_one_keeps_it() {
+    let dir = Scratch::new();
+    dir.write("config.yml", "engine:\n  settle_scrapes: 0\n");
+    dir.write("web.yml", "");
+    let state = service(&dir);
+    // No `slos:` key: the shipped default, TPOT <= 0.1 s for 99 %.
+    assert_eq!(*state.live_cell().get().slos, SloSpec::shipped_default());
+
+    dir.write(
+        "config.yml",
+        "slos:\n  - name: chat\n    objective: 0.995\n    window: 7d\n    ttft: 0.5\n    \
+         tpot: 0.05\n    objectives: {ttft: 0.9}\n",
+    );
+    let (status, _) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let live = state.live_cell().get();
+    let chat = live.slos.get("chat").expect("the reloaded SLO");
+    assert_eq!(live.slos.slos.len(), 1);
+    assert_eq!(chat.window_ms, 7 * 86_400_000);
+    assert_eq!(chat.objective, 0.995);
+    let ttft = chat.target(Sli::Ttft).unwrap();
+    let tpot = chat.target(Sli::Tpot).unwrap();
+    assert_eq!((ttft.threshold_seconds, ttft.objective), (0.5, 0.9));
+    assert_eq!((tpot.threshold_seconds, tpot.objective), (0.05, 0.995));
+
+    // An objective of 99 (a percentage) is refused, naming the field; "chat" stays.
+    dir.write(
+        "config.yml",
+        "slos:\n  - name: other\n    objective: 99\n    tpot: 0.05\n",
+    );
+    let (status, text) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        text.contains("slos[0].objective: 99 is not a fraction"),
+        "{text}"
+    );
+    assert!(state.live_cell().get().slos.get("chat").is_some());
+
+    // `slos: []`: no SLO at all.
+    dir.write("config.yml", "slos: []\n");
+    assert_eq!(
+        post(&state, "/-/reload", Vec::new(), None).await.0,
+        StatusCode::OK
+    );
+    assert!(state.live_cell().get().slos.slos.is_empty());
 }

@@ -49,9 +49,11 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         tls = web.tls.is_some(),
         basic_auth_or_bearer = web.auth.is_configured(),
         client_certificates = ?web.client_certs,
+        slos = reload::slo_names(&config.slos),
         "configuration loaded"
     );
     let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
+    state.live_cell().set_slos(Arc::new(config.slos.clone()));
     if let Some(storage) = &config.storage {
         crate::storage::load(
             &storage.path,

@@ -2,7 +2,10 @@
 //!
 //! * [`inspect`]: corrected values against the raw readings between two `/metrics` dumps;
 //! * [`demo`]: the service and the simulator in one process, with a live comparison table;
-//! * [`promql_rules`]: `vllm-corrector rules`, recording rules for what PromQL can express;
+//! * [`slo_rules`]: `vllm-corrector rules`, the SLO recording rules and burn-rate alerts (also as a
+//!   PrometheusRule, Sloth and Pyrra specs);
+//! * [`promql_rules`]: `vllm-corrector rules corrections`, recording rules for what PromQL can
+//!   express;
 //! * [`relabel`]: `vllm-corrector relabel`, the narrowest `write_relabel_configs`;
 //! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print;
 //! * `presentation`: how each corrected family is shown (columns, keys, rows, truth, PromQL).
@@ -16,4 +19,5 @@ mod presentation;
 pub mod promql_rules;
 pub mod readings;
 pub mod relabel;
+pub mod slo_rules;
 pub mod table;

@@ -1,6 +1,6 @@
-//! `vllm-corrector rules`: Prometheus recording rules that compute, in PromQL, the corrections PromQL can
-//! express, for users who cannot run the remote-write receiver. [`render`] returns a rule file
-//! (`groups:`, the format of Prometheus `rule_files` and of `promtool check rules`), serialised with
+//! `vllm-corrector rules corrections`: Prometheus recording rules that compute, in PromQL, the
+//! corrections PromQL can express, for users who cannot run the remote-write receiver.
+//! [`render`] returns a rule file (`groups:`, the format of Prometheus `rule_files` and of `promtool check rules`), serialised with
 //! serde-saphyr, behind a comment block that lists what PromQL cannot express and why.
 //!
 //! The formulas are those of `docs/METRICS.md`, "The corrected families", on vLLM's series as
@@ -27,7 +27,7 @@ use serde_saphyr::LitString;
 
 use crate::presentation;
 
-/// Options of [`render`]; also the flags of `vllm-corrector rules`.
+/// Options of [`render`]; also the flags of `vllm-corrector rules corrections`.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub struct RulesOptions {
     /// Prefix of every recorded name, in place of `vllm_corrected_`. The default records the names the
@@ -93,7 +93,7 @@ fn parse_group_name(s: &str) -> Result<String, String> {
 }
 
 /// A Prometheus duration: one or more `<digits><unit>` with unit ms, s, m, h, d, w or y (`1m30s`).
-fn parse_interval(s: &str) -> Result<String, String> {
+pub(crate) fn parse_interval(s: &str) -> Result<String, String> {
     let mut rest = s;
     let mut parts = 0;
     while !rest.is_empty() {
@@ -185,10 +185,11 @@ fn recorded_lines() -> String {
 
 /// The comment block printed above the rules (each line starts with `#`).
 const HEADER: &str = "\
-# Recording rules printed by `vllm-corrector rules`: the corrections of vllm-corrector that
-# PromQL can express, for Prometheus servers that cannot send remote write to the corrector.
-# Load this file through rule_files (or a PrometheusRule's spec.groups). Evaluate it at the
-# scrape interval of vLLM or faster. Formulas: README.md (The corrected families) and docs/DEPLOY.md.
+# Recording rules printed by `vllm-corrector rules corrections`: the corrections of
+# vllm-corrector that PromQL can express, for Prometheus servers that cannot send remote write
+# to the corrector. Load this file through rule_files (or a PrometheusRule's spec.groups).
+# Evaluate it at the scrape interval of vLLM or faster. Formulas: README.md (The corrected
+# families) and docs/DEPLOY.md.
 #
 # Recorded, with the corrector's names unless --rules.name-prefix says otherwise, and the labels
 # of the vLLM series (le kept on buckets; source dropped):

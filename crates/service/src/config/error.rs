@@ -23,6 +23,9 @@ pub enum ConfigError {
         /// The parser's message, with the location.
         message: String,
     },
+    /// An SLO of `slos:` is invalid; the error names the field (`slos[1].objective`).
+    #[error(transparent)]
+    Slo(#[from] engine::slo::SloError),
     /// A value is out of range or malformed.
     #[error("{field}: {message}")]
     Invalid {

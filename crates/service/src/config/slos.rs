@@ -1,0 +1,175 @@
+//! The `slos:` section of `--config.file`: the YAML form of [`engine::slo::SloSpec`], parsed and
+//! validated into it.
+//!
+//! ```yaml
+//! slos:
+//!   - name: chat                 # the slo label; part of rule and alert names
+//!     description: chat models   # optional, for alert annotations and Sloth/Pyrra
+//!     objective: 0.99            # fraction of good events, in (0, 1)
+//!     window: 30d                # the SLO period (humantime); default 30d; 1h to 366d
+//!     match: {model_name: "meta-llama/.*"}   # optional, fully anchored RE2 per label
+//!     by: [namespace, model_name]            # optional, the aggregation of the rules
+//!     ttft: 0.5                  # seconds; each threshold optional, at least one
+//!     tpot: 0.05
+//!     e2el: 20
+//!     itl_per_token: 0.03
+//!     objectives: {ttft: 0.95}   # optional per-SLI objectives, overriding `objective`
+//! ```
+//!
+//! No `slos:` key means the shipped default ([`SloSpec::shipped_default`]); `slos: []` means no
+//! SLO at all.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use engine::slo::{DEFAULT_BY, LabelMatch, Sli, SliTarget, Slo, SloError, SloSpec};
+
+/// One entry of `slos:`, as written. Unknown keys are refused.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SloEntry {
+    /// `slo` label value, `[a-z][a-z0-9_]*`.
+    name: String,
+    /// Free text.
+    #[serde(default)]
+    description: String,
+    /// Fraction of good events aimed at.
+    objective: f64,
+    /// The SLO period, a humantime duration (`30d`, `4w`, `7d`).
+    #[serde(default = "default_window")]
+    window: String,
+    /// Label name to regex.
+    #[serde(default, rename = "match")]
+    matchers: BTreeMap<String, String>,
+    /// Aggregation labels; default `[namespace, model_name]`.
+    by: Option<Vec<String>>,
+    /// TTFT threshold, seconds.
+    ttft: Option<f64>,
+    /// Canonical TPOT threshold, seconds.
+    tpot: Option<f64>,
+    /// E2EL threshold, seconds.
+    e2el: Option<f64>,
+    /// Per-token ITL threshold, seconds.
+    itl_per_token: Option<f64>,
+    /// Per-SLI objectives.
+    #[serde(default)]
+    objectives: SliObjectives,
+}
+
+/// `objectives:` of an SLO entry: an objective per SLI, overriding the SLO's.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliObjectives {
+    ttft: Option<f64>,
+    tpot: Option<f64>,
+    e2el: Option<f64>,
+    itl_per_token: Option<f64>,
+}
+
+fn default_window() -> String {
+    "30d".to_owned()
+}
+
+impl SloEntry {
+    fn threshold(&self, sli: Sli) -> Option<f64> {
+        match sli {
+            Sli::Ttft => self.ttft,
+            Sli::Tpot => self.tpot,
+            Sli::E2el => self.e2el,
+            Sli::ItlPerToken => self.itl_per_token,
+        }
+    }
+}
+
+impl SliObjectives {
+    fn get(&self, sli: Sli) -> Option<f64> {
+        match sli {
+            Sli::Ttft => self.ttft,
+            Sli::Tpot => self.tpot,
+            Sli::E2el => self.e2el,
+            Sli::ItlPerToken => self.itl_per_token,
+        }
+    }
+}
+
+/// The validated spec of a file's `slos:` (`None`: the key is absent, so the shipped default).
+///
+/// # Errors
+/// An [`SloError`] naming the field (`slos[0].window`, `slos[1].match.model_name`): a window that
+/// is not a duration, an objective given for an SLI without a threshold, a regex that does not
+/// compile, or any rule of [`SloSpec::validate`].
+pub(crate) fn slo_spec(entries: Option<&[SloEntry]>) -> Result<SloSpec, SloError> {
+    let Some(entries) = entries else {
+        return Ok(SloSpec::shipped_default());
+    };
+    let slos = entries
+        .iter()
+        .enumerate()
+        .map(|(i, entry)| slo(i, entry))
+        .collect::<Result<Vec<Slo>, SloError>>()?;
+    let spec = SloSpec { slos };
+    spec.validate()?;
+    Ok(spec)
+}
+
+fn slo(i: usize, entry: &SloEntry) -> Result<Slo, SloError> {
+    let window = humantime::parse_duration(&entry.window).map_err(|e| {
+        SloError::new(
+            i,
+            "window",
+            format!("{:?} is not a duration like 30d or 4w: {e}", entry.window),
+        )
+    })?;
+    let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
+    for sli in Sli::ALL {
+        if entry.objectives.get(sli).is_some() && entry.threshold(sli).is_none() {
+            return Err(SloError::new(
+                i,
+                &format!("objectives.{sli}"),
+                format!("an objective for {sli}, which has no threshold: add `{sli}: SECONDS`"),
+            ));
+        }
+    }
+    for (label, regex) in &entry.matchers {
+        regex::Regex::new(&format!("^(?:{regex})$")).map_err(|e| {
+            SloError::new(
+                i,
+                &format!("match.{label}"),
+                format!("{regex:?} is not a regular expression (RE2 syntax): {e}"),
+            )
+        })?;
+    }
+    Ok(Slo {
+        name: entry.name.clone(),
+        description: entry.description.clone(),
+        objective: entry.objective,
+        window_ms,
+        matchers: entry
+            .matchers
+            .iter()
+            .map(|(label, regex)| LabelMatch {
+                label: label.clone(),
+                regex: regex.clone(),
+            })
+            .collect(),
+        by: entry
+            .by
+            .clone()
+            .unwrap_or_else(|| DEFAULT_BY.iter().map(|s| (*s).to_owned()).collect()),
+        slis: Sli::ALL
+            .iter()
+            .filter_map(|&sli| {
+                entry.threshold(sli).map(|threshold_seconds| SliTarget {
+                    sli,
+                    threshold_seconds,
+                    objective: entry.objectives.get(sli).unwrap_or(entry.objective),
+                })
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+#[path = "slos_tests.rs"]
+mod tests;

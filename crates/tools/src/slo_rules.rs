@@ -1,0 +1,309 @@
+//! `vllm-corrector rules`: the recording rules and multi-window, multi-burn-rate alerts of the
+//! SLOs of `--config.file` (the shipped default without it), from the very [`SloSpec`] the service
+//! counts by, so the rules and the counters cannot disagree. `rules corrections` prints the PromQL
+//! recording rules of the corrections instead ([`crate::promql_rules`]).
+//!
+//! Four outputs (`--format`): a Prometheus rule file (`rules`, for `rule_files` and
+//! `promtool check rules`), the same groups as a Prometheus Operator `PrometheusRule`
+//! (`prometheusrule`), and Sloth `prometheus/v1` or Pyrra `ServiceLevelObjective` specs for teams
+//! that generate their own rules (`sloth`, `pyrra`). Two inputs (`--source`): the corrector's SLO
+//! counters (`counters`, the default; series names in [`groups`]), or the histograms' buckets
+//! (`buckets`, for a Prometheus without those counters), whose `le` matchers accept every
+//! spelling of the edge ([`le`]). Rule names and windows: [`groups`], [`windows`];
+//! user docs: `docs/SLO.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use engine::slo::SloSpec;
+
+use crate::promql_rules;
+
+mod groups;
+mod le;
+mod pyrra;
+mod sloth;
+mod windows;
+
+pub use groups::{EVENTS, FINISHED, GOOD_EVENTS, GOODPUT};
+use groups::{Group, duration, slo_groups};
+use windows::burn_windows;
+
+/// `vllm-corrector rules`: the SLO rules, or with the `corrections` subcommand the PromQL
+/// corrections.
+#[derive(Debug, Clone, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RulesArgs {
+    /// `corrections`: the PromQL recording rules of the corrections, for users who cannot run
+    /// the receiver. None: the SLO rules.
+    #[command(subcommand)]
+    pub command: Option<RulesCommand>,
+    /// The SLO rules' flags.
+    #[command(flatten)]
+    pub slo: SloRulesOptions,
+}
+
+/// The subcommands of `vllm-corrector rules`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum RulesCommand {
+    /// Print Prometheus recording rules for the corrections PromQL can express, for users who
+    /// cannot run the receiver (this was `vllm-corrector rules` before SLOs); the comment block
+    /// says which families PromQL cannot express, and why.
+    Corrections(promql_rules::RulesOptions),
+}
+
+/// The flags of the SLO rules.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct SloRulesOptions {
+    /// The service's configuration file: its `slos:` section is read and validated as the
+    /// service does (the whole file must be valid). Without it, the shipped default SLO (canonical
+    /// TPOT at most 0.1 s for 99 % of requests over 30 d), which deploy/alerts ships.
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub config_file: Option<PathBuf>,
+    /// What to print: `rules` (a Prometheus rule file), `prometheusrule` (the same groups as a
+    /// monitoring.coreos.com/v1 PrometheusRule with kube-prometheus-stack's labels), `sloth`
+    /// (Sloth prometheus/v1 specs, one per SLO window) or `pyrra` (Pyrra ServiceLevelObjective
+    /// objects, one per SLO and SLI).
+    #[arg(long = "format", value_enum, default_value_t = Format::Rules)]
+    pub format: Format,
+    /// What the rules read: `counters` (the corrector's vllm_corrected_slo_* counters) or
+    /// `buckets` (the histograms' buckets, for a Prometheus without those counters: vLLM's TTFT
+    /// and E2EL, the corrector's canonical TPOT and per-token ITL; no goodput).
+    #[arg(long = "source", value_enum, default_value_t = Source::Counters)]
+    pub source: Source,
+    /// Evaluation interval of the SLI and alert groups as a Prometheus duration (`30s`, `1m`);
+    /// default: the Prometheus `global.evaluation_interval`. The budget group runs every 5m.
+    #[arg(long = "rules.interval", value_parser = promql_rules::parse_interval)]
+    pub interval: Option<String>,
+}
+
+/// `--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A Prometheus rule file (`groups:`).
+    Rules,
+    /// A Prometheus Operator PrometheusRule.
+    #[value(name = "prometheusrule")]
+    PrometheusRule,
+    /// Sloth `prometheus/v1` specs.
+    Sloth,
+    /// Pyrra `ServiceLevelObjective` objects.
+    Pyrra,
+}
+
+/// `--source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Source {
+    /// The corrector's SLO counters.
+    Counters,
+    /// Histogram buckets.
+    Buckets,
+}
+
+impl Default for SloRulesOptions {
+    fn default() -> Self {
+        SloRulesOptions {
+            config_file: None,
+            format: Format::Rules,
+            source: Source::Counters,
+            interval: None,
+        }
+    }
+}
+
+/// What `vllm-corrector rules …` prints.
+///
+/// # Errors
+/// The configuration error (naming the file and field) when `--config.file` is unreadable or
+/// invalid.
+pub fn run(args: &RulesArgs) -> Result<String, service::config::ConfigError> {
+    match &args.command {
+        Some(RulesCommand::Corrections(options)) => Ok(promql_rules::render(options)),
+        None => {
+            let spec = match &args.slo.config_file {
+                Some(path) => service::config::Config::from_file(path)?.slos,
+                None => SloSpec::shipped_default(),
+            };
+            Ok(render(&spec, &args.slo))
+        }
+    }
+}
+
+/// The output of `options.format` for `spec`: print-ready (ends with a newline), deterministic.
+/// `options.config_file` is only named in the header.
+pub fn render(spec: &SloSpec, options: &SloRulesOptions) -> String {
+    let origin = match &options.config_file {
+        Some(path) => format!("the slos: of {}", path.display()),
+        None => "the shipped default SLO spec (no --config.file)".to_owned(),
+    };
+    match options.format {
+        Format::Rules => {
+            let groups = all_groups(spec, options);
+            format!(
+                "{}{}",
+                header(spec, options, &origin),
+                yaml(&RuleFile { groups: &groups })
+            )
+        }
+        Format::PrometheusRule => {
+            let groups = all_groups(spec, options);
+            let object = PrometheusRule {
+                api_version: "monitoring.coreos.com/v1",
+                kind: "PrometheusRule",
+                metadata: Metadata {
+                    name: "vllm-corrector-slos".to_owned(),
+                    labels: operator_labels(),
+                },
+                spec: RuleFile { groups: &groups },
+            };
+            format!(
+                "{}{OPERATOR_NOTE}{}",
+                header(spec, options, &origin),
+                yaml(&object)
+            )
+        }
+        Format::Sloth => sloth::render(spec, options.source, &origin),
+        Format::Pyrra => pyrra::render(spec, options.source, &origin),
+    }
+}
+
+fn all_groups(spec: &SloSpec, options: &SloRulesOptions) -> Vec<Group> {
+    spec.slos
+        .iter()
+        .flat_map(|slo| slo_groups(slo, options.source, options.interval.as_deref()))
+        .collect()
+}
+
+/// The labels kube-prometheus (`prometheus: k8s`, `role: alert-rules`) and kube-prometheus-stack
+/// (`release: <Helm release>`, here its documented name) select PrometheusRule objects by, as
+/// deploy/alerts/prometheusrule.yaml has them.
+pub(crate) fn operator_labels() -> BTreeMap<String, String> {
+    [
+        ("app.kubernetes.io/name", "vllm-corrector"),
+        ("prometheus", "k8s"),
+        ("release", "kube-prometheus-stack"),
+        ("role", "alert-rules"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+const OPERATOR_NOTE: &str = "\
+#
+# Prometheus Operator selects PrometheusRule objects by the Prometheus resource's ruleSelector:
+# kube-prometheus selects all of them; kube-prometheus-stack (Helm) selects
+# release: <your Helm release name>, here the chart's documented kube-prometheus-stack. Installed
+# under another release name? Set the label in your kustomization (labels: - pairs: {release: …}).
+";
+
+#[derive(Serialize)]
+struct RuleFile<'a> {
+    groups: &'a [Group],
+}
+
+#[derive(Serialize)]
+struct PrometheusRule<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: Metadata,
+    spec: RuleFile<'a>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct Metadata {
+    pub(crate) name: String,
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+/// `value` as YAML (lists indented under their key, multi-line expressions as `|` blocks).
+pub(crate) fn yaml(value: &impl Serialize) -> String {
+    let options = serde_saphyr::ser_options! { compact_list_indent: false };
+    serde_saphyr::to_string_with_options(value, options)
+        .expect("rule groups of strings and maps always serialise")
+}
+
+/// The comment block above the rules: where they come from, what they read, and per SLO its
+/// SLIs and windows.
+fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
+    let mut out = format!(
+        "# SLO recording rules and burn-rate alerts printed by `vllm-corrector rules` (docs/SLO.md)\n\
+         # from {origin}.\n# Regenerate them from the spec rather than edit them.\n#\n"
+    );
+    match options.source {
+        Source::Counters => out.push_str(
+            "# They read the corrector's SLO counters, per vLLM engine (with its labels):\n\
+             #   vllm_corrected_slo_events_total{slo, sli}, vllm_corrected_slo_good_events_total{slo, sli},\n\
+             #   vllm_corrected_slo_finished_requests_total{slo},\n\
+             #   vllm_corrected_goodput_requests_total{slo, bound=\"lower\"|\"upper\"}.\n",
+        ),
+        Source::Buckets => out.push_str(
+            "# They read histogram buckets (--source buckets): vllm:time_to_first_token_seconds,\n\
+             # vllm_corrected_request_time_per_output_token_seconds (canonical TPOT),\n\
+             # vllm:e2e_request_latency_seconds and vllm_corrected_acceptance_corrected_itl_seconds\n\
+             # (corrector only). Each le matcher accepts every spelling of the edge (20, 20.0; as\n\
+             # Prometheus 3 normalises le); a threshold that is no bucket edge matches nothing.\n",
+        ),
+    }
+    out.push_str(
+        "# Every ratio sums its numerator and denominator by slo, sli and the SLO's by labels, then\n\
+         # divides.\n",
+    );
+    if spec.slos.is_empty() {
+        out.push_str("#\n# The spec has no SLO (slos: []): no rules.\n");
+    }
+    for slo in &spec.slos {
+        let by = if slo.by.is_empty() {
+            "all groups together".to_owned()
+        } else {
+            slo.by.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "#\n# SLO {}: window {}, per {by}{}.",
+            slo.name,
+            duration(slo.window_ms),
+            if slo.matchers.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; groups with {}",
+                    slo.matchers
+                        .iter()
+                        .map(|m| format!("{}=~{:?}", m.label, m.regex))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+        for target in &slo.slis {
+            let _ = writeln!(
+                out,
+                "#   {} <= {} s for {} % (budget {} %)",
+                target.sli,
+                target.threshold_seconds,
+                groups::percent(target.objective),
+                groups::percent(target.error_budget())
+            );
+        }
+        let [fast, slow, quick, long] = burn_windows(slo.window_ms).map(|w| {
+            format!(
+                "{}x over {} and {}",
+                w.factor,
+                duration(w.long_ms),
+                duration(w.short_ms)
+            )
+        });
+        let _ = writeln!(out, "#   page (critical): {fast}, {slow}");
+        let _ = writeln!(out, "#   ticket (warning): {quick}, {long}");
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "slo_rules_tests.rs"]
+mod tests;
