@@ -11,8 +11,9 @@ use tools::relabel::{RelabelOptions, render};
 
 use crate::harness::Corrector;
 use crate::metrics::Snapshot;
-use crate::prometheus_e2e::{ExpositionServer, Prometheus};
-use crate::promtool::require_tool;
+use crate::prometheus_e2e::ExpositionServer;
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
 
 const FAMILIES: [&str; 5] = [
     "vllm_corrected_request_time_per_output_token_seconds_count",
@@ -64,7 +65,7 @@ fn served(snapshot: &Snapshot, instance: &str, engine: &str, family: &str) -> bo
 
 #[test]
 fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
-    let Some(binary) = require_tool("prometheus") else {
+    let Some(binary) = require(Tool::PROMETHEUS_2) else {
         return;
     };
     let mut sim = simulator();
@@ -89,7 +90,7 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [\"{}\", \"{}\"]\nremote_write:\n  - url: http://{}/api/v1/write\n    write_relabel_configs:\n{relabel}    queue_config:\n      batch_send_deadline: 1s\n",
         python.address, go.address, corrector.address
     );
-    let prometheus = Prometheus::start_with(&binary, &config);
+    let prometheus = Prometheus::start(&binary, &config);
 
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut t = 20.0;

@@ -146,7 +146,7 @@ fn sharded_config(correctors: &[&Corrector], targets: &[(String, &str)]) -> Stri
 
 #[test]
 fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
-    let Some(binary) = crate::promtool::require_tool("prometheus") else {
+    let Some(binary) = test_support::tools::require(test_support::tools::Tool::PROMETHEUS_2) else {
         return;
     };
     let shards = [Corrector::start(), Corrector::start()];
@@ -167,7 +167,7 @@ fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
         .map(|(server, instance)| (server.address.clone(), *instance))
         .collect();
     let config = sharded_config(&[&shards[0], &shards[1]], &targets);
-    let prometheus = crate::simdata::Prometheus::start(&binary, &config);
+    let prometheus = test_support::prometheus::Prometheus::start(&binary, &config);
 
     let expected: Vec<Vec<&str>> = (0..2)
         .map(|shard| {
