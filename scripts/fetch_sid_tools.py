@@ -159,7 +159,7 @@ def fetch(dest):
             os.makedirs(os.path.join(work, sub), exist_ok=True)
         with open(os.path.join(work, "sid.sources"), "w", encoding="utf-8") as f:
             f.write(f"Types: deb\nURIs: {uri}\nSuites: sid\nComponents: main\nSigned-By: {keyring}\n")
-        print(f"fetch_sid_tools: apt-get update for sid from {uri}", flush=True)
+        print(f"fetch_sid_tools: apt-get update for sid from {uri}", file=sys.stderr, flush=True)
         out = apt(work, "update")
         if out.returncode != 0:
             sys.exit(f"fetch_sid_tools: apt-get update failed:\n{out.stdout}{out.stderr}")
@@ -168,7 +168,7 @@ def fetch(dest):
             out = apt(work, "download", f"{package}={pinned}")
             if out.returncode != 0:
                 print(f"fetch_sid_tools: {package} {pinned} is no longer in sid; fetching its current version",
-                      flush=True)
+                      file=sys.stderr, flush=True)
                 out = apt(work, "download", package)
                 if out.returncode != 0:
                     sys.exit(f"fetch_sid_tools: apt-get download {package} failed:\n{out.stdout}{out.stderr}")

@@ -102,6 +102,11 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
             1,
         ),
         (
+            "deploy/vmagent/keep.relabel.yml",
+            include_str!("../../../deploy/vmagent/keep.relabel.yml"),
+            1,
+        ),
+        (
             "components/sidecar-operator",
             include_str!(
                 "../../../deploy/kubernetes/components/sidecar-operator/core/prometheus.yaml"
