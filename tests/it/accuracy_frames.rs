@@ -128,6 +128,22 @@ pub(crate) const IDENTIFIERS: [(&str, &str, &str); 4] = [
     (ITERATION, "_count", RAW_ITERATION_COUNT),
 ];
 
+/// A regex matching every name of [`RAW_SERIES`] and the base name of the histogram each is part
+/// of (`vllm:inter_token_latency_seconds(_sum)?|…`).
+fn raw_names_regex() -> String {
+    RAW_SERIES
+        .iter()
+        .map(|name| {
+            let base = name
+                .strip_suffix("_sum")
+                .or_else(|| name.strip_suffix("_count"))
+                .expect("every raw series is a histogram's _sum or _count");
+            format!("{base}|{name}")
+        })
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
 /// Frames per family (keyed by family name), ascending, one per distinct source scrape.
 pub(crate) type FamilyFrames = BTreeMap<&'static str, Vec<Frame>>;
 
@@ -166,10 +182,12 @@ pub(crate) fn collect(
         .into_iter()
         .flat_map(|s| s.samples)
         .collect();
+    // Classic series, or (under NHCB) the native histogram each `_sum`/`_count` is part of, which
+    // `PromApi::matrix` splits into those two.
     let raw = api.matrix(
         &format!(
             "{{__name__=~{},instance={inst}}}",
-            quote(&RAW_SERIES.join("|"))
+            quote(&raw_names_regex())
         ),
         range,
         now_ms,

@@ -5,7 +5,9 @@
 //! millisecond precision (`1717000000.123`), values as strings printed by Go's
 //! `strconv.FormatFloat(v, 'f', -1, 64)`, which round-trip to the same `f64`. An instant query of a
 //! range selector (`x[30s]`) returns the raw stored samples with their own timestamps, no
-//! interpolation and no extrapolation; stale markers are not returned.
+//! interpolation and no extrapolation; stale markers are not returned. A native histogram's samples
+//! come back under `histograms`, each `[time, {"count": "…", "sum": "…", "buckets": […]}]`, the
+//! count and sum printed as the float values are.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -116,7 +118,9 @@ impl PromApi {
         Ok(out)
     }
 
-    /// The raw samples of `selector` in `(at_ms − range_ms, at_ms]`, per series.
+    /// The raw samples of `selector` in `(at_ms − range_ms, at_ms]`, per series. A native
+    /// histogram series `x` comes back as the two series `x_sum` and `x_count` it holds (what a
+    /// classic histogram's `_sum` and `_count` series would hold).
     /// Errors: as [`PromApi::query`], or when the result is not a matrix.
     pub(crate) fn matrix(
         &self,
@@ -131,14 +135,25 @@ impl PromApi {
         }
         let mut out = Vec::new();
         for r in data["result"].as_array().into_iter().flatten() {
+            let labels = json_labels(&r["metric"])?;
+            if let Some(histograms) = r["histograms"].as_array() {
+                for part in ["sum", "count"] {
+                    let mut samples = Vec::new();
+                    for pair in histograms {
+                        samples.push((json_time_ms(&pair[0])?, json_value(&pair[1][part])?));
+                    }
+                    let mut labels = labels.clone();
+                    let name = labels.get("__name__").cloned().unwrap_or_default();
+                    labels.insert("__name__".to_string(), format!("{name}_{part}"));
+                    out.push(RangeSeries { labels, samples });
+                }
+                continue;
+            }
             let mut samples = Vec::new();
             for pair in r["values"].as_array().into_iter().flatten() {
                 samples.push((json_time_ms(&pair[0])?, json_value(&pair[1])?));
             }
-            out.push(RangeSeries {
-                labels: json_labels(&r["metric"])?,
-                samples,
-            });
+            out.push(RangeSeries { labels, samples });
         }
         Ok(out)
     }

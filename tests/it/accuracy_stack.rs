@@ -1,342 +1,239 @@
-//! Accuracy suite: the real processes of the chain, each on a fixed loopback address so that it can
-//! be restarted (the corrector) or reconfigured (Prometheus, vmagent) while the others keep running.
-//! Every child is killed on drop; failures print the tail of its log.
+//! Accuracy suite: the modes a chain runs in (sender × protocol × histogram form × keep rule) and
+//! the configuration each gives the real processes, which `crates/test-support` starts
+//! ([`test_support::prometheus`], [`test_support::vmagent`]).
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use crate::harness::{TempDir, free_port, wait_ready};
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
+use test_support::vmagent::Vmagent;
+use tools::relabel::{RelabelOptions, render};
 
-/// A child process with its log file; killed and reaped on drop.
-struct Proc {
-    child: Option<Child>,
-    log: PathBuf,
+/// Who scrapes the simulators and remote-writes to the corrector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sender {
+    /// The chain's Prometheus itself.
+    Prometheus,
+    /// This vmagent, writing the raw series to the chain's Prometheus too.
+    Vmagent(Tool),
 }
 
-impl Proc {
-    /// Spawns `command` with stdout and stderr appended to `log`, then waits for `ready_url` to
-    /// answer 2xx within `timeout`. Errors: the spawn error, or the child exited or never got
-    /// ready (the child is then killed); the message holds the log's tail.
-    fn try_spawn(
-        what: &str,
-        command: &mut Command,
-        log: &Path,
-        ready_url: &str,
-        timeout: Duration,
-    ) -> Result<Proc, String> {
-        let out = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("open log file");
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .map_err(|e| format!("spawn {what}: {e}"))?;
-        let client = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
-        if let Err(e) = wait_ready(&mut child, &client, ready_url, timeout) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "{what} not ready: {e}\n--- log ---\n{}",
-                tail(log, 80)
-            ));
-        }
-        Ok(Proc {
-            child: Some(child),
-            log: log.to_path_buf(),
-        })
-    }
-
-    /// [`Proc::try_spawn`], panicking on error.
-    fn spawn(
-        what: &str,
-        mut command: Command,
-        log: PathBuf,
-        ready_url: &str,
-        timeout: Duration,
-    ) -> Proc {
-        Proc::try_spawn(what, &mut command, &log, ready_url, timeout)
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// The remote-write protocol the sender speaks to the corrector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// RW 1.0 (`prometheus.WriteRequest`), every sender's default.
+    Rw1,
+    /// RW 2.0 (`protobuf_message: io.prometheus.write.v2.Request`, Prometheus 3).
+    Rw2,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// How the vLLM histograms travel and are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Histograms {
+    /// Classic `_bucket{le}`, `_sum`, `_count` series.
+    Classic,
+    /// Native histograms with custom buckets: Prometheus 3 converts each classic histogram at
+    /// scrape time (`convert_classic_histograms_to_nhcb: true`, `--enable-feature=native-histograms`)
+    /// into one series under the family's base name, stores only that, and sends it
+    /// (`send_native_histograms: true`).
+    Nhcb,
 }
 
-/// The last `lines` lines of the file at `path`.
-pub(crate) fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+/// Which series the remote write to the corrector keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Every `vllm:*` series (most of them unused by the rules).
+    AllVllm,
+    /// The keep rule `vllm-corrector relabel` generates, as every shipped configuration carries it.
+    Generated,
 }
 
-/// A `127.0.0.1:<port>` address that was free a moment ago.
-pub(crate) fn free_address() -> String {
-    format!("127.0.0.1:{}", free_port())
+/// One chain's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// Who sends.
+    pub sender: Sender,
+    /// The Prometheus that scrapes the corrector back, stores the raw series (scraped itself, or
+    /// written by vmagent) and evaluates the shipped PromQL rules; the sender when
+    /// [`Sender::Prometheus`].
+    pub prometheus: Tool,
+    /// The protocol to the corrector.
+    pub protocol: Protocol,
+    /// The histogram form.
+    pub histograms: Histograms,
+    /// The keep rule of the remote write to the corrector.
+    pub keep: Keep,
 }
 
-/// POSTs to `url` and asserts a 2xx answer (Prometheus's and vmagent's `/-/reload`).
-fn post_ok(url: &str) {
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let response = client
-        .post(url)
-        .send()
-        .unwrap_or_else(|e| panic!("POST {url}: {e}"));
-    let status = response.status();
-    assert!(
-        status.is_success(),
-        "POST {url} answered {status}: {}",
-        response.text().unwrap_or_default()
-    );
+const KEEP_ALL_VLLM: &str = r#"- source_labels: [__name__]
+  regex: "vllm:.*"
+  action: keep
+"#;
+
+const KEEP_ALL: &str = r#"- source_labels: [__name__]
+  regex: ".+"
+  action: keep
+"#;
+
+fn targets_yaml(targets: &[String]) -> String {
+    let quoted: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+    format!("[{}]", quoted.join(", "))
 }
 
-/// The `vllm-corrector` binary under test on a fixed address, restartable in place.
-pub(crate) struct CorrectorProc {
-    /// `127.0.0.1:<port>`: the remote-write target and the scrape target.
-    pub address: String,
-    dir: TempDir,
-    proc: Option<Proc>,
-    starts: u32,
+fn indent(text: &str, spaces: usize) -> String {
+    text.lines()
+        .map(|l| format!("{:spaces$}{l}\n", ""))
+        .collect()
 }
 
-impl CorrectorProc {
-    /// Starts the binary (embedded default configuration) on `address` and waits for `/-/ready`.
-    pub(crate) fn start(address: &str) -> CorrectorProc {
-        let mut corrector = CorrectorProc {
-            address: address.to_string(),
-            dir: TempDir::new("acc-corrector"),
-            proc: None,
-            starts: 0,
+impl Mode {
+    /// The mode's name in failure messages and logs, e.g. `Prometheus 3 RW 2.0 NHCB chain`.
+    pub(crate) fn name(&self) -> String {
+        let sender = match self.sender {
+            Sender::Prometheus => match self.prometheus {
+                Tool::PROMETHEUS_2 => "Prometheus 2".to_string(),
+                _ => "Prometheus 3".to_string(),
+            },
+            Sender::Vmagent(Tool::VMAGENT_SYSTEM) => "vmagent (system)".to_string(),
+            Sender::Vmagent(_) => "vmagent (sid)".to_string(),
         };
-        corrector.spawn();
-        corrector
+        let protocol = match self.protocol {
+            Protocol::Rw1 => "RW 1.0",
+            Protocol::Rw2 => "RW 2.0",
+        };
+        let form = match self.histograms {
+            Histograms::Classic => "",
+            Histograms::Nhcb => " NHCB",
+        };
+        format!("{sender} {protocol}{form} chain")
     }
 
-    fn spawn(&mut self) {
-        self.starts += 1;
-        let log = self.log_path();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_vllm-corrector"));
-        command.args(["--web.listen-address", &self.address, "--log.level", "info"]);
-        // The previous instance's port may take a moment to be released: try a few times.
-        let ready = format!("http://{}/-/ready", self.address);
-        let mut last_error = String::new();
-        for _ in 0..5 {
-            match Proc::try_spawn(
-                "vllm-corrector",
-                &mut command,
-                &log,
-                &ready,
-                Duration::from_secs(30),
-            ) {
-                Ok(p) => {
-                    self.proc = Some(p);
-                    return;
-                }
-                Err(e) => last_error = e,
-            }
-            std::thread::sleep(Duration::from_millis(500));
+    /// The binaries the mode needs: Prometheus, and vmagent when it sends. `None` when one is
+    /// missing and the running test opts out ([`require`]).
+    pub(crate) fn binaries(&self) -> Option<(PathBuf, Option<PathBuf>)> {
+        let prometheus = require(self.prometheus)?;
+        let vmagent = match self.sender {
+            Sender::Prometheus => None,
+            Sender::Vmagent(tool) => Some(require(tool)?),
+        };
+        Some((prometheus, vmagent))
+    }
+
+    /// Whether Prometheus stores the classic `_bucket`/`_sum`/`_count` series, which the shipped
+    /// plain-PromQL rules (`vllm-corrector rules`) read. Under NHCB it stores one native
+    /// histogram per family instead, and those rules find nothing.
+    pub(crate) fn stores_classic(&self) -> bool {
+        self.histograms == Histograms::Classic
+    }
+
+    /// How long after a target leaves the scrape configuration its corrected series may remain.
+    /// Classic: 40 s; the staleness markers of every series remove its groups at once, then the
+    /// corrector's next scrape makes Prometheus mark the corrected series stale. NHCB: 45 s more.
+    /// Prometheus marks a native histogram stale with one sample that lists no bucket bound, so
+    /// the corrector marks only its `_sum`, `_count` and `+Inf` stale; the finite buckets stop
+    /// arriving, and the group leaves by `engine.missed_scrapes` (never sooner than
+    /// `engine.missed_scrapes_min_wait`, 30 s, after its last sample, at the next 15 s sweep).
+    pub(crate) fn removal_bound(&self) -> Duration {
+        match self.histograms {
+            Histograms::Classic => Duration::from_secs(40),
+            Histograms::Nhcb => Duration::from_secs(40 + 30 + 15),
         }
-        panic!("{last_error}");
     }
 
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("corrector.log")
-    }
-
-    /// Kills the process and starts a fresh one on the same address (all in-memory state lost).
-    pub(crate) fn restart(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            p.kill();
+    /// The relabelling of the remote write to the corrector.
+    pub(crate) fn corrector_keep(&self) -> String {
+        match self.keep {
+            Keep::AllVllm => KEEP_ALL_VLLM.to_string(),
+            Keep::Generated => render(&RelabelOptions::default()),
         }
-        self.spawn();
     }
 
-    /// How many times the process was started.
-    pub(crate) fn starts(&self) -> u32 {
-        self.starts
-    }
-
-    /// `GET /metrics` (text format 0.0.4). Errors: transport or non-2xx.
-    pub(crate) fn metrics_text(&self) -> Result<String, String> {
-        let response = reqwest::blocking::Client::new()
-            .get(format!("http://{}/metrics", self.address))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .map_err(|e| e.to_string())?;
-        if !response.status().is_success() {
-            return Err(format!("GET /metrics answered {}", response.status()));
-        }
-        response.text().map_err(|e| e.to_string())
-    }
-
-    /// The last lines of the log (every start appends to the same file).
-    pub(crate) fn log_tail(&self) -> String {
-        tail(&self.log_path(), 60)
-    }
-}
-
-/// A Prometheus 2.42 server with a generated configuration and rules file, reloadable.
-pub(crate) struct PrometheusProc {
-    /// `http://127.0.0.1:<port>`.
-    pub base: String,
-    dir: TempDir,
-    proc: Proc,
-}
-
-impl PrometheusProc {
-    /// Starts `binary` with `config` (YAML; may name `rules.yml`, written from `rules`) and
-    /// `--web.enable-lifecycle` (for `/-/reload`) plus `--web.enable-remote-write-receiver`
-    /// (so that vmagent can write raw series into it). Waits for `/-/ready` (60 s).
-    pub(crate) fn start(binary: &Path, config: &str, rules: &str) -> PrometheusProc {
-        let dir = TempDir::new("acc-prometheus");
-        std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
-        std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
-        let address = free_address();
-        let mut command = Command::new(binary);
-        command
-            .current_dir(dir.path())
-            .arg("--config.file=prometheus.yml")
-            .arg("--storage.tsdb.path=data")
-            .arg(format!("--web.listen-address={address}"))
-            .arg("--web.enable-lifecycle")
-            .arg("--web.enable-remote-write-receiver");
-        let base = format!("http://{address}");
-        let log = dir.path().join("prometheus.log");
-        let proc = Proc::spawn(
-            "prometheus",
-            command,
-            log,
-            &format!("{base}/-/ready"),
-            Duration::from_secs(60),
+    /// Prometheus's configuration. As sender it scrapes the simulators and remote-writes their
+    /// series through the mode's keep rule in requests of at most 100 samples
+    /// (`batch_send_deadline` 200 ms), so every scrape is split over requests and shards; it
+    /// retries within 1 s after an outage. In every mode it scrapes the corrector back with
+    /// `honor_labels` (the corrected series keep the simulator's `job` and `instance`) and
+    /// evaluates the shipped plain-PromQL rules (`vllm-corrector rules`, recorded under
+    /// `vllm_promql_*`) every second.
+    pub(crate) fn prometheus_config(&self, sim_targets: &[String], corrector: &str) -> String {
+        let mut config = format!(
+            r#"global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files: ["rules.yml"]
+scrape_configs:
+  - job_name: corrector
+    honor_labels: true
+    static_configs:
+      - targets: ["{corrector}"]
+"#
         );
-        PrometheusProc { base, dir, proc }
-    }
-
-    /// Replaces the configuration with `config` and asks Prometheus to reload it (`POST /-/reload`,
-    /// answered once the new configuration is applied).
-    pub(crate) fn reload(&self, config: &str) {
-        std::fs::write(self.dir.path().join("prometheus.yml"), config).unwrap();
-        post_ok(&format!("{}/-/reload", self.base));
-    }
-
-    /// The last lines of the log.
-    pub(crate) fn log_tail(&self) -> String {
-        tail(&self.proc.log, 60)
-    }
-}
-
-/// vmagent 1.79 scraping with a Prometheus-style `scrape_configs` file and remote-writing to
-/// several URLs, each with its own relabelling.
-pub(crate) struct VmagentProc {
-    /// `http://127.0.0.1:<port>` (its own HTTP server: `/-/reload`, `/metrics`).
-    pub base: String,
-    dir: TempDir,
-    proc: Proc,
-}
-
-impl VmagentProc {
-    /// Starts `binary` scraping per `scrape_config` and writing to every `(url, relabel YAML)`.
-    ///
-    /// Which flags make vmagent 1.79 send RW1 snappy: `-remoteWrite.url` alone. 1.79 has a single
-    /// remote-write protocol, Prometheus RW 1.0: a protobuf `WriteRequest` in snappy block format
-    /// with `Content-Type: application/x-protobuf`, `Content-Encoding: snappy` and
-    /// `X-Prometheus-Remote-Write-Version: 0.1.0` (checked by capturing its requests). The flags
-    /// that choose a protocol (`-remoteWrite.forcePromProto`, `-remoteWrite.forceVMProto`) belong
-    /// to later releases, which also speak VictoriaMetrics' zstd protocol; they are absent from
-    /// 1.79's `vmagent -help`, and passing one makes 1.79 exit with "flag provided but not
-    /// defined". The corrector's `code="204"` answers to `/api/v1/write` confirm the format.
-    ///
-    /// `-remoteWrite.maxRowsPerBlock=100` and `-remoteWrite.flushInterval=200ms` are vmagent's
-    /// `max_samples_per_send` and `batch_send_deadline`: every scrape is split over many requests
-    /// on `-remoteWrite.queues=4` concurrent queues, so one scrape's series arrive in any order.
-    /// Significant figures and rounding stay off (their defaults), so values pass bit-exact.
-    pub(crate) fn start(
-        binary: &Path,
-        scrape_config: &str,
-        writes: &[(String, String)],
-    ) -> VmagentProc {
-        let dir = TempDir::new("acc-vmagent");
-        std::fs::write(dir.path().join("scrape.yml"), scrape_config).unwrap();
-        let address = free_address();
-        let mut command = Command::new(binary);
-        command
-            .current_dir(dir.path())
-            .arg("-promscrape.config=scrape.yml")
-            .arg(format!("-httpListenAddr={address}"))
-            .arg("-remoteWrite.tmpDataPath=vmagent-data")
-            .arg("-remoteWrite.maxRowsPerBlock=100")
-            .arg("-remoteWrite.flushInterval=200ms")
-            .arg("-remoteWrite.queues=4")
-            .arg("-loggerLevel=WARN");
-        for (i, (url, relabel)) in writes.iter().enumerate() {
-            let file = format!("relabel-{i}.yml");
-            std::fs::write(dir.path().join(&file), relabel).unwrap();
-            command
-                .arg(format!("-remoteWrite.url={url}"))
-                .arg(format!("-remoteWrite.urlRelabelConfig={file}"));
+        if self.sender != Sender::Prometheus {
+            return config;
         }
-        let base = format!("http://{address}");
-        let log = dir.path().join("vmagent.log");
-        let proc = Proc::spawn(
-            "vmagent",
-            command,
-            log,
-            &format!("{base}/health"),
-            Duration::from_secs(30),
+        config.push_str("  - job_name: vllm\n");
+        if self.histograms == Histograms::Nhcb {
+            config.push_str("    convert_classic_histograms_to_nhcb: true\n");
+        }
+        config.push_str(&format!(
+            "    static_configs:\n      - targets: {}\nremote_write:\n  - url: \"http://{corrector}/api/v1/write\"\n",
+            targets_yaml(sim_targets)
+        ));
+        if self.protocol == Protocol::Rw2 {
+            config.push_str("    protobuf_message: io.prometheus.write.v2.Request\n");
+        }
+        if self.histograms == Histograms::Nhcb {
+            config.push_str("    send_native_histograms: true\n");
+        }
+        config.push_str("    write_relabel_configs:\n");
+        config.push_str(&indent(&self.corrector_keep(), 6));
+        config.push_str(
+            "    queue_config:\n      max_samples_per_send: 100\n      batch_send_deadline: 200ms\n      \
+             min_backoff: 50ms\n      max_backoff: 1s\n",
         );
-        VmagentProc { base, dir, proc }
+        config
     }
 
-    /// Replaces the scrape configuration with `scrape_config` and makes vmagent re-read it
-    /// (`/-/reload`, vmagent's HTTP form of `SIGHUP`). Waits until vmagent's `/api/v1/targets` no
-    /// longer lists `removed_target`.
-    pub(crate) fn reload(&self, scrape_config: &str, removed_target: &str) {
-        std::fs::write(self.dir.path().join("scrape.yml"), scrape_config).unwrap();
-        post_ok(&format!("{}/-/reload", self.base));
-        let client = reqwest::blocking::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let listed = client
-                .get(format!("{}/api/v1/targets", self.base))
-                .send()
-                .and_then(|r| r.text())
-                .map(|t| t.contains(removed_target))
-                .unwrap_or(true);
-            if !listed {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "vmagent still scrapes {removed_target} 30 s after SIGHUP\n{}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(250));
+    /// vmagent's scrape configuration (the simulators every second).
+    pub(crate) fn vmagent_scrape_config(sim_targets: &[String]) -> String {
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vllm\n    \
+             static_configs:\n      - targets: {}\n",
+            targets_yaml(sim_targets)
+        )
+    }
+
+    /// Starts the chain's Prometheus with `rules` as `rules.yml`.
+    pub(crate) fn start_prometheus(
+        &self,
+        binary: &std::path::Path,
+        sim_targets: &[String],
+        corrector: &str,
+        rules: &str,
+    ) -> Prometheus {
+        let mut builder =
+            Prometheus::builder(binary, &self.prometheus_config(sim_targets, corrector))
+                .file("rules.yml", rules);
+        if self.histograms == Histograms::Nhcb {
+            builder = builder.feature("native-histograms");
         }
+        builder.start()
     }
 
-    /// The last lines of the log.
-    pub(crate) fn log_tail(&self) -> String {
-        tail(&self.proc.log, 60)
+    /// Starts vmagent scraping `sim_targets` and writing the mode's kept series to the corrector
+    /// and every series to the chain's Prometheus (`prometheus_base`, its remote-write receiver).
+    pub(crate) fn start_vmagent(
+        binary: &std::path::Path,
+        keep: &str,
+        sim_targets: &[String],
+        corrector: &str,
+        prometheus_base: &str,
+    ) -> Vmagent {
+        Vmagent::builder(binary, &Mode::vmagent_scrape_config(sim_targets))
+            .write(&format!("http://{corrector}/api/v1/write"), Some(keep))
+            .write(&format!("{prometheus_base}/api/v1/write"), Some(KEEP_ALL))
+            .start()
     }
 }

@@ -9,9 +9,10 @@ use std::time::Duration;
 use crate::fixture::Scrape;
 use crate::harness::TempDir;
 use crate::pki::Pki;
-use crate::prometheus_e2e::{ExpositionServer, Prometheus};
-use crate::promtool::require_tool;
+use crate::prometheus_e2e::ExpositionServer;
 use crate::secure::{Service, client, write};
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
 
 type Auth = Box<dyn Fn(reqwest::blocking::RequestBuilder) -> reqwest::blocking::RequestBuilder>;
 
@@ -147,7 +148,7 @@ fn schemes(pki: &Pki, dir: &TempDir) -> Vec<Scheme> {
 
 #[test]
 fn prometheus_remote_writes_through_every_scheme_and_nothing_unauthenticated_passes() {
-    let Some(binary) = require_tool("prometheus") else {
+    let Some(binary) = require(Tool::PROMETHEUS_2) else {
         return;
     };
     let exposition = ExpositionServer::start(Scrape::T1.text());
@@ -176,7 +177,7 @@ fn prometheus_remote_writes_through_every_scheme_and_nothing_unauthenticated_pas
             service.url("/api/v1/write"),
             scheme.remote_write
         );
-        let prometheus = Prometheus::start_with(&binary, &config);
+        let prometheus = Prometheus::start(&binary, &config);
         let applied = || {
             service
                 .snapshot(&scheme.client, &scheme.auth)

@@ -158,7 +158,7 @@ fn a_reload_swaps_the_server_certificate_for_new_connections() {
         &trusts_first,
     );
     let second = Pki::new("second CA");
-    server_files(&service.dir, &second, &second);
+    server_files(service.dir(), &second, &second);
     let response = trusts_first.post(service.url("/-/reload")).send().unwrap();
     assert_eq!(response.status().as_u16(), 200, "{}", service.log_text());
     // New clients, so new connections: the second CA's certificate is served now.

@@ -1,8 +1,10 @@
 //! The Grafana dashboard (Deploy issue, item 5): every panel query, and every template variable's
-//! `label_values`, runs against a real Prometheus holding simulated vLLM data and the corrector's
-//! output for it ([`crate::simdata`]), and none may fail or come back empty.
+//! `label_values`, runs against a real Prometheus (2.42 and 3.5) holding simulated vLLM data and
+//! the corrector's output for it ([`crate::simdata`]), and none may fail or come back empty.
 
 use serde_json::Value;
+
+use test_support::tools::Tool;
 
 use crate::simdata::{NAMESPACE, SimData, now_ms};
 
@@ -134,9 +136,18 @@ fn dashboard_is_well_formed_and_uses_its_data_source_variable() {
 
 #[test]
 fn every_panel_query_returns_data_from_prometheus_fed_with_simulated_vllm() {
+    every_panel_query_returns_data(Tool::PROMETHEUS_2);
+}
+
+#[test]
+fn every_panel_query_returns_data_from_prometheus_3_fed_with_simulated_vllm() {
+    every_panel_query_returns_data(Tool::PROMETHEUS_3);
+}
+
+fn every_panel_query_returns_data(prometheus: Tool) {
     let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
     let vars = variables(&dashboard);
-    let Some(data) = SimData::start(None) else {
+    let Some(data) = SimData::start(prometheus, None) else {
         return;
     };
     let mut failures = Vec::new();
@@ -202,7 +213,7 @@ fn tokens_per_output_panel_reads_exactly_1_without_speculative_decoding() {
         .into_iter()
         .find(|(_, _, e)| e.contains("vllm_corrected_tokens_per_output_sum"))
         .expect("the tokens per output query");
-    let Some(data) = SimData::start(None) else {
+    let Some(data) = SimData::start(Tool::PROMETHEUS_2, None) else {
         return;
     };
     let end = now_ms() as f64 / 1000.0;

@@ -1,71 +1,51 @@
-//! Runs the `vllm-corrector` binary as a black box on a free loopback port.
+//! The `vllm-corrector` binary under test, started through the one launcher of
+//! `crates/test-support` ([`test_support::corrector`]), with the remote-write and `/metrics`
+//! helpers of these tests on top ([`Corrector`]).
 
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::ops::{Deref, DerefMut};
+
+use test_support::corrector::CorrectorBuilder;
+pub(crate) use test_support::process::{TempDir, free_address, free_port};
 
 use crate::rw::{self, Point};
 
-/// A directory under the system temp dir, removed on drop.
-pub(crate) struct TempDir(PathBuf);
+/// The binary under test.
+pub(crate) const BINARY: &str = env!("CARGO_BIN_EXE_vllm-corrector");
 
-impl TempDir {
-    /// Creates a fresh, uniquely named directory.
-    pub(crate) fn new(tag: &str) -> TempDir {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "vllm-corrector-it-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    /// The directory's path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A loopback port that was free a moment ago.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind an ephemeral port")
-        .local_addr()
-        .unwrap()
-        .port()
+/// A builder for the binary under test ([`test_support::corrector::Corrector::builder`]).
+pub(crate) fn corrector() -> CorrectorBuilder {
+    test_support::corrector::Corrector::builder(BINARY)
 }
 
 /// A running corrector; killed on drop. Its log goes to a file that failures print.
-pub(crate) struct Corrector {
-    child: Child,
-    /// `http://127.0.0.1:<port>`.
-    pub base: String,
-    /// The `host:port` it listens on.
-    pub address: String,
-    log: PathBuf,
-    client: reqwest::blocking::Client,
-    dir: TempDir,
-}
+pub(crate) struct Corrector(test_support::corrector::Corrector);
 
 /// The `engine:` line of [`Corrector::start_unsettled`].
 pub(crate) const UNSETTLED: &str = "engine:\n  settle_scrapes: 0\n";
 
+impl Deref for Corrector {
+    type Target = test_support::corrector::Corrector;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl DerefMut for Corrector {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl From<test_support::corrector::Corrector> for Corrector {
+    fn from(started: test_support::corrector::Corrector) -> Corrector {
+        Corrector(started)
+    }
+}
+
 impl Corrector {
     /// Starts the binary with embedded defaults.
     pub(crate) fn start() -> Corrector {
-        Self::start_with_config(None)
+        corrector().start().into()
     }
 
     /// Starts the binary with the defaults but `engine.settle_scrapes: 0`, for tests that check
@@ -78,104 +58,17 @@ impl Corrector {
 
     /// Starts the binary, with `--config.file` holding `yaml` when given, and waits for `/-/ready`.
     pub(crate) fn start_with_config(yaml: Option<&str>) -> Corrector {
-        let dir = TempDir::new("corrector");
-        let config = yaml.map(|text| {
-            let path = dir.path().join("config.yml");
-            std::fs::write(&path, text).expect("write config file");
-            path
-        });
-        let client = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap();
-        let mut last_error = String::new();
-        for _attempt in 0..3 {
-            let address = format!("127.0.0.1:{}", free_port());
-            let log = dir
-                .path()
-                .join(format!("corrector-{}.log", address.replace(':', "_")));
-            let mut command = Command::new(env!("CARGO_BIN_EXE_vllm-corrector"));
-            command.args(["--web.listen-address", &address, "--log.level", "debug"]);
-            if let Some(path) = &config {
-                command.arg("--config.file").arg(path);
-            }
-            let out = File::create(&log).expect("create log file");
-            let mut child = command
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("spawn vllm-corrector");
-            let base = format!("http://{address}");
-            match wait_ready(
-                &mut child,
-                &client,
-                &format!("{base}/-/ready"),
-                Duration::from_secs(20),
-            ) {
-                Ok(()) => {
-                    return Corrector {
-                        child,
-                        base,
-                        address,
-                        log,
-                        client,
-                        dir,
-                    };
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    // A port taken between free_port() and bind: try another one.
-                    last_error = format!(
-                        "{e}\n--- log ---\n{}",
-                        std::fs::read_to_string(&log).unwrap_or_default()
-                    );
-                }
-            }
+        match yaml {
+            Some(yaml) => corrector().config(yaml).start().into(),
+            None => Self::start(),
         }
-        panic!("vllm-corrector did not become ready: {last_error}");
-    }
-
-    /// Replaces the `--config.file` (the binary must have been started with one) with `yaml` and
-    /// asks for a reload (`POST /-/reload`), asserting that it succeeded.
-    pub(crate) fn reload_config(&self, yaml: &str) {
-        std::fs::write(self.dir.path().join("config.yml"), yaml).expect("write config file");
-        let response = self
-            .client
-            .post(format!("{}/-/reload", self.base))
-            .send()
-            .expect("POST /-/reload");
-        let status = response.status();
-        assert!(
-            status.is_success(),
-            "{status}: {}",
-            response.text().unwrap_or_default()
-        );
-    }
-
-    /// Sends SIGTERM and waits for the exit: the exit status and how long it took.
-    pub(crate) fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
-        let started = std::time::Instant::now();
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(sent.success(), "kill -TERM failed");
-        let status = self.child.wait().expect("wait for vllm-corrector");
-        (status, started.elapsed())
-    }
-
-    /// The corrector's log so far.
-    pub(crate) fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Posts one RW1 body built from `points`; returns the HTTP status.
     pub(crate) fn post(&self, points: &[Point]) -> u16 {
         let response = self
-            .client
-            .post(format!("{}/api/v1/write", self.base))
+            .client()
+            .post(self.url("/api/v1/write"))
             .header("Content-Type", "application/x-protobuf")
             .header("Content-Encoding", "snappy")
             .header("X-Prometheus-Remote-Write-Version", "0.1.0")
@@ -212,7 +105,7 @@ impl Corrector {
 
     fn get_metrics(&self, accept: Option<&str>) -> String {
         let send = || {
-            let mut request = self.client.get(format!("{}/metrics", self.base));
+            let mut request = self.client().get(self.url("/metrics"));
             if let Some(accept) = accept {
                 request = request.header("Accept", accept);
             }
@@ -235,36 +128,5 @@ impl Corrector {
     /// `/metrics` (text 0.0.4), parsed.
     pub(crate) fn snapshot(&self) -> crate::metrics::Snapshot {
         crate::metrics::Snapshot::parse_text(&self.metrics_text())
-    }
-}
-
-/// Polls `ready_url` until it answers 2xx; fails if `child` exits or `timeout` passes.
-pub(crate) fn wait_ready(
-    child: &mut Child,
-    client: &reqwest::blocking::Client,
-    ready_url: &str,
-    timeout: Duration,
-) -> Result<(), String> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
-            return Err(format!("exited early with {status}"));
-        }
-        if let Ok(r) = client.get(ready_url).send()
-            && r.status().is_success()
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {ready_url}"));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-impl Drop for Corrector {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }

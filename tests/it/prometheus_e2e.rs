@@ -1,11 +1,10 @@
-//! End to end with the real Prometheus (2.42 on Debian): Prometheus scrapes the fixture exposition
+//! End to end with the real Prometheus (2.42 on Debian 12, and 3.5): Prometheus scrapes the fixture exposition
 //! served by this test, remote-writes the `vllm:*` series to the corrector in small batches, scrapes
 //! the corrector back with `honor_labels: true`, and the corrected values are read through
 //! Prometheus's query API and compared with the hand values of EXPECTED.md.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -15,9 +14,11 @@ use promtext::ParsedSample;
 
 use crate::expected::{check_group, fixture};
 use crate::fixture::{MODEL, Scrape, group_at};
-use crate::harness::{Corrector, TempDir, free_port, wait_ready};
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
+
+use crate::harness::Corrector;
 use crate::metrics::Snapshot;
-use crate::promtool::require_tool;
 
 /// A tiny HTTP server answering every request with the current exposition text.
 pub(crate) struct ExpositionServer {
@@ -89,17 +90,11 @@ impl Drop for ExpositionServer {
     }
 }
 
-/// A Prometheus child process, killed on drop.
-pub(crate) struct Prometheus {
-    child: Child,
-    base: String,
-    dir: TempDir,
-}
-
-impl Prometheus {
-    fn start(binary: &std::path::Path, vllm_target: &str, corrector: &str) -> Prometheus {
-        let config = format!(
-            r#"global:
+/// Prometheus scraping `vllm_target` and the corrector, remote-writing the `vllm:*` series to the
+/// corrector in requests of at most 50 samples.
+fn start_prometheus(binary: &std::path::Path, vllm_target: &str, corrector: &str) -> Prometheus {
+    let config = format!(
+        r#"global:
   scrape_interval: 1s
   scrape_timeout: 1s
 scrape_configs:
@@ -120,105 +115,53 @@ remote_write:
       max_samples_per_send: 50
       batch_send_deadline: 1s
 "#
-        );
-        Prometheus::start_with(binary, &config)
-    }
-
-    /// Starts Prometheus with the configuration text `config` and waits for `/-/ready`.
-    pub(crate) fn start_with(binary: &std::path::Path, config: &str) -> Prometheus {
-        let dir = TempDir::new("prometheus");
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config).unwrap();
-        let address = format!("127.0.0.1:{}", free_port());
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-        let mut child = Command::new(binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={address}"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn prometheus");
-        let client = reqwest::blocking::Client::new();
-        let base = format!("http://{address}");
-        if let Err(e) = wait_ready(
-            &mut child,
-            &client,
-            &format!("{base}/-/ready"),
-            Duration::from_secs(60),
-        ) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "prometheus not ready: {e}\n{}",
-                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default()
-            );
-        }
-        Prometheus { child, base, dir }
-    }
-
-    /// `http://127.0.0.1:<port>`, for the query API.
-    pub(crate) fn base(&self) -> &str {
-        &self.base
-    }
-
-    /// Prometheus' log so far.
-    pub(crate) fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
-    }
-
-    /// The newest value of every `vllm_corrected_*` series, as a snapshot of samples.
-    fn corrected_series(&self, client: &reqwest::blocking::Client) -> Result<Snapshot, String> {
-        let mut response = client
-            .get(format!("{}/api/v1/query", self.base))
-            .query(&[("query", r#"{__name__=~"vllm_corrected_.*"}"#)])
-            .send()
-            .map_err(|e| e.to_string())?;
-        let mut text = String::new();
-        response
-            .read_to_string(&mut text)
-            .map_err(|e| e.to_string())?;
-        let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
-        let results = json["data"]["result"]
-            .as_array()
-            .ok_or_else(|| format!("no data.result: {text}"))?;
-        let mut samples = Vec::new();
-        for r in results {
-            let mut name = String::new();
-            let mut labels = Vec::new();
-            for (k, v) in r["metric"].as_object().ok_or("metric is not an object")? {
-                let v = v.as_str().unwrap_or_default().to_string();
-                if k == "__name__" {
-                    name = v
-                } else {
-                    labels.push((k.clone(), v))
-                }
-            }
-            let value = r["value"][1].as_str().ok_or("value is not a string")?;
-            let value = value
-                .parse::<f64>()
-                .map_err(|e| format!("value {value:?}: {e}"))?;
-            samples.push(ParsedSample {
-                name,
-                labels,
-                value,
-                timestamp_ms: None,
-            });
-        }
-        Ok(Snapshot { text, samples })
-    }
+    );
+    Prometheus::start(binary, &config)
 }
 
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// The newest value of every `vllm_corrected_*` series in `prometheus`, as a snapshot of samples.
+fn corrected_series(
+    prometheus: &Prometheus,
+    client: &reqwest::blocking::Client,
+) -> Result<Snapshot, String> {
+    let mut response = client
+        .get(format!("{}/api/v1/query", prometheus.base))
+        .query(&[("query", r#"{__name__=~"vllm_corrected_.*"}"#)])
+        .send()
+        .map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    response
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    let results = json["data"]["result"]
+        .as_array()
+        .ok_or_else(|| format!("no data.result: {text}"))?;
+    let mut samples = Vec::new();
+    for r in results {
+        let mut name = String::new();
+        let mut labels = Vec::new();
+        for (k, v) in r["metric"].as_object().ok_or("metric is not an object")? {
+            let v = v.as_str().unwrap_or_default().to_string();
+            if k == "__name__" {
+                name = v
+            } else {
+                labels.push((k.clone(), v))
+            }
+        }
+        let value = r["value"][1].as_str().ok_or("value is not a string")?;
+        let value = value
+            .parse::<f64>()
+            .map_err(|e| format!("value {value:?}: {e}"))?;
+        samples.push(ParsedSample {
+            name,
+            labels,
+            value,
+            timestamp_ms: None,
+        });
     }
+    Ok(Snapshot { text, samples })
 }
 
 /// Polls Prometheus until both engines serve the hand values of `scrape`, or panics after `timeout`.
@@ -236,7 +179,7 @@ fn wait_for(
     let deadline = Instant::now() + timeout;
     let mut last = String::from("no query answered yet");
     while Instant::now() < deadline {
-        let outcome = prometheus.corrected_series(&client).and_then(|snapshot| {
+        let outcome = corrected_series(prometheus, &client).and_then(|snapshot| {
             ["0", "1"].iter().try_for_each(|engine| {
                 let what = format!("{scrape:?} engine {engine}");
                 check_group(
@@ -269,14 +212,14 @@ fn wait_for(
     );
 }
 
-#[test]
-fn real_prometheus_scrapes_remote_writes_and_reads_back_the_hand_values() {
-    let Some(binary) = require_tool("prometheus") else {
+/// The scenario with the Prometheus `tool`.
+fn hand_values_through(tool: Tool) {
+    let Some(binary) = require(tool) else {
         return;
     };
     let corrector = Corrector::start();
     let server = ExpositionServer::start(Scrape::T1.text());
-    let prometheus = Prometheus::start(&binary, &server.address, &corrector.address);
+    let prometheus = start_prometheus(&binary, &server.address, &corrector.address);
     // Prometheus adds job="vllm" and instance=<the exposition server> to every vLLM series; the
     // corrector keeps them and honor_labels keeps them when Prometheus scrapes the corrector.
     wait_for(
@@ -305,4 +248,14 @@ fn real_prometheus_scrapes_remote_writes_and_reads_back_the_hand_values() {
         writes.is_some_and(|n| n >= (per_scrape / 50.0).ceil()),
         "expected each {per_scrape}-sample scrape split into requests of at most 50 samples, saw {writes:?} accepted writes"
     );
+}
+
+#[test]
+fn real_prometheus_scrapes_remote_writes_and_reads_back_the_hand_values() {
+    hand_values_through(Tool::PROMETHEUS_2);
+}
+
+#[test]
+fn real_prometheus_3_scrapes_remote_writes_and_reads_back_the_hand_values() {
+    hand_values_through(Tool::PROMETHEUS_3);
 }

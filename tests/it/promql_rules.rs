@@ -1,16 +1,16 @@
-//! `vllm-corrector rules` (Deploy issue, item 6): the recording rules pass `promtool check rules`,
-//! and, loaded into a real Prometheus (`rule_files`) beside the corrector's output for the same
+//! `vllm-corrector rules` (Deploy issue, item 6): the recording rules pass `promtool check rules`
+//! (2.42 and 3.5), and, loaded into a real Prometheus (2.42 and 3.5, `rule_files`) beside the
+//! corrector's output for the same
 //! simulated scrapes, every recorded series equals the corrector's series of the same name and
 //! labels within 1e-9 relative, at instants where both have settled.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use test_support::promtool::Promtool;
+use test_support::tools::{Tool, require};
 use tools::promql_rules::{DEFAULT_PREFIX, RulesOptions, render};
 
-use crate::promtool::require_tool;
 use crate::simdata::{Row, SimData, now_ms};
 
 /// The prefix the test records under, so the rules' series and the corrector's coexist.
@@ -39,27 +39,6 @@ fn records(text: &str) -> Vec<String> {
         .flat_map(|g| g.rules)
         .map(|r| r.record)
         .collect()
-}
-
-fn promtool_check_rules(promtool: &std::path::Path, text: &str) {
-    let dir = crate::harness::TempDir::new("rules");
-    let path = dir.path().join("rules.yml");
-    std::fs::File::create(&path)
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = Command::new(promtool)
-        .args(["check", "rules"])
-        .arg(&path)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run promtool");
-    assert!(
-        out.status.success(),
-        "promtool check rules failed:\n{}{}\n--- rules ---\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A row's identity: its labels without `__name__`, `le` written as the float it parses to.
@@ -142,20 +121,33 @@ fn wait_for_evaluation(data: &SimData, recorded: &[String], after_ms: i64) -> Re
 
 #[test]
 fn rendered_rules_pass_promtool_check_rules_with_default_and_custom_names() {
-    let Some(promtool) = require_tool("promtool") else {
-        return;
-    };
-    promtool_check_rules(&promtool, &render(&RulesOptions::default()));
     let custom = RulesOptions {
         name_prefix: PREFIX.to_string(),
         group_name: "test".to_string(),
         interval: Some("1s".to_string()),
     };
-    promtool_check_rules(&promtool, &render(&custom));
+    for tool in [Tool::PROMTOOL_2, Tool::PROMTOOL_3] {
+        let Some(promtool) = require(tool).map(Promtool::new) else {
+            continue;
+        };
+        for options in [RulesOptions::default(), custom.clone()] {
+            let text = render(&options);
+            promtool.check_rules(&text).assert_success(&text);
+        }
+    }
 }
 
 #[test]
 fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
+    rules_equal_the_corrector(Tool::PROMETHEUS_2);
+}
+
+#[test]
+fn promql_rules_in_real_prometheus_3_equal_the_corrector_on_simulated_data() {
+    rules_equal_the_corrector(Tool::PROMETHEUS_3);
+}
+
+fn rules_equal_the_corrector(prometheus: Tool) {
     let options = RulesOptions {
         name_prefix: PREFIX.to_string(),
         group_name: "vllm-promql-test".to_string(),
@@ -183,7 +175,7 @@ fn promql_rules_in_real_prometheus_equal_the_corrector_on_simulated_data() {
     .map(|suffix| format!("{PREFIX}{suffix}"))
     .collect();
     assert_eq!(recorded, want);
-    let Some(mut data) = SimData::start(Some(&text)) else {
+    let Some(mut data) = SimData::start(prometheus, Some(&text)) else {
         return;
     };
     // Settled instants: a scrape is written, then the rules are evaluated after it, before the next.

@@ -1,39 +1,20 @@
-//! (g) `/metrics` passes `promtool check metrics`, and its OpenMetrics form carries the same values;
-//! (h) the shipped alert rules pass their promtool unit tests; (i) the SLO rules generated for a
-//! full spec, and the PromQL of their Sloth and Pyrra forms, pass `promtool check rules`.
+//! (g) `/metrics` passes `promtool check metrics` (2.42 and 3.5), and its OpenMetrics form
+//! carries the same values; (h) the shipped alert rules pass their promtool unit tests; (i) the
+//! SLO rules generated for a full spec, and the PromQL of their Sloth and Pyrra forms, pass
+//! `promtool check rules`.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
+
+use test_support::promtool::Promtool;
+use test_support::tools::{Tool, require};
 
 use crate::expected::{assert_group, fixture};
 use crate::fixture::{Scrape, group, scrape_times};
 use crate::harness::Corrector;
 use crate::metrics::Snapshot;
 
-/// The path of `tool` on `PATH`; `None` means skip loudly, except under CI where it is a failure.
-pub(crate) fn require_tool(tool: &str) -> Option<std::path::PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(tool))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{tool} is not installed, and CI is set: run scripts/test.sh"
-        );
-        eprintln!(
-            "\n!!!!!!!! SKIPPED: `{tool}` is not installed; scripts/test.sh installs it. !!!!!!!!\n"
-        );
-    }
-    found
-}
-
 #[test]
 fn metrics_output_passes_promtool_check_metrics() {
-    let Some(promtool) = require_tool("promtool") else {
-        return;
-    };
     let [t1, t2, _] = scrape_times();
     let corrector = Corrector::start_unsettled();
     corrector.write(&Scrape::T1.points(t1));
@@ -43,27 +24,18 @@ fn metrics_output_passes_promtool_check_metrics() {
         text.contains("vllm_corrected_"),
         "corrected families are served\n{text}"
     );
-
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run promtool");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics failed:\n{}{}\n--- served ---\n{text}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    for tool in [Tool::PROMTOOL_2, Tool::PROMTOOL_3] {
+        let Some(promtool) = require(tool).map(Promtool::new) else {
+            continue;
+        };
+        let report = promtool.check_metrics(&text);
+        assert!(
+            report.success && report.lines().is_empty(),
+            "{} found problems:\n{}\n--- served ---\n{text}",
+            report.command,
+            report.output
+        );
+    }
 }
 
 #[test]
@@ -105,9 +77,16 @@ fn promtool_ok(promtool: &std::path::Path, args: &[&std::ffi::OsStr], what: &str
 /// runs them).
 #[test]
 fn shipped_alert_rules_pass_their_promtool_unit_tests() {
-    let Some(promtool) = require_tool("promtool") else {
-        return;
-    };
+    for tool in [Tool::PROMTOOL_2, Tool::PROMTOOL_3] {
+        let Some(promtool) = require(tool) else {
+            continue;
+        };
+        shipped_alert_rules_pass_unit_tests_of(&promtool);
+    }
+}
+
+/// (h) with one promtool binary.
+fn shipped_alert_rules_pass_unit_tests_of(promtool: &std::path::Path) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/alerts/tests");
     let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -121,7 +100,7 @@ fn shipped_alert_rules_pass_their_promtool_unit_tests() {
     );
     let mut args = vec![std::ffi::OsStr::new("test"), std::ffi::OsStr::new("rules")];
     args.extend(files.iter().map(|f| f.as_os_str()));
-    promtool_ok(&promtool, &args, "deploy/alerts/tests");
+    promtool_ok(promtool, &args, "deploy/alerts/tests");
 }
 
 /// (i) `vllm-corrector rules` for a spec with every field, in each source, passes `promtool check
@@ -129,7 +108,7 @@ fn shipped_alert_rules_pass_their_promtool_unit_tests() {
 /// (`{{.window}}` as 5m; Pyrra's selectors as expressions).
 #[test]
 fn generated_slo_rules_and_the_sloth_and_pyrra_queries_pass_promtool_check_rules() {
-    let Some(promtool) = require_tool("promtool") else {
+    let Some(promtool) = require(Tool::PROMTOOL_2) else {
         return;
     };
     let dir = crate::harness::TempDir::new("slo-rules");

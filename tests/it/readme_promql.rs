@@ -1,7 +1,9 @@
 //! Every PromQL example of README.md (its fenced `promql` blocks; within a block, each query is
-//! the run of lines between comment lines) runs against a real Prometheus holding fifteen minutes
+//! the run of lines between comment lines) runs against a real Prometheus (2.42 and 3.5) holding fifteen minutes
 //! of simulated vLLM scrapes and the corrector's output for them ([`crate::simdata`]). Each must
 //! parse and return at least one finite value, so a broken example fails CI.
+
+use test_support::tools::Tool;
 
 use crate::simdata::{SimData, now_ms};
 
@@ -57,8 +59,17 @@ fn readme_blocks_split_into_queries() {
 
 #[test]
 fn every_readme_promql_example_returns_data_from_prometheus_with_corrected_series() {
+    every_readme_example_returns_data(Tool::PROMETHEUS_2);
+}
+
+#[test]
+fn every_readme_promql_example_returns_data_from_prometheus_3_with_corrected_series() {
+    every_readme_example_returns_data(Tool::PROMETHEUS_3);
+}
+
+fn every_readme_example_returns_data(prometheus: Tool) {
     let queries = examples(README);
-    let Some(data) = SimData::start(None) else {
+    let Some(data) = SimData::start(prometheus, None) else {
         return;
     };
     let end = now_ms() as f64 / 1000.0;

@@ -11,8 +11,9 @@ use tools::relabel::{RelabelOptions, render};
 
 use crate::harness::Corrector;
 use crate::metrics::Snapshot;
-use crate::prometheus_e2e::{ExpositionServer, Prometheus};
-use crate::promtool::require_tool;
+use crate::prometheus_e2e::ExpositionServer;
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
 
 const FAMILIES: [&str; 5] = [
     "vllm_corrected_request_time_per_output_token_seconds_count",
@@ -62,9 +63,57 @@ fn served(snapshot: &Snapshot, instance: &str, engine: &str, family: &str) -> bo
     })
 }
 
+/// How the Prometheus of [`keeps_every_family`] scrapes and sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    /// Classic histograms over RW 1.0.
+    Classic,
+    /// Native histograms with custom buckets over RW 2.0 (Prometheus 3).
+    Nhcb,
+}
+
 #[test]
 fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
-    let Some(binary) = require_tool("prometheus") else {
+    keeps_every_family(Tool::PROMETHEUS_2, Sending::Classic);
+}
+
+#[test]
+fn generated_relabel_keeps_every_family_through_prometheus_3() {
+    keeps_every_family(Tool::PROMETHEUS_3, Sending::Classic);
+}
+
+#[test]
+fn generated_relabel_keeps_every_family_of_an_nhcb_stream_and_only_whole_histograms_go_unused() {
+    keeps_every_family(Tool::PROMETHEUS_3, Sending::Nhcb);
+}
+
+/// The samples per scrape of `text` that an NHCB stream carries and no rule reads: every bucket
+/// and the `_sum` of the TTFT and iteration-tokens histograms (the rules read their `_count`), and
+/// of the generation-tokens histogram all but the `le="1"` bucket (and its `_count`). The classic
+/// form sends none of them through the keep rule.
+fn nhcb_unread(text: &str) -> usize {
+    let lines = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).count();
+    let le_one = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("vllm:request_generation_tokens_bucket{") && l.contains("le=\"1.0\"")
+        })
+        .count();
+    [
+        "vllm:time_to_first_token_seconds",
+        "vllm:iteration_tokens_total",
+        "vllm:request_generation_tokens",
+    ]
+    .iter()
+    .map(|h| lines(&format!("{h}_bucket{{")) + lines(&format!("{h}_sum{{")))
+    .sum::<usize>()
+        - le_one
+}
+
+/// Prometheus `tool` scrapes the two targets and remote-writes through the generated keep rule
+/// as `sending` says; every family is served for every engine of both.
+fn keeps_every_family(tool: Tool, sending: Sending) {
+    let Some(binary) = require(tool) else {
         return;
     };
     let mut sim = simulator();
@@ -85,11 +134,22 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
         .lines()
         .map(|l| format!("      {l}\n"))
         .collect();
+    let (nhcb_scrape, nhcb_write) = match sending {
+        Sending::Classic => ("", ""),
+        Sending::Nhcb => (
+            "    convert_classic_histograms_to_nhcb: true\n",
+            "    protobuf_message: io.prometheus.write.v2.Request\n    send_native_histograms: true\n",
+        ),
+    };
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [\"{}\", \"{}\"]\nremote_write:\n  - url: http://{}/api/v1/write\n    write_relabel_configs:\n{relabel}    queue_config:\n      batch_send_deadline: 1s\n",
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vllm\n{nhcb_scrape}    static_configs:\n      - targets: [\"{}\", \"{}\"]\nremote_write:\n  - url: http://{}/api/v1/write\n{nhcb_write}    write_relabel_configs:\n{relabel}    queue_config:\n      batch_send_deadline: 1s\n",
         python.address, go.address, corrector.address
     );
-    let prometheus = Prometheus::start_with(&binary, &config);
+    let mut prometheus = Prometheus::builder(&binary, &config);
+    if sending == Sending::Nhcb {
+        prometheus = prometheus.feature("native-histograms");
+    }
+    let prometheus = prometheus.start();
 
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut t = 20.0;
@@ -135,10 +195,28 @@ fn generated_relabel_keeps_every_family_and_sends_almost_nothing_unused() {
         .value("vllm_corrector_samples_applied_total", &[])
         .unwrap();
 
-    assert!(
-        unused / received < 0.05,
-        "{unused} of {received} samples sent were unused"
-    );
+    match sending {
+        Sending::Classic => assert!(
+            unused / received < 0.05,
+            "{unused} of {received} samples sent were unused"
+        ),
+        Sending::Nhcb => {
+            // What goes unused is the unread parts of the whole histograms an NHCB series
+            // carries (counted in the exposition), per sample applied as per series held.
+            let held = snapshot.value("vllm_corrector_active_series", &[]).unwrap() / 2.0;
+            let want = nhcb_unread(&text) as f64 / held;
+            eprintln!(
+                "relabel_e2e (NHCB): received {received}, applied {applied}, unused_series {unused} \
+                 ({:.1} %); unread per held series {want:.3}, measured {:.3}",
+                100.0 * unused / received,
+                unused / applied
+            );
+            assert!(
+                (unused / applied - want).abs() <= 0.05 * want,
+                "{unused} samples unused per {applied} applied, want {want} per sample (± 5 %)"
+            );
+        }
+    }
     // What the narrow keep sends per target is a small part of what a `vllm:.*` keep sends.
     let held = snapshot.value("vllm_corrector_active_series", &[]).unwrap() / 2.0;
     let broad = vllm_samples(&text) as f64;

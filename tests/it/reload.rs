@@ -50,7 +50,7 @@ fn sighup_and_post_reload_apply_a_good_config_and_keep_the_old_one_on_a_bad_conf
 
     // A good file by SIGHUP: the cap rises to 4000.
     write(
-        &service.dir,
+        service.dir(),
         "config.yml",
         "limits:\n  max_body_bytes: 4000\n",
     );
@@ -63,7 +63,7 @@ fn sighup_and_post_reload_apply_a_good_config_and_keep_the_old_one_on_a_bad_conf
 
     // A bad file by SIGHUP: the failure metric drops to 0 and the 4000 cap stays.
     write(
-        &service.dir,
+        service.dir(),
         "config.yml",
         "limits:\n  max_body_bytes: 2000\n  max_body_byte: 1\n",
     );
@@ -83,7 +83,7 @@ fn sighup_and_post_reload_apply_a_good_config_and_keep_the_old_one_on_a_bad_conf
     assert_eq!(response.status().as_u16(), 500);
     assert!(response.text().unwrap().contains("max_body_byte"));
     write(
-        &service.dir,
+        service.dir(),
         "config.yml",
         "limits:\n  max_body_bytes: 2000\n",
     );

@@ -2,92 +2,41 @@
 //! reload tests: [`Service`], and [`client`] to build reqwest clients with a CA, a client
 //! certificate and a TLS version cap.
 
-use std::fs::File;
+use std::ops::Deref;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{TempDir, free_port, wait_ready};
+use crate::harness::{TempDir, corrector};
 use crate::metrics::Snapshot;
 use crate::pki::Leaf;
 
-/// A running `vllm-corrector`, killed on drop, with its working files in `dir`.
-pub(crate) struct Service {
-    child: Child,
-    /// `host:port` it listens on.
-    pub address: String,
-    /// `http` or `https`.
-    pub scheme: &'static str,
-    /// The directory holding its configuration files.
-    pub dir: TempDir,
-    log: PathBuf,
+/// A running `vllm-corrector` ([`test_support::corrector::Corrector`]), killed on drop, with its
+/// working files in its directory.
+pub(crate) struct Service(test_support::corrector::Corrector);
+
+impl Deref for Service {
+    type Target = test_support::corrector::Corrector;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Service {
-    /// Starts the binary on a free loopback port with `args`, and waits until `probe` (a
-    /// client able to complete the handshake) gets a 2xx from `/-/ready`.
+    /// Starts the binary on a free loopback port with `args` and the files of `dir`, and waits
+    /// until `probe` (a client able to complete the handshake) gets a 2xx from `/-/ready`.
     pub(crate) fn start(
         dir: TempDir,
         args: &[String],
         scheme: &'static str,
         probe: &reqwest::blocking::Client,
     ) -> Service {
-        let mut last_error = String::new();
-        for _attempt in 0..3 {
-            let address = format!("127.0.0.1:{}", free_port());
-            let log = dir
-                .path()
-                .join(format!("corrector-{}.log", address.replace(':', "_")));
-            let out = File::create(&log).expect("create log file");
-            let mut child = Command::new(env!("CARGO_BIN_EXE_vllm-corrector"))
-                .args(["--web.listen-address", &address, "--log.level", "debug"])
-                .args(args)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("spawn vllm-corrector");
-            let ready = format!("{scheme}://{address}/-/ready");
-            match wait_ready(&mut child, probe, &ready, Duration::from_secs(20)) {
-                Ok(()) => {
-                    return Service {
-                        child,
-                        address,
-                        scheme,
-                        dir,
-                        log,
-                    };
-                }
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    last_error = format!(
-                        "{e}\n--- log ---\n{}",
-                        std::fs::read_to_string(&log).unwrap_or_default()
-                    );
-                }
-            }
-        }
-        panic!("vllm-corrector did not become ready: {last_error}");
-    }
-
-    /// `scheme://address/path`.
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!("{}://{}{path}", self.scheme, self.address)
-    }
-
-    /// The log so far.
-    pub(crate) fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Sends SIGHUP to this child (by its own process id).
-    pub(crate) fn hangup(&self) {
-        let status = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill -HUP failed");
+        Service(
+            corrector()
+                .dir(dir)
+                .args(args.iter().cloned())
+                .scheme(scheme, probe.clone())
+                .start(),
+        )
     }
 
     /// `/metrics` read by `client` (with whatever credentials `auth` adds), parsed.
@@ -119,13 +68,6 @@ impl Service {
     }
 }
 
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A blocking client trusting only `ca` (when given; else plain HTTP use), presenting `identity`
 /// when given, and speaking at most TLS 1.2 when `tls12_only`.
 pub(crate) fn client(
@@ -153,7 +95,5 @@ pub(crate) fn client(
 
 /// Writes `text` to `name` in `dir`, returning the path.
 pub(crate) fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
-    let path = dir.path().join(name);
-    std::fs::write(&path, text).unwrap();
-    path
+    dir.write(name, text)
 }

@@ -1,6 +1,10 @@
 //! Scaling out (Deploy issue, item 3): one vLLM target's series split across two corrector
 //! instances, as remote-write sharding by series would split them, are reported by both in
-//! `vllm_corrector_groups_incomplete`; one instance receiving the whole target reports 0.
+//! `vllm_corrector_groups_incomplete`; one instance receiving the whole target reports 0. The
+//! documented sharding by target keeps every target whole: Prometheus's `hashmod` on `instance`
+//! (`deploy/prometheus/sharded.yml`), and vmagent 1.145's own `-remoteWrite.shardByURL` with
+//! `-remoteWrite.shardByURL.labels=instance` (without `.labels` it shards by series, and both
+//! correctors report every target incomplete).
 
 use sim::{SimConfig, Simulator, SpecConfig};
 
@@ -146,7 +150,7 @@ fn sharded_config(correctors: &[&Corrector], targets: &[(String, &str)]) -> Stri
 
 #[test]
 fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
-    let Some(binary) = crate::promtool::require_tool("prometheus") else {
+    let Some(binary) = test_support::tools::require(test_support::tools::Tool::PROMETHEUS_2) else {
         return;
     };
     let shards = [Corrector::start(), Corrector::start()];
@@ -167,7 +171,7 @@ fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
         .map(|(server, instance)| (server.address.clone(), *instance))
         .collect();
     let config = sharded_config(&[&shards[0], &shards[1]], &targets);
-    let prometheus = crate::simdata::Prometheus::start(&binary, &config);
+    let prometheus = test_support::prometheus::Prometheus::start(&binary, &config);
 
     let expected: Vec<Vec<&str>> = (0..2)
         .map(|shard| {
@@ -219,4 +223,164 @@ fn the_documented_hashmod_sharding_sends_each_target_whole_to_its_shard() {
         "the sharded configuration did not route whole targets: {last}\n--- prometheus log ---\n{}",
         prometheus.log_text()
     );
+}
+
+/// Targets of the vmagent test, each a vLLM 0.33 server with one engine, by `instance` label.
+const VMAGENT_TARGETS: [&str; 6] = [
+    "vllm-a-0:8000",
+    "vllm-b-0:8000",
+    "vllm-c-0:8000",
+    "vllm-d-0:8000",
+    "vllm-e-0:8000",
+    "vllm-f-0:8000",
+];
+
+/// vmagent's scrape configuration: every `(address, instance)` every second under its label.
+fn vmagent_scrape(targets: &[(String, &str)]) -> String {
+    let static_configs: Vec<serde_json::Value> = targets
+        .iter()
+        .map(|(address, instance)| {
+            serde_json::json!({"targets": [address], "labels": {"instance": instance}})
+        })
+        .collect();
+    serde_json::json!({
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [{"job_name": "vllm", "static_configs": static_configs}],
+    })
+    .to_string()
+}
+
+/// What one corrector of a shard pair shows: the instances whose corrected series it serves
+/// (sorted), its active groups and its `groups_incomplete`.
+fn shard_view(corrector: &Corrector) -> (Vec<String>, Option<f64>, Option<f64>) {
+    let snapshot = corrector.snapshot();
+    let mut instances: Vec<String> = snapshot
+        .samples
+        .iter()
+        .filter(|s| s.name == "vllm_corrected_token_weighted_itl_seconds_count")
+        .filter_map(|s| s.label("instance").map(str::to_string))
+        .collect();
+    instances.sort();
+    instances.dedup();
+    (
+        instances,
+        snapshot.value("vllm_corrector_active_groups", &[]),
+        incomplete(corrector),
+    )
+}
+
+/// Whether a pair of correctors behind `-remoteWrite.shardByURL.labels=instance` holds whole
+/// targets: every target at exactly one of them, both with some, as many active groups as
+/// targets (one engine each), none incomplete. Errors: what is not so yet.
+fn whole_targets(pair: &[Corrector; 2]) -> Result<(), String> {
+    let views = [shard_view(&pair[0]), shard_view(&pair[1])];
+    let mut all: Vec<String> = views.iter().flat_map(|(i, _, _)| i.clone()).collect();
+    all.sort();
+    if all != VMAGENT_TARGETS {
+        return Err(format!(
+            "served instances {:?} and {:?}: not every target exactly once",
+            views[0].0, views[1].0
+        ));
+    }
+    for (shard, (instances, groups, incomplete)) in views.iter().enumerate() {
+        if instances.is_empty() {
+            return Err(format!(
+                "shard {shard} got no target: the test proves nothing"
+            ));
+        }
+        if *groups != Some(instances.len() as f64) || *incomplete != Some(0.0) {
+            return Err(format!(
+                "shard {shard}: {instances:?}, active groups {groups:?}, incomplete {incomplete:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn vmagent_shard_by_url_on_instance_sends_each_target_whole_and_on_every_label_splits_them() {
+    let Some(binary) = test_support::tools::require(test_support::tools::Tool::VMAGENT_SID) else {
+        return;
+    };
+    // The flags exist in this build (docs/DEPLOY.md, "Scaling out", says which releases have them).
+    let help = std::process::Command::new(&binary)
+        .arg("-help")
+        .output()
+        .expect("vmagent -help");
+    let help =
+        String::from_utf8_lossy(&help.stderr).into_owned() + &String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "-remoteWrite.shardByURL\n",
+        "-remoteWrite.shardByURL.labels array",
+    ] {
+        assert!(help.contains(flag), "vmagent -help lists no {flag:?}");
+    }
+    let mut servers = Vec::new();
+    for (seed, instance) in VMAGENT_TARGETS.iter().enumerate() {
+        let mut sim = Simulator::new(SimConfig {
+            seed: seed as u64,
+            ..SimConfig::default()
+        })
+        .expect("simulator config");
+        sim.advance_to(30.0);
+        servers.push((ExpositionServer::start(sim.render_text()), *instance));
+    }
+    let targets: Vec<(String, &str)> = servers
+        .iter()
+        .map(|(server, instance)| (server.address.clone(), *instance))
+        .collect();
+    let keep = include_str!("../../deploy/vmagent/keep.relabel.yml");
+    let start = |pair: &[Corrector; 2], labels: bool| {
+        let mut builder =
+            test_support::vmagent::Vmagent::builder(&binary, &vmagent_scrape(&targets))
+                .relabel(keep)
+                .write(&pair[0].url("/api/v1/write"), None)
+                .write(&pair[1].url("/api/v1/write"), None)
+                .arg("-remoteWrite.shardByURL");
+        if labels {
+            builder = builder.arg("-remoteWrite.shardByURL.labels=instance");
+        }
+        builder.start()
+    };
+    // As docs/DEPLOY.md recommends, and without `.labels` (a hash of every label: by series).
+    let by_target = [Corrector::start(), Corrector::start()];
+    let by_series = [Corrector::start(), Corrector::start()];
+    let _vmagents = (start(&by_target, true), start(&by_series, false));
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut whole_since: Option<std::time::Instant> = None;
+    let mut last = String::new();
+    loop {
+        match whole_targets(&by_target) {
+            Ok(()) => {
+                whole_since.get_or_insert_with(std::time::Instant::now);
+            }
+            Err(e) => {
+                // Once whole, always whole: a later split is a failure, not a wait.
+                assert!(whole_since.is_none(), "whole targets, then: {e}");
+                last = e;
+            }
+        }
+        let split = by_series
+            .iter()
+            .all(|c| incomplete(c).is_some_and(|n| n >= 1.0));
+        // Whole for five more scrapes, so that the role sets were checked several times.
+        if split && whole_since.is_some_and(|t| t.elapsed() >= std::time::Duration::from_secs(5)) {
+            eprintln!(
+                "shardByURL.labels=instance: {:?} | {:?}; by every label: incomplete {:?} | {:?}",
+                shard_view(&by_target[0]).0,
+                shard_view(&by_target[1]).0,
+                incomplete(&by_series[0]),
+                incomplete(&by_series[1])
+            );
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "within 60 s: by instance: {last}; by every label: incomplete {:?} and {:?} (want ≥ 1 each)",
+            incomplete(&by_series[0]),
+            incomplete(&by_series[1])
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 }

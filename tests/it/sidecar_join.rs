@@ -14,8 +14,9 @@ use sim::{Profile, SimConfig, Simulator, SpecConfig};
 
 use crate::accuracy_promql::{Labels, PromApi};
 use crate::harness::Corrector;
-use crate::prometheus_e2e::{ExpositionServer, Prometheus};
-use crate::promtool::require_tool;
+use crate::prometheus_e2e::ExpositionServer;
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
 
 const SIDECAR_YML: &str = include_str!("../../deploy/prometheus/sidecar.yml");
 
@@ -157,15 +158,14 @@ fn now_ms() -> i64 {
 
 #[test]
 fn sidecar_scrape_job_gives_corrected_series_the_raw_label_set_under_external_labels() {
-    let Some(binary) = require_tool("prometheus") else {
+    let Some(binary) = require(Tool::PROMETHEUS_2) else {
         return;
     };
     let mut sim = simulator();
     sim.advance_to(20.0);
     let vllm = ExpositionServer::start(sim.render_text());
     let corrector = Corrector::start();
-    let prometheus =
-        Prometheus::start_with(&binary, &sidecar_config(&vllm.address, &corrector.address));
+    let prometheus = Prometheus::start(&binary, &sidecar_config(&vllm.address, &corrector.address));
     let api = PromApi::new(prometheus.base());
 
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -3,7 +3,7 @@
 //!
 //! Three simulated vLLM servers (profiles 0.33 with speculative decoding and two engines, 0.14
 //! with both ITL names, 0.10 with the old name only) are "scraped" every 15 s over the last
-//! [`HISTORY_MS`]: each snapshot goes by remote write (RW 1.0) both to a real Prometheus (2.42,
+//! [`HISTORY_MS`]: each snapshot goes by remote write (RW 1.0) both to a real Prometheus (2.42 or 3.5,
 //! `--web.enable-remote-write-receiver`) and to the corrector binary; then the corrector's
 //! `/metrics` is read, as Prometheus scrapes it with `honor_labels: true` (its self-metrics get
 //! `job="vllm-corrector"` and `instance`), and written to Prometheus with the same timestamp.
@@ -12,14 +12,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
+use test_support::prometheus::Prometheus;
+use test_support::tools::{Tool, require};
 
-use crate::harness::{Corrector, TempDir, free_port, wait_ready};
+use crate::harness::Corrector;
 use crate::metrics::Snapshot;
-use crate::promtool::require_tool;
 use crate::rw::{self, Point};
 
 /// How much history is written before the tests query: ten minutes of dashboard range plus a
@@ -87,66 +87,6 @@ fn target(
     }
 }
 
-/// A Prometheus child process with its own data directory, killed on drop.
-pub(crate) struct Prometheus {
-    child: Child,
-    /// `http://127.0.0.1:<port>`.
-    pub base: String,
-    dir: TempDir,
-}
-
-impl Prometheus {
-    /// Starts `binary` with `config` (YAML or JSON text) and the remote-write receiver enabled,
-    /// and waits for `/-/ready`; panics with its log when it does not get ready in 60 s.
-    pub(crate) fn start(binary: &std::path::Path, config: &str) -> Prometheus {
-        let dir = TempDir::new("prometheus");
-        let config_path = dir.path().join("prometheus.yml");
-        std::fs::write(&config_path, config).expect("write prometheus.yml");
-        let address = format!("127.0.0.1:{}", free_port());
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).expect("log file");
-        let mut child = Command::new(binary)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={address}"))
-            .arg("--web.enable-remote-write-receiver")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn prometheus");
-        let client = reqwest::blocking::Client::new();
-        let base = format!("http://{address}");
-        if let Err(e) = wait_ready(
-            &mut child,
-            &client,
-            &format!("{base}/-/ready"),
-            Duration::from_secs(60),
-        ) {
-            let _ = child.kill();
-            let _ = child.wait();
-            let log =
-                std::fs::read_to_string(dir.path().join("prometheus.log")).unwrap_or_default();
-            panic!("prometheus not ready: {e}\n{log}\n--- config ---\n{config}");
-        }
-        Prometheus { child, base, dir }
-    }
-
-    /// Its log so far, for failure messages.
-    pub(crate) fn log_text(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Prometheus fed with simulated data, and the corrector.
 pub(crate) struct SimData {
     prometheus: Prometheus,
@@ -156,26 +96,24 @@ pub(crate) struct SimData {
     pub corrector: Corrector,
     client: reqwest::blocking::Client,
     targets: Vec<Target>,
-    _rules_dir: TempDir,
     /// Timestamp (ms) of the newest step written.
     pub last_step_ms: i64,
 }
 
 impl SimData {
-    /// Starts Prometheus (with `rules` as its only rule file, evaluated every second, when given)
-    /// and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most 1 s ago.
-    /// `None` when `prometheus` is not installed outside CI (see [`require_tool`]).
-    pub(crate) fn start(rules: Option<&str>) -> Option<SimData> {
-        let binary = require_tool("prometheus")?;
-        let dir = TempDir::new("rules");
+    /// Starts the Prometheus `tool` (with `rules` as its only rule file, evaluated every second,
+    /// when given) and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most
+    /// 1 s ago. `None` when `tool` is missing and the test opts out ([`require`]).
+    pub(crate) fn start(tool: Tool, rules: Option<&str>) -> Option<SimData> {
+        let binary = require(tool)?;
         let mut config =
             String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
-        if let Some(text) = rules {
-            let path = dir.path().join("rules.yml");
-            std::fs::write(&path, text).expect("write rules");
-            config.push_str(&format!("rule_files:\n  - {}\n", path.display()));
+        if rules.is_some() {
+            config.push_str("rule_files:\n  - rules.yml\n");
         }
-        let prometheus = Prometheus::start(&binary, &config);
+        let prometheus = Prometheus::builder(&binary, &config)
+            .file("rules.yml", rules.unwrap_or_default())
+            .start();
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()
@@ -214,7 +152,6 @@ impl SimData {
         let mut data = SimData {
             base: prometheus.base.clone(),
             prometheus,
-            _rules_dir: dir,
             corrector: Corrector::start(),
             client,
             targets,

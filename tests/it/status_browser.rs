@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sim::{Profile, SimConfig, Simulator, SpecConfig, remote_write};
 
 use crate::harness::{Corrector, TempDir};
-use crate::promtool::require_tool;
+use test_support::tools::{Tool, require};
 
 /// Closes the label cell and runs a script that would change the page title.
 const SCRIPT: &str = "</td><script>document.title='pwned'</script>";
@@ -102,7 +102,7 @@ fn artefact_dir() -> PathBuf {
 
 #[test]
 fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
-    let Some(binary) = require_tool("chromium") else {
+    let Some(binary) = require(Tool::CHROMIUM) else {
         return;
     };
     let corrector = Corrector::start();

@@ -5,6 +5,15 @@
 //! generation-tokens histogram (printed `1` or `1.0` by different senders: both match), only the
 //! `local_compute` source of the prompt-token counter, and the few counters the rules divide by.
 //!
+//! A native histogram with custom buckets (NHCB: what Prometheus 3 sends with
+//! `convert_classic_histograms_to_nhcb: true` and `send_native_histograms: true`) is one series
+//! under the histogram's base name, with no `le`, carrying every bucket, `_sum` and `_count`; the
+//! receiver reads it as those classic series. So the rule also keeps, for every histogram a rule
+//! reads a part of, the series under its base name ([`histogram_bases`]). For the
+//! generation-tokens, TTFT and iteration-tokens histograms that means every bucket travels where
+//! the classic form sends one bucket or only `_count`: the receiver counts the buckets no rule
+//! reads as `unused_series`.
+//!
 //! One `keep` rule over `[__name__, le, source]` joined by `;` (Prometheus' default separator),
 //! whose regex Prometheus anchors at both ends (`relabel_config`, "regex", in the Prometheus
 //! configuration reference). The regex is `vllm:(…)`, so it keeps nothing outside vLLM's
@@ -26,6 +35,27 @@ pub struct RelabelOptions {
 /// The label names the rule joins, in order.
 pub(crate) const SOURCE_LABELS: [&str; 3] = ["__name__", "le", "source"];
 
+/// The base names (without `vllm:`) of the histograms whose `_bucket`, `_sum` or `_count` a rule
+/// reads, in [`READ_NAMES`] order, each once: the names their NHCB series carry.
+pub(crate) fn histogram_bases() -> Vec<&'static str> {
+    let mut bases: Vec<&'static str> = Vec::new();
+    for read in READ_NAMES {
+        let name = read
+            .name
+            .strip_prefix("vllm:")
+            .expect("every read name is in vLLM's namespace");
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix));
+        if let Some(base) = base
+            && !bases.contains(&base)
+        {
+            bases.push(base);
+        }
+    }
+    bases
+}
+
 /// The keep regex over `__name__;le;source` (RE2 syntax, anchored by Prometheus).
 pub(crate) fn keep_regex() -> String {
     let mut plain = Vec::new();
@@ -42,6 +72,7 @@ pub(crate) fn keep_regex() -> String {
             Some((label, _)) => unreachable!("no rule restricts {label}"),
         }
     }
+    plain.extend(histogram_bases());
     let mut alternatives = vec![format!("({});[^;]*;.*", plain.join("|"))];
     alternatives.extend(restricted);
     format!("vllm:({})", alternatives.join("|"))
@@ -65,12 +96,15 @@ pub fn render(options: &RelabelOptions) -> String {
          # {note}\n\
          # of the remote write that feeds vllm-corrector: it keeps exactly the {n} series names\n\
          # the rules read; of vllm:request_generation_tokens_bucket only le=\"1\" (or \"1.0\"), of\n\
-         # vllm:prompt_tokens_by_source_total only source=\"local_compute\". Anything else sent\n\
+         # vllm:prompt_tokens_by_source_total only source=\"local_compute\". It also keeps the\n\
+         # {bases} histograms under their base names: the native histograms with custom buckets\n\
+         # Prometheus 3 sends with convert_classic_histograms_to_nhcb. Anything else sent\n\
          # would be dropped unread (counted as samples_rejected_total{{reason=\"unused_series\"}}).\n\
          - {source_labels}: [{labels}]\n  separator: \";\"\n  regex: '{regex}'\n  action: keep\n",
         flag = if options.operator { " --operator" } else { "" },
         version = protocol::VERSION,
         n = READ_NAMES.len(),
+        bases = histogram_bases().len(),
         labels = SOURCE_LABELS.join(", "),
         regex = keep_regex(),
     )

@@ -33,6 +33,38 @@ fn keep_regex_names_every_read_series_once_in_vllm_namespace() {
 }
 
 #[test]
+fn keep_regex_keeps_the_nhcb_series_of_every_histogram_a_rule_reads() {
+    // Written out, not derived: the histograms whose _bucket, _sum or _count the rules read.
+    assert_eq!(
+        histogram_bases(),
+        [
+            "inter_token_latency_seconds",
+            "time_per_output_token_seconds",
+            "request_time_per_output_token_seconds",
+            "request_generation_tokens",
+            "time_to_first_token_seconds",
+            "iteration_tokens_total",
+        ]
+    );
+    // Each is an alternative of the first group, which takes any le and any source: an NHCB
+    // series has neither.
+    let regex = keep_regex();
+    let group = regex
+        .strip_prefix("vllm:((")
+        .and_then(|r| r.split_once(");[^;]*;.*|"))
+        .map(|(group, _)| group)
+        .expect("the first group");
+    let alternatives: Vec<&str> = group.split('|').collect();
+    for base in histogram_bases() {
+        assert_eq!(
+            alternatives.iter().filter(|a| **a == base).count(),
+            1,
+            "{base} in {group}"
+        );
+    }
+}
+
+#[test]
 fn shipped_relabel_file_is_the_generated_one() {
     // Regenerate with: vllm-corrector relabel > deploy/prometheus/relabel.yml
     assert_eq!(
@@ -67,6 +99,11 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
         (
             "deploy/vmagent/shard-1.relabel.yml",
             include_str!("../../../deploy/vmagent/shard-1.relabel.yml"),
+            1,
+        ),
+        (
+            "deploy/vmagent/keep.relabel.yml",
+            include_str!("../../../deploy/vmagent/keep.relabel.yml"),
             1,
         ),
         (
