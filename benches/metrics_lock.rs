@@ -1,5 +1,5 @@
 //! How long a `/metrics` scrape holds the engine lock, which every remote write needs
-//! (docs/PERFORMANCE.md, "/metrics: the lock hold"), at 10,000 groups and with one group whose
+//! (docs/SCRAPES.md, "/metrics: the lock hold"), at 10,000 groups and with one group whose
 //! histogram has 60,000 buckets.
 //!
 //! Run: `cargo bench --bench metrics_lock` (a filter: `-- metrics_lock/huge`).

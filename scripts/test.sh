@@ -51,6 +51,8 @@ python3 scripts/module_cycles_test.py
 python3 scripts/module_cycles.py
 cargo build --locked --workspace --all-targets
 cargo clippy --locked --workspace --all-targets -- -D warnings
+# The public API docs build without a broken or private intra-doc link.
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps
 cargo bench --locked --no-run --bench ingest --bench alloc   # the benchmarks must build; run by hand (docs/PERFORMANCE.md)
 # The six accuracy chains (tests/it/accuracy_e2e.rs: Prometheus 2 and 3, vmagent 1.79 and 1.145,
 # RW 1.0, RW 2.0, NHCB) each run real senders against real-time simulators; they run after the

@@ -57,11 +57,10 @@ pub(crate) enum Command {
     /// `rules corrections` prints the PromQL corrections.
     ///
     /// `vllm-corrector rules --config.file FILE` reads the same file as the service, validated as
-    /// the service does, so the rules match what the service counts; without --config.file it
-    /// prints the rules of the shipped default SLO, as the service without a file counts it
-    /// (deploy/alerts/slo.rules.yml is that output). The PromQL recording rules of the
-    /// corrections, for users who cannot run the receiver, are `vllm-corrector rules
-    /// corrections` (until SLOs they were plain `vllm-corrector rules`). See docs/SLO.md.
+    /// the service does, so a file the rules come from is one the service starts with; without
+    /// --config.file it prints the rules of the shipped default SLO (deploy/alerts/slo.rules.yml
+    /// is that output). The PromQL recording rules of the corrections, for users who cannot run
+    /// the receiver, are `vllm-corrector rules corrections`. See docs/SLO.md.
     Rules(tools::slo_rules::RulesArgs),
     /// Print the narrowest `write_relabel_configs` for the remote write that feeds the corrector:
     /// exactly the series its rules read (derived from the engine's vocabulary).

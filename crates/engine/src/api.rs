@@ -225,7 +225,7 @@ impl Default for EngineConfig {
 /// Most series one input of a group may have: the buckets of one histogram (its `+Inf` included),
 /// the positions of the accepted-per-position counter. vLLM's histograms have at most a few dozen
 /// bounds. A series past it is refused ([`RejectReason::TooManyBuckets`]): evaluating a frame costs
-/// work that grows faster than the bucket count, under the engine lock (docs/PERFORMANCE.md, "A huge
+/// work that grows faster than the bucket count, under the engine lock (docs/SCRAPES.md, "A huge
 /// histogram").
 pub const MAX_SERIES_PER_INPUT: usize = 1024;
 

@@ -7,7 +7,7 @@ use crate::{Family, IngestReport, MAX_SERIES_PER_INPUT, RejectReason};
 #[test]
 fn a_histogram_past_max_series_per_input_is_refused_as_too_many_buckets() {
     // Issue 23 item 9: one group with a 60,000-bucket histogram held the engine lock 1.9 to 2.4 s
-    // per scrape (docs/PERFORMANCE.md, "A huge histogram"). Here 1,100 finite bounds and `+Inf`
+    // per scrape (docs/SCRAPES.md, "A huge histogram"). Here 1,100 finite bounds and `+Inf`
     // (sent first): 1,024 bucket series are taken, the 77 bounds that come last are refused and
     // counted, and canonical TPOT is served on the buckets held.
     let mut raw: Vec<Raw> = Vec::new();

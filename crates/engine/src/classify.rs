@@ -10,7 +10,7 @@ use protocol::float::parse_le;
 /// Labels that identify a series inside its group, not the group itself (docs/METRICS.md, "The
 /// corrected families"): `__name__`, `le`, and the labels that split one vLLM family into series
 /// (`source`, `position`, `finished_reason`). The hot path tests membership
-/// with [`is_rule_dimension`]; `inspect` groups dump samples with this list.
+/// with `is_rule_dimension`; `inspect` groups dump samples with this list.
 pub const RULE_DIMENSIONS: [&str; 5] = ["__name__", "le", "source", "position", "finished_reason"];
 
 /// Part of a classic histogram.
@@ -116,7 +116,7 @@ pub(crate) enum Registered {
 }
 
 /// One series name a rule (or the completeness check) reads: the engine's vLLM vocabulary, from
-/// which the classifier ([`classify`]), the name pre-filter ([`may_be_read`]), the metadata
+/// which the classifier (`classify`), the name pre-filter (`may_be_read`), the metadata
 /// filter, the completeness check and `vllm-corrector relabel` (`crates/tools/src/relabel.rs`) are all
 /// derived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,7 +192,7 @@ const TPOT: [ReadName; 3] = histogram!(
     Registered::Beside("vllm:request_generation_tokens")
 );
 
-/// Every series name a rule (or the completeness check) reads, in [`Input`] order. Semantics:
+/// Every series name a rule (or the completeness check) reads, in `Input` order. Semantics:
 /// `docs/METRICS.md`, "The input series".
 pub const READ_NAMES: [ReadName; 18] = [
     ITL[0],

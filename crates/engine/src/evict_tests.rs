@@ -1,4 +1,4 @@
-//! A cardinality flood at `max_active_series` (`crates/engine/src/state/evict.rs`): lone series that can feed
+//! A cardinality flood at `max_active_series` (`crates/engine/src/state/room.rs`): lone series that can feed
 //! no family must not lock a new vLLM engine out.
 
 use super::test_support::*;

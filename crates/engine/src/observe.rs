@@ -126,7 +126,7 @@ pub struct GroupSnapshot {
     /// of the group within its last two scrape intervals (at least 30 s), if any.
     pub limited: Option<&'static str>,
     /// Samples of the group refused as `duplicate_sample` and as `out_of_order` over the last one
-    /// to two minutes of receive time before the group's newest sample ([`RecentRejects`]). Both
+    /// to two minutes of receive time before the group's newest sample (`RecentRejects`). Both
     /// steady and non-zero: two senders with the same labels (an HA pair of Prometheus servers
     /// with the same external labels writing one corrector); a single burst: a resent batch.
     pub recent_rejects: [u64; 2],

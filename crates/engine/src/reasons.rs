@@ -45,7 +45,7 @@ pub enum RejectReason {
     /// A series new to its group that would give one input of the group more than
     /// [`crate::MAX_SERIES_PER_INPUT`] series: a histogram's bucket past that many bounds (or a
     /// per-position counter past that many positions). A 60,000-bucket histogram held the engine
-    /// lock for seconds per scrape (docs/PERFORMANCE.md, "A huge histogram").
+    /// lock for seconds per scrape (docs/SCRAPES.md, "A huge histogram").
     TooManyBuckets => "too_many_buckets",
     /// The sample's timestamp is 0 or negative (ms since the Unix epoch): no scrape makes one,
     /// and applied it would sit in its group as a scrape of 1970.

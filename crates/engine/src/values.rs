@@ -12,7 +12,7 @@ pub enum FamilyKind {
 
 /// One derived value: cumulative since the inputs' last counter reset.
 ///
-/// Stored (`--storage.path`, in a hold) as [`StoredValue`]: JSON has no infinity, so a
+/// Stored (`--storage.path`, in a hold) as `StoredValue`: JSON has no infinity, so a
 /// histogram's bounds are stored without its last, `+Inf`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(into = "StoredValue", try_from = "StoredValue")]

@@ -15,7 +15,7 @@ use foldhash::fast::SeedableRandomState;
 
 /// The identity of one series' labels: two independent 64-bit hashes (`hash`, `check`) of either
 /// the bytes of its label fields as they came on the wire (RW 1.0: the `TimeSeries`' leading run
-/// of field-1 `Label` messages, keys and lengths included; [`SeriesKey::of`]) or its decoded
+/// of field-1 `Label` messages, keys and lengths included; `SeriesKey::of`) or its decoded
 /// label text ([`SeriesKey::of_labels`]). The same bytes always decode to the same labels, so a
 /// receiver can remember what it decided for a key and skip decoding and checking those labels
 /// the next time (docs/ENGINE.md, "The series index"). Two label sets with one key would need

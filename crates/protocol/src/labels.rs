@@ -160,7 +160,7 @@ pub(crate) fn normalize_labels_in_place(
     normalize_labels_memo(labels, &mut NameMemo::default())
 }
 
-/// Label names that [`normalize_labels_memo`] found valid, by their position in the series
+/// Label names that `normalize_labels_memo` found valid, by their position in the series
 /// (position 0 is usually `__name__`, which is not checked), and the last valid metric name.
 ///
 /// Names repeat from series to series of one request (every series of a vLLM pod has the same

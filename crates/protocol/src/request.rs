@@ -221,7 +221,7 @@ impl<'a> WriteRequestRef<'a> {
     }
 
     /// Checks the decoded labels of series `index` against `limits` and normalises them in place
-    /// ([`labels::normalize_labels_memo`]: sorted by name, empty values dropped, names checked),
+    /// (`labels::normalize_labels_memo`: sorted by name, empty values dropped, names checked),
     /// with a per-request [`NameMemo`]. The key stays the one of the labels as sent.
     ///
     /// # Errors

@@ -18,7 +18,7 @@ const MAX_EXPANSION: u64 = 22;
 /// `body` is the HTTP request body; on success `out` holds exactly the decoded bytes. The declared
 /// decoded length is read from the block header first (`snap::raw::decompress_len`); a declaration
 /// over `max_decoded_bytes` is rejected before any allocation (docs/REMOTE-WRITE.md, checklist item 4),
-/// and so is one that the body is too short to produce (over [`MAX_EXPANSION`] bytes per byte).
+/// and so is one that the body is too short to produce (over `MAX_EXPANSION` bytes per byte).
 ///
 /// # Errors
 /// * [`ProtocolError::DecodedTooLarge`] when the header declares more than `max_decoded_bytes`

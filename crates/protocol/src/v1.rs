@@ -5,7 +5,7 @@
 //! request (sized by a cheap first pass over the field keys); a series' sample is kept inline
 //! ([`super::Samples`]), its labels stay pending until resolved into the request's label arena,
 //! and only native histograms allocate. The wire cursor is
-//! [`super::wire`]. Labels encoded as every sender encodes them (each `Label` with field 1 then 2,
+//! `super::wire`. Labels encoded as every sender encodes them (each `Label` with field 1 then 2,
 //! one-byte lengths, all before the samples) take a tight loop; UTF-8 is then checked once per
 //! series (with SIMD) over the bytes from the first name to the last value, whose framing bytes are
 //! ASCII, falling back to one check per string when that span is not valid as a whole. Any other
@@ -30,7 +30,7 @@ use super::{
 /// Decodes a decompressed RW 1.0 `WriteRequest`, borrowing from `buf` (the snappy-decoded
 /// request body), with every series' labels left pending ([`SeriesLabels::Pending`]): each series
 /// gets the key of its label bytes (when its label fields lead the message), and its labels are
-/// decoded only by [`SeriesRef::resolve`]. Samples (values bit-exact, so the staleness marker
+/// decoded only by `SeriesRef::resolve`. Samples (values bit-exact, so the staleness marker
 /// survives; timestamps in ms), histograms, exemplar counts and metadata are decoded here, in
 /// wire order. The receiver resolves only the series it does not know by key
 /// (docs/ENGINE.md, "The series index"); [`WriteRequestRef::resolve_all`] gives
@@ -45,7 +45,7 @@ use super::{
 /// message, a varint longer than 64 bits, field number 0, a group (wire types 3 and 4) or an
 /// undefined wire type, or a known field sent with the wrong wire type;
 /// [`ProtocolError::V2BodyAsV1`] for an RW 2.0 body. A malformed `Label` or a label that is not
-/// UTF-8 is reported by [`SeriesRef::resolve`], and so is any error of a series that ends in a
+/// UTF-8 is reported by `SeriesRef::resolve`, and so is any error of a series that ends in a
 /// canonical sample ([`PendingLabels`]'s provisional key); so when a body holds several errors,
 /// the one reported first may differ from a decoder that decodes everything at once.
 pub fn decode(buf: &[u8]) -> Result<WriteRequestRef<'_>, ProtocolError> {
@@ -133,7 +133,7 @@ fn slot<'s, 'a>(
     Ok(slot)
 }
 
-/// Scratch space of label decoding ([`SeriesRef::resolve`]), reused across series: label spans,
+/// Scratch space of label decoding (`SeriesRef::resolve`), reused across series: label spans,
 /// and the label text a [`SeriesKey::of_labels`] hashes.
 #[derive(Debug, Default)]
 pub struct LabelScratch {
@@ -615,7 +615,7 @@ impl WriteRequestRef<'_> {
         (0..self.series.len()).try_for_each(|i| self.resolve(i, &mut scratch))
     }
 
-    /// Walks every series whose key is still provisional ([`PendingLabels::provisional`]), leaving
+    /// Walks every series whose key is still provisional (`PendingLabels::provisional`), leaving
     /// its labels pending: afterwards every series' samples, histograms and exemplars are exact.
     /// For a request refused whole before its labels are decoded, so that its samples are counted
     /// as [`WriteRequestRef::resolve_all`] would count them.

@@ -2,7 +2,7 @@
 //! (`proto/remote_v2.proto`; specification 2.0-rc.4, `prometheus.io/docs/specs/prw/remote_write_spec_2_0`).
 //!
 //! Same style and guarantees as [`super::v1`]: the wire is walked by hand with the shared cursor of
-//! [`super::wire`], every string borrows from the decompressed body, fields may come in any order
+//! `super::wire`, every string borrows from the decompressed body, fields may come in any order
 //! and repeat, unknown fields are skipped. It returns the same [`WriteRequestRef`] shape as RW 1.0:
 //! labels are resolved from the `symbols` table, so nothing above this layer sees symbol
 //! references.
@@ -18,8 +18,8 @@
 //!   and is counted in [`WriteRequestRef::metadata_dropped`].
 //! * **Created/start timestamp**, both wire forms: `TimeSeries.created_timestamp` (field 6, senders
 //!   up to Prometheus 3.7) and `Sample.start_timestamp` (field 3, ≥ 3.8), in
-//!   [`SeriesRef::start_timestamp_ms`]; `Histogram.start_timestamp` (17) in
-//!   [`super::CustomBuckets::start_timestamp_ms`].
+//!   `SeriesRef::start_timestamp_ms`; `Histogram.start_timestamp` (17) in
+//!   `super::CustomBuckets::start_timestamp_ms`.
 //! * **Native histograms**: [`super::histogram`], as for RW 1.0.
 //! * Exemplars are counted; their contents (and label references) are not read.
 //!

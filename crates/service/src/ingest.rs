@@ -1,5 +1,5 @@
 //! Ingest: one remote-write body into the engine, with every sample accounted (docs/ENGINE.md,
-//! invariant 3: received = applied + Σ rejected by reason). [`receive`] is the one entry point;
+//! invariant 3: received = applied + Σ rejected by reason). `receive` is the one entry point;
 //! it does each step once, in this order:
 //!
 //! 1. **Decompress** the snappy body, its declared length checked before allocating
@@ -11,7 +11,7 @@
 //! 4. **Take the engine lock once**, and in it:
 //!    - **look up** every series by its key in the engine's series index; a series not found has
 //!      its labels decoded (a malformed label refuses the request whole, 400, before anything is
-//!      applied), checked against the label limits and normalised ([`apply`]);
+//!      applied), checked against the label limits and normalised (`apply`);
 //!    - **apply** every series: samples stamped past receive time plus `limits.max_future_skew`
 //!      are refused, floats go to the engine, custom-bucket native histograms go in as the classic
 //!      series they stand for, metadata is cached.
@@ -19,8 +19,8 @@
 //!    RW 2.0 `*-Written` response headers) and which series were refused (400, naming the first;
 //!    the rest of the request was applied).
 //!
-//! From decoding until counting, the request's samples are held by a guard ([`Unaccounted`]): a
-//! panic in between (a bug) counts them as `internal_error`, and [`receive`] answers the panic as
+//! From decoding until counting, the request's samples are held by a guard (`Unaccounted`): a
+//! panic in between (a bug) counts them as `internal_error`, and `receive` answers the panic as
 //! [`IngestError::Panicked`] (400, never a 5xx that the sender would retry forever).
 
 mod quote;
@@ -87,7 +87,7 @@ pub enum IngestError {
         /// The configured cap.
         limit: usize,
     },
-    /// The decoded request would take more memory than its body allows ([`crate::config::memory_allowance`]):
+    /// The decoded request would take more memory than its body allows (`crate::config::memory_allowance`):
     /// series by the hundred thousand of a few bytes each, or labels by the thousand. Nothing was
     /// applied; its samples were counted `too_many_series`. 413: the same batch can never fit.
     #[error(
@@ -121,7 +121,7 @@ pub enum IngestError {
     },
     /// A bug: processing the request panicked (the message, on one bounded line). 400, not 500:
     /// a sender retries a 5xx forever with the same batch, so a panic that the batch triggers
-    /// would stall its shard. Logged and counted ([`WritePanicked`]).
+    /// would stall its shard. Logged and counted (`WritePanicked`).
     #[error(
         "internal error: processing this request panicked ({0}). This is a bug in vllm-corrector: \
          please report it with this message and the server log. Answered 400, not 500, so the \
@@ -130,7 +130,7 @@ pub enum IngestError {
     Panicked(String),
 }
 
-/// What [`receive`] did with one request: what was written, and the error if any part was
+/// What `receive` did with one request: what was written, and the error if any part was
 /// refused.
 #[derive(Debug, PartialEq)]
 pub struct Receipt {

@@ -1,7 +1,7 @@
 //! The settings a reload swaps (`POST /-/reload`, SIGHUP): receiver limits, the request slots
 //! they size, the web settings (TLS, authentication, response headers) and the SLO spec.
 //!
-//! One [`Live`] value is replaced whole, so a request sees the limits and the web settings of the
+//! One `Live` value is replaced whole, so a request sees the limits and the web settings of the
 //! same load. Each request reads the current value once (an `Arc` clone under a read lock held
 //! for nanoseconds); a reload applies from the next request on, and in-flight requests finish
 //! with the settings they started with.

@@ -17,7 +17,7 @@
 //! config reloaders (prometheus-config-reloader, configmap-reload) treat any non-2xx as a failed
 //! reload and retry when the file changes again, and the fault is in the server's files, not in
 //! the request, so a 4xx would misplace the blame. This layer chooses that status
-//! ([`ReloadError::status`]); the HTTP layer serves the route and maps the error to a response
+//! (`ReloadError::status`); the HTTP layer serves the route and maps the error to a response
 //! (`crate::http::HttpError::Reload`).
 
 use std::sync::{Arc, Mutex, PoisonError};

@@ -133,8 +133,8 @@ pub async fn bind(address: std::net::SocketAddr) -> std::io::Result<tokio::net::
 /// are closed.
 pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(15);
 
-/// Serves [`app`] on `listener` until `shutdown` resolves, then finishes in-flight requests.
-/// Over TLS ([`TlsListener`]) when `state`'s web settings hold a TLS configuration, else plain
+/// Serves `app` on `listener` until `shutdown` resolves, then finishes in-flight requests.
+/// Over TLS (`TlsListener`) when `state`'s web settings hold a TLS configuration, else plain
 /// HTTP.
 ///
 /// Marks `state` ready while serving (`/-/ready` answers 200) and not ready once `shutdown`

@@ -1,7 +1,7 @@
 //! `--storage.path`: what groups need on their return, kept across restarts (`docs/RELIABILITY.md`,
 //! "State across restarts"). The file `acceptance-state.json` in the directory is JSON lines: a
 //! header ([`engine::StateHeader`]) then one [`engine::StateRecord`] per group. It is written a
-//! chunk of groups at a time (the engine lock is held per chunk of [`CHUNK_GROUPS`], never for the
+//! chunk of groups at a time (the engine lock is held per chunk of `CHUNK_GROUPS`, never for the
 //! whole file, so writers do not stall while it is saved) into a temporary file in the same
 //! directory, then `fsync`, `rename` over the old one, `fsync` of the directory: a crash leaves
 //! either the old or the new file, never a torn one. It is read a line at a time, and a file larger

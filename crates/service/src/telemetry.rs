@@ -1,9 +1,9 @@
 //! Self-observability: logging setup and the `vllm_corrector_*` self-metrics.
 //!
 //! Self-metrics use `prometheus-client` 0.26, which encodes both OpenMetrics 1.0.0
-//! ([`SelfMetrics::encode_openmetrics`]) and the Prometheus text format 0.0.4
-//! ([`SelfMetrics::encode_text`]). Following Vector's habit, each happening worth counting is one
-//! [`InternalEvent`] type whose `emit` both logs (tracing) and counts, so the two never disagree.
+//! (`SelfMetrics::encode_openmetrics`) and the Prometheus text format 0.0.4
+//! (`SelfMetrics::encode_text`). Following Vector's habit, each happening worth counting is one
+//! `InternalEvent` type whose `emit` both logs (tracing) and counts, so the two never disagree.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,6 +1,6 @@
 //! The observation points: how one output batch updates vLLM's series.
 //!
-//! Every update of one step happens in [`MetricsRegistry::record_step`], the equivalent of
+//! Every update of one step happens in `MetricsRegistry::record_step`, the equivalent of
 //! vLLM's one synchronous `record(scheduler_stats, iteration_stats, engine_idx)` call per output
 //! batch (`vllm/v1/metrics/loggers.py`, `stats.py`).
 

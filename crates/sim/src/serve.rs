@@ -199,7 +199,7 @@ impl LiveSim {
         f(&mut sim)
     }
 
-    /// Snapshot at now, plus the [`SNAPSHOT_TIME_METRIC`] gauge.
+    /// Snapshot at now, plus the `SNAPSHOT_TIME_METRIC` gauge.
     pub fn snapshot(&self) -> Snapshot {
         let mut snap = self.with(|s| s.snapshot());
         snap.families.push(SnapshotFamily {

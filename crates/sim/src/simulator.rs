@@ -221,7 +221,7 @@ impl Simulator {
         self.engines[e].enqueue(req, t);
     }
 
-    /// Every exposed sample at the current instant (timestamp = [`Simulator::now_unix_ms`]).
+    /// Every exposed sample at the current instant (timestamp = `Simulator::now_unix_ms`).
     pub fn snapshot(&self) -> Snapshot {
         self.metrics
             .snapshot(self.now_unix_ms(), self.cfg.epoch_unix_ms as f64 / 1000.0)

@@ -86,7 +86,7 @@ fn json_objects_have_exactly_the_documented_keys() {
         .keys()
         .map(String::as_str)
         .collect();
-    // The keys the README documents for `--json`: these, and one per further family.
+    // The keys docs/TOOLS.md documents for `--json`: these, and one per further family.
     let documented = [
         "labels",
         "canonical_tpot_mean_seconds",
@@ -98,11 +98,11 @@ fn json_objects_have_exactly_the_documented_keys() {
         "note",
         "null_reasons",
     ];
-    let readme = include_str!("../../../README.md");
+    let readme = include_str!("../../../docs/TOOLS.md");
     for key in &keys {
         assert!(
             readme.contains(&format!("`{key}`")),
-            "README does not name {key}"
+            "docs/TOOLS.md does not name {key}"
         );
     }
     assert!(documented.iter().all(|k| keys.contains(k)), "{keys:?}");

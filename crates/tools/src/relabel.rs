@@ -9,7 +9,7 @@
 //! `convert_classic_histograms_to_nhcb: true` and `send_native_histograms: true`) is one series
 //! under the histogram's base name, with no `le`, carrying every bucket, `_sum` and `_count`; the
 //! receiver reads it as those classic series. So the rule also keeps, for every histogram a rule
-//! reads a part of, the series under its base name ([`histogram_bases`]). For the
+//! reads a part of, the series under its base name (`histogram_bases`). For the
 //! generation-tokens, TTFT and iteration-tokens histograms that means every bucket travels where
 //! the classic form sends one bucket or only `_count`: the receiver counts the buckets no rule
 //! reads as `unused_series`.

@@ -6,10 +6,10 @@
 //! Four outputs (`--format`): a Prometheus rule file (`rules`, for `rule_files` and
 //! `promtool check rules`), the same groups as a Prometheus Operator `PrometheusRule`
 //! (`prometheusrule`), and Sloth `prometheus/v1` or Pyrra `ServiceLevelObjective` specs for teams
-//! that generate their own rules (`sloth`, `pyrra`). Two inputs (`--source`): the corrector's SLO
-//! counters (`counters`, the default; series names in [`groups`]), or the histograms' buckets
-//! (`buckets`, for a Prometheus without those counters), whose `le` matchers accept every
-//! spelling of the edge ([`le`]). Rule names and windows: [`groups`], [`windows`];
+//! that generate their own rules (`sloth`, `pyrra`). Two inputs (`--source`): the histograms'
+//! buckets (`buckets`, the default), whose `le` matchers accept every spelling of the edge
+//! (`le`), or the corrector's SLO counters (`counters`; series names in `groups`), which
+//! this release does not serve yet. Rule names and windows: `groups`, `windows`;
 //! user docs: `docs/SLO.md`.
 
 use std::collections::BTreeMap;
@@ -69,10 +69,11 @@ pub struct SloRulesOptions {
     /// objects, one per SLO and SLI).
     #[arg(long = "format", value_enum, default_value_t = Format::Rules)]
     pub format: Format,
-    /// What the rules read: `counters` (the corrector's vllm_corrected_slo_* counters) or
-    /// `buckets` (the histograms' buckets, for a Prometheus without those counters: vLLM's TTFT
-    /// and E2EL, the corrector's canonical TPOT and per-token ITL; no goodput).
-    #[arg(long = "source", value_enum, default_value_t = Source::Counters)]
+    /// What the rules read: `buckets` (the default: the histograms' buckets, vLLM's TTFT and
+    /// E2EL, the corrector's canonical TPOT and per-token ITL; a threshold must be a bucket edge;
+    /// no goodput) or `counters` (the vllm_corrected_slo_* counters of docs/SLO.md, "SLO
+    /// counters", which this release does not serve yet: rules for a corrector that will).
+    #[arg(long = "source", value_enum, default_value_t = Source::Buckets)]
     pub source: Source,
     /// Evaluation interval of the SLI and alert groups as a Prometheus duration (`30s`, `1m`);
     /// default: the Prometheus `global.evaluation_interval`. The budget group runs every 5m.
@@ -97,9 +98,9 @@ pub enum Format {
 /// `--source`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Source {
-    /// The corrector's SLO counters.
+    /// The corrector's SLO counters (docs/SLO.md, "SLO counters"; not served by this release).
     Counters,
-    /// Histogram buckets.
+    /// Histogram buckets: works with every release, for thresholds that are bucket edges.
     Buckets,
 }
 
@@ -108,7 +109,7 @@ impl Default for SloRulesOptions {
         SloRulesOptions {
             config_file: None,
             format: Format::Rules,
-            source: Source::Counters,
+            source: Source::Buckets,
             interval: None,
         }
     }
@@ -289,6 +290,21 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
                 groups::percent(target.objective),
                 groups::percent(target.error_budget())
             );
+            if options.source == Source::Buckets
+                && !le::DEFAULT_EDGES
+                    .iter()
+                    .find(|(sli, _)| *sli == target.sli)
+                    .is_some_and(|(_, edges)| edges.contains(&target.threshold_seconds))
+            {
+                let _ = writeln!(
+                    out,
+                    "#   WARNING: {} s is not one of vLLM's default {} bucket edges: these rules\n\
+                     #   match no bucket unless vLLM is started with it (--custom-histogram-buckets,\n\
+                     #   0.33 and later).",
+                    target.threshold_seconds,
+                    target.sli.label()
+                );
+            }
         }
         let [fast, slow, quick, long] = burn_windows(slo.window_ms).map(|w| {
             format!(

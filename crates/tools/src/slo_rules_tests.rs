@@ -148,7 +148,11 @@ slos:
 #[test]
 fn two_slos_coexist_under_their_own_names_with_their_own_objectives() {
     let spec = spec(TWO);
-    let text = render(&spec, &SloRulesOptions::default());
+    let counters = SloRulesOptions {
+        source: Source::Counters,
+        ..SloRulesOptions::default()
+    };
+    let text = render(&spec, &counters);
     let doc = yaml_value(&text);
     let groups = doc["groups"].as_array().unwrap();
     let names: Vec<&str> = groups.iter().map(|g| g["name"].as_str().unwrap()).collect();
@@ -237,6 +241,7 @@ fn bucket_rules_carry_the_match_and_the_le_matcher_and_label_the_sli() {
 fn sloth_specs_hold_one_slo_per_sli_with_percent_objectives_per_window() {
     let options = SloRulesOptions {
         format: Format::Sloth,
+        source: Source::Counters,
         ..SloRulesOptions::default()
     };
     let text = render(&spec(TWO), &options);
@@ -267,6 +272,7 @@ fn sloth_specs_hold_one_slo_per_sli_with_percent_objectives_per_window() {
 fn pyrra_objects_read_the_recorded_bad_events_or_the_buckets() {
     let options = SloRulesOptions {
         format: Format::Pyrra,
+        source: Source::Counters,
         ..SloRulesOptions::default()
     };
     let text = render(&spec(TWO), &options);
@@ -380,4 +386,31 @@ fn deploy_alerts_slo_files_are_the_rendered_default() {
         yaml_value(&std::fs::read_to_string(format!("{base}slo-prometheusrule.yaml")).unwrap());
     assert_eq!(object["spec"]["groups"], rules["groups"]);
     assert_eq!(object["kind"], "PrometheusRule");
+}
+
+#[test]
+fn bucket_rules_warn_of_a_threshold_that_is_no_default_vllm_bucket_edge() {
+    // vLLM's default TPOT edges around 0.06 are 0.05 and 0.075 (docs/METRICS.md), so a 60 ms
+    // threshold matches no bucket; 0.1 s and TTFT's 0.5 s are edges, E2EL's 12 s is not.
+    let text = "slos:\n  - name: chat\n    objective: 0.99\n    tpot: 0.06\n    ttft: 0.5\n    \
+                e2el: 12\n  - name: batch\n    objective: 0.9\n    tpot: 0.1\n";
+    let warnings = |source| {
+        let options = SloRulesOptions {
+            source,
+            ..SloRulesOptions::default()
+        };
+        render(&spec(text), &options)
+            .lines()
+            .filter(|l| l.contains("WARNING"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        warnings(Source::Buckets),
+        [
+            "#   WARNING: 0.06 s is not one of vLLM's default TPOT bucket edges: these rules",
+            "#   WARNING: 12 s is not one of vLLM's default E2EL bucket edges: these rules",
+        ]
+    );
+    assert!(warnings(Source::Counters).is_empty());
 }

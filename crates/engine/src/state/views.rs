@@ -227,7 +227,7 @@ impl Engine {
     /// The events since the last call, each reported once: counter resets and removals as they
     /// happened, then, for every group that took samples, its first complete scrape (the first
     /// time it serves a family), families withheld or served again since, and the group becoming
-    /// incomplete. At most [`super::events::MAX_QUEUED_EVENTS`] are held; older ones are dropped.
+    /// incomplete. At most `super::events::MAX_QUEUED_EVENTS` are held; older ones are dropped.
     pub fn take_events(&mut self) -> Vec<EngineEvent> {
         for touched in self.events.take_touched() {
             let Some(Entry { group, meta, .. }) = self.table.get_mut(touched) else {

@@ -15,7 +15,7 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The configuration file is not valid YAML for [`FileConfig`] (unknown field, wrong type).
+    /// The configuration file is not valid YAML for `FileConfig` (unknown field, wrong type).
     #[error("--config.file {path}: {message}")]
     Yaml {
         /// The file.

@@ -1,5 +1,5 @@
-//! Exposition: rendering derived families and self-metrics for `GET /metrics` ([`render`]), and
-//! the per-group, per-family `vllm_corrector_family_info` ([`info`]). The reader of the text
+//! Exposition: rendering derived families and self-metrics for `GET /metrics` (`render`), and
+//! the per-group, per-family `vllm_corrector_family_info` (`info`). The reader of the text
 //! format is the `promtext` crate.
 
 pub(crate) mod info;

@@ -4,14 +4,14 @@
 //! A response keeps nothing of the engine while it is read. When it starts it takes the order of
 //! the groups (their labels sorted after the engine lock is released, then only a
 //! [`engine::GroupRef`] of 8 bytes kept per group). Each chunk of about
-//! [`super::renders::CHUNK_BYTES`] then takes the engine lock for as long as it copies a window of
+//! `super::renders::CHUNK_BYTES` then takes the engine lock for as long as it copies a window of
 //! groups (pointers to their labels and outputs, about one chunk's worth) and formats them after
 //! releasing it. A group that leaves meanwhile is skipped, and its labels and outputs are freed at
 //! once, whatever the client's pace: a slow reader of a large page under churn pins at most one
 //! window (docs/RELIABILITY.md, "Responses"). A group's lines of one family are copied at one
 //! instant, so its buckets, `_sum` and `_count` agree; different families and groups may be
 //! copied a few milliseconds apart, as different targets' scrapes are. At most
-//! [`super::renders::MAX_CONCURRENT_RENDERS`] scrapes are served at once ([`super::renders`]).
+//! `super::renders::MAX_CONCURRENT_RENDERS` scrapes are served at once (`super::renders`).
 
 use engine::{EngineStats, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot};
 
@@ -65,7 +65,7 @@ pub fn render_all(state: &AppState, format: Format) -> String {
 
 /// A `/metrics` body being written: the groups' order, taken when it starts, and where the
 /// rendering stopped. Holds the order (8 bytes per group), a group's escaped labels (the scratch
-/// of [`info::render_group`]) and, while a chunk is made, one window of groups.
+/// of `info::render_group`) and, while a chunk is made, one window of groups.
 #[derive(Debug)]
 pub struct MetricsChunks {
     state: AppState,

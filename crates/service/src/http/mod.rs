@@ -1,20 +1,20 @@
 //! HTTP layer: wires the protocol layer, the engine and the exposition together. It knows no
-//! rules and no wire format; it maps each layer's error to a status code once ([`HttpError`]).
+//! rules and no wire format; it maps each layer's error to a status code once (`HttpError`).
 //!
-//! Routes of [`app`]:
+//! Routes of `app`:
 //! * `POST /api/v1/write`: remote write 1.0 and 2.0 receiver ([`write`]).
 //! * `GET /metrics`: corrected families and self-metrics, OpenMetrics or text 0.0.4 ([`metrics`]).
 //! * `GET /-/healthy`: 200 while the process runs.
-//! * `GET /-/ready`: 200 once serving ([`AppState::set_ready`]), 503 before.
+//! * `GET /-/ready`: 200 once serving (`AppState::set_ready`), 503 before.
 //! * `POST`/`PUT /-/reload`: re-reads `--config.file` and `--web.config.file` ([`crate::reload`]);
-//!   200, or the error of [`HttpError::Reload`].
+//!   200, or the error of `HttpError::Reload`.
 //! * `GET /`, `GET /status`, `GET /api/v1/groups`, `GET /docs`: landing page, per-group status
-//!   (HTML and JSON) and the README ([`status`]).
+//!   (HTML and JSON) and the README (`status`).
 //!
 //! Every response, 404s and authentication refusals included, is counted in
 //! `vllm_corrector_http_requests_total{handler,code}`. With `--web.config.file` configuring
 //! authentication, every route but `/-/healthy` and `/-/ready` requires it
-//! ([`auth`], [`crate::web::auth`]). The layers every request goes through are listed on `app`.
+//! (`auth`, `crate::web::auth`). The layers every request goes through are listed on `app`.
 
 pub(crate) mod auth;
 mod charge;
@@ -84,7 +84,7 @@ pub struct AppState {
 
 impl AppState {
     /// Creates the state around an engine, with fresh self-metrics and no web configuration
-    /// (plain HTTP, no authentication). Not ready until [`AppState::set_ready`].
+    /// (plain HTTP, no authentication). Not ready until `AppState::set_ready`.
     pub fn new(engine: Engine, limits: Limits) -> Self {
         AppState {
             core: Arc::new(Core::new(engine)),

@@ -11,7 +11,7 @@ use crate::core::Core;
 use engine::{Engine, EngineConfig};
 use protocol::Version;
 
-/// One engine and what [`receive`] needs beside it.
+/// One engine and what `receive` needs beside it.
 #[derive(Debug)]
 pub struct Receiver {
     core: Core,
@@ -31,7 +31,7 @@ impl Receiver {
         }
     }
 
-    /// [`receive`] of a snappy-compressed `body` of `version` at receive time `now_ms` (ms since
+    /// `receive` of a snappy-compressed `body` of `version` at receive time `now_ms` (ms since
     /// the epoch): what the service's write handler does after it read the body.
     pub fn receive(&self, version: Version, body: &[u8], now_ms: i64) -> Receipt {
         let settings = Settings {

@@ -23,9 +23,9 @@
 //!
 //! Relative file names are resolved against the directory of the web configuration file, as the
 //! toolkit does. Once any authentication is configured, every request except the probes
-//! `/-/healthy` and `/-/ready` must pass each configured scheme ([`auth`]); `docs/SECURITY.md`
+//! `/-/healthy` and `/-/ready` must pass each configured scheme (`auth`); `docs/SECURITY.md`
 //! explains the choice. What the toolkit supports and this service refuses is listed on
-//! [`WebConfigFile`]: a refused field is an error, never silently ignored.
+//! `WebConfigFile`: a refused field is an error, never silently ignored.
 
 pub(crate) mod auth;
 pub(crate) mod conn;
@@ -106,7 +106,7 @@ impl WebSettings {
     /// Reads and validates `--web.config.file`; `None` gives plain HTTP without authentication.
     ///
     /// # Errors
-    /// Any [`WebConfigError`]: unreadable or malformed file, a refused field, unreadable or
+    /// Any `WebConfigError`: unreadable or malformed file, a refused field, unreadable or
     /// invalid PEM, a malformed bcrypt hash, an empty bearer token.
     pub fn load(path: Option<&Path>) -> Result<WebSettings, WebConfigError> {
         let Some(path) = path else {

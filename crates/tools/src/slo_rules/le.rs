@@ -11,6 +11,38 @@
 //! (`le=~"1(\.0)?"`). Character classes (`[.]`) instead of backslashes keep the regex free of
 //! PromQL string escapes.
 
+use engine::slo::Sli;
+
+/// vLLM's default bucket edges (seconds, `le`) of the histogram each SLI reads under `--source
+/// buckets`, as vLLM registers them unless told otherwise (docs/METRICS.md, "Default bucket bounds"):
+/// TTFT; canonical TPOT and per-token ITL (the ITL and request-TPOT bounds, which the corrected
+/// families keep); E2EL (the request-latency bounds). A threshold elsewhere matches no bucket of
+/// a vLLM that keeps its defaults.
+pub(crate) const DEFAULT_EDGES: [(Sli, &[f64]); 4] = [
+    (
+        Sli::Ttft,
+        &[
+            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+        ],
+    ),
+    (Sli::Tpot, &TOKEN_EDGES),
+    (
+        Sli::E2el,
+        &[
+            0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0,
+        ],
+    ),
+    (Sli::ItlPerToken, &TOKEN_EDGES),
+];
+
+/// vLLM's ITL and request-TPOT bucket edges, seconds.
+const TOKEN_EDGES: [f64; 19] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+
 /// The `le=~"…"` matcher of threshold `t` (finite, > 0), fully anchored as PromQL's `=~` is:
 /// `0.05` gives `le=~"0?[.]050*"`, `20` gives `le=~"20([.]0*)?"`, `2.5` gives `le=~"2[.]50*"`.
 pub(crate) fn le_matcher(t: f64) -> String {
