@@ -36,7 +36,7 @@ if [ ! -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
 fi
 
 # Python's prometheus_client: its strict OpenMetrics parser reads /metrics in
-# crates/service/src/exposition/render_tests.rs (the test fails rather than skips under CI).
+# crates/service/src/exposition/render/tests.rs (the test fails rather than skips under CI).
 if ! python3 -c 'import prometheus_client.openmetrics.parser' >/dev/null 2>&1; then
   echo "scripts/test.sh: installing Python's prometheus_client (missing)"
   python3 -m pip install --user 'prometheus_client>=0.20'

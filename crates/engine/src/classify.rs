@@ -344,5 +344,4 @@ pub(crate) fn is_rule_dimension(name: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "classify_tests.rs"]
 mod tests;

@@ -116,5 +116,4 @@ pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incom
 }
 
 #[cfg(test)]
-#[path = "completeness_tests.rs"]
 mod tests;

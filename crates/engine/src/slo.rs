@@ -378,5 +378,4 @@ impl SloError {
 }
 
 #[cfg(test)]
-#[path = "slo_tests.rs"]
 mod tests;

@@ -455,5 +455,4 @@ fn is_label_name(name: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "parse_tests.rs"]
 mod tests;

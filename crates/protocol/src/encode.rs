@@ -298,5 +298,4 @@ pub fn compress(bytes: &[u8]) -> Vec<u8> {
 }
 
 #[cfg(test)]
-#[path = "encode_tests.rs"]
 mod tests;

@@ -411,5 +411,4 @@ pub fn for_each_classic_series(
 }
 
 #[cfg(test)]
-#[path = "histogram_tests.rs"]
 mod tests;

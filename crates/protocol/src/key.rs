@@ -94,5 +94,4 @@ impl SeriesKey {
 }
 
 #[cfg(test)]
-#[path = "key_tests.rs"]
 mod tests;

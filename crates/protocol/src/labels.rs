@@ -351,5 +351,4 @@ fn valid_name(name: &str, allow_colon: bool) -> bool {
 }
 
 #[cfg(test)]
-#[path = "labels_tests.rs"]
 mod tests;

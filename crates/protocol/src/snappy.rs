@@ -65,5 +65,4 @@ pub fn decompress_into(
 }
 
 #[cfg(test)]
-#[path = "snappy_tests.rs"]
 mod tests;

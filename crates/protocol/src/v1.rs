@@ -641,9 +641,7 @@ impl WriteRequestRef<'_> {
 }
 
 #[cfg(test)]
-#[path = "v1_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "v1_deferred_tests.rs"]
 mod deferred_tests;

@@ -320,5 +320,4 @@ impl RawMetadata {
 }
 
 #[cfg(test)]
-#[path = "v2_tests.rs"]
 mod tests;

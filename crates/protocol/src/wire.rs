@@ -367,5 +367,4 @@ pub(crate) fn utf8<'a>(bytes: &'a [u8], field: &str) -> Result<&'a str, Protocol
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;

@@ -486,5 +486,4 @@ fn validate_engine(section: &EngineSection) -> Result<EngineConfig, ConfigError>
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

@@ -388,9 +388,7 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 }
 
 #[cfg(test)]
-#[path = "ingest_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "ingest_index_tests.rs"]
 mod index_tests;

@@ -162,5 +162,4 @@ pub(crate) fn spawn_sighup_reloads(reloader: Arc<Reloader>) -> tokio::task::Join
 }
 
 #[cfg(test)]
-#[path = "reload_tests.rs"]
 mod tests;

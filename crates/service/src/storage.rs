@@ -206,5 +206,4 @@ pub(crate) async fn save(dir: PathBuf, core: Arc<Core>) -> bool {
 }
 
 #[cfg(test)]
-#[path = "storage_tests.rs"]
 mod tests;

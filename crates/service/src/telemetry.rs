@@ -584,5 +584,4 @@ impl InternalEvent for IdleSweep {
 }
 
 #[cfg(test)]
-#[path = "telemetry_tests.rs"]
 mod tests;

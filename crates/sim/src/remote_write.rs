@@ -105,5 +105,4 @@ pub async fn post(client: &reqwest::Client, url: &str, body: Vec<u8>) -> Result<
 }
 
 #[cfg(test)]
-#[path = "remote_write_tests.rs"]
 mod tests;

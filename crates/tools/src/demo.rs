@@ -410,5 +410,4 @@ fn print(out: &mut dyn Write, style: Style, intro: &str, c: &Comparison) -> std:
 }
 
 #[cfg(test)]
-#[path = "demo_tests.rs"]
 mod tests;

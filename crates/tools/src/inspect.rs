@@ -344,5 +344,4 @@ fn derived_samples(
 }
 
 #[cfg(test)]
-#[path = "inspect_tests.rs"]
 mod tests;

@@ -3,7 +3,7 @@
 //! `inspect`, `demo` and `rules` show it: the words of notes, the `inspect` column and `--json`
 //! key, the `demo` rows, the unit, the raw vLLM reading it is compared with, its truth in the
 //! simulator's terms, and its PromQL recording rules. One entry per registered family, found
-//! with [`of`]; `presentation_tests.rs` checks that every family has exactly one.
+//! with [`of`]; its `tests` module checks that every family has exactly one.
 
 use engine::Family;
 
@@ -96,7 +96,7 @@ pub(crate) struct Presentation {
 /// The presentation of `family`.
 ///
 /// # Panics
-/// When [`PRESENTATIONS`] has no entry for it, which `presentation_tests.rs` rules out for every
+/// When [`PRESENTATIONS`] has no entry for it, which its `tests` module rules out for every
 /// registered family.
 pub(crate) fn of(family: Family) -> &'static Presentation {
     PRESENTATIONS
@@ -266,5 +266,4 @@ pub(crate) const PRESENTATIONS: &[Presentation] = &[
 ];
 
 #[cfg(test)]
-#[path = "presentation_tests.rs"]
 mod tests;

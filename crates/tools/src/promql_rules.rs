@@ -255,5 +255,4 @@ pub fn render(options: &RulesOptions) -> String {
 }
 
 #[cfg(test)]
-#[path = "promql_rules_tests.rs"]
 mod tests;

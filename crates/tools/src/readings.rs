@@ -518,5 +518,4 @@ impl Interval {
 }
 
 #[cfg(test)]
-#[path = "readings_tests.rs"]
 mod tests;

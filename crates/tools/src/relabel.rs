@@ -111,5 +111,4 @@ pub fn render(options: &RelabelOptions) -> String {
 }
 
 #[cfg(test)]
-#[path = "relabel_tests.rs"]
 mod tests;

@@ -321,5 +321,4 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "slo_rules_tests.rs"]
 mod tests;

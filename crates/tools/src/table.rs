@@ -142,5 +142,4 @@ fn write_row(out: &mut String, row: &[Cell], widths: &[usize], color: bool) {
 }
 
 #[cfg(test)]
-#[path = "table_tests.rs"]
 mod tests;

@@ -326,5 +326,4 @@ const _: () = assert!(
 );
 
 #[cfg(test)]
-#[path = "rules_tests.rs"]
 mod tests;

@@ -51,5 +51,4 @@ fn evaluate(plan: &Plan, values: &[f64]) -> Result<DerivedValue, WithheldReason>
 }
 
 #[cfg(test)]
-#[path = "tokens_per_output_tests.rs"]
 mod tests;

@@ -342,30 +342,8 @@ impl<'e> Batch<'e> {
                 outcome.refuse(position, reason.into());
                 continue;
             }
-            let mut refused: Option<Refusal> = None;
-            let mut samples = series.samples.as_slice();
-            if samples
-                .iter()
-                .any(|s| s.timestamp_ms > latest || s.timestamp_ms <= 0)
-            {
-                in_time.clear();
-                in_time.extend(
-                    samples
-                        .iter()
-                        .filter(|s| s.timestamp_ms > 0 && s.timestamp_ms <= latest),
-                );
-                let future = samples.iter().filter(|s| s.timestamp_ms > latest).count() as u64;
-                let early = (samples.len() - in_time.len()) as u64 - future;
-                if future > 0 {
-                    report.reject(RejectReason::FutureTimestamp, future);
-                    refused = Some(RejectReason::FutureTimestamp.into());
-                }
-                if early > 0 {
-                    report.reject(RejectReason::NonPositiveTimestamp, early);
-                    refused = refused.or(Some(RejectReason::NonPositiveTimestamp.into()));
-                }
-                samples = &in_time;
-            }
+            let (samples, mut refused) =
+                samples_in_time(series.samples.as_slice(), latest, &mut in_time, report);
             let labels = request.labels_of(series);
             let limited = match verdict {
                 Verdict::Known(target) => {
@@ -830,4 +808,39 @@ enum Role {
     Key(RoleKey),
     /// Its position ([`crate::group::Group::role_position`]).
     At(usize),
+}
+
+/// The samples of one series stamped in `(0, latest]` (ms): `samples` itself when all are (the
+/// common case, no copy), else those copied into `in_time`. The others are counted in `report`
+/// as `future_timestamp` or `non_positive_timestamp`, and the first of those reasons is returned.
+fn samples_in_time<'a>(
+    samples: &'a [Sample],
+    latest: i64,
+    in_time: &'a mut Vec<Sample>,
+    report: &mut IngestReport,
+) -> (&'a [Sample], Option<Refusal>) {
+    if !samples
+        .iter()
+        .any(|s| s.timestamp_ms > latest || s.timestamp_ms <= 0)
+    {
+        return (samples, None);
+    }
+    in_time.clear();
+    in_time.extend(
+        samples
+            .iter()
+            .filter(|s| s.timestamp_ms > 0 && s.timestamp_ms <= latest),
+    );
+    let future = samples.iter().filter(|s| s.timestamp_ms > latest).count() as u64;
+    let early = (samples.len() - in_time.len()) as u64 - future;
+    let mut refused = None;
+    if future > 0 {
+        report.reject(RejectReason::FutureTimestamp, future);
+        refused = Some(RejectReason::FutureTimestamp.into());
+    }
+    if early > 0 {
+        report.reject(RejectReason::NonPositiveTimestamp, early);
+        refused = refused.or(Some(RejectReason::NonPositiveTimestamp.into()));
+    }
+    (in_time, refused)
 }

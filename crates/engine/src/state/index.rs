@@ -222,5 +222,4 @@ impl SeriesIndex {
 }
 
 #[cfg(test)]
-#[path = "index_tests.rs"]
 mod tests;

@@ -160,5 +160,4 @@ impl RetiredGroups {
 }
 
 #[cfg(test)]
-#[path = "retired_tests.rs"]
 mod tests;

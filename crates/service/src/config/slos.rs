@@ -171,5 +171,4 @@ fn slo(i: usize, entry: &SloEntry) -> Result<Slo, SloError> {
 }
 
 #[cfg(test)]
-#[path = "slos_tests.rs"]
 mod tests;

@@ -130,5 +130,4 @@ fn own_labels(f: &FamilyStatus) -> impl Iterator<Item = (&'static str, &'static 
 }
 
 #[cfg(test)]
-#[path = "info_tests.rs"]
 mod tests;

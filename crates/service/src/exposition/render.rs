@@ -455,5 +455,4 @@ pub(crate) mod promtool {
 }
 
 #[cfg(test)]
-#[path = "render_tests.rs"]
 mod tests;

@@ -5,7 +5,6 @@
 //! and the invariant received = applied + Σ rejected, all read back from the
 //! self-metrics as `/metrics` renders them. Expected counts are worked out per row.
 
-#[path = "bad_input_rows.rs"]
 mod table;
 
 use std::collections::BTreeMap;

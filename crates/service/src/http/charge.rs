@@ -94,5 +94,4 @@ impl Charge {
 }
 
 #[cfg(test)]
-#[path = "charge_tests.rs"]
 mod tests;

@@ -248,5 +248,4 @@ impl IntoResponse for HttpError {
 }
 
 #[cfg(test)]
-#[path = "error_tests.rs"]
 mod tests;

@@ -266,5 +266,4 @@ impl Chunks for MetricsChunks {
 }
 
 #[cfg(test)]
-#[path = "metrics_tests.rs"]
 mod tests;

@@ -101,5 +101,4 @@ pub(crate) fn metrics_format(accept: Option<&HeaderValue>) -> Format {
 }
 
 #[cfg(test)]
-#[path = "negotiate_tests.rs"]
 mod tests;

@@ -123,5 +123,4 @@ impl PageFill {
 }
 
 #[cfg(test)]
-#[path = "page_tests.rs"]
 mod tests;

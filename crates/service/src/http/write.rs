@@ -216,5 +216,4 @@ fn answer(protocol: WriteProtocol, receipt: Receipt) -> Response {
 }
 
 #[cfg(test)]
-#[path = "write_tests.rs"]
 mod tests;

@@ -215,5 +215,4 @@ impl LogLimit {
 }
 
 #[cfg(test)]
-#[path = "events_tests.rs"]
 mod tests;

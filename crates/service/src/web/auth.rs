@@ -378,5 +378,4 @@ impl AuthError {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
 mod tests;

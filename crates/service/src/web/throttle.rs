@@ -197,5 +197,4 @@ impl Drop for Admitted {
 }
 
 #[cfg(test)]
-#[path = "throttle_tests.rs"]
 mod tests;

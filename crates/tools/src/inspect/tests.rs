@@ -98,7 +98,7 @@ fn json_objects_have_exactly_the_documented_keys() {
         "note",
         "null_reasons",
     ];
-    let readme = include_str!("../../../docs/TOOLS.md");
+    let readme = include_str!("../../../../docs/TOOLS.md");
     for key in &keys {
         assert!(
             readme.contains(&format!("`{key}`")),

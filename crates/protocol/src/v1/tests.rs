@@ -1,6 +1,5 @@
 //! Tests of the borrowed RW 1.0 decoder, with the prost-generated types as the oracle.
 
-#[path = "v1_random_tests.rs"]
 mod random;
 
 /// [`super::decode`] with every series resolved: the whole request decoded, as prost decodes it.

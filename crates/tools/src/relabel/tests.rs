@@ -68,7 +68,7 @@ fn keep_regex_keeps_the_nhcb_series_of_every_histogram_a_rule_reads() {
 fn shipped_relabel_file_is_the_generated_one() {
     // Regenerate with: vllm-corrector relabel > deploy/prometheus/relabel.yml
     assert_eq!(
-        include_str!("../../../deploy/prometheus/relabel.yml"),
+        include_str!("../../../../deploy/prometheus/relabel.yml"),
         render(&RelabelOptions::default())
     );
 }
@@ -78,54 +78,54 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
     let shipped = [
         (
             "deploy/prometheus/sidecar.yml",
-            include_str!("../../../deploy/prometheus/sidecar.yml"),
+            include_str!("../../../../deploy/prometheus/sidecar.yml"),
             1,
         ),
         (
             "deploy/prometheus/standalone.yml",
-            include_str!("../../../deploy/prometheus/standalone.yml"),
+            include_str!("../../../../deploy/prometheus/standalone.yml"),
             1,
         ),
         (
             "deploy/prometheus/sharded.yml",
-            include_str!("../../../deploy/prometheus/sharded.yml"),
+            include_str!("../../../../deploy/prometheus/sharded.yml"),
             2,
         ),
         (
             "deploy/vmagent/shard-0.relabel.yml",
-            include_str!("../../../deploy/vmagent/shard-0.relabel.yml"),
+            include_str!("../../../../deploy/vmagent/shard-0.relabel.yml"),
             1,
         ),
         (
             "deploy/vmagent/shard-1.relabel.yml",
-            include_str!("../../../deploy/vmagent/shard-1.relabel.yml"),
+            include_str!("../../../../deploy/vmagent/shard-1.relabel.yml"),
             1,
         ),
         (
             "deploy/vmagent/keep.relabel.yml",
-            include_str!("../../../deploy/vmagent/keep.relabel.yml"),
+            include_str!("../../../../deploy/vmagent/keep.relabel.yml"),
             1,
         ),
         (
             "components/sidecar-operator",
             include_str!(
-                "../../../deploy/kubernetes/components/sidecar-operator/core/prometheus.yaml"
+                "../../../../deploy/kubernetes/components/sidecar-operator/core/prometheus.yaml"
             ),
             1,
         ),
         (
             "components/remote-write-operator",
             include_str!(
-                "../../../deploy/kubernetes/components/remote-write-operator/prometheus.yaml"
+                "../../../../deploy/kubernetes/components/remote-write-operator/prometheus.yaml"
             ),
             1,
         ),
         (
             "deploy/kube-prometheus-stack/values.yaml",
-            include_str!("../../../deploy/kube-prometheus-stack/values.yaml"),
+            include_str!("../../../../deploy/kube-prometheus-stack/values.yaml"),
             1,
         ),
-        ("README.md", include_str!("../../../README.md"), 1),
+        ("README.md", include_str!("../../../../README.md"), 1),
     ];
     let quoted = format!("regex: '{}'", keep_regex());
     for (path, text, writes) in shipped {

@@ -2,7 +2,6 @@
 //! symbol references resolved by the spec's rule restated in [`resolve`] (odd length first, then
 //! any reference outside the table); hand-written bytes cover what prost never produces.
 
-#[path = "v2_random_tests.rs"]
 mod random;
 
 use prost::Message;
