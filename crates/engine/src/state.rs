@@ -177,9 +177,22 @@ impl Engine {
     }
 
     /// Caches one metadata entry by family name (last one wins) when the family's series are read
-    /// by a rule; other families' metadata is ignored. Never fails.
-    pub fn record_metadata(&mut self, metadata: &MetadataRef<'_>) {
-        self.metadata.record(metadata);
+    /// by a rule; other families' metadata is ignored. Never fails a request.
+    ///
+    /// # Errors
+    /// [`protocol::MetadataDropReason::TooLong`] when a read family's help or unit is past its
+    /// cap ([`protocol::MAX_METADATA_HELP_BYTES`]): not kept.
+    pub fn record_metadata(
+        &mut self,
+        metadata: &MetadataRef<'_>,
+    ) -> Result<(), protocol::MetadataDropReason> {
+        self.metadata.record(metadata)
+    }
+
+    /// Heap bytes of the metadata cache's texts (names, help, unit): at most the read families'
+    /// count times about 4.4 KiB.
+    pub fn metadata_bytes(&self) -> usize {
+        self.metadata.text_bytes()
     }
 
     /// Number of metadata families cached: families a rule reads whose metadata was received.

@@ -32,8 +32,9 @@ pub use error::ProtocolError;
 pub use histogram::{CustomBuckets, HistogramError, NativeHistogram};
 pub use labels::{Label, LabelError, NameMemo, normalize_labels};
 pub use request::{
-    LabelRange, MetadataDropReason, MetadataDropped, MetadataRef, MetricType, PendingLabels,
-    SeriesLabels, SeriesMetadata, SeriesRef, WriteRequestRef,
+    LabelRange, MAX_METADATA_HELP_BYTES, MAX_METADATA_UNIT_BYTES, MetadataDropReason,
+    MetadataDropped, MetadataRef, MetricType, PendingLabels, SeriesLabels, SeriesMetadata,
+    SeriesRef, WriteRequestRef,
 };
 pub use sample::{STALE_NAN_BITS, Sample, Samples, is_stale_marker};
 

@@ -297,8 +297,19 @@ pub enum MetadataDropReason {
     /// RW 2.0: a `Metadata` whose `help_ref` or `unit_ref` lies outside `symbols`. The series
     /// itself is kept.
     SymbolRefOutOfRange => "symbol_ref_out_of_range",
+    /// A `help` longer than [`MAX_METADATA_HELP_BYTES`] or a `unit` longer than
+    /// [`MAX_METADATA_UNIT_BYTES`]: not cached, so the metadata cache stays within a constant
+    /// (counted by the engine's cache, after decoding; the samples are applied).
+    TooLong => "too_long",
 }
 }
+
+/// The longest `help` text a metadata entry may carry to be kept, bytes. vLLM's longest is
+/// about 200 bytes; 4 KiB leaves room for any exporter's and bounds the cache.
+pub const MAX_METADATA_HELP_BYTES: usize = 4096;
+
+/// The longest `unit` a metadata entry may carry to be kept, bytes (vLLM's are empty or a word).
+pub const MAX_METADATA_UNIT_BYTES: usize = 256;
 
 /// How many metadata entries one request lost, by [`MetadataDropReason`] (saturating counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -213,13 +213,7 @@ fn decompress_decode_apply(
         }
         Err(e) => return Receipt::refused(e),
     };
-    if request.metadata_dropped.total() > 0 {
-        MetadataEntriesDropped {
-            dropped: request.metadata_dropped,
-            protocol: version.as_str(),
-        }
-        .emit(&core.metrics);
-    }
+    emit_metadata_dropped(core, request.metadata_dropped, version);
     let samples = Unaccounted::new(&core.metrics, request.sample_count());
     let policy = IngestPolicy {
         labels: &limits.labels,
@@ -248,6 +242,7 @@ fn decompress_decode_apply(
         }
     };
     samples.counted(&outcome.report);
+    emit_metadata_dropped(core, outcome.metadata_dropped, version);
     let result = match outcome.first_refused {
         None => Ok(()),
         Some((index, reason)) => Err(IngestError::InvalidSeries {
@@ -384,6 +379,18 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
         (Some(s), _) => (*s).to_owned(),
         (_, Some(s)) => s.clone(),
         _ => "a panic payload that is not a string".to_owned(),
+    }
+}
+
+/// Logs and counts the metadata entries `dropped` from one request of `version`, if any: by the
+/// decoder (malformed) or by the engine's cache (`too_long`).
+fn emit_metadata_dropped(core: &Core, dropped: protocol::MetadataDropped, version: Version) {
+    if dropped.total() > 0 {
+        MetadataEntriesDropped {
+            dropped,
+            protocol: version.as_str(),
+        }
+        .emit(&core.metrics);
     }
 }
 

@@ -519,6 +519,7 @@ impl InternalEvent for MetadataEntriesDropped {
             protocol = self.protocol,
             invalid_utf8 = d.get(MetadataDropReason::InvalidUtf8),
             symbol_ref_out_of_range = d.get(MetadataDropReason::SymbolRefOutOfRange),
+            too_long = d.get(MetadataDropReason::TooLong),
             "remote-write metadata dropped (samples still applied)"
         );
         metrics.record_metadata_dropped(d);

@@ -121,6 +121,9 @@ pub struct Outcome {
     pub refused_series: usize,
     /// The first of them: its position in the request and why.
     pub first_refused: Option<(usize, Refusal)>,
+    /// Metadata entries the cache did not keep (`too_long`), beside those the decoder dropped
+    /// ([`WriteRequestRef::metadata_dropped`]); the samples are applied all the same.
+    pub metadata_dropped: protocol::MetadataDropped,
 }
 
 impl Outcome {
@@ -396,13 +399,16 @@ impl<'e> Batch<'e> {
             }
             if series.metadata.is_some()
                 && let Some(metadata) = request.family_metadata(series)
+                && let Err(reason) = self.parts.metadata.record(&metadata)
             {
-                self.parts.metadata.record(&metadata);
+                outcome.metadata_dropped.add(reason);
             }
         }
         outcome.written.samples = accepted(&outcome.report) - classic_accepted;
         for metadata in &request.metadata {
-            self.parts.metadata.record(metadata);
+            if let Err(reason) = self.parts.metadata.record(metadata) {
+                outcome.metadata_dropped.add(reason);
+            }
         }
         outcome
     }

@@ -100,6 +100,25 @@ fn v1_bad_metadata() -> Vec<u8> {
     encode::compress(&body)
 }
 
+/// An RW 1.0 request with one series read by a rule and two metadata entries of read families:
+/// one whose help is exactly `protocol::MAX_METADATA_HELP_BYTES` long (kept), one a byte longer
+/// (dropped as `too_long`).
+fn v1_long_metadata(at_cap: &str, past_cap: &str) -> Vec<u8> {
+    let kept = MetadataRef {
+        metric_type: MetricType::Counter,
+        family_name: "vllm:generation_tokens",
+        help: at_cap,
+        unit: "",
+    };
+    let dropped = MetadataRef {
+        metric_type: MetricType::Histogram,
+        family_name: "vllm:time_to_first_token_seconds",
+        help: past_cap,
+        unit: "",
+    };
+    encode::encode_v1(&[tokens("0", &[(1.0, T)])], &[kept, dropped])
+}
+
 /// An RW 2.0 request with one series read by a rule whose metadata has a valid help and a
 /// `unit_ref` outside the symbols table.
 fn v2_bad_unit_ref() -> pb::Request {
@@ -165,6 +184,8 @@ pub(super) fn rows() -> Vec<Row> {
     let mut symbols_start = encode::request_v2(&[valid()]);
     symbols_start.symbols[0] = "x".into();
     let long = "v".repeat(2049);
+    let help_at_cap = "h".repeat(protocol::MAX_METADATA_HELP_BYTES);
+    let help_past_cap = "h".repeat(4097);
     let tight = |edit: fn(&mut Limits)| {
         let mut l = Limits::default();
         edit(&mut l);
@@ -440,6 +461,18 @@ pub(super) fn rows() -> Vec<Row> {
             metadata_families: 1,
             metadata_dropped: Some(MetadataDropReason::InvalidUtf8),
             ..Row::new("RW1 metadata not UTF-8", V1, v1_bad_metadata())
+        }
+        .counts(1, 1, &[]),
+        // A help text past 4096 bytes is not cached (the cache stays within a constant), and
+        // counted; the entry at the cap and the sample are kept.
+        Row {
+            metadata_families: 1,
+            metadata_dropped: Some(MetadataDropReason::TooLong),
+            ..Row::new(
+                "RW1 metadata help past 4 KiB",
+                V1,
+                v1_long_metadata(&help_at_cap, &help_past_cap),
+            )
         }
         .counts(1, 1, &[]),
         // The series is applied without its metadata (a counter with help, so it would have been
