@@ -142,7 +142,7 @@ sys.exit(1 if problems else 0)
 EOF
 }
 
-# vmagent's per-URL relabel configs of the sharded form (docs/DEPLOY.md, "Scaling out"), and,
+# vmagent's per-URL relabel configs of the sharded form (docs/PROMETHEUS.md, "Scaling out"), and,
 # with a vmagent that has -remoteWrite.shardByURL.labels (1.145 from sid; 1.79 has not), the keep
 # rule of its own sharding. vmagent comes with the victoria-metrics package scripts/test.sh
 # installs.

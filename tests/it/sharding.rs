@@ -302,7 +302,7 @@ fn vmagent_shard_by_url_on_instance_sends_each_target_whole_and_on_every_label_s
     let Some(binary) = test_support::tools::require(test_support::tools::Tool::VMAGENT_SID) else {
         return;
     };
-    // The flags exist in this build (docs/DEPLOY.md, "Scaling out", says which releases have them).
+    // The flags exist in this build (docs/PROMETHEUS.md, "Scaling out", says which releases have them).
     let help = std::process::Command::new(&binary)
         .arg("-help")
         .output()

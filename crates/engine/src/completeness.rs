@@ -11,7 +11,7 @@
 //! (`vllm/v1/spec_decode/metrics.py`). `prometheus_client` prints every histogram child with all its
 //! `_bucket{le}` (ending in `+Inf`), `_sum` and `_count`. So a group that holds some of these series
 //! but not the rest did not get them from a vLLM scrape: its series were split between corrector
-//! instances (remote-write sharding by series, see `docs/DEPLOY.md`, "Scaling out") or filtered by a
+//! instances (remote-write sharding by series, see `docs/PROMETHEUS.md`, "Scaling out") or filtered by a
 //! `write_relabel_configs` that keeps only some `vllm:*` series.
 //!
 //! The check is structural: it reads only which role keys are present, never values.

@@ -1,5 +1,5 @@
 //! The output hold: a corrected counter never goes below what was last served unless an input of
-//! its family reset (`docs/RELIABILITY.md`, "Corrected counters never go backwards").
+//! its family reset (`docs/FAMILIES.md`, "Corrected counters never go backwards").
 //!
 //! Every corrected family is cumulative: each bucket, `_sum` and `_count` is a counter to
 //! Prometheus, which reads any decrease as a counter reset and adds the whole value again in

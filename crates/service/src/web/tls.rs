@@ -271,7 +271,8 @@ impl Connected<IncomingStream<'_, TlsListener>> for Peer {
 }
 
 /// A TLS listener: accepts TCP connections, completes each handshake in its own task with the
-/// server configuration current at accept time, and hands finished streams to `axum::serve`.
+/// server configuration current at accept time, and hands finished streams to the connection
+/// loop (`crate::web::conn::serve`).
 #[derive(Debug)]
 pub(crate) struct TlsListener {
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
