@@ -14,7 +14,7 @@ use protocol::{Label, Sample, normalize_labels};
 use service::config::Limits;
 use service::exposition::Format;
 use service::http::AppState;
-use service::http::metrics::{MetricsChunks, render_all};
+use service::http::metrics::{page, render_all};
 
 #[path = "support/scrape.rs"]
 mod scrape;
@@ -162,7 +162,7 @@ fn writer_waits(name: &str, state: &AppState, scrapes: usize) {
 }
 
 /// The scrape of `engine`: `render_all` (the whole response, its lock holds included), `order`
-/// (the first hold: [`MetricsChunks::new`] copies each group's ref and labels pointer, then sorts
+/// (the first hold: [`page`] copies each group's ref and labels pointer, then sorts
 /// after releasing the lock) and `stats` (the last hold, for the self-metrics), then
 /// [`writer_waits`] (every hold, as a writer sees them).
 fn bench(c: &mut Criterion, name: &str, engine: Engine) {
@@ -183,7 +183,7 @@ fn bench(c: &mut Criterion, name: &str, engine: Engine) {
         b.iter_with_large_drop(|| render_all(&state, Format::Text))
     });
     group.bench_function("order", |b| {
-        b.iter_with_large_drop(|| MetricsChunks::new(&state, Format::Text))
+        b.iter_with_large_drop(|| page(&state, Format::Text))
     });
     group.bench_function("stats", |b| {
         b.iter(|| black_box(state.core.engine().stats()))

@@ -88,6 +88,16 @@ impl Live {
     }
 }
 
+impl Live {
+    /// Bytes of the in-flight memory budget held by requests now (whole KiB), and the budget
+    /// (`limits.max_inflight_bytes`).
+    pub(crate) fn inflight_bytes(&self) -> (usize, usize) {
+        let total = kib(self.limits.max_inflight_bytes) as usize;
+        let free = self.inflight_kib.available_permits().min(total);
+        ((total - free) * 1024, self.limits.max_inflight_bytes)
+    }
+}
+
 /// The current [`Live`] settings, swapped whole.
 #[derive(Debug)]
 pub(crate) struct LiveCell(RwLock<Arc<Live>>);

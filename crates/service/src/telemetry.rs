@@ -5,15 +5,13 @@
 //! (`SelfMetrics::encode_text`). Following Vector's habit, each happening worth counting is one
 //! `InternalEvent` type whose `emit` both logs (tracing) and counts, so the two never disagree.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use prometheus_client::encoding::{prometheus_text, text};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family as MetricFamily;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use engine::{EngineStats, Family, IngestReport, RejectReason};
+use engine::{IngestReport, RejectReason};
 use protocol::{MetadataDropReason, MetadataDropped};
 
 pub(crate) mod connections;
@@ -21,6 +19,7 @@ pub(crate) mod events;
 mod logging;
 pub(crate) mod memory;
 pub(crate) mod ops;
+pub(crate) mod scrape;
 pub(crate) mod storage;
 pub(crate) use connections::{CloseReason, ConnectionClosed};
 pub use logging::{LoggingError, init_logging};
@@ -59,23 +58,11 @@ pub(crate) struct SelfMetrics {
     samples_applied: Counter,
     samples_rejected: MetricFamily<Label1, Counter>,
     http_requests: MetricFamily<HttpLabels, Counter>,
-    active_series: Gauge,
-    active_groups: Gauge,
-    groups_withheld: MetricFamily<Label2, Gauge>,
-    groups_incomplete: Gauge,
-    metadata_families: Gauge,
-    newest_sample_timestamp: Gauge<f64, AtomicU64>,
-    frames_dropped: Counter,
-    counter_resets: Counter,
-    output_holds: MetricFamily<Label1, Counter>,
-    groups_removed: MetricFamily<Label1, Counter>,
     requests_limited: MetricFamily<Label1, Counter>,
     metadata_dropped: MetricFamily<Label1, Counter>,
     write_panics: Counter,
     /// Authentication, TLS handshake and reload metrics ([`ops`]).
     pub(crate) ops: OpsMetrics,
-    /// The memory budget's parts ([`memory`]).
-    pub(crate) memory: memory::MemoryMetrics,
 }
 
 /// A request-level limit that refuses a request whole (a remote write, or a status page or scrape
@@ -141,10 +128,9 @@ impl Default for SelfMetrics {
 impl SelfMetrics {
     /// Creates and registers every self-metric. Every `reason` of
     /// `vllm_corrector_samples_rejected_total` ([`RejectReason::ALL`]) and of
-    /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]), and every
-    /// `(family, reason)` pair of `vllm_corrector_groups_withheld` that can happen
-    /// ([`Family::withheld_reasons`]) is pre-registered at 0, so a rate or an alert on them works
-    /// before the first occurrence, and no always-zero pair is shown.
+    /// `vllm_corrector_metadata_dropped_total` ([`MetadataDropReason::ALL`]) is pre-registered at
+    /// 0, so a rate or an alert on them works before the first occurrence. The engine's gauges are
+    /// not here: each scrape collects them from a snapshot ([`scrape::ScrapeMetrics`]).
     pub(crate) fn new() -> Self {
         let m = SelfMetrics {
             registry: Registry::default(),
@@ -152,21 +138,10 @@ impl SelfMetrics {
             samples_applied: Counter::default(),
             samples_rejected: MetricFamily::default(),
             http_requests: MetricFamily::default(),
-            active_series: Gauge::default(),
-            active_groups: Gauge::default(),
-            groups_withheld: MetricFamily::default(),
-            groups_incomplete: Gauge::default(),
-            metadata_families: Gauge::default(),
-            newest_sample_timestamp: Gauge::default(),
-            frames_dropped: Counter::default(),
-            counter_resets: Counter::default(),
-            output_holds: MetricFamily::default(),
-            groups_removed: MetricFamily::default(),
             requests_limited: MetricFamily::default(),
             metadata_dropped: MetricFamily::default(),
             write_panics: Counter::default(),
             ops: OpsMetrics::new(),
-            memory: memory::MemoryMetrics::default(),
         };
         for limit in RequestLimit::ALL {
             let _ = m
@@ -183,21 +158,6 @@ impl SelfMetrics {
                 .metadata_dropped
                 .get_or_create(&[("reason", reason.as_str())]);
         }
-        for family in Family::ALL {
-            for reason in family.withheld_reasons() {
-                let _ = m
-                    .groups_withheld
-                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())]);
-            }
-        }
-        for family in Family::ALL {
-            let _ = m.output_holds.get_or_create(&[("family", family.name())]);
-        }
-        for reason in engine::RemovalReason::ALL {
-            let _ = m
-                .groups_removed
-                .get_or_create(&[("reason", reason.as_str())]);
-        }
         let build_info: MetricFamily<Label2, Gauge> = MetricFamily::default();
         build_info
             .get_or_create(&[("commit", crate::COMMIT), ("version", protocol::VERSION)])
@@ -205,7 +165,6 @@ impl SelfMetrics {
 
         let mut m = m;
         m.ops.register(&mut m.registry);
-        m.memory.register(&mut m.registry);
         let r = &mut m.registry;
         // prometheus-client appends `_total` to counter names itself.
         r.register(
@@ -230,7 +189,7 @@ impl SelfMetrics {
         );
         r.register(
             "vllm_corrector_metadata_dropped",
-            "Remote-write metadata entries dropped by the decoder, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8) or symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols). Metadata never fails a request: its samples are still applied",
+            "Remote-write metadata entries dropped, by reason: invalid_utf8 (RW 1.0 family name, help or unit not UTF-8), symbol_ref_out_of_range (RW 2.0 help_ref or unit_ref outside symbols) or too_long (help over 4096 bytes or unit over 256 bytes, not cached). Metadata never fails a request: its samples are still applied",
             m.metadata_dropped.clone(),
         );
         r.register(
@@ -242,58 +201,6 @@ impl SelfMetrics {
             "vllm_corrector_http_requests",
             "HTTP responses sent, by handler and status code",
             m.http_requests.clone(),
-        );
-        r.register(
-            "vllm_corrector_active_series",
-            "Input series currently tracked",
-            m.active_series.clone(),
-        );
-        r.register(
-            "vllm_corrector_active_groups",
-            "Groups (one vLLM engine's label set) currently tracked",
-            m.active_groups.clone(),
-        );
-        r.register(
-            "vllm_corrector_groups_withheld",
-            "Groups that currently withhold a corrected family, by family and reason (only the pairs that can happen; per group: vllm_corrector_family_info)",
-            m.groups_withheld.clone(),
-        );
-        r.register(
-            "vllm_corrector_groups_incomplete",
-            "Groups whose set of input series no vLLM version exposes (for example a histogram without _count, or ITL without generation tokens) for more than one scrape: one target's series are split across instances or filtered",
-            m.groups_incomplete.clone(),
-        );
-        r.register(
-            "vllm_corrector_metadata_families",
-            "Metric families whose remote-write metadata is cached",
-            m.metadata_families.clone(),
-        );
-        r.register(
-            "vllm_corrector_newest_sample_timestamp_seconds",
-            "Timestamp of the newest sample applied, seconds since the Unix epoch (0 before the first)",
-            m.newest_sample_timestamp.clone(),
-        );
-        r.register(
-            "vllm_corrector_frames_dropped",
-            "Frames (one scrape timestamp of one group) dropped before every input arrived",
-            m.frames_dropped.clone(),
-        );
-        // Not `vllm_corrector_counter_resets`: promtool's lint refuses a metric name that contains a
-        // type name ("counter"), and the output must pass `promtool check metrics`.
-        r.register(
-            "vllm_corrector_input_resets",
-            "Counter resets seen in any input series",
-            m.counter_resets.clone(),
-        );
-        r.register(
-            "vllm_corrector_output_holds",
-            "Corrected outputs held at the value last served because the rule computed a lower one while no input of the family reset (a torn update or aborts between two scrapes), by family",
-            m.output_holds.clone(),
-        );
-        r.register(
-            "vllm_corrector_groups_removed",
-            "Groups removed, by reason: stale (every input got a staleness marker), idle (no sample within the idle timeout), missed_scrapes (no new sample for engine.missed_scrapes of its scrape intervals) or evicted (at limits.max_active_series, a group whose series can feed no corrected family, to make room for a new series)",
-            m.groups_removed.clone(),
         );
         // A gauge rather than an OpenMetrics `info`: the text format 0.0.4 has no info type, and a
         // gauge named `*_build_info` reads the same in both formats (as `prometheus_build_info`).
@@ -347,48 +254,6 @@ impl SelfMetrics {
             .inc();
     }
 
-    /// Sets the engine gauges and mirrored counters from a snapshot taken at scrape time.
-    /// `metadata_families` is [`engine::Engine::metadata_families`].
-    pub(crate) fn observe_engine(&self, stats: &EngineStats, metadata_families: usize) {
-        self.active_series.set(to_i64(stats.active_series));
-        self.active_groups.set(to_i64(stats.groups));
-        self.groups_incomplete.set(to_i64(stats.groups_incomplete));
-        self.metadata_families.set(to_i64(metadata_families));
-        for family in Family::ALL {
-            for reason in family.withheld_reasons() {
-                let n: usize = stats
-                    .withheld
-                    .iter()
-                    .filter(|(f, r, _)| *f == family && *r == reason)
-                    .map(|(_, _, n)| *n)
-                    .sum();
-                self.groups_withheld
-                    .get_or_create(&[("family", family.name()), ("reason", reason.as_str())])
-                    .set(to_i64(n));
-            }
-        }
-        let newest = stats.newest_sample_ms.map_or(0.0, |ms| ms as f64 / 1000.0);
-        self.newest_sample_timestamp.set(newest);
-        store(&self.frames_dropped, stats.frames_dropped);
-        store(&self.counter_resets, stats.counter_resets);
-        for family in Family::ALL {
-            store(
-                &self
-                    .output_holds
-                    .get_or_create(&[("family", family.name())]),
-                stats.output_holds[family.index()],
-            );
-        }
-        for reason in engine::RemovalReason::ALL {
-            store(
-                &self
-                    .groups_removed
-                    .get_or_create(&[("reason", reason.as_str())]),
-                stats.groups_removed(reason),
-            );
-        }
-    }
-
     /// Appends the self-metrics in OpenMetrics 1.0.0 text, **without** the final `# EOF` (the
     /// caller appends it after every family).
     ///
@@ -405,11 +270,6 @@ impl SelfMetrics {
     pub(crate) fn encode_text(&self, out: &mut String) -> std::fmt::Result {
         prometheus_text::encode(out, &self.registry)
     }
-}
-
-/// Sets a mirrored counter to the engine's running total (the engine owns the count).
-fn store(counter: &Counter, value: u64) {
-    counter.inner().store(value, Ordering::Relaxed);
 }
 
 fn to_i64(n: usize) -> i64 {

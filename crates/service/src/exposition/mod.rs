@@ -3,6 +3,7 @@
 //! format is the `promtext` crate.
 
 pub(crate) mod info;
+pub mod page;
 pub(crate) mod render;
 
 pub use render::Format;

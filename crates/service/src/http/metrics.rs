@@ -1,43 +1,20 @@
-//! `GET /metrics`: the corrected families, then `vllm_corrector_family_info` (one series per group
-//! and family, `crate::exposition::info`), then the self-metrics, in the negotiated format.
-//!
-//! A response keeps nothing of the engine while it is read. When it starts it takes the order of
-//! the groups (their labels sorted after the engine lock is released, then only a
-//! [`engine::GroupRef`] of 8 bytes kept per group). Each chunk of about
-//! `super::renders::CHUNK_BYTES` then takes the engine lock for as long as it copies a window of
-//! groups (pointers to their labels and outputs, about one chunk's worth) and formats them after
-//! releasing it. A group that leaves meanwhile is skipped, and its labels and outputs are freed at
-//! once, whatever the client's pace: a slow reader of a large page under churn pins at most one
-//! window (docs/RELIABILITY.md, "Responses"). A group's lines of one family are copied at one
-//! instant, so its buckets, `_sum` and `_count` agree; different families and groups may be
-//! copied a few milliseconds apart, as different targets' scrapes are. At most
-//! `super::renders::MAX_CONCURRENT_RENDERS` scrapes are served at once (`super::renders`).
+//! `GET /metrics`: the page of [`crate::exposition::page`] in the negotiated format, streamed in
+//! its chunks as the client reads, within a render slot (`super::renders`).
 
-use engine::{EngineStats, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot};
-
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 
-use super::renders::{CHUNK_BYTES, Chunks, RenderKind};
+use super::renders::{Chunks, RenderKind};
 use super::{AppState, HttpError, negotiate};
-use crate::exposition::render::{RenderCursor, Stop};
-use crate::exposition::{Format, info};
-use crate::telemetry::memory::MemoryUse;
-
-/// The most groups one window copies under the engine lock, whatever their size: bounds the hold
-/// when many groups withhold the family being written (they cost a lookup and render nothing).
-const MAX_WINDOW_GROUPS: usize = 1024;
-
-/// What a `vllm_corrector_family_info` series adds to its group's labels in the estimate of a
-/// window, per family: the name and the `family`, `state`, `reason` and `detail` labels.
-const INFO_LINE_BYTES: usize = 160;
+use crate::exposition::Format;
+pub use crate::exposition::page::Page;
 
 /// Renders the corrected families of every group (their current outputs: a scrape never
 /// computes rules), then `vllm_corrector_family_info`, then the self-metrics with the engine
 /// gauges refreshed, in OpenMetrics 1.0.0 (ending with `# EOF`) or text 0.0.4, as
-/// [`negotiate::metrics_format`] chooses from `Accept`, in chunks ([`MetricsChunks`]). Errors:
+/// [`negotiate::metrics_format`] chooses from `Accept`, in chunks ([`Page`]). Errors:
 /// [`HttpError::TooManyScrapes`] when no render slot frees in time.
 pub(crate) async fn handle(
     State(state): State<AppState>,
@@ -45,7 +22,7 @@ pub(crate) async fn handle(
 ) -> Result<Response, HttpError> {
     let format = negotiate::metrics_format(headers.get(header::ACCEPT));
     let slot = state.renders.acquire(RenderKind::Scrape).await?;
-    let chunks = MetricsChunks::new(&state, format);
+    let chunks = page(&state, format);
     Ok((
         [(header::CONTENT_TYPE, format.content_type())],
         slot.body(chunks),
@@ -53,9 +30,14 @@ pub(crate) async fn handle(
         .into_response())
 }
 
-/// The full `/metrics` body in `format`: every chunk of [`MetricsChunks`], joined.
+/// The `/metrics` page of `state`'s engine in `format`, its order of groups taken now.
+pub fn page(state: &AppState, format: Format) -> Page {
+    Page::new(state.core.clone(), state.live_cell().clone(), format)
+}
+
+/// The full `/metrics` body in `format`: every chunk of the [`Page`], joined.
 pub fn render_all(state: &AppState, format: Format) -> String {
-    let mut chunks = MetricsChunks::new(state, format);
+    let mut chunks = page(state, format);
     let mut out = String::new();
     while let Some(chunk) = chunks.next_chunk() {
         out.push_str(std::str::from_utf8(&chunk).expect("rendered as a String"));
@@ -63,205 +45,9 @@ pub fn render_all(state: &AppState, format: Format) -> String {
     out
 }
 
-/// A `/metrics` body being written: the groups' order, taken when it starts, and where the
-/// rendering stopped. Holds the order (8 bytes per group), a group's escaped labels (the scratch
-/// of `info::render_group`) and, while a chunk is made, one window of groups.
-#[derive(Debug)]
-pub struct MetricsChunks {
-    state: AppState,
-    format: Format,
-    /// Every group present when the response started, in ascending label order.
-    order: Vec<GroupRef>,
-    /// Where the corrected families stopped.
-    cursor: RenderCursor,
-    /// The next group (index into `order`) whose `vllm_corrector_family_info` is written, once
-    /// the corrected families are written (`None` before).
-    info: Option<usize>,
-    /// Whether the `# HELP`/`# TYPE` lines of `vllm_corrector_family_info` are written.
-    info_header: bool,
-    /// A group's escaped labels, reused from group to group ([`info::render_group`]).
-    block: String,
-    /// The labels of a window entry for a group that withholds the family or left: shared, so it
-    /// costs no allocation per entry.
-    none: GroupLabels,
-    /// Set once the self-metrics are written: the end.
-    done: bool,
-}
-
-impl MetricsChunks {
-    /// Takes the order of the groups: the engine lock is held while every group's
-    /// [`GroupRef`] and a pointer to its labels are copied ([`engine::Engine::group_refs`]); they
-    /// are sorted after it is released, then only the refs are kept.
-    pub fn new(state: &AppState, format: Format) -> MetricsChunks {
-        let mut groups = state.lock_engine().group_refs();
-        groups.sort_unstable_by(|a, b| a.1.cmp(&b.1));
-        MetricsChunks {
-            state: state.clone(),
-            format,
-            order: groups.into_iter().map(|(group, _)| group).collect(),
-            cursor: RenderCursor::default(),
-            info: None,
-            info_header: false,
-            block: String::new(),
-            none: GroupLabels::from([]),
-            done: false,
-        }
-    }
-
-    /// The groups at `order[offset..]` with their current output of the family being written
-    /// (an entry without a value where a group withholds it or left), until their lines are
-    /// estimated at `room` bytes ([`estimate`]) or [`MAX_WINDOW_GROUPS`] are taken: one hold of
-    /// the engine lock.
-    fn outputs_window(&self, offset: usize, room: usize) -> Vec<GroupOutputs> {
-        let Some(family) = self.cursor.family() else {
-            return Vec::new();
-        };
-        let engine = self.state.lock_engine();
-        let mut window = Vec::new();
-        let mut bytes = 0;
-        for &group in self.order.iter().skip(offset).take(MAX_WINDOW_GROUPS) {
-            let mut entry = GroupOutputs {
-                labels: GroupLabels::clone(&self.none),
-                values: Default::default(),
-            };
-            if let Some((labels, value)) = engine.output_of(group, family) {
-                bytes += estimate(&labels, value.lines());
-                entry.labels = labels;
-                entry.values[family.index()] = Some(value);
-            }
-            window.push(entry);
-            if bytes >= room {
-                break;
-            }
-        }
-        window
-    }
-
-    /// The snapshots of the groups at `order[from..]` that are still present, each with its index
-    /// in `order`, until their `vllm_corrector_family_info` lines are estimated at `room` bytes or
-    /// [`MAX_WINDOW_GROUPS`] are looked at (then the index of the next one to look at is past the
-    /// last returned): one hold of the engine lock.
-    fn statuses_window(&self, from: usize, room: usize) -> (Vec<(usize, GroupSnapshot)>, usize) {
-        let engine = self.state.lock_engine();
-        let mut window = Vec::new();
-        let mut bytes = 0;
-        let mut next = from;
-        for &group in self.order.iter().skip(from).take(MAX_WINDOW_GROUPS) {
-            if let Some(snapshot) = engine.snapshot_of(group) {
-                let lines = snapshot.families.len();
-                bytes += estimate(&snapshot.labels, lines) + INFO_LINE_BYTES * lines;
-                window.push((next, snapshot));
-            }
-            next += 1;
-            if bytes >= room {
-                break;
-            }
-        }
-        (window, next)
-    }
-
-    /// Appends the corrected families to `out` until it holds [`CHUNK_BYTES`]; true once they are
-    /// all written.
-    fn write_families(&mut self, out: &mut String) -> bool {
-        let mut window = Vec::new();
-        let mut offset = 0;
-        loop {
-            match self.cursor.write_window(
-                out,
-                &window,
-                offset,
-                self.order.len(),
-                self.format,
-                CHUNK_BYTES,
-            ) {
-                Stop::Done => return true,
-                Stop::Full => return false,
-                Stop::NeedGroups => {
-                    offset = self.cursor.next_group();
-                    window = self.outputs_window(offset, CHUNK_BYTES.saturating_sub(out.len()));
-                }
-            }
-        }
-    }
-
-    /// The engine's self-metric counts and the memory budget's parts, now: one hold of the
-    /// engine lock (one pass over the groups and their series, [`engine::Engine::stats`]).
-    fn engine_gauges(&self) -> (EngineStats, usize, MemoryUse) {
-        let (inflight, inflight_budget) = self.state.inflight_bytes();
-        let total_budget = self.state.limits().max_memory_bytes;
-        let engine = self.state.lock_engine();
-        let stats = engine.stats();
-        let memory = MemoryUse {
-            state: stats.memory,
-            retired_groups: stats.retired_groups,
-            retired_dropped: stats.retired_dropped,
-            inflight,
-            state_budget: engine.config().max_state_bytes,
-            inflight_budget,
-            total_budget,
-        };
-        (stats, engine.metadata_families(), memory)
-    }
-}
-
-/// About how many bytes `lines` lines of a group with `labels` take: the labels (names, values,
-/// quotes and separators) plus 80 bytes for the metric name, `le` and value, per line. Sizes a
-/// window; the chunk's real length is what bounds it.
-fn estimate(labels: &[(String, String)], lines: usize) -> usize {
-    let labels: usize = labels.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
-    (labels + 80) * lines
-}
-
-impl Chunks for MetricsChunks {
+impl Chunks for Page {
     fn next_chunk(&mut self) -> Option<Bytes> {
-        if self.done {
-            return None;
-        }
-        let mut out = String::with_capacity(CHUNK_BYTES + 4 * 1024);
-        let mut next = match self.info {
-            Some(next) => next,
-            None => {
-                if !self.write_families(&mut out) {
-                    return Some(Bytes::from(out));
-                }
-                0
-            }
-        };
-        while next < self.order.len() {
-            if out.len() >= CHUNK_BYTES {
-                self.info = Some(next);
-                return Some(Bytes::from(out));
-            }
-            let (window, after) = self.statuses_window(next, CHUNK_BYTES - out.len());
-            next = after;
-            for (at, group) in &window {
-                if out.len() >= CHUNK_BYTES {
-                    // The rest of the window is looked up again for the next chunk.
-                    next = *at;
-                    break;
-                }
-                if !self.info_header {
-                    info::render_header(&mut out, self.format);
-                    self.info_header = true;
-                }
-                info::render_group(&mut out, &mut self.block, &group.labels, &group.families);
-            }
-        }
-        let (stats, metadata_families, memory) = self.engine_gauges();
-        let metrics = &self.state.core.metrics;
-        metrics.observe_engine(&stats, metadata_families);
-        metrics.memory.observe(&memory);
-        // Writing into a String cannot fail.
-        let _ = match self.format {
-            Format::OpenMetrics => metrics.encode_openmetrics(&mut out),
-            Format::Text => metrics.encode_text(&mut out),
-        };
-        if self.format == Format::OpenMetrics {
-            out.push_str("# EOF\n");
-        }
-        self.done = true;
-        self.info = Some(next);
-        Some(Bytes::from(out))
+        Page::next_chunk(self)
     }
 }
 

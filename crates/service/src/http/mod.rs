@@ -54,7 +54,7 @@ pub(crate) use error::HttpError;
 
 use crate::config::Limits;
 use crate::core::Core;
-use crate::live::{Live, LiveCell, kib};
+use crate::live::{Live, LiveCell};
 use crate::reload::Reloader;
 use crate::web::WebSettings;
 pub(crate) use charge::Charge;
@@ -117,7 +117,8 @@ impl AppState {
         self.reloader.as_ref()
     }
 
-    /// The current reloadable settings (read once per request).
+    /// The current reloadable settings (the stack reads them once per request: `layer::ReadLive`).
+    #[cfg(test)]
     pub(crate) fn live(&self) -> Arc<Live> {
         self.live.get()
     }
@@ -143,15 +144,6 @@ impl AppState {
     pub(crate) fn with_permit_wait(mut self, wait: Duration) -> Self {
         self.permit_wait = wait;
         self
-    }
-
-    /// Bytes of the in-flight memory budget held by requests now (whole KiB), and the budget
-    /// (`limits.max_inflight_bytes`).
-    pub(crate) fn inflight_bytes(&self) -> (usize, usize) {
-        let live = self.live();
-        let total = kib(live.limits.max_inflight_bytes) as usize;
-        let free = live.inflight_kib.available_permits().min(total);
-        ((total - free) * 1024, live.limits.max_inflight_bytes)
     }
 
     /// Marks the service ready (`/-/ready` answers 200) or not (503).

@@ -28,8 +28,7 @@ pub(crate) const MAX_CONCURRENT_RENDERS: usize = 4;
 pub(crate) const RENDER_WAIT: Duration = Duration::from_secs(1);
 /// A response that sent no chunk for this long gives its slot to a request that finds none.
 pub(crate) const STALL: Duration = Duration::from_secs(1);
-/// The most bytes of one body chunk (a `/metrics` chunk may pass it by one group's lines).
-pub(crate) const CHUNK_BYTES: usize = 64 * 1024;
+pub(crate) use crate::exposition::page::CHUNK_BYTES;
 
 /// Which bound a response counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

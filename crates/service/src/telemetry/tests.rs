@@ -2,12 +2,21 @@
 //! and both text formats, read back as `/metrics` renders them.
 
 use super::*;
-use engine::{RemovalReason, WithheldReason};
+use engine::{EngineStats, Family, RemovalReason, WithheldReason};
 use protocol::LabelError;
 
 fn text_of(m: &SelfMetrics) -> String {
     let mut s = String::new();
     m.encode_text(&mut s).unwrap();
+    s
+}
+
+/// The engine's self-metrics one scrape collects from `stats` ([`scrape::ScrapeMetrics`]).
+fn scrape_text(stats: &EngineStats, metadata_families: usize) -> String {
+    let mut s = String::new();
+    scrape::ScrapeMetrics::collect(stats, metadata_families, &memory::MemoryUse::default())
+        .encode_text(&mut s)
+        .unwrap();
     s
 }
 
@@ -25,9 +34,11 @@ fn every_reject_reason_is_pre_registered_at_zero() {
         );
         assert!(has_line(&t, &line), "missing {line} in\n{t}");
     }
-    // Only the pairs that can happen, all at 0: each of the 5 families can miss an input, lack a
-    // complete frame, settle or be limited (20); only canonical TPOT lacks a le="1" bound (1); all
-    // refuse a negative or non-finite value as inconsistent inputs (5).
+    // The engine's gauges of a scrape with nothing withheld: only the pairs that can happen, all
+    // at 0: each of the 5 families can miss an input, lack a complete frame, settle or be limited
+    // (20); only canonical TPOT lacks a le="1" bound (1); all refuse a negative or non-finite
+    // value as inconsistent inputs (5).
+    let t = scrape_text(&EngineStats::default(), 0);
     let withheld: Vec<&str> = t
         .lines()
         .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
@@ -60,13 +71,11 @@ fn removed(counts: &[(RemovalReason, u64)]) -> [u64; RemovalReason::ALL.len()] {
 
 #[test]
 fn missed_scrapes_removals_are_counted_under_the_word_the_log_uses() {
-    let m = SelfMetrics::new();
     let stats = EngineStats {
         groups_removed: removed(&[(RemovalReason::Idle, 2), (RemovalReason::MissedScrapes, 3)]),
         ..EngineStats::default()
     };
-    m.observe_engine(&stats, 0);
-    let t = text_of(&m);
+    let t = scrape_text(&stats, 0);
     for line in [
         "vllm_corrector_groups_removed_total{reason=\"idle\"} 2",
         "vllm_corrector_groups_removed_total{reason=\"missed_scrapes\"} 3",
@@ -114,7 +123,6 @@ fn ingest_reports_add_up_across_requests() {
 
 #[test]
 fn engine_stats_are_mirrored_at_scrape_time() {
-    let m = SelfMetrics::new();
     let stats = EngineStats {
         active_series: 40,
         groups: 2,
@@ -150,12 +158,12 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         retired_groups: 11,
         retired_dropped: [0, 0],
     };
-    m.observe_engine(&stats, 7);
-    // A second snapshot with a lower withheld count must replace, not add.
+    // A second scrape with a lower withheld count shows that count, not a sum (each scrape
+    // collects its own registry).
+    let _ = scrape_text(&stats, 7);
     let mut later = stats.clone();
     later.withheld = vec![(Family::CanonicalTpot, WithheldReason::NoLeOneBound, 1)];
-    m.observe_engine(&later, 7);
-    let t = text_of(&m);
+    let t = scrape_text(&later, 7);
     for line in [
         "vllm_corrector_active_series 40",
         "vllm_corrector_active_groups 2",

@@ -4,7 +4,8 @@ use std::sync::{Arc, Weak};
 
 use super::*;
 use crate::config::Limits;
-use engine::{Engine, EngineConfig, IngestReport};
+use crate::exposition::info;
+use engine::{Engine, EngineConfig, GroupOutputs, IngestReport};
 use protocol::{Label, Sample};
 
 const TPOT: &str = "vllm:request_time_per_output_token_seconds";
@@ -91,7 +92,7 @@ fn bucket_lines(body: &str) -> usize {
 }
 
 /// The rest of `chunks`, joined.
-fn rest(chunks: &mut MetricsChunks) -> String {
+fn rest(chunks: &mut Page) -> String {
     let mut out = String::new();
     while let Some(chunk) = chunks.next_chunk() {
         out.push_str(std::str::from_utf8(&chunk).unwrap());
@@ -127,7 +128,7 @@ fn a_scrape_read_slowly_keeps_no_output_the_engine_replaced() {
     let (old, old_alone) = (outputs(&scraped), outputs(&alone));
     assert!(!old.is_empty());
 
-    let mut chunks = MetricsChunks::new(&scraped, Format::Text);
+    let mut chunks = page(&scraped, Format::Text);
     let first = String::from_utf8(chunks.next_chunk().unwrap().to_vec()).unwrap();
     // The group's canonical TPOT is written whole in the first chunk, as it was before.
     assert_eq!(bucket_lines(&first), BUCKETS + 1);
@@ -211,7 +212,7 @@ fn a_scrape_read_slowly_keeps_no_group_that_leaves() {
             .collect()
     };
     assert_eq!(labels.len(), 2);
-    let mut chunks = MetricsChunks::new(&state, Format::Text);
+    let mut chunks = page(&state, Format::Text);
     // 40 s later the two groups, which feed no family, are evicted to make room for new ones.
     {
         let mut engine = state.lock_engine();
