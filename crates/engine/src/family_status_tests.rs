@@ -249,3 +249,47 @@ fn only_the_withheld_reasons_a_rule_can_give_are_listed_for_its_family() {
         "4 common each, no_le_1_bound once, inconsistent 5 times"
     );
 }
+
+#[test]
+fn a_group_no_vllm_exposes_withholds_as_incomplete_not_as_an_old_vllm() {
+    // Issue 31: every vLLM release has the TTFT count, so a group that keeps arriving without it
+    // lost it in the pipeline (a keep rule, sharding by series). After the role set has held for
+    // two later scrapes the group is incomplete, and its families say `incomplete` with the
+    // missing series as detail, which the per-target alert covers; `missing_input` stays for an
+    // input a vLLM release lacks (the by-source prompt counter, before 0.16).
+    let ttft = "vllm:time_to_first_token_seconds_count";
+    let mut engine = Engine::new(config());
+    for (k, ts) in [(1.0, 1_000), (2.0, 16_000), (3.0, 31_000)] {
+        feed_scrape(&mut engine, &scrape_without("0", k, ttft), ts, ts);
+    }
+    assert!(engine.snapshot()[0].incomplete);
+    let split = ("withheld", Some("incomplete"), Some(ttft));
+    assert_eq!(
+        states(&engine),
+        [
+            ("served", None, None),
+            split,
+            split,
+            ("served", None, None),
+            split
+        ]
+    );
+    let stats = engine.stats();
+    let incomplete: usize = stats
+        .withheld
+        .iter()
+        .filter(|(_, r, _)| *r == WithheldReason::Incomplete)
+        .map(|(_, _, n)| n)
+        .sum();
+    assert_eq!(incomplete, 3, "{:?}", stats.withheld);
+
+    let source = "vllm:prompt_tokens_by_source_total";
+    let mut engine = Engine::new(config());
+    for (k, ts) in [(1.0, 1_000), (2.0, 16_000), (3.0, 31_000)] {
+        feed_scrape(&mut engine, &scrape_without("0", k, source), ts, ts);
+    }
+    assert!(!engine.snapshot()[0].incomplete);
+    let local = states(&engine)[3];
+    let detail = "vllm:prompt_tokens_by_source_total{source=\"local_compute\"}";
+    assert_eq!(local, ("withheld", Some("missing_input"), Some(detail)));
+}

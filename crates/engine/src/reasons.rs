@@ -108,7 +108,10 @@ pub enum WithheldReason {
     MissingInput => "missing_input",
     /// `vllm:request_generation_tokens` has no `le="1"` bound: canonical TPOT cannot be exact.
     NoLeOneBound => "no_le_1_bound",
-    /// The inputs are present but no timestamp yet has a sample of every one of them.
+    /// The inputs are present but no timestamp yet has a sample of every one of them; or an input
+    /// is missing from a group whose set of series no vLLM version exposes (its target's series
+    /// are split across correctors or filtered: the pipeline, not vLLM, lacks it; the family
+    /// info's `detail` names the missing series).
     Incomplete => "incomplete",
     /// A series new to the group arrived fewer than `EngineConfig::settle_scrapes` scrapes ago (a
     /// new target, a corrector restart) and the group has not been served yet: its first frames

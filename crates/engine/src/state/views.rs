@@ -56,20 +56,35 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
 /// the missing input or the limit. A family that lacks an input or a complete frame while a limit
 /// refuses the group's new series is withheld for [`WithheldReason::Limit`], naming the limit.
 fn family_status(group: &Group, meta: &GroupMeta, family: Family) -> FamilyStatus {
-    let mut withheld = group.withheld(family);
-    let mut limit = None;
-    if let (Some(WithheldReason::MissingInput | WithheldReason::Incomplete), Some(reason)) =
-        (withheld, meta.limited_at(group.last_seen_ms))
-    {
-        withheld = Some(WithheldReason::Limit);
-        limit = reason.limit_name();
-    }
+    let limited = meta.limited_at(group.last_seen_ms);
+    let withheld = shown_reason(group, limited.is_some(), family);
+    let limit = limited
+        .filter(|_| withheld == Some(WithheldReason::Limit))
+        .and_then(RejectReason::limit_name);
     FamilyStatus {
         family,
         withheld,
         degraded: withheld.is_none() && group.degraded(family),
         missing_input: group.missing_input(family).filter(|_| limit.is_none()),
         limit,
+    }
+}
+
+/// Why `group` withholds `family` as every view shows it (the family info series, the withheld
+/// gauge, `/status`): a family lacking an input or a complete frame while a limit refuses the
+/// group's new series is withheld for [`WithheldReason::Limit`]; one lacking an input of a group
+/// whose set of series no vLLM version exposes ([`Group::incomplete`]: split across correctors or
+/// filtered) for [`WithheldReason::Incomplete`], so a broken pipeline is not mistaken for an old
+/// vLLM; otherwise the group's own reason.
+fn shown_reason(group: &Group, limited: bool, family: Family) -> Option<WithheldReason> {
+    match group.withheld(family) {
+        Some(WithheldReason::MissingInput | WithheldReason::Incomplete) if limited => {
+            Some(WithheldReason::Limit)
+        }
+        Some(WithheldReason::MissingInput) if group.incomplete() => {
+            Some(WithheldReason::Incomplete)
+        }
+        other => other,
     }
 }
 
@@ -303,13 +318,7 @@ impl Engine {
             let limited = meta.limited_at(group.last_seen_ms).is_some();
             groups_incomplete += usize::from(!limited && group.incomplete());
             for family in Family::ALL {
-                let reason = match group.withheld(family) {
-                    Some(WithheldReason::MissingInput | WithheldReason::Incomplete) if limited => {
-                        Some(WithheldReason::Limit)
-                    }
-                    other => other,
-                };
-                if let Some(reason) = reason {
+                if let Some(reason) = shown_reason(group, limited, family) {
                     *withheld.entry((family, reason)).or_default() += 1;
                 }
             }
