@@ -37,10 +37,16 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => {
             block_on(async move { inspect::run(args).await.map_err(|e| e.to_string()) })
         }
-        Some(Command::Relabel(options)) => {
-            print!("{}", tools::relabel::render(&options));
-            ExitCode::SUCCESS
-        }
+        Some(Command::Relabel(options)) => match tools::relabel::run(&options) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("vllm-corrector: {error}");
+                ExitCode::from(2)
+            }
+        },
         Some(Command::Rules(args)) => match tools::slo_rules::run(&args) {
             Ok(text) => {
                 print!("{text}");

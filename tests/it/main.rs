@@ -32,6 +32,7 @@ mod cli;
 mod family_info;
 mod fuzz_seeds;
 mod legacy_itl;
+mod platform_prefix;
 mod prometheus_e2e;
 mod promtool;
 mod readme_promql;

@@ -206,6 +206,12 @@ pub struct EngineConfig {
     /// past it is refused (`memory_budget`) once the retired states and the groups that feed no
     /// family have made what room they can; known series keep flowing. Default 256 MiB.
     pub max_state_bytes: usize,
+    /// The prefix of the input series' names: `vllm:` as vLLM names them, or what a platform
+    /// renames them to (`kserve_vllm:`, KServe's LLMInferenceService monitors). A series is read
+    /// when its name is this prefix followed by the rest of a [`crate::READ_NAMES`] name after
+    /// `vllm:`; the corrected families keep their own names. Non-empty, a valid metric-name
+    /// start (the service's config checks it). Default [`crate::DEFAULT_METRIC_PREFIX`].
+    pub metric_prefix: String,
 }
 
 impl Default for EngineConfig {
@@ -218,6 +224,7 @@ impl Default for EngineConfig {
             missed_scrapes_min_wait_ms: 30_000,
             settle_scrapes: 2,
             max_state_bytes: 256 * 1024 * 1024,
+            metric_prefix: crate::DEFAULT_METRIC_PREFIX.to_owned(),
         }
     }
 }

@@ -268,17 +268,32 @@ pub(crate) fn histogram_of(read: &ReadName) -> Option<&'static str> {
         .find_map(|suffix| read.name.strip_suffix(suffix))
 }
 
-/// The table entry of a series name.
-fn entry(name: &str) -> Option<&'static ReadName> {
-    READ_NAMES.iter().find(|r| r.name == name)
+/// The prefix vLLM gives every series it exposes, and so the [`READ_NAMES`] names.
+pub const DEFAULT_METRIC_PREFIX: &str = "vllm:";
+
+/// A [`READ_NAMES`] name less [`DEFAULT_METRIC_PREFIX`]: what follows the configured prefix
+/// (`inter_token_latency_seconds_bucket`).
+fn unprefixed(read: &ReadName) -> &'static str {
+    read.name
+        .strip_prefix(DEFAULT_METRIC_PREFIX)
+        .unwrap_or(read.name)
 }
 
-/// Classifies a series by `__name__` and the labels its [`ReadName`] entry reads.
+/// The table entry of a series name under the input prefix `prefix`
+/// ([`crate::EngineConfig::metric_prefix`]): `kserve_vllm:generation_tokens_total` under
+/// `kserve_vllm:` is the entry of `vllm:generation_tokens_total`.
+fn entry(name: &str, prefix: &str) -> Option<&'static ReadName> {
+    let rest = name.strip_prefix(prefix)?;
+    READ_NAMES.iter().find(|r| unprefixed(r) == rest)
+}
+
+/// Classifies a series by `__name__` (under the input prefix `prefix`, [`entry`]) and the labels
+/// its [`ReadName`] entry reads.
 ///
 /// Returns `None` for every series no rule reads, `*_created` included: the caller counts its samples as
 /// `unused_series` and allocates nothing for it. A bucket whose `le` is missing or not a float is unused too.
-pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
-    let read = entry(name)?;
+pub(crate) fn classify(name: &str, prefix: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
+    let read = entry(name, prefix)?;
     let key = |le_bits| {
         Some(RoleKey {
             input: read.input,
@@ -301,26 +316,28 @@ pub(crate) fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
 }
 
 /// False when no rule reads any series named `name`, whatever its other labels: the first, cheap
-/// test of the discard path (a name outside `vllm:` costs one prefix test). A name that passes may
+/// test of the discard path (a name outside `prefix`, the input prefix, costs one prefix test). A name that passes may
 /// still classify as unused (a token bucket whose `le` is not 1, a prompt-token source other than
 /// `local_compute`). Agrees with [`classify`]: `classify(name, labels).is_some()` implies
-/// `may_be_read(name)`.
-pub(crate) fn may_be_read(name: &str) -> bool {
-    name.starts_with("vllm:") && entry(name).is_some()
+/// `may_be_read(name, prefix)`.
+pub(crate) fn may_be_read(name: &str, prefix: &str) -> bool {
+    name.starts_with(prefix) && entry(name, prefix).is_some()
 }
 
 /// True when `family` is the remote-write metadata family name of series some rule reads: one of
 /// [`READ_NAMES`] less its `_total`, `_bucket`, `_sum` or `_count` suffix, or whole, named as
 /// Prometheus sends it (the `# TYPE` name: a counter with or without `_total`, text 0.0.4 and
-/// OpenMetrics). At most a few dozen names, so the metadata cache that keeps only these is
-/// bounded whatever senders send.
-pub(crate) fn is_read_family(family: &str) -> bool {
-    family.starts_with("vllm:")
-        && READ_NAMES.iter().any(|read| {
-            read.name.strip_prefix(family).is_some_and(|suffix| {
-                matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count")
-            })
-        })
+/// OpenMetrics), under the input prefix `prefix`. At most a few dozen names, so the metadata
+/// cache that keeps only these is bounded whatever senders send.
+pub(crate) fn is_read_family(family: &str, prefix: &str) -> bool {
+    let Some(rest) = family.strip_prefix(prefix) else {
+        return false;
+    };
+    READ_NAMES.iter().any(|read| {
+        unprefixed(read)
+            .strip_prefix(rest)
+            .is_some_and(|suffix| matches!(suffix, "" | "_total" | "_bucket" | "_sum" | "_count"))
+    })
 }
 
 /// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.

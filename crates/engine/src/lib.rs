@@ -22,7 +22,7 @@ mod state;
 mod values;
 
 pub use api::*;
-pub use classify::{READ_NAMES, RULE_DIMENSIONS, ReadName};
+pub use classify::{DEFAULT_METRIC_PREFIX, READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use observe::{
     EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot, GroupsPage,
     GroupsSummary,
@@ -58,6 +58,8 @@ mod leave_return_tests;
 mod observe_tests;
 #[cfg(test)]
 mod persist_tests;
+#[cfg(test)]
+mod prefix_tests;
 #[cfg(test)]
 mod settle_tests;
 #[cfg(test)]

@@ -129,6 +129,10 @@ impl Engine {
     /// Replaces the settings (idle timeout, pending frames, limits); existing state is kept, and
     /// its accounting redone (a series' bytes depend on the pending frames).
     pub fn set_config(&mut self, config: EngineConfig) {
+        if config.metric_prefix != self.config.metric_prefix {
+            // The index remembers which series no rule reads, by the names of the old prefix.
+            self.index.clear();
+        }
         self.index.cap = index_cap(&config);
         self.table
             .set_role_bytes(role_bytes(config.max_pending_frames));
@@ -186,7 +190,7 @@ impl Engine {
         &mut self,
         metadata: &MetadataRef<'_>,
     ) -> Result<(), protocol::MetadataDropReason> {
-        self.metadata.record(metadata)
+        self.metadata.record(metadata, &self.config.metric_prefix)
     }
 
     /// Heap bytes of the metadata cache's texts (names, help, unit): at most the read families'

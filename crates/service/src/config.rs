@@ -13,12 +13,14 @@ use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
 mod error;
+mod input;
 mod limits;
 mod slos;
 
 pub use error::ConfigError;
 pub(crate) use error::yaml_message;
 use error::{duration_ms, invalid, positive};
+use input::{InputSection, validate_input};
 use limits::validate_limits;
 pub use limits::{Limits, LimitsSection};
 pub(crate) use limits::{decode_charge, memory_allowance};
@@ -118,6 +120,8 @@ pub enum LogFormat {
 ///   header_read_timeout: 10s
 ///   idle_connection_timeout: 2m
 ///   response_write_timeout: 1m
+/// input:
+///   metric_prefix: "vllm:"          # or a platform's, e.g. "kserve_vllm:"
 /// storage:
 ///   path: /var/lib/vllm-corrector   # or --storage.path; default none
 ///   write_interval: 30s
@@ -134,6 +138,8 @@ pub enum LogFormat {
 pub(crate) struct FileConfig {
     /// Settings of the per-scrape join engine.
     pub engine: EngineSection,
+    /// How the input series are named (reloadable).
+    pub(crate) input: InputSection,
     /// Resource limits of the remote-write receiver.
     pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
@@ -288,6 +294,7 @@ impl Config {
     pub(crate) fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
+        engine.metric_prefix = validate_input(&file.input)?;
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
             positive("limits.max_active_series", file.limits.max_active_series)?;

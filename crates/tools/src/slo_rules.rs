@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use engine::slo::SloSpec;
+use engine::slo::{Sli, SloSpec};
 
 use crate::promql_rules;
 
@@ -79,6 +79,28 @@ pub struct SloRulesOptions {
     /// default: the Prometheus `global.evaluation_interval`. The budget group runs every 5m.
     #[arg(long = "rules.interval", value_parser = promql_rules::parse_interval)]
     pub interval: Option<String>,
+    /// The input prefix of vLLM's series the bucket rules read: `input.metric_prefix` of
+    /// `--config.file`, else `vllm:`.
+    #[arg(skip = engine::DEFAULT_METRIC_PREFIX.to_owned())]
+    pub metric_prefix: String,
+}
+
+/// What the rules read: the source and the input prefix, as the renderers take them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reads<'a> {
+    /// `--source`.
+    pub(crate) source: Source,
+    /// [`SloRulesOptions::metric_prefix`].
+    pub(crate) prefix: &'a str,
+}
+
+impl SloRulesOptions {
+    fn reads(&self) -> Reads<'_> {
+        Reads {
+            source: self.source,
+            prefix: &self.metric_prefix,
+        }
+    }
 }
 
 /// `--format`.
@@ -111,6 +133,7 @@ impl Default for SloRulesOptions {
             format: Format::Rules,
             source: Source::Buckets,
             interval: None,
+            metric_prefix: engine::DEFAULT_METRIC_PREFIX.to_owned(),
         }
     }
 }
@@ -124,11 +147,16 @@ pub fn run(args: &RulesArgs) -> Result<String, service::config::ConfigError> {
     match &args.command {
         Some(RulesCommand::Corrections(options)) => Ok(promql_rules::render(options)),
         None => {
+            let mut options = args.slo.clone();
             let spec = match &args.slo.config_file {
-                Some(path) => service::config::Config::from_file(path)?.slos,
+                Some(path) => {
+                    let config = service::config::Config::from_file(path)?;
+                    options.metric_prefix = config.engine.metric_prefix;
+                    config.slos
+                }
                 None => SloSpec::shipped_default(),
             };
-            Ok(render(&spec, &args.slo))
+            Ok(render(&spec, &options))
         }
     }
 }
@@ -166,15 +194,15 @@ pub fn render(spec: &SloSpec, options: &SloRulesOptions) -> String {
                 yaml(&object)
             )
         }
-        Format::Sloth => sloth::render(spec, options.source, &origin),
-        Format::Pyrra => pyrra::render(spec, options.source, &origin),
+        Format::Sloth => sloth::render(spec, options.reads(), &origin),
+        Format::Pyrra => pyrra::render(spec, options.reads(), &origin),
     }
 }
 
 fn all_groups(spec: &SloSpec, options: &SloRulesOptions) -> Vec<Group> {
     spec.slos
         .iter()
-        .flat_map(|slo| slo_groups(slo, options.source, options.interval.as_deref()))
+        .flat_map(|slo| slo_groups(slo, options.reads(), options.interval.as_deref()))
         .collect()
 }
 
@@ -242,13 +270,15 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
              #   vllm_corrected_slo_finished_requests_total{slo},\n\
              #   vllm_corrected_goodput_requests_total{slo, bound=\"lower\"|\"upper\"}.\n",
         ),
-        Source::Buckets => out.push_str(
-            "# They read histogram buckets (--source buckets): vllm:time_to_first_token_seconds,\n\
+        Source::Buckets => out.push_str(&format!(
+            "# They read histogram buckets (--source buckets): {ttft},\n\
              # vllm_corrected_request_time_per_output_token_seconds (canonical TPOT),\n\
-             # vllm:e2e_request_latency_seconds and vllm_corrected_acceptance_corrected_itl_seconds\n\
+             # {e2el} and vllm_corrected_acceptance_corrected_itl_seconds\n\
              # (corrector only). Each le matcher accepts every spelling of the edge (20, 20.0; as\n\
              # Prometheus 3 normalises le); a threshold that is no bucket edge matches nothing.\n",
-        ),
+            ttft = groups::histogram(Sli::Ttft, &options.metric_prefix),
+            e2el = groups::histogram(Sli::E2el, &options.metric_prefix),
+        )),
     }
     out.push_str(
         "# Every ratio sums its numerator and denominator by slo, sli and the SLO's by labels, then\n\

@@ -6,6 +6,21 @@ fn l<'a>(name: &'a str, value: &'a str) -> Label<'a> {
     Label { name, value }
 }
 
+/// [`super::classify`] under vLLM's own prefix.
+fn classify(name: &str, labels: &[Label<'_>]) -> Option<RoleKey> {
+    super::classify(name, DEFAULT_METRIC_PREFIX, labels)
+}
+
+/// [`super::may_be_read`] under vLLM's own prefix.
+fn may_be_read(name: &str) -> bool {
+    super::may_be_read(name, DEFAULT_METRIC_PREFIX)
+}
+
+/// [`super::is_read_family`] under vLLM's own prefix.
+fn is_read_family(family: &str) -> bool {
+    super::is_read_family(family, DEFAULT_METRIC_PREFIX)
+}
+
 #[test]
 fn every_classified_name_may_be_read_and_unread_names_may_not() {
     let le1 = [l("le", "1.0")];
@@ -318,4 +333,45 @@ fn group_labels_drop_rule_dimensions() {
     ];
     let names: Vec<_> = group_labels(&labels).map(|l| l.name).collect();
     assert_eq!(names, ["engine", "model_name"]);
+}
+
+#[test]
+fn a_platform_prefix_reads_the_renamed_inputs_and_not_vllms_own_names() {
+    let prefix = "kserve_vllm:";
+    let le = [l("le", "0.05")];
+    let renamed = super::classify(
+        "kserve_vllm:inter_token_latency_seconds_bucket",
+        prefix,
+        &le,
+    );
+    let own = super::classify(
+        "vllm:inter_token_latency_seconds_bucket",
+        DEFAULT_METRIC_PREFIX,
+        &le,
+    );
+    assert!(renamed.is_some());
+    assert_eq!(renamed, own, "the renamed series is the same input");
+    assert!(super::may_be_read(
+        "kserve_vllm:generation_tokens_total",
+        prefix
+    ));
+    assert!(!super::may_be_read("vllm:generation_tokens_total", prefix));
+    assert!(!super::may_be_read(
+        "kserve_vllm:num_requests_running",
+        prefix
+    ));
+    assert_eq!(
+        super::classify("vllm:inter_token_latency_seconds_bucket", prefix, &le),
+        None
+    );
+    assert!(super::is_read_family(
+        "kserve_vllm:inter_token_latency_seconds",
+        prefix
+    ));
+    assert!(super::is_read_family(
+        "kserve_vllm:generation_tokens",
+        prefix
+    ));
+    assert!(!super::is_read_family("vllm:generation_tokens", prefix));
+    assert!(!super::is_read_family("kserve_vllm:", prefix));
 }

@@ -73,7 +73,7 @@ fn simulated(profile: Profile, spec: bool) -> Vec<RoleKey> {
             .iter()
             .map(|(n, v)| Label { name: n, value: v })
             .collect();
-        keys.extend(classify(&s.name, &labels));
+        keys.extend(classify(&s.name, crate::DEFAULT_METRIC_PREFIX, &labels));
     }
     keys
 }

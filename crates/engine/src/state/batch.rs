@@ -305,8 +305,8 @@ impl<'e> Batch<'e> {
             .map_or("", |l| l.value);
         let role = if histograms {
             None
-        } else if may_be_read(name) {
-            classify(name, labels)
+        } else if may_be_read(name, &self.parts.config.metric_prefix) {
+            classify(name, &self.parts.config.metric_prefix, labels)
         } else {
             None
         };
@@ -399,14 +399,21 @@ impl<'e> Batch<'e> {
             }
             if series.metadata.is_some()
                 && let Some(metadata) = request.family_metadata(series)
-                && let Err(reason) = self.parts.metadata.record(&metadata)
+                && let Err(reason) = self
+                    .parts
+                    .metadata
+                    .record(&metadata, &self.parts.config.metric_prefix)
             {
                 outcome.metadata_dropped.add(reason);
             }
         }
         outcome.written.samples = accepted(&outcome.report) - classic_accepted;
         for metadata in &request.metadata {
-            if let Err(reason) = self.parts.metadata.record(metadata) {
+            if let Err(reason) = self
+                .parts
+                .metadata
+                .record(metadata, &self.parts.config.metric_prefix)
+            {
                 outcome.metadata_dropped.add(reason);
             }
         }

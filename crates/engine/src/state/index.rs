@@ -97,6 +97,11 @@ impl SeriesIndex {
         self.table.allocation_size()
     }
 
+    /// Forgets every entry (the input prefix changed: an unused series may be read now).
+    pub(crate) fn clear(&mut self) {
+        self.table.clear();
+    }
+
     /// The epoch of the entries held.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch

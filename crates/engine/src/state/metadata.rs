@@ -34,8 +34,12 @@ impl MetadataCache {
     /// # Errors
     /// [`MetadataDropReason::TooLong`] for a read family's entry whose help or unit is past its
     /// cap: it is not kept (the entry cached before stays).
-    pub(crate) fn record(&mut self, metadata: &MetadataRef<'_>) -> Result<(), MetadataDropReason> {
-        if !is_read_family(metadata.family_name) {
+    pub(crate) fn record(
+        &mut self,
+        metadata: &MetadataRef<'_>,
+        prefix: &str,
+    ) -> Result<(), MetadataDropReason> {
+        if !is_read_family(metadata.family_name, prefix) {
             return Ok(());
         }
         if metadata.help.len() > MAX_METADATA_HELP_BYTES

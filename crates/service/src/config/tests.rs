@@ -35,6 +35,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             settle_scrapes: 2,
             // 384 MiB − 96 MiB in flight − 64 MiB reserved = 224 MiB = 234 881 024 bytes.
             max_state_bytes: 234_881_024,
+            metric_prefix: "vllm:".to_owned(),
         }
     );
     // 8 MiB = 8 388 608 bytes, 384 MiB = 402 653 184 bytes.
@@ -366,4 +367,18 @@ fn an_inflight_budget_below_the_largest_requests_charge_is_refused() {
         from_yaml(&yaml(charge)).unwrap().limits.max_inflight_bytes,
         charge
     );
+}
+
+#[test]
+fn input_metric_prefix_defaults_to_vllms_and_takes_a_platforms() {
+    assert_eq!(from_yaml("").unwrap().engine.metric_prefix, "vllm:");
+    let kserve = from_yaml("input:\n  metric_prefix: \"kserve_vllm:\"\n").unwrap();
+    assert_eq!(kserve.engine.metric_prefix, "kserve_vllm:");
+    for bad in ["\"\"", "\"kserve vllm:\"", "\"1vllm:\"", "\"vllm-\""] {
+        let err = from_yaml(&format!("input:\n  metric_prefix: {bad}\n")).unwrap_err();
+        assert!(
+            err.to_string().contains("input.metric_prefix"),
+            "{bad}: {err}"
+        );
+    }
 }

@@ -4,7 +4,7 @@ use super::*;
 
 #[test]
 fn keep_regex_names_every_read_series_once_in_vllm_namespace() {
-    let regex = keep_regex();
+    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX);
     assert!(
         regex.starts_with("vllm:(") && regex.ends_with(')'),
         "{regex}"
@@ -48,7 +48,7 @@ fn keep_regex_keeps_the_nhcb_series_of_every_histogram_a_rule_reads() {
     );
     // Each is an alternative of the first group, which takes any le and any source: an NHCB
     // series has neither.
-    let regex = keep_regex();
+    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX);
     let group = regex
         .strip_prefix("vllm:((")
         .and_then(|r| r.split_once(");[^;]*;.*|"))
@@ -127,7 +127,7 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
         ),
         ("README.md", include_str!("../../../../README.md"), 1),
     ];
-    let quoted = format!("regex: '{}'", keep_regex());
+    let quoted = format!("regex: '{}'", keep_regex(engine::DEFAULT_METRIC_PREFIX));
     for (path, text, writes) in shipped {
         assert_eq!(
             text.matches(&quoted).count(),

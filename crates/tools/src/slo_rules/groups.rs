@@ -22,9 +22,9 @@ use serde_saphyr::LitString;
 
 use engine::slo::{EventUnit, Sli, SliTarget, Slo, format_ms};
 
-use super::Source;
 use super::le::{le_matcher, selector, string, sum_by};
 use super::windows::{BurnWindow, Severity, burn_windows, ratio_windows};
+use super::{Reads, Source};
 
 /// Events per group, SLO and SLI (`slo`, `sli` labels): the corrector's counters.
 pub const EVENTS: &str = "vllm_corrected_slo_events_total";
@@ -120,15 +120,16 @@ pub(crate) fn duration(ms: u64) -> String {
     format_ms(ms).unwrap_or_else(|| format!("{ms}ms"))
 }
 
-/// The histogram an SLI reads with `--source buckets`: vLLM's own for TTFT and E2EL, the
-/// corrector's for canonical TPOT (also recorded by `vllm-corrector rules corrections`) and for
-/// per-token ITL (served by the corrector only: PromQL cannot compute those buckets).
-pub(crate) fn histogram(sli: Sli) -> &'static str {
+/// The histogram an SLI reads with `--source buckets`: vLLM's own for TTFT and E2EL (under the
+/// input prefix `prefix`, `input.metric_prefix`), the corrector's for canonical TPOT (also
+/// recorded by `vllm-corrector rules corrections`) and for per-token ITL (served by the corrector
+/// only: PromQL cannot compute those buckets).
+pub(crate) fn histogram(sli: Sli, prefix: &str) -> String {
     match sli {
-        Sli::Ttft => "vllm:time_to_first_token_seconds",
-        Sli::Tpot => "vllm_corrected_request_time_per_output_token_seconds",
-        Sli::E2el => "vllm:e2e_request_latency_seconds",
-        Sli::ItlPerToken => "vllm_corrected_acceptance_corrected_itl_seconds",
+        Sli::Ttft => format!("{prefix}time_to_first_token_seconds"),
+        Sli::Tpot => "vllm_corrected_request_time_per_output_token_seconds".to_owned(),
+        Sli::E2el => format!("{prefix}e2e_request_latency_seconds"),
+        Sli::ItlPerToken => "vllm_corrected_acceptance_corrected_itl_seconds".to_owned(),
     }
 }
 
@@ -151,9 +152,9 @@ fn error_ratio(by: &[String], good: &str, total: &str) -> String {
 
 /// The recording rule of the error ratio over `window_ms`: one rule for all SLIs from the
 /// counters, one per SLI (with `slo` and `sli` as rule labels) from the buckets.
-fn ratio_rules(slo: &Slo, names: &Names, source: Source, window_ms: u64) -> Vec<Rule> {
+fn ratio_rules(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Vec<Rule> {
     let w = duration(window_ms);
-    match source {
+    match reads.source {
         Source::Counters => {
             let by: Vec<String> = ["slo", "sli"]
                 .iter()
@@ -172,7 +173,7 @@ fn ratio_rules(slo: &Slo, names: &Names, source: Source, window_ms: u64) -> Vec<
             .slis
             .iter()
             .map(|target| {
-                let h = histogram(target.sli);
+                let h = histogram(target.sli, reads.prefix);
                 let matchers = match_matchers(slo);
                 let mut bucket = matchers.clone();
                 bucket.push(le_matcher(target.threshold_seconds));
@@ -208,11 +209,11 @@ fn goodput_ratio(slo: &Slo, names: &Names, window_ms: u64) -> Rule {
 }
 
 /// The three groups of `slo`; `interval` is the `interval:` of the SLI and alert groups.
-pub(crate) fn slo_groups(slo: &Slo, source: Source, interval: Option<&str>) -> Vec<Group> {
+pub(crate) fn slo_groups(slo: &Slo, reads: Reads<'_>, interval: Option<&str>) -> Vec<Group> {
     let names = Names::of(slo);
     let mut sli = Vec::new();
     for window in ratio_windows(slo.window_ms) {
-        sli.extend(ratio_rules(slo, &names, source, window));
+        sli.extend(ratio_rules(slo, &names, reads, window));
     }
     for target in &slo.slis {
         let labels = [("slo", slo.name.as_str()), ("sli", target.sli.name())];
@@ -227,7 +228,7 @@ pub(crate) fn slo_groups(slo: &Slo, source: Source, interval: Option<&str>) -> V
             &labels,
         ));
     }
-    let mut budget = ratio_rules(slo, &names, source, slo.window_ms);
+    let mut budget = ratio_rules(slo, &names, reads, slo.window_ms);
     for target in &slo.slis {
         budget.push(record(
             format!("{}:error_budget:remaining_ratio", names.metric),
@@ -240,7 +241,7 @@ pub(crate) fn slo_groups(slo: &Slo, source: Source, interval: Option<&str>) -> V
             &[("slo", &slo.name), ("sli", target.sli.name())],
         ));
     }
-    if source == Source::Counters {
+    if reads.source == Source::Counters {
         let of = [format!("slo={}", string(&slo.name))];
         let mut by_bound = vec!["slo".to_owned(), "bound".to_owned()];
         by_bound.extend(slo.by.iter().cloned());

@@ -17,7 +17,7 @@ use super::groups::{
     EVENTS, GOOD_EVENTS, Names, duration, histogram, match_matchers, percent, title,
 };
 use super::le::{selector, string};
-use super::{Metadata, Source, operator_labels, yaml};
+use super::{Metadata, Reads, Source, operator_labels, yaml};
 
 /// The recorded bad-events counter Pyrra's ratio indicators read.
 pub(crate) const BAD_EVENTS: &str = "vllm_slo:bad_events:total";
@@ -118,9 +118,9 @@ fn python_le(t: f64) -> String {
     }
 }
 
-fn indicator(slo: &Slo, target: &SliTarget, source: Source) -> Indicator {
+fn indicator(slo: &Slo, target: &SliTarget, reads: Reads<'_>) -> Indicator {
     let grouping = slo.by.clone();
-    match source {
+    match reads.source {
         Source::Counters => {
             let of = [
                 format!("slo={}", string(&slo.name)),
@@ -140,7 +140,7 @@ fn indicator(slo: &Slo, target: &SliTarget, source: Source) -> Indicator {
             }
         }
         Source::Buckets => {
-            let h = histogram(target.sli);
+            let h = histogram(target.sli, reads.prefix);
             let matchers = match_matchers(slo);
             let mut bucket = matchers.clone();
             bucket.push(format!(
@@ -163,7 +163,7 @@ fn indicator(slo: &Slo, target: &SliTarget, source: Source) -> Indicator {
     }
 }
 
-fn objective(slo: &Slo, target: &SliTarget, source: Source) -> Objective {
+fn objective(slo: &Slo, target: &SliTarget, reads: Reads<'_>) -> Objective {
     Objective {
         api_version: "pyrra.dev/v1alpha1",
         kind: "ServiceLevelObjective",
@@ -179,7 +179,7 @@ fn objective(slo: &Slo, target: &SliTarget, source: Source) -> Objective {
             },
             target: percent(target.objective),
             window: duration(slo.window_ms),
-            indicator: indicator(slo, target, source),
+            indicator: indicator(slo, target, reads),
             alerting: Alerting {
                 name: format!("{}ErrorBudgetBurn", Names::of(slo).alert),
             },
@@ -189,7 +189,7 @@ fn objective(slo: &Slo, target: &SliTarget, source: Source) -> Objective {
 
 /// The Pyrra output: (counters) the bad-events PrometheusRule, then one ServiceLevelObjective per
 /// SLO and SLI, `---`-separated.
-pub(crate) fn render(spec: &SloSpec, source: Source, origin: &str) -> String {
+pub(crate) fn render(spec: &SloSpec, reads: Reads<'_>, origin: &str) -> String {
     let mut out = format!(
         "# Pyrra ServiceLevelObjective objects printed by `vllm-corrector rules --format pyrra`\n\
          # from {origin} (docs/SLO.md): one per SLO and SLI. Apply them where Pyrra watches\n\
@@ -200,7 +200,7 @@ pub(crate) fn render(spec: &SloSpec, source: Source, origin: &str) -> String {
         out.push_str("# The spec has no SLO (slos: []): nothing to print.\n");
         return out;
     }
-    if source == Source::Counters {
+    if reads.source == Source::Counters {
         let helper = HelperRule {
             api_version: "monitoring.coreos.com/v1",
             kind: "PrometheusRule",
@@ -226,7 +226,7 @@ pub(crate) fn render(spec: &SloSpec, source: Source, origin: &str) -> String {
     for slo in &spec.slos {
         for target in &slo.slis {
             out.push_str("---\n");
-            out.push_str(&yaml(&objective(slo, target, source)));
+            out.push_str(&yaml(&objective(slo, target, reads)));
         }
     }
     out

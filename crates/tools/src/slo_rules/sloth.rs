@@ -16,7 +16,7 @@ use engine::slo::{Sli, SliTarget, Slo, SloSpec};
 use super::groups::{EVENTS, GOOD_EVENTS, Names, duration, histogram, match_matchers, title};
 use super::le::{le_matcher, selector, string, sum_by};
 use super::windows::{Severity, burn_windows};
-use super::{Source, yaml};
+use super::{Reads, Source, yaml};
 
 #[derive(Serialize)]
 struct Spec {
@@ -90,9 +90,9 @@ struct Window {
 }
 
 /// `(error_query, total_query)` of one SLI, with Sloth's `{{.window}}` for the range.
-fn queries(slo: &Slo, target: &SliTarget, source: Source) -> (String, String) {
+fn queries(slo: &Slo, target: &SliTarget, reads: Reads<'_>) -> (String, String) {
     let rate = |selector: String| format!("rate({selector}[{{{{.window}}}}])");
-    match source {
+    match reads.source {
         Source::Counters => {
             let of = [
                 format!("slo={}", string(&slo.name)),
@@ -103,7 +103,7 @@ fn queries(slo: &Slo, target: &SliTarget, source: Source) -> (String, String) {
             (format!("{total}\n-\n{good}\n"), format!("{total}\n"))
         }
         Source::Buckets => {
-            let h = histogram(target.sli);
+            let h = histogram(target.sli, reads.prefix);
             let matchers = match_matchers(slo);
             let mut bucket = matchers.clone();
             bucket.push(le_matcher(target.threshold_seconds));
@@ -123,8 +123,8 @@ fn camel(sli: Sli) -> &'static str {
     }
 }
 
-fn sloth_slo(slo: &Slo, target: &SliTarget, source: Source) -> SlothSlo {
-    let (error, total) = queries(slo, target, source);
+fn sloth_slo(slo: &Slo, target: &SliTarget, reads: Reads<'_>) -> SlothSlo {
+    let (error, total) = queries(slo, target, reads);
     let severity = |s: Severity| Alert {
         labels: BTreeMap::from([("severity".to_owned(), s.label().to_owned())]),
     };
@@ -181,7 +181,7 @@ fn alert_windows(window_ms: u64) -> AlertWindows {
 }
 
 /// The Sloth output: one `prometheus/v1` document per SLO window, `---`-separated.
-pub(crate) fn render(spec: &SloSpec, source: Source, origin: &str) -> String {
+pub(crate) fn render(spec: &SloSpec, reads: Reads<'_>, origin: &str) -> String {
     let mut by_window: BTreeMap<u64, Vec<&Slo>> = BTreeMap::new();
     for slo in &spec.slos {
         by_window.entry(slo.window_ms).or_default().push(slo);
@@ -214,7 +214,7 @@ pub(crate) fn render(spec: &SloSpec, source: Source, origin: &str) -> String {
             service: "vllm",
             slos: slos
                 .iter()
-                .flat_map(|slo| slo.slis.iter().map(|t| sloth_slo(slo, t, source)))
+                .flat_map(|slo| slo.slis.iter().map(|t| sloth_slo(slo, t, reads)))
                 .collect(),
         };
         out.push_str(&yaml(&document));

@@ -414,3 +414,32 @@ fn bucket_rules_warn_of_a_threshold_that_is_no_default_vllm_bucket_edge() {
     );
     assert!(warnings(Source::Counters).is_empty());
 }
+
+#[test]
+fn bucket_rules_read_vllms_histograms_under_the_config_files_input_prefix() {
+    let dir = std::env::temp_dir().join(format!("slo-rules-prefix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yml");
+    std::fs::write(
+        &path,
+        "input:\n  metric_prefix: \"kserve_vllm:\"\nslos:\n  - name: chat\n    objective: 0.99\n    ttft: 0.5\n    e2el: 20\n    tpot: 0.05\n",
+    )
+    .unwrap();
+    let args = RulesArgs {
+        command: None,
+        slo: SloRulesOptions {
+            config_file: Some(path),
+            ..SloRulesOptions::default()
+        },
+    };
+    let text = run(&args).unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(text.contains("rate(kserve_vllm:time_to_first_token_seconds_bucket{"));
+    assert!(text.contains("rate(kserve_vllm:e2e_request_latency_seconds_count["));
+    assert!(
+        !text.replace("kserve_vllm:", "").contains("vllm:"),
+        "no series under vLLM's own prefix"
+    );
+    // The corrector's own families keep their names.
+    assert!(text.contains("rate(vllm_corrected_request_time_per_output_token_seconds_bucket{"));
+}

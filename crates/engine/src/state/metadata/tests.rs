@@ -22,7 +22,7 @@ fn a_metadata_bomb_of_7_5_mib_help_texts_is_not_cached_and_the_cache_stays_a_few
     let mut cache = MetadataCache::default();
     for family in families {
         assert_eq!(
-            cache.record(&entry(family, &bomb, "")),
+            cache.record(&entry(family, &bomb, ""), crate::DEFAULT_METRIC_PREFIX),
             Err(MetadataDropReason::TooLong)
         );
     }
@@ -31,7 +31,10 @@ fn a_metadata_bomb_of_7_5_mib_help_texts_is_not_cached_and_the_cache_stays_a_few
     let help = "h".repeat(4096);
     let unit = "u".repeat(256);
     for family in families {
-        assert_eq!(cache.record(&entry(family, &help, &unit)), Ok(()));
+        assert_eq!(
+            cache.record(&entry(family, &help, &unit), crate::DEFAULT_METRIC_PREFIX),
+            Ok(())
+        );
     }
     let names: usize = families.iter().map(|f| f.len()).sum();
     assert_eq!(cache.len(), 4);
@@ -39,7 +42,10 @@ fn a_metadata_bomb_of_7_5_mib_help_texts_is_not_cached_and_the_cache_stays_a_few
     // A unit one byte past its cap is refused too, and the entry cached before stays.
     let long_unit = "u".repeat(257);
     assert_eq!(
-        cache.record(&entry(families[0], "short", &long_unit)),
+        cache.record(
+            &entry(families[0], "short", &long_unit),
+            crate::DEFAULT_METRIC_PREFIX
+        ),
         Err(MetadataDropReason::TooLong)
     );
     assert_eq!(cache.text_bytes(), names + 4 * (4096 + 256));
@@ -50,7 +56,10 @@ fn metadata_of_families_no_rule_reads_is_ignored_whatever_its_size() {
     let mut cache = MetadataCache::default();
     let bomb = "h".repeat(1 << 20);
     assert_eq!(
-        cache.record(&entry("vllm:num_requests_running", &bomb, "")),
+        cache.record(
+            &entry("vllm:num_requests_running", &bomb, ""),
+            crate::DEFAULT_METRIC_PREFIX
+        ),
         Ok(())
     );
     assert_eq!(cache.len(), 0);
