@@ -77,7 +77,7 @@ fn simulator() -> Simulator {
 /// `deploy/prometheus/sidecar.yml` as shipped, run against this test's processes: the external
 /// labels above instead of the example's, the corrector's address for `127.0.0.1:9490`, 1 s
 /// scrapes, a `vllm` job for `vllm_target`, and a 1 s remote-write batch deadline.
-fn sidecar_config(vllm_target: &str, corrector: &str) -> String {
+fn sidecar_config(vllm_target: &str, corrector: &str, extra: &[(&str, &str)]) -> String {
     let mut config = SIDECAR_YML.to_owned();
     let mut replace = |from: &str, to: &str| {
         assert!(
@@ -88,6 +88,7 @@ fn sidecar_config(vllm_target: &str, corrector: &str) -> String {
     };
     let labels: String = EXTERNAL_LABELS
         .iter()
+        .chain(extra)
         .map(|(name, value)| format!("    {name}: {value}\n"))
         .collect();
     replace(
@@ -158,16 +159,35 @@ fn now_ms() -> i64 {
 
 #[test]
 fn sidecar_scrape_job_gives_corrected_series_the_raw_label_set_under_external_labels() {
+    joins_under_external_labels(&[], None);
+}
+
+/// An external label the shipped scrape job does not drop (`region`), named once, in the
+/// corrector's `input.drop_labels` (docs/PROMETHEUS.md, "External labels").
+#[test]
+fn an_external_label_in_input_drop_labels_keeps_the_join_without_touching_the_scrape_job() {
+    joins_under_external_labels(
+        &[("region", "eu")],
+        Some("input:\n  drop_labels: [region]\n"),
+    );
+}
+
+/// Prometheus with the shipped sidecar configuration and `extra` external labels sends to a
+/// corrector started with `corrector_config`: the corrected series join the raw ones, and
+/// nothing stored carries an external label.
+fn joins_under_external_labels(extra: &[(&str, &str)], corrector_config: Option<&str>) {
     let Some(binary) = require(Tool::PROMETHEUS_2) else {
         return;
     };
     let mut sim = simulator();
     sim.advance_to(20.0);
     let vllm = ExpositionServer::start(sim.render_text());
-    let corrector = Corrector::start();
-    let prometheus = Prometheus::start(&binary, &sidecar_config(&vllm.address, &corrector.address));
+    let corrector = Corrector::start_with_config(corrector_config);
+    let prometheus = Prometheus::start(
+        &binary,
+        &sidecar_config(&vllm.address, &corrector.address, extra),
+    );
     let api = PromApi::new(prometheus.base());
-
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut t = 20.0;
     let mut last = String::from("nothing queried yet");
@@ -204,6 +224,14 @@ fn sidecar_scrape_job_gives_corrected_series_the_raw_label_set_under_external_la
             sample.labels
         );
     }
+    // ... except those `input.drop_labels` names, dropped before grouping.
+    for (name, _) in extra {
+        assert!(
+            sample.labels.iter().all(|(n, _)| n != name),
+            "input.drop_labels did not drop {name}: {:?}",
+            sample.labels
+        );
+    }
 
     // The join the issue asked for returns a value for each engine.
     let at = now_ms();
@@ -224,7 +252,7 @@ fn sidecar_scrape_job_gives_corrected_series_the_raw_label_set_under_external_la
         "rate(corrected) / rate(raw) per engine: {ratio:?}"
     );
     // And nothing stored in Prometheus carries the external labels.
-    for (name, _) in EXTERNAL_LABELS {
+    for (name, _) in EXTERNAL_LABELS.iter().chain(extra) {
         let tagged = api
             .vector(&format!("{{__name__=~\"vllm.*\", {name}!=\"\"}}"), at)
             .expect("query");

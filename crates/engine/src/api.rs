@@ -212,6 +212,13 @@ pub struct EngineConfig {
     /// `vllm:`; the corrected families keep their own names. Non-empty, a valid metric-name
     /// start (the service's config checks it). Default [`crate::DEFAULT_METRIC_PREFIX`].
     pub metric_prefix: String,
+    /// Label names removed from every input series before it is grouped, so the corrected
+    /// series never carry them: a sender's external labels (`region`, the Operator's
+    /// `prometheus` and `prometheus_replica`), which the raw series in the sender's own TSDB lack,
+    /// so a PromQL join of raw and corrected series matches. Series that differ only in a
+    /// dropped label fall into one group (their samples collide as duplicates). Neither a rule
+    /// dimension (`le`, `source`, …) nor `__name__`. Default none.
+    pub drop_labels: Vec<String>,
 }
 
 impl Default for EngineConfig {
@@ -225,6 +232,7 @@ impl Default for EngineConfig {
             settle_scrapes: 2,
             max_state_bytes: 256 * 1024 * 1024,
             metric_prefix: crate::DEFAULT_METRIC_PREFIX.to_owned(),
+            drop_labels: Vec::new(),
         }
     }
 }

@@ -340,11 +340,16 @@ pub(crate) fn is_read_family(family: &str, prefix: &str) -> bool {
     })
 }
 
-/// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`], in sorted order.
+/// Group labels of a normalised label set: everything but [`RULE_DIMENSIONS`] and the labels
+/// `dropped` names ([`crate::EngineConfig::drop_labels`]: a sender's external labels), in sorted
+/// order.
 pub(crate) fn group_labels<'l, 'a>(
     labels: &'l [Label<'a>],
+    dropped: &'l [String],
 ) -> impl Iterator<Item = &'l Label<'a>> + Clone {
-    labels.iter().filter(|l| !is_rule_dimension(l.name))
+    labels
+        .iter()
+        .filter(|l| !is_rule_dimension(l.name) && !dropped.iter().any(|d| d == l.name))
 }
 
 /// True when `name` is one of [`RULE_DIMENSIONS`]; dispatches on the length first, since this runs

@@ -78,3 +78,45 @@ fn a_prefix_changed_by_a_reload_reads_series_the_index_had_marked_unused() {
     feed(&mut fresh, &kserve, &mut IngestReport::default());
     assert_eq!(outputs(&engine), outputs(&fresh));
 }
+
+/// `raw` with the label `region="eu"` added to every series (a sender's external label).
+fn with_region(raw: &[(Raw, i64)]) -> Vec<(Raw, i64)> {
+    raw.iter()
+        .map(|((labels, value), ts)| {
+            let mut labels = labels.clone();
+            labels.push(("region", "eu".to_owned()));
+            labels.sort();
+            ((labels, *value), *ts)
+        })
+        .collect()
+}
+
+#[test]
+fn a_dropped_external_label_leaves_the_groups_and_their_families_as_without_it() {
+    let mut plain = Engine::new(config());
+    feed(&mut plain, &two_scrapes(), &mut IngestReport::default());
+    let mut dropping = Engine::new(EngineConfig {
+        drop_labels: vec!["region".to_owned()],
+        ..config()
+    });
+    feed(
+        &mut dropping,
+        &with_region(&two_scrapes()),
+        &mut IngestReport::default(),
+    );
+    assert_eq!(outputs(&dropping), outputs(&plain));
+
+    // Without the setting the label stays on every group.
+    let mut keeping = Engine::new(config());
+    feed(
+        &mut keeping,
+        &with_region(&two_scrapes()),
+        &mut IngestReport::default(),
+    );
+    let kept = outputs(&keeping);
+    assert_eq!(kept.len(), outputs(&plain).len());
+    assert!(
+        kept.iter()
+            .all(|(_, labels, _)| labels.contains(&("region".to_owned(), "eu".to_owned())))
+    );
+}

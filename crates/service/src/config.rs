@@ -122,6 +122,7 @@ pub enum LogFormat {
 ///   response_write_timeout: 1m
 /// input:
 ///   metric_prefix: "vllm:"          # or a platform's, e.g. "kserve_vllm:"
+///   drop_labels: [region]           # the sender's external labels
 /// storage:
 ///   path: /var/lib/vllm-corrector   # or --storage.path; default none
 ///   write_interval: 30s
@@ -294,7 +295,9 @@ impl Config {
     pub(crate) fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
-        engine.metric_prefix = validate_input(&file.input)?;
+        let input = validate_input(&file.input)?;
+        engine.metric_prefix = input.metric_prefix;
+        engine.drop_labels = input.drop_labels;
         let limits = validate_limits(&file.limits)?;
         engine.max_active_series =
             positive("limits.max_active_series", file.limits.max_active_series)?;

@@ -331,8 +331,11 @@ fn group_labels_drop_rule_dimensions() {
         l("position", "2"),
         l("source", "local_compute"),
     ];
-    let names: Vec<_> = group_labels(&labels).map(|l| l.name).collect();
+    let names: Vec<_> = group_labels(&labels, &[]).map(|l| l.name).collect();
     assert_eq!(names, ["engine", "model_name"]);
+    let dropped = ["model_name".to_owned()];
+    let names: Vec<_> = group_labels(&labels, &dropped).map(|l| l.name).collect();
+    assert_eq!(names, ["engine"]);
 }
 
 #[test]

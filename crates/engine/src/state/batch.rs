@@ -313,8 +313,9 @@ impl<'e> Batch<'e> {
         if role.is_none() && !histograms {
             return Verdict::Unused;
         }
-        let group = self.parts.table.hash(labels);
-        let slot = self.parts.table.find(group, labels);
+        let dropped = &self.parts.config.drop_labels;
+        let group = self.parts.table.hash(labels, dropped);
+        let slot = self.parts.table.find(group, labels, dropped);
         if let Some(slot) = slot {
             self.parts.table.hold(slot);
         }
@@ -540,7 +541,8 @@ impl<'e> Batch<'e> {
     ) -> Option<RejectReason> {
         // A group pass 1 found is live still: a group the batch holds does not leave before it
         // ends. One created since (by an earlier series of the request) is found by its hash.
-        let slot = slot.or_else(|| self.parts.table.find(group, labels));
+        let dropped = &self.parts.config.drop_labels;
+        let slot = slot.or_else(|| self.parts.table.find(group, labels, dropped));
         let slot = match self.route(slot, labels, group.0, role, !samples.is_empty()) {
             Route::Limited(reason) => {
                 report.reject(reason, samples.len() as u64);
@@ -585,7 +587,9 @@ impl<'e> Batch<'e> {
             let group = match existing {
                 Some(_) => 0,
                 None => {
-                    GROUP_BYTES + group_label_bytes(labels) + self.parts.table.new_slot_growth()
+                    GROUP_BYTES
+                        + group_label_bytes(labels, &self.parts.config.drop_labels)
+                        + self.parts.table.new_slot_growth()
                 }
             };
             let bytes = self.parts.table.role_bytes() + group;
@@ -605,7 +609,8 @@ impl<'e> Batch<'e> {
     /// A new group for the series `labels` (group-label hash `hash`), resuming what the same
     /// group left when it was retired.
     fn create_group(&mut self, labels: &[Label<'_>], hash: u64) -> u32 {
-        let owned: Vec<(String, String)> = crate::classify::group_labels(labels)
+        let dropped = &self.parts.config.drop_labels;
+        let owned: Vec<(String, String)> = crate::classify::group_labels(labels, dropped)
             .map(|l| (l.name.to_owned(), l.value.to_owned()))
             .collect();
         let resumed = self.parts.retired.take(&owned);

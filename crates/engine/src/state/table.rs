@@ -68,8 +68,8 @@ pub(crate) fn role_bytes(max_pending_frames: usize) -> usize {
 }
 
 /// The bytes the group labels of a series' `labels` take once stored.
-pub(crate) fn group_label_bytes(labels: &[Label<'_>]) -> usize {
-    group_labels(labels)
+pub(crate) fn group_label_bytes(labels: &[Label<'_>], dropped: &[String]) -> usize {
+    group_labels(labels, dropped)
         .map(|l| l.name.len() + l.value.len() + 2 * size_of::<String>())
         .sum()
 }
@@ -172,12 +172,12 @@ impl GroupTable {
         slots + table
     }
 
-    /// The hash of the group labels of `labels` (a series' normalised labels), and how many there
-    /// are.
-    pub(crate) fn hash(&self, labels: &[Label<'_>]) -> (u64, usize) {
+    /// The hash of the group labels of `labels` (a series' normalised labels, less the labels
+    /// `dropped` names), and how many there are.
+    pub(crate) fn hash(&self, labels: &[Label<'_>], dropped: &[String]) -> (u64, usize) {
         let mut h = self.hasher.build_hasher();
         let mut count = 0;
-        for l in group_labels(labels) {
+        for l in group_labels(labels, dropped) {
             h.write(l.name.as_bytes());
             h.write_u8(0xff);
             h.write(l.value.as_bytes());
@@ -189,7 +189,12 @@ impl GroupTable {
 
     /// The slot of the group of `labels`, whose group-label hash and count [`GroupTable::hash`]
     /// gave.
-    pub(crate) fn find(&self, (hash, count): (u64, usize), labels: &[Label<'_>]) -> Option<u32> {
+    pub(crate) fn find(
+        &self,
+        (hash, count): (u64, usize),
+        labels: &[Label<'_>],
+        dropped: &[String],
+    ) -> Option<u32> {
         let slots = &self.slots;
         let same = |i: &u32| {
             let e = slots[*i as usize]
@@ -201,7 +206,7 @@ impl GroupTable {
                 && e.group
                     .labels
                     .iter()
-                    .zip(group_labels(labels))
+                    .zip(group_labels(labels, dropped))
                     .all(|((n, v), l)| n == l.name && v == l.value)
         };
         self.hashes.find(hash, same).copied()

@@ -36,6 +36,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             // 384 MiB − 96 MiB in flight − 64 MiB reserved = 224 MiB = 234 881 024 bytes.
             max_state_bytes: 234_881_024,
             metric_prefix: "vllm:".to_owned(),
+            drop_labels: Vec::new(),
         }
     );
     // 8 MiB = 8 388 608 bytes, 384 MiB = 402 653 184 bytes.
@@ -378,6 +379,19 @@ fn input_metric_prefix_defaults_to_vllms_and_takes_a_platforms() {
         let err = from_yaml(&format!("input:\n  metric_prefix: {bad}\n")).unwrap_err();
         assert!(
             err.to_string().contains("input.metric_prefix"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+#[test]
+fn input_drop_labels_are_label_names_the_rules_do_not_read() {
+    let c = from_yaml("input:\n  drop_labels: [region, prometheus_replica, region]\n").unwrap();
+    assert_eq!(c.engine.drop_labels, ["region", "prometheus_replica"]);
+    for bad in ["[le]", "[__name__]", "[source]", "[\"bad-name\"]", "[\"\"]"] {
+        let err = from_yaml(&format!("input:\n  drop_labels: {bad}\n")).unwrap_err();
+        assert!(
+            err.to_string().contains("input.drop_labels"),
             "{bad}: {err}"
         );
     }
