@@ -43,6 +43,8 @@ mod budget_tests;
 #[cfg(test)]
 mod cache_tests;
 #[cfg(test)]
+mod custom_buckets_tests;
+#[cfg(test)]
 mod distribution_tests;
 #[cfg(test)]
 mod evict_tests;

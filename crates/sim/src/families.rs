@@ -3,6 +3,8 @@
 //! them; with their help texts, label children and default bucket bounds
 //! (`vllm/v1/metrics/buckets.py` in 0.33, inline lists before).
 
+use std::collections::BTreeMap;
+
 use super::profile::Profile;
 
 /// The families the simulator knows (the core subset of vLLM's, see `docs/SIMULATOR.md`).
@@ -26,6 +28,7 @@ pub(crate) enum Fam {
     Preemptions,
     PromptTokens,
     PromptTokensBySource,
+    PromptTokensCachedBySource,
     PromptTokensCached,
     GenerationTokens,
     RequestSuccess,
@@ -124,14 +127,41 @@ pub(crate) fn bounds_1_2_5(max_value: u32) -> Vec<f64> {
     }
 }
 
-/// The families `profile` registers, in registration order.
+/// The bucket family keys of `--custom-histogram-buckets` the simulator's histograms use
+/// (`BucketFamilyKey` in vLLM 0.34's `vllm/v1/metrics/buckets.py`; `request_num_preemptions` and
+/// `kv_cache_residency` have no histogram here).
+pub const BUCKET_FAMILIES: [&str; 6] = [
+    "request_latency",
+    "time_to_first_token",
+    "inter_token_latency",
+    "iteration_tokens",
+    "request_params_n",
+    "request_tokens",
+];
+
+/// The families `profile` registers, in registration order, with `overrides` (bucket family key →
+/// bounds, [`BUCKET_FAMILIES`]) in place of the default bounds.
 pub(crate) fn families(
     profile: Profile,
     max_model_len: u32,
     spec_k: Option<u32>,
+    overrides: &BTreeMap<String, Vec<f64>>,
 ) -> Vec<FamilySpec> {
     use Kind::{Counter as C, Gauge as G, Histogram as H};
-    let tokens = bounds_1_2_5(max_model_len);
+    // `--custom-histogram-buckets` (vLLM >= 0.34, `vllm/v1/metrics/buckets.py`
+    // `histogram_buckets`): a family key present replaces its defaults for every histogram of it.
+    let family = |key: &str, default: &[f64]| -> Vec<f64> {
+        overrides
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| default.to_vec())
+    };
+    let tokens = family("request_tokens", &bounds_1_2_5(max_model_len));
+    let iteration = family("iteration_tokens", &ITERATION_BOUNDS);
+    let params_n = family("request_params_n", &[1.0, 2.0, 5.0, 10.0, 20.0]);
+    let ttft = family("time_to_first_token", &TTFT_BOUNDS);
+    let itl = family("inter_token_latency", &ITL_BOUNDS);
+    let latency = family("request_latency", &LATENCY_BOUNDS);
     let reasons = profile
         .finish_reasons()
         .iter()
@@ -308,6 +338,21 @@ pub(crate) fn families(
             &[],
         );
     }
+    if profile.has_cached_by_source() {
+        // `CacheHitSource` in vLLM 0.34's `vllm/v1/metrics/cache_hit_source.py`, in enum order.
+        let sources = ["device", "host", "p2p", "disk", "external_unspecified"]
+            .map(String::from)
+            .to_vec();
+        let help = "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host (offloaded to DRAM), disk, p2p (transferred from another vLLM instance) or external_unspecified. Counted at admission; sums to vllm:prefix_cache_hits + vllm:external_prefix_cache_hits.";
+        add(
+            Fam::PromptTokensCachedBySource,
+            "vllm:prompt_tokens_cached_by_source",
+            C,
+            help,
+            ChildOrder::ValueMajor("source", sources),
+            &[],
+        );
+    }
     add(
         Fam::GenerationTokens,
         "vllm:generation_tokens",
@@ -349,7 +394,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &ITERATION_BOUNDS,
+        &iteration,
     );
     let help = "Histogram of maximum number of requested generation tokens.";
     add(
@@ -367,7 +412,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &[1.0, 2.0, 5.0, 10.0, 20.0],
+        &params_n,
     );
     let help = "Histogram of the max_tokens request parameter.";
     add(
@@ -385,7 +430,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &TTFT_BOUNDS,
+        &ttft,
     );
     if profile.has_old_itl_name() {
         let help = if profile.has_itl_name() {
@@ -399,7 +444,7 @@ pub(crate) fn families(
             H,
             help,
             S,
-            &ITL_BOUNDS,
+            &itl,
         );
     }
     if profile.has_itl_name() {
@@ -410,7 +455,7 @@ pub(crate) fn families(
             H,
             help,
             S,
-            &ITL_BOUNDS,
+            &itl,
         );
     }
     if profile.has_request_tpot() {
@@ -421,7 +466,7 @@ pub(crate) fn families(
             H,
             help,
             S,
-            &ITL_BOUNDS,
+            &itl,
         );
     }
     let help = "Histogram of e2e request latency in seconds.";
@@ -431,7 +476,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &LATENCY_BOUNDS,
+        &latency,
     );
     let help = "Histogram of time spent in WAITING phase for request.";
     add(
@@ -440,7 +485,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &LATENCY_BOUNDS,
+        &latency,
     );
     let help = "Histogram of time spent in RUNNING phase for request.";
     add(
@@ -449,7 +494,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &LATENCY_BOUNDS,
+        &latency,
     );
     let help = "Histogram of time spent in PREFILL phase for request.";
     add(
@@ -458,7 +503,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &LATENCY_BOUNDS,
+        &latency,
     );
     let help = "Histogram of time spent in DECODE phase for request.";
     add(
@@ -467,7 +512,7 @@ pub(crate) fn families(
         H,
         help,
         S,
-        &LATENCY_BOUNDS,
+        &latency,
     );
     if profile.has_connector_series() {
         let help = "Histogram of new KV tokens computed during prefill (excluding cached tokens).";

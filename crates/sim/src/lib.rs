@@ -40,10 +40,11 @@ mod trace_tests;
 pub use args::positive_duration;
 pub use error::SimError;
 pub use exposition::{Snapshot, SnapshotFamily, SnapshotSample};
+pub use families::BUCKET_FAMILIES;
 pub use model::{
     FinishReason, ItlObservation, PromptTokens, ScriptedRequest, SimConfig, SpecConfig,
 };
 pub use profile::Profile;
-pub use serve::{SimulateArgs, run};
+pub use serve::{BucketOverrides, SimulateArgs, parse_bucket_overrides, run};
 pub use simulator::Simulator;
-pub use truth::{TruthDocument, WindowTruth};
+pub use truth::{BucketCount, TruthDocument, WindowTruth};

@@ -63,6 +63,7 @@ impl MetricsRegistry {
             cfg.profile,
             cfg.max_model_len,
             cfg.spec.map(|s| s.num_speculative_tokens),
+            &cfg.bucket_overrides,
         );
         let mut slot = [None; FAM_COUNT];
         for (i, s) in specs.iter().enumerate() {
@@ -171,6 +172,20 @@ impl MetricsRegistry {
             rep.external_queries as f64,
         );
         self.inc(e, Fam::ExternalPrefixHits, 0, rep.external_hits as f64);
+        // vLLM 0.34 credits prefix hits to `device` and a connector's hits to the tier it
+        // reports; the simulated connector reports none, so `external_unspecified`.
+        self.inc(
+            e,
+            Fam::PromptTokensCachedBySource,
+            0,
+            rep.prefix_hits as f64,
+        );
+        self.inc(
+            e,
+            Fam::PromptTokensCachedBySource,
+            4,
+            rep.external_hits as f64,
+        );
         // Spec-decode stats travel in the scheduler stats of the same batch; vLLM only sends
         // them when some request had drafts.
         if rep.drafts > 0 {

@@ -3,6 +3,8 @@
 //! Every duration here is in seconds in the public configuration and converted once to integer
 //! nanoseconds of simulated time, so that event order and window membership are exact.
 
+use std::collections::BTreeMap;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -88,6 +90,10 @@ pub struct SimConfig {
     /// Unix time in milliseconds of simulated time 0 (the `_created` value and the base of every
     /// sample timestamp).
     pub epoch_unix_ms: i64,
+    /// `--custom-histogram-buckets` (profile 0.34): bucket family key
+    /// ([`crate::BUCKET_FAMILIES`]) → upper bounds (positive, finite, strictly increasing), in
+    /// place of that family's defaults for every histogram of it. Empty: every default.
+    pub bucket_overrides: BTreeMap<String, Vec<f64>>,
 }
 
 impl Default for SimConfig {
@@ -115,6 +121,7 @@ impl Default for SimConfig {
             max_model_len: 32_768,
             seed: 0,
             epoch_unix_ms: 1_700_000_000_000,
+            bucket_overrides: BTreeMap::new(),
         }
     }
 }
@@ -189,7 +196,37 @@ impl SimConfig {
             self.kv_cache_tokens >= 1 && self.max_model_len >= 1,
             "KV cache size and max_model_len must be ≥ 1",
         )?;
+        self.validate_bucket_overrides()
+    }
+
+    /// The checks of vLLM 0.34's `ObservabilityConfig` on `custom_histogram_buckets`.
+    fn validate_bucket_overrides(&self) -> Result<(), SimError> {
+        check(
+            self.bucket_overrides.is_empty() || self.profile.has_custom_buckets(),
+            "custom histogram buckets need profile 0.34",
+        )?;
+        for (family, bounds) in &self.bucket_overrides {
+            check(
+                crate::BUCKET_FAMILIES.contains(&family.as_str()),
+                "custom histogram buckets: unknown bucket family",
+            )?;
+            check(
+                !bounds.is_empty()
+                    && bounds.iter().all(|b| b.is_finite() && *b > 0.0)
+                    && bounds.windows(2).all(|w| w[0] < w[1]),
+                "custom histogram buckets: bounds must be positive, finite and strictly increasing",
+            )?;
+        }
         Ok(())
+    }
+
+    /// The bounds of the `inter_token_latency` bucket family (ITL and request TPOT): custom or
+    /// vLLM's defaults.
+    pub fn itl_bounds(&self) -> Vec<f64> {
+        self.bucket_overrides
+            .get("inter_token_latency")
+            .cloned()
+            .unwrap_or_else(|| crate::metrics::ITL_BOUNDS.to_vec())
     }
 }
 

@@ -1,7 +1,7 @@
 //! vLLM version profiles: which series a given vLLM release exposes and how it observes them.
 //!
 //! Source: `vllm/v1/metrics/loggers.py`, `stats.py` and `vllm/v1/engine/__init__.py` of the
-//! PyPI wheels 0.10.0, 0.14.0, 0.22.0 and 0.33.0 (read, not copied).
+//! PyPI wheels 0.10.0, 0.14.0, 0.22.0, 0.33.0 and 0.34.0 (read, not copied).
 
 use std::fmt;
 
@@ -13,6 +13,7 @@ use std::fmt;
 /// | `0.14` | both names, identical samples | yes | no | all prompt tokens + generated |
 /// | `0.22` | `inter_token_latency_seconds` | yes | yes | all prompt tokens + generated |
 /// | `0.33` | `inter_token_latency_seconds` | yes | yes | locally computed prompt tokens + generated |
+/// | `0.34` | as 0.33, with `--custom-histogram-buckets` and `prompt_tokens_cached_by_source` | yes | yes | as 0.33 |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Profile {
     /// vLLM 0.10: old ITL name only, no request TPOT histogram, finish reasons stop/length/abort.
@@ -29,15 +30,21 @@ pub enum Profile {
     /// vLLM 0.33: iteration tokens credit only locally computed prompt tokens (since 0.23).
     #[value(name = "0.33")]
     V0_33,
+    /// vLLM 0.34: as 0.33, plus `--custom-histogram-buckets` (operator-chosen bucket edges per
+    /// bucket family; ITL and request TPOT share `inter_token_latency`) and
+    /// `vllm:prompt_tokens_cached_by_source{source}`.
+    #[value(name = "0.34")]
+    V0_34,
 }
 
 impl Profile {
     /// Every profile, oldest first.
-    pub const ALL: [Profile; 4] = [
+    pub const ALL: [Profile; 5] = [
         Profile::V0_10,
         Profile::V0_14,
         Profile::V0_22,
         Profile::V0_33,
+        Profile::V0_34,
     ];
 
     /// The version string, e.g. `"0.22"`.
@@ -47,6 +54,7 @@ impl Profile {
             Profile::V0_14 => "0.14",
             Profile::V0_22 => "0.22",
             Profile::V0_33 => "0.33",
+            Profile::V0_34 => "0.34",
         }
     }
 
@@ -67,13 +75,23 @@ impl Profile {
 
     /// `vllm:prompt_tokens_by_source_total{source}` and `vllm:prompt_tokens_cached_total`: from 0.16.
     pub(crate) fn has_prompt_tokens_by_source(self) -> bool {
-        matches!(self, Profile::V0_22 | Profile::V0_33)
+        matches!(self, Profile::V0_22 | Profile::V0_33 | Profile::V0_34)
     }
 
     /// `vllm:iteration_tokens_total` observes locally computed prompt tokens + generated tokens
     /// (≥ 0.23) instead of every credited prompt token + generated tokens (≤ 0.22).
     pub(crate) fn iteration_tokens_local_only(self) -> bool {
-        self == Profile::V0_33
+        matches!(self, Profile::V0_33 | Profile::V0_34)
+    }
+
+    /// `--custom-histogram-buckets` exists (0.34; `vllm/config/observability.py`).
+    pub fn has_custom_buckets(self) -> bool {
+        self == Profile::V0_34
+    }
+
+    /// `vllm:prompt_tokens_cached_by_source{source}` is exposed (0.34).
+    pub(crate) fn has_cached_by_source(self) -> bool {
+        self == Profile::V0_34
     }
 
     /// The deprecated `gpu_cache_usage_perc` / `gpu_prefix_cache_*` series are still exposed (0.10).
@@ -93,7 +111,9 @@ impl Profile {
         match self {
             Profile::V0_10 => &["stop", "length", "abort"],
             Profile::V0_14 => &["stop", "length", "abort", "error"],
-            Profile::V0_22 | Profile::V0_33 => &["stop", "length", "abort", "error", "repetition"],
+            Profile::V0_22 | Profile::V0_33 | Profile::V0_34 => {
+                &["stop", "length", "abort", "error", "repetition"]
+            }
         }
     }
 

@@ -284,3 +284,77 @@ async fn http_serves_metrics_and_truth_windows() {
     assert_eq!(bad.status(), 400);
     server.abort();
 }
+
+#[test]
+fn profile_0_34_counts_cached_prompt_tokens_by_tier_and_otherwise_exposes_what_0_33_does() {
+    let (new, old) = (hand_sim(Profile::V0_34), hand_sim(Profile::V0_33));
+    let m = new.metrics();
+    assert!(m.has(Fam::PromptTokensCachedBySource));
+    assert!(!old.metrics().has(Fam::PromptTokensCachedBySource));
+    // device = prefix-cache hits; external_unspecified = the connector's hits; the other tiers 0.
+    let device = m.scalar(0, Fam::PromptTokensCachedBySource, 0).unwrap();
+    assert_eq!(Some(device), m.scalar(0, Fam::PrefixHits, 0));
+    assert_eq!(
+        m.scalar(0, Fam::PromptTokensCachedBySource, 4),
+        m.scalar(0, Fam::ExternalPrefixHits, 0)
+    );
+    for tier in 1..4 {
+        assert_eq!(
+            m.scalar(0, Fam::PromptTokensCachedBySource, tier),
+            Some(0.0)
+        );
+    }
+    // Everything else is 0.33's, line for line.
+    let without = |text: String| -> Vec<String> {
+        text.lines()
+            .filter(|l| !l.contains("prompt_tokens_cached_by_source"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(without(new.render_text()), without(old.render_text()));
+}
+
+#[test]
+fn custom_histogram_buckets_replace_a_familys_bounds_and_are_checked_as_vllm_checks_them() {
+    let mut cfg = hand_config(Profile::V0_34);
+    cfg.bucket_overrides
+        .insert("inter_token_latency".into(), vec![0.02, 0.5]);
+    let mut sim = Simulator::with_script(cfg.clone(), vec![r0()]).unwrap();
+    sim.advance_to(3.0);
+    let text = sim.render_text();
+    for name in [
+        "inter_token_latency_seconds",
+        "request_time_per_output_token_seconds",
+    ] {
+        let les: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("vllm:{name}_bucket{{")))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .collect();
+        assert_eq!(les, ["0.02", "0.5", "+Inf"], "{name}");
+    }
+    // TTFT keeps its defaults (22 bounds and +Inf).
+    let ttft = text
+        .lines()
+        .filter(|l| l.starts_with("vllm:time_to_first_token_seconds_bucket{"))
+        .count();
+    assert_eq!(ttft, 23);
+
+    for (family, bounds, profile) in [
+        ("inter_token_latency", vec![0.5, 0.5], Profile::V0_34),
+        ("inter_token_latency", vec![0.0, 0.5], Profile::V0_34),
+        ("inter_token_latency", vec![], Profile::V0_34),
+        ("no_such_family", vec![1.0], Profile::V0_34),
+        ("inter_token_latency", vec![0.5], Profile::V0_33),
+    ] {
+        let mut bad = hand_config(profile);
+        bad.bucket_overrides.insert(family.into(), bounds.clone());
+        assert!(
+            Simulator::with_script(bad, vec![r0()]).is_err(),
+            "{family} {bounds:?} on {profile}"
+        );
+    }
+    assert!(parse_bucket_overrides(r#"{"request_latency": [1, 2.5]}"#).is_ok());
+    assert!(parse_bucket_overrides(r#"{"latency": [1]}"#).is_err());
+    assert!(parse_bucket_overrides("[1, 2]").is_err());
+}

@@ -80,6 +80,10 @@ pub struct SimulateArgs {
     /// records k samples of its gap / k (default: one sample of the gap per output).
     #[arg(long)]
     pub(crate) itl_per_token: bool,
+    /// vLLM 0.34's `--custom-histogram-buckets` (profile 0.34): a JSON object from bucket family
+    /// key to upper bounds, e.g. `'{"inter_token_latency": [0.02, 0.03, 0.07]}'`.
+    #[arg(long, value_parser = parse_bucket_overrides)]
+    pub(crate) custom_histogram_buckets: Option<BucketOverrides>,
     /// Engine time per step, seconds.
     #[arg(long, default_value_t = 0.015)]
     pub(crate) step_base: f64,
@@ -169,9 +173,39 @@ impl SimulateArgs {
             max_model_len: self.max_model_len,
             seed: self.seed,
             epoch_unix_ms,
+            bucket_overrides: self
+                .custom_histogram_buckets
+                .clone()
+                .map(|o| o.0)
+                .unwrap_or_default(),
             ..SimConfig::default()
         }
     }
+}
+
+/// A parsed `--custom-histogram-buckets`: bucket family key → upper bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BucketOverrides(pub std::collections::BTreeMap<String, Vec<f64>>);
+
+/// Parses `--custom-histogram-buckets`: a JSON object of number lists, keyed by the bucket
+/// families of [`crate::BUCKET_FAMILIES`]. The bounds are checked with the rest of the
+/// configuration ([`SimConfig`]).
+///
+/// # Errors
+/// The JSON error, or the unknown family key.
+pub fn parse_bucket_overrides(text: &str) -> Result<BucketOverrides, String> {
+    let map: std::collections::BTreeMap<String, Vec<f64>> = serde_json::from_str(text)
+        .map_err(|e| format!("not a JSON object of number lists: {e}"))?;
+    if let Some(unknown) = map
+        .keys()
+        .find(|k| !crate::BUCKET_FAMILIES.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "unknown bucket family {unknown:?}; known: {}",
+            crate::BUCKET_FAMILIES.join(", ")
+        ));
+    }
+    Ok(BucketOverrides(map))
 }
 
 /// A simulator driven by the wall clock: simulated time = elapsed whole milliseconds since

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::engine::{OutputRecord, Request, StepReport};
-use super::metrics::ITL_BOUNDS;
 use super::model::{ItlObservation, PromptTokens, SimConfig};
 
 /// One finished request, as written to the truth file. Times are seconds of simulated time
@@ -85,13 +84,16 @@ pub struct TruthLog {
     /// How the ITL histograms observe an output (the metrics' rule, so `itl_count` and
     /// `itl_sum_seconds` count what they count).
     itl_observation: ItlObservation,
+    /// The request TPOT histogram's bounds (the `inter_token_latency` bucket family, custom or
+    /// default), for the canonical TPOT truth's buckets.
+    itl_bounds: Vec<f64>,
 }
 
 /// One cumulative bucket count: requests with value ≤ `le` (`le` printed as vLLM does).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct BucketCount {
+pub struct BucketCount {
     /// Upper bound as vLLM prints it (`"0.05"`, `"1.0"`, `"+Inf"`).
-    pub(crate) le: String,
+    pub le: String,
     /// Cumulative count.
     pub count: u64,
 }
@@ -109,8 +111,9 @@ pub struct TpotTruth {
     pub(crate) median_seconds: Option<f64>,
     /// `np.percentile(.., 99)`, s.
     pub p99_seconds: Option<f64>,
-    /// Cumulative counts on vLLM's TPOT bounds, `+Inf` last.
-    pub(crate) buckets: Vec<BucketCount>,
+    /// Cumulative counts on the request TPOT histogram's bounds (the `inter_token_latency`
+    /// bucket family, custom or default), `+Inf` last.
+    pub buckets: Vec<BucketCount>,
 }
 
 /// Request-level truth over the requests finished in a window.
@@ -265,6 +268,7 @@ impl TruthLog {
         TruthLog {
             engine_labels,
             itl_observation: cfg.itl_observation,
+            itl_bounds: cfg.itl_bounds(),
             ..Default::default()
         }
     }
@@ -393,7 +397,8 @@ impl TruthLog {
         let sum_seconds: f64 = tpots.iter().sum();
         let mut sorted = tpots.clone();
         sorted.sort_by(f64::total_cmp);
-        let mut buckets: Vec<BucketCount> = ITL_BOUNDS
+        let mut buckets: Vec<BucketCount> = self
+            .itl_bounds
             .iter()
             .map(|b| BucketCount {
                 le: protocol::float::format_le(*b),
