@@ -49,6 +49,7 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
         incomplete: limited.is_none() && group.incomplete(),
         limited: limited.and_then(RejectReason::limit_name),
         recent_rejects: meta.rejects.recent(group.last_seen_ms),
+        slo_notes: group.slo_notes(),
     }
 }
 
@@ -286,6 +287,16 @@ impl Engine {
                 }
             }
             meta.served = served;
+            let notes = group.slo_notes();
+            if notes != meta.notes_reported {
+                if let Some(notes) = &notes {
+                    self.events.push(EngineEvent::SloNotes {
+                        labels: group.labels.clone(),
+                        notes: notes.clone(),
+                    });
+                }
+                meta.notes_reported = notes;
+            }
             let limited = meta.limited_at(group.last_seen_ms);
             match limited.and_then(RejectReason::limit_name) {
                 Some(limit) if !meta.limit_reported => {
