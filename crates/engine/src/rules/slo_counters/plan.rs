@@ -48,6 +48,9 @@ pub(super) struct PlannedSlo {
     pub(super) itl: Option<usize>,
     /// False when an SLI of the SLO lacks an input: its goodput is then not served.
     pub(super) goodput: bool,
+    /// A fingerprint of the SLO's goodput inputs (thresholds, the edges around them, whether
+    /// the finish reasons are read): frames of two keys are not compared bucket by bucket.
+    pub(super) key: u64,
 }
 
 impl PlannedSlo {
@@ -82,6 +85,9 @@ pub(crate) struct SloPlan {
     /// Role of `vllm:request_generation_tokens_bucket{le="1"}`: finished requests of at most one
     /// output token.
     pub(super) short: usize,
+    /// Roles of `vllm:request_success_total{finished_reason="abort"|"error"}` the group sends,
+    /// when an SLO has a TTFT threshold (empty otherwise, or when the group sends neither).
+    pub(super) abnormal: Vec<usize>,
     /// The acceptance-corrected ITL plan, when an SLO reads ITL per token.
     pub(super) acceptance: Option<Plan>,
     /// Why SLIs of the SLOs are not counted, in SLO then SLI order.
@@ -243,6 +249,7 @@ fn plan_slo(
         e2el: None,
         itl: None,
         goodput: true,
+        key: 0,
     };
     for target in &slo.slis {
         let t = target.threshold_seconds;
@@ -299,6 +306,7 @@ fn plan_slo(
         }
     }
     print.bytes(&[u8::from(planned.goodput)]);
+    planned.key = print.0;
     planned
 }
 
@@ -364,19 +372,22 @@ pub(super) fn plan(
     let mut notes = Vec::new();
     let mut print = Fingerprint::new();
     let mut acceptance = None;
-    let slos: Vec<PlannedSlo> = covering
+    let mut slos: Vec<PlannedSlo> = covering
         .into_iter()
         .map(|slo| {
             let tpot = &tpot.buckets;
-            plan_slo(
+            let mut mine = Fingerprint::new();
+            let planned = plan_slo(
                 learned,
                 context,
                 slo,
                 tpot,
                 &mut acceptance,
                 &mut notes,
-                &mut print,
-            )
+                &mut mine,
+            );
+            print.bytes(&planned.key.to_le_bytes());
+            planned
         })
         .collect();
     let acceptance = acceptance.and_then(Result::ok);
@@ -385,7 +396,23 @@ pub(super) fn plan(
             print.f64(b);
         }
     }
-    let mut series: Vec<usize> = Vec::new();
+    let abnormal: Vec<usize> = if slos.iter().any(|s| s.ttft.is_some()) {
+        learned
+            .iter()
+            .filter(|(k, _)| k.input == Input::AbnormalFinishes)
+            .map(|(_, r)| *r)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let read = [u8::try_from(abnormal.len()).unwrap_or(u8::MAX)];
+    print.bytes(&read);
+    for s in slos.iter_mut().filter(|s| s.ttft.is_some()) {
+        let mut mine = Fingerprint(s.key);
+        mine.bytes(&read);
+        s.key = mine.0;
+    }
+    let mut series: Vec<usize> = abnormal.clone();
     for s in &slos {
         for m in s.ttft.iter().chain(s.e2el.iter()) {
             series.extend(m.edges.lo.iter().copied().chain([m.edges.hi, m.count]));
@@ -399,6 +426,7 @@ pub(super) fn plan(
         finished: tpot.count,
         short,
         slos,
+        abnormal,
         acceptance,
         notes: notes.into(),
         layout: print.0,
