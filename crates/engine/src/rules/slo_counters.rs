@@ -139,6 +139,7 @@ fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
         ttft: s.ttft.map(|m| (values[m.count], bracket(m.edges))),
         abnormal: (s.ttft.is_some() && !p.abnormal.is_empty())
             .then(|| p.abnormal.iter().map(|r| values[*r]).sum()),
+        degraded: !s.complete,
     }
 }
 
@@ -162,6 +163,11 @@ fn sli_values(p: &SloPlan, values: &[f64]) -> Vec<(f64, f64)> {
 
 impl FrameRule for SloCounters {
     type State = SloState;
+
+    /// Each interval between frames is counted once, in the order the frames complete: a replay
+    /// under a plan that gained a role would skip the kept frames that lack it, and lose the
+    /// requests they saw finish when a counter reset follows.
+    const FORWARD_ONLY: bool = true;
 
     /// # Errors
     /// [`WithheldReason::InconsistentInputs`] when a value the plan reads is negative or not
@@ -211,9 +217,7 @@ impl FrameRule for SloCounters {
                 Some(i) => kept.swap_remove(i).1,
                 None => Goodput::new(),
             };
-            if s.goodput {
-                reset |= goodput.advance(&inputs(p, s, values), s.key);
-            }
+            reset |= goodput.advance(&inputs(p, s, values), s.key);
             state.goodput.push((s.name.clone(), goodput));
         }
         state.layout = p.layout;
@@ -226,7 +230,10 @@ impl FrameRule for SloCounters {
                 if !<Acceptance as FrameRule>::fits(a_plan, a) {
                     *a = <Acceptance as FrameRule>::seed(a_plan);
                 }
-                reset |= <Acceptance as FrameRule>::advance(a_plan, a, values, ts);
+                // A frame offered again (FORWARD_ONLY) is added to the acceptance state once.
+                if a.ts.is_none_or(|t| ts > t) {
+                    reset |= <Acceptance as FrameRule>::advance(a_plan, a, values, ts);
+                }
             }
             Some(_) => {}
             None => state.acceptance = None,
@@ -268,14 +275,12 @@ impl FrameRule for SloCounters {
             if pairs.iter().any(|(e, g)| g > e) {
                 return Err(WithheldReason::InconsistentInputs);
             }
-            if s.goodput {
-                let (_, g) = state
-                    .goodput
-                    .iter()
-                    .find(|(n, _)| *n == s.name)
-                    .ok_or(WithheldReason::Incomplete)?;
-                values.extend([g.finished, g.lower, g.upper]);
-            }
+            let (_, g) = state
+                .goodput
+                .iter()
+                .find(|(n, _)| *n == s.name)
+                .ok_or(WithheldReason::Incomplete)?;
+            values.extend([g.finished, g.lower, g.upper]);
         }
         if values.len() != p.rows.len() || values.iter().any(|v| *v < 0.0) {
             return Err(WithheldReason::InconsistentInputs);

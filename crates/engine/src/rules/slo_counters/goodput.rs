@@ -46,6 +46,10 @@ pub(crate) struct Inputs {
     /// when the group does not send them: then every request of at most one token may.
     #[serde(default)]
     pub(crate) abnormal: Option<f64>,
+    /// An SLI of the SLO lacks its input (a series the pipeline drops): its good requests cannot
+    /// be bounded below, and every finished request may be good.
+    #[serde(default)]
+    pub(crate) degraded: bool,
 }
 
 /// A histogram's cumulative counts at the edges around a threshold T: `lo` at the largest edge
@@ -161,10 +165,10 @@ impl Goodput {
     /// ([`Inputs::consistent`]) adds nothing. The first consistent frame is the baseline: it
     /// counts nothing and seeds the budgets with the TTFT observations of requests still in
     /// flight. A frame of another layout than the previous one (an input that appeared or went
-    /// stale, a threshold changed by a reload) cannot be compared bucket by bucket: its interval
-    /// adds its finished requests to the upper bound and nothing to the lower one, and the
-    /// budgets become the most a request in flight can carry. Returns true when an input fell
-    /// since the previous consistent frame (a counter reset).
+    /// stale, a threshold changed by a reload), or one that lacks an SLI's input, cannot be
+    /// compared bucket by bucket: its interval adds its finished requests to the upper bound and
+    /// nothing to the lower one, and the budgets become the most a request in flight can carry.
+    /// Returns true when an input fell since the previous consistent frame (a counter reset).
     pub(crate) fn advance(&mut self, now: &Inputs, key: u64) -> bool {
         if !now.consistent() {
             return false;
@@ -178,18 +182,24 @@ impl Goodput {
             }
             return false;
         };
-        let comparable = self.key == key;
+        let comparable = self.key == key && !now.degraded && !prev.degraded;
         self.key = key;
         let reset = now.finished < prev.finished
             || now.short < prev.short
             || (comparable && prev.counts().iter().zip(now.counts()).any(|(p, n)| n < *p));
-        if !comparable && !reset {
-            let n = now.finished - prev.finished;
+        if !comparable {
+            // After a reset the interval holds what the new process finished: its counts now.
+            let n = if reset {
+                now.finished
+            } else {
+                now.finished - prev.finished
+            };
             self.finished += n;
             self.upper += n;
+            // Any request in flight now may carry a bad (or a good) TTFT into a later interval.
             let carry = if now.ttft.is_some() { cap } else { 0.0 };
             (self.bad_ttft, self.good_ttft) = (carry, carry);
-            return false;
+            return reset;
         }
         let base = if reset {
             self.bad_ttft = 0.0;
@@ -214,8 +224,10 @@ impl Goodput {
             finish.push((lo, hi));
         }
         let bad: f64 = finish.iter().map(|(lo, _)| n - lo).sum();
-        let g = (n - bad).max(0.0);
         let u = finish.iter().map(|(_, hi)| *hi).fold(n, f64::min).max(0.0);
+        // Within vLLM's cumulative buckets the lower edge never gains more than the upper one,
+        // so g ≤ u; inputs that contradict that (no vLLM sends them) still leave lower ≤ upper.
+        let g = (n - bad).max(0.0).min(u);
         if now.ttft.is_none() {
             self.lower += g;
             self.upper += u;
@@ -233,10 +245,12 @@ impl Goodput {
         };
         let kills = g.min(missing + self.bad_ttft);
         self.bad_ttft -= (kills - missing).max(0.0);
-        self.lower += g - kills;
         let matched = u.min(self.good_ttft);
         self.good_ttft -= matched;
         self.upper += matched;
+        // Each request surely good had a good TTFT observation, so `g − kills ≤ matched` on
+        // consistent inputs; the minimum keeps the bounds ordered on any others.
+        self.lower += (g - kills).min(matched);
         self.bad_ttft = self.bad_ttft.min(cap);
         self.good_ttft = self.good_ttft.min(cap);
         reset

@@ -46,8 +46,9 @@ pub(super) struct PlannedSlo {
     /// ITL per token: the index of the bucket at T in the acceptance-corrected ITL buckets, when
     /// T is one of its edges.
     pub(super) itl: Option<usize>,
-    /// False when an SLI of the SLO lacks an input: its goodput is then not served.
-    pub(super) goodput: bool,
+    /// False when an SLI of the SLO lacks an input: its goodput then counts every request that
+    /// finishes in its upper bound and none in its lower one, until the input is back.
+    pub(super) complete: bool,
     /// A fingerprint of the SLO's goodput inputs (thresholds, the edges around them, whether
     /// the finish reasons are read): frames of two keys are not compared bucket by bucket.
     pub(super) key: u64,
@@ -195,7 +196,8 @@ fn lacking(slo: &str, sli: Sli, input: Input) -> SliNote {
         reason: SliNoteReason::Incomplete,
         detail: format!(
             "no {}: regenerate the keep rule with `vllm-corrector relabel --config.file` so it \
-             sends what the SLOs read; the SLO's goodput is withheld meanwhile",
+             sends what the SLOs read; meanwhile the SLO's goodput counts every request that \
+             finishes in its upper bound and none in its lower one",
             super::super::input_name(input)
         ),
     }
@@ -248,7 +250,7 @@ fn plan_slo(
         tpot: None,
         e2el: None,
         itl: None,
-        goodput: true,
+        complete: true,
         key: 0,
     };
     for target in &slo.slis {
@@ -261,12 +263,12 @@ fn plan_slo(
             Sli::Ttft => {
                 let inputs = (Input::TtftBucket, Input::TtftCount);
                 planned.ttft = measured(learned, name, sli, inputs, notes, print).ok();
-                planned.goodput &= planned.ttft.is_some();
+                planned.complete &= planned.ttft.is_some();
             }
             Sli::E2el => {
                 let inputs = (Input::E2eBucket, Input::E2eCount);
                 planned.e2el = measured(learned, name, sli, inputs, notes, print).ok();
-                planned.goodput &= planned.e2el.is_some();
+                planned.complete &= planned.e2el.is_some();
             }
             Sli::Tpot => {
                 let (e, lo, hi) = edges(tpot, t);
@@ -305,14 +307,13 @@ fn plan_slo(
             }
         }
     }
-    print.bytes(&[u8::from(planned.goodput)]);
+    print.bytes(&[u8::from(planned.complete)]);
     planned.key = print.0;
     planned
 }
 
 /// The rows of `slos` in serving order: per SLO the events and then the good events of each
-/// counted SLI, then the finished requests and the lower and upper goodput bounds (when the SLO's
-/// goodput is served).
+/// counted SLI, then the finished requests and the lower and upper goodput bounds.
 fn rows(slos: &[PlannedSlo], layout: u64) -> Vec<CounterRow> {
     let label = |name: &str, value: &str| (name.to_owned(), value.to_owned());
     let mut rows = Vec::new();
@@ -327,19 +328,17 @@ fn rows(slos: &[PlannedSlo], layout: u64) -> Vec<CounterRow> {
                 });
             }
         }
-        if s.goodput {
+        rows.push(CounterRow {
+            metric: CounterMetric::SloFinishedRequests,
+            labels: vec![label("slo", &s.name)],
+            layout,
+        });
+        for bound in ["lower", "upper"] {
             rows.push(CounterRow {
-                metric: CounterMetric::SloFinishedRequests,
-                labels: vec![label("slo", &s.name)],
+                metric: CounterMetric::GoodputRequests,
+                labels: vec![label("bound", bound), label("slo", &s.name)],
                 layout,
             });
-            for bound in ["lower", "upper"] {
-                rows.push(CounterRow {
-                    metric: CounterMetric::GoodputRequests,
-                    labels: vec![label("bound", bound), label("slo", &s.name)],
-                    layout,
-                });
-            }
         }
     }
     rows

@@ -87,6 +87,7 @@ fn inputs(reqs: &[Request], at_s: f64, th: Thresholds) -> Inputs {
         ttft: th.ttft.map(|t| (first.len() as f64, bracket(&first, t))),
         abnormal: (th.reasons && th.ttft.is_some())
             .then(|| done.iter().filter(|r| r.abnormal).count() as f64),
+        degraded: false,
     }
 }
 
@@ -401,6 +402,7 @@ fn a_torn_frame_adds_nothing_and_the_next_consistent_one_covers_both_intervals()
         e2el: Some((e2e_count, b(e2e_count, e2e_count))),
         ttft: None,
         abnormal: None,
+        degraded: false,
     };
     let mut goodput = Goodput::new();
     goodput.advance(&frame(10.0, 10.0), 1);
