@@ -11,7 +11,8 @@
 # Usage: scripts/http-instructions.sh [BINARY]     (default: target/release/vllm-corrector)
 #        BINARY=older/vllm-corrector scripts/http-instructions.sh   the same for another build
 # Tunables (environment): PODS ENGINES SCRAPES WARM CONNS; KEEP=FILE keeps the callgrind dump there
-# (for `callgrind_annotate FILE`)
+# (for `callgrind_annotate FILE`); SLOS=FILE appends that file's `slos:` section to the corrector's
+# configuration (without it, the shipped default SLO; `slos: []` for none; docs/PERFORMANCE.md)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -53,6 +54,7 @@ EOF
 
 port=$(( 20000 + RANDOM % 20000 ))
 printf 'limits:\n  max_active_series: 4000000\n' > "$WORK/corrector.yml"
+if [ -n "${SLOS:-}" ]; then cat "$SLOS" >> "$WORK/corrector.yml"; fi
 valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.out" "$BIN" \
   --web.listen-address "127.0.0.1:$port" --config.file "$WORK/corrector.yml" --log.level warn \
   >"$WORK/log" 2>&1 &

@@ -39,6 +39,9 @@ SCALARS = (
     "vllm:spec_decode_num_accepted_tokens_per_pos_total",
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
+    # By finished_reason: the SLO counters read abort and error (requests that may end without
+    # a token), docs/GOODPUT.md.
+    "vllm:request_success_total",
 )
 FAMILIES = frozenset(HISTOGRAMS + SCALARS
                      + tuple(h + s for h in HISTOGRAMS for s in ("_bucket", "_sum", "_count")))

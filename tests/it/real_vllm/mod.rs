@@ -23,6 +23,7 @@
 
 mod inspect;
 mod rw;
+mod slo;
 mod versions;
 
 use std::collections::BTreeMap;
