@@ -355,6 +355,26 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What the configuration sets that a reader most often gets wrong, in one line for
+    /// `vllm-corrector check-config`: the input prefix, the dropped labels, the SLOs (by name)
+    /// and the memory budget (bytes, and in MiB).
+    pub fn summary(&self) -> String {
+        let drop = if self.engine.drop_labels.is_empty() {
+            "none".to_owned()
+        } else {
+            self.engine.drop_labels.join(",")
+        };
+        format!(
+            "input.metric_prefix {:?}, input.drop_labels {drop}, slos {}, limits.max_memory_bytes {} ({} MiB)",
+            self.engine.metric_prefix,
+            crate::reload::slo_names(&self.slos),
+            self.limits.max_memory_bytes,
+            self.limits.max_memory_bytes / (1024 * 1024),
+        )
+    }
+}
+
 /// The dotted path (`limits.max_active_series`, `slos[1].tpot`) of the mapping key on 1-based
 /// `line` of the YAML `text`, from the keys of the less indented lines above it, with the index
 /// of each block-sequence item on the way: the parser's errors give a line and column, not the
