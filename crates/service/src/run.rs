@@ -64,6 +64,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     }
     let reloader = Arc::new(Reloader::new(
         args,
+        config.storage.clone(),
         state.core.clone(),
         state.live_cell().clone(),
     ));
