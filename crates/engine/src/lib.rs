@@ -24,8 +24,8 @@ mod values;
 pub use api::*;
 pub use classify::{DEFAULT_METRIC_PREFIX, READ_NAMES, RULE_DIMENSIONS, ReadName};
 pub use observe::{
-    EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot, GroupsPage,
-    GroupsSummary,
+    AllGroups, EngineEvent, FamilyStatus, GroupFilter, GroupLabels, GroupOutputs, GroupRef,
+    GroupSnapshot, GroupsPage, GroupsSummary,
 };
 pub use reasons::{RejectReason, RemovalReason, WithheldReason};
 pub use state::batch::SERIES_BYTES;

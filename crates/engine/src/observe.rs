@@ -144,6 +144,33 @@ pub struct GroupsSummary {
     pub incomplete: usize,
 }
 
+/// Which groups a page lists ([`super::Engine::snapshot_page_where`]): a test of a group's
+/// labels, then, for a group whose labels pass and only when [`GroupFilter::reads_families`], of
+/// its families as `/status` shows them. Both pass by default.
+pub trait GroupFilter {
+    /// Whether a group with these labels (sorted by name) may be listed.
+    fn labels(&self, labels: &[(String, String)]) -> bool {
+        let _ = labels;
+        true
+    }
+    /// Whether [`GroupFilter::families`] tests anything: when false the families of a group are
+    /// not computed for the filter (O(families) plan look-ups per group).
+    fn reads_families(&self) -> bool {
+        false
+    }
+    /// Whether a group whose families show these statuses (in [`Family::ALL`] order) is listed.
+    fn families(&self, families: &[FamilyStatus]) -> bool {
+        let _ = families;
+        true
+    }
+}
+
+/// The filter that lists every group.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllGroups;
+
+impl GroupFilter for AllGroups {}
+
 /// One page of group snapshots, built by [`super::Engine::snapshot_page`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupsPage {
@@ -155,6 +182,8 @@ pub struct GroupsPage {
     pub remaining: usize,
     /// Counts over every live group.
     pub summary: GroupsSummary,
+    /// Groups the filter lists, on every page (all live groups without a filter).
+    pub matched: usize,
 }
 
 /// Something that changed a group, reported once by [`super::Engine::take_events`].

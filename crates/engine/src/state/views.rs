@@ -10,7 +10,7 @@ use hashbrown::HashMap;
 
 use super::table::Entry;
 use super::*;
-use crate::observe::{GroupMeta, GroupOutputs, GroupsPage, GroupsSummary};
+use crate::observe::{AllGroups, GroupFilter, GroupMeta, GroupOutputs, GroupsPage, GroupsSummary};
 
 /// A group's entry ordered by its labels alone (unique per group), for [`Engine::snapshot_page`].
 struct ByLabels<'a>(&'a Entry);
@@ -205,8 +205,21 @@ impl Engine {
     /// costs the same on the first and the last page. Group labels are unique, so the order is
     /// total and paging by the last labels shown lists every group exactly once.
     pub fn snapshot_page(&self, after: Option<&[(String, String)]>, limit: usize) -> GroupsPage {
+        self.snapshot_page_where(after, limit, &AllGroups)
+    }
+
+    /// [`Engine::snapshot_page`] of the groups `filter` lists: `remaining` and `matched` count
+    /// only those, the summary every group. A filter that reads families costs O(families) plan
+    /// look-ups for each group whose labels pass, under the engine lock (as
+    /// [`Engine::stats`] does on every scrape).
+    pub fn snapshot_page_where(
+        &self,
+        after: Option<&[(String, String)]>,
+        limit: usize,
+        filter: &dyn GroupFilter,
+    ) -> GroupsPage {
         let mut summary = GroupsSummary::default();
-        let mut remaining = 0;
+        let (mut remaining, mut matched) = (0, 0);
         // A max-heap on labels: its top is the largest of the `limit` smallest seen so far.
         let mut heap: BinaryHeap<ByLabels<'_>> = BinaryHeap::with_capacity(limit.min(4096) + 1);
         for (_, entry) in self.table.iter() {
@@ -214,6 +227,13 @@ impl Engine {
             summary.groups += 1;
             summary.incomplete += usize::from(group.incomplete());
             summary.serving += usize::from(Family::ALL.iter().any(|&f| group.output(f).is_some()));
+            if !filter.labels(&group.labels)
+                || (filter.reads_families()
+                    && !filter.families(&Family::ALL.map(|f| family_status(group, &entry.meta, f))))
+            {
+                continue;
+            }
+            matched += 1;
             if after.is_some_and(|after| &group.labels[..] <= after) {
                 continue;
             }
@@ -236,6 +256,7 @@ impl Engine {
                 .collect(),
             remaining,
             summary,
+            matched,
         }
     }
 

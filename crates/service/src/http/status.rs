@@ -85,7 +85,7 @@ pub(crate) async fn docs() -> Response {
 fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
     state
         .lock_engine()
-        .snapshot_page(query.after.as_deref(), query.limit)
+        .snapshot_page_where(query.after.as_deref(), query.limit, &query.filter)
 }
 
 /// A rendered page as the response, holding its render slot until written.
@@ -111,9 +111,10 @@ async fn page_of(
     Ok((query, slot, page))
 }
 
-/// `GET /api/v1/groups[?limit=N&after=CURSOR]`: one object per group, in ascending label order,
-/// one page at a time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`,
-/// `total` the number of groups (all pages), `next` the `after` of the next page or `null` on the
+/// `GET /api/v1/groups[?limit=N&after=CURSOR&match[]=…&state=…&reason=…&family=…]`: one object
+/// per group the filters list ([`super::page::filter`]), in ascending label order, one page at a
+/// time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`, `total` the
+/// number of groups listed on all pages, `next` the `after` of the next page or `null` on the
 /// last. Errors: [`HttpError::BadPageQuery`], [`HttpError::TooManyPages`].
 pub(crate) async fn groups(
     State(state): State<AppState>,
@@ -129,7 +130,7 @@ pub(crate) async fn groups(
 
 /// The JSON page of `page`, within [`page::PAGE_BYTES`] ([`PageFill`]).
 pub(crate) fn render_groups_json(page: &GroupsPage, query: &PageQuery) -> String {
-    let total = page.summary.groups;
+    let total = page.matched;
     // `],"total":N,"next":` and `}`; the next cursor is counted per group.
     let tail = 32 + total.to_string().len();
     let mut fill = PageFill::new("{\"status\":\"success\",\"data\":[".to_owned(), tail);
@@ -316,14 +317,25 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
     if summary.groups == 0 {
         head.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
     }
-    // The position of this page's first group among all groups.
-    let first = summary.groups - page.remaining + 1;
+    if !query.filter.query.is_empty() {
+        let _ = writeln!(
+            head,
+            "<p id=\"filter\">{} of {} group(s) match <code>{}</code>. \
+             <a href=\"status?limit={}\">all groups</a></p>",
+            page.matched,
+            summary.groups,
+            escape(query.filter.query.trim_end_matches('&')),
+            query.limit
+        );
+    }
+    // The position of this page's first group among the groups listed.
+    let first = page.matched - page.remaining + 1;
     let _ = write!(
         head,
         "<p id=\"page\">From group {first} of {} in label order.</p>\n\
          <table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
          <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
-        summary.groups
+        page.matched
     );
     let mut fill = PageFill::new(head, 256);
     let mut row = String::new();
@@ -344,13 +356,13 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
         out,
         "</tbody></table>\n<p class=\"pages\">Groups {first}–{} of {}. ",
         first + shown - 1,
-        summary.groups
+        page.matched
     );
     if query.after.is_some() {
         let _ = write!(
             out,
-            "<a id=\"first-page\" href=\"status?limit={}\">first page</a> ",
-            query.limit
+            "<a id=\"first-page\" href=\"status?{}\">first page</a> ",
+            query.first_query().replace('&', "&amp;")
         );
     }
     match last.filter(|_| shown < page.remaining) {
