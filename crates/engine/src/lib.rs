@@ -20,6 +20,7 @@ mod rules;
 pub mod slo;
 mod state;
 mod values;
+mod version;
 
 pub use api::*;
 pub use classify::{DEFAULT_METRIC_PREFIX, READ_NAMES, RULE_DIMENSIONS, ReadName};

@@ -125,6 +125,11 @@ pub struct GroupSnapshot {
     /// The limit (its configuration field, [`RejectReason::limit_name`]) that refused a new series
     /// of the group within its last two scrape intervals (at least 30 s), if any.
     pub limited: Option<&'static str>,
+    /// The vLLM releases the group's set of input series looks like (`0.10.0–0.10.1`, `0.10.2`,
+    /// `0.11–0.14`, `0.12–0.15`, `0.16 and later`: docs/METRICS.md, "What the corrector serves per
+    /// version"), from which series exist, not from a version the target reports; `None` when it
+    /// looks like none (an incomplete group, a combination no release has).
+    pub looks_like: Option<&'static str>,
     /// Samples of the group refused as `duplicate_sample` and as `out_of_order` over the last one
     /// to two minutes of receive time before the group's newest sample (`RecentRejects`). Both
     /// steady and non-zero: two senders with the same labels (an HA pair of Prometheus servers

@@ -44,4 +44,18 @@ impl Group {
                 .and_then(|plan| degrades(&plan, &learned)),
         }
     }
+
+    /// The group's non-stale role keys, in no particular order.
+    pub(crate) fn live_keys(&self) -> impl Iterator<Item = crate::classify::RoleKey> + '_ {
+        self.roles.iter().filter(|r| !r.stale).map(|r| r.key)
+    }
+
+    /// The vLLM releases the group's series set looks like ([`crate::version::looks_like`]);
+    /// `None` while the group is incomplete, as no release exposes its set.
+    pub(crate) fn looks_like(&self) -> Option<&'static str> {
+        if self.incomplete() {
+            return None;
+        }
+        crate::version::looks_like(self.live_keys())
+    }
 }

@@ -48,6 +48,7 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
         counter_resets: meta.counter_resets,
         incomplete: limited.is_none() && group.incomplete(),
         limited: limited.and_then(RejectReason::limit_name),
+        looks_like: group.looks_like(),
         recent_rejects: meta.rejects.recent(group.last_seen_ms),
     }
 }

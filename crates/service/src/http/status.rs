@@ -182,8 +182,9 @@ fn family_json(f: &FamilyStatus) -> Value {
 /// One group as JSON: `labels` (object), `families` (by corrected metric name,
 /// [`family_json`]), `lastScrapeTimestampMs` (the newest applied sample timestamp: the sender's
 /// scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
-/// `incomplete`, `limited` (the limit refusing the group's new series, or null) and
-/// `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
+/// `incomplete`, `limited` (the limit refusing the group's new series, or null), `looksLike`
+/// (the vLLM releases its series set looks like, `engine::GroupSnapshot::looks_like`, or null)
+/// and `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
 /// to two minutes: two senders with the same labels, or a resent batch).
 pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     let labels: Map<String, Value> = g
@@ -205,6 +206,7 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
         "counterResets": g.counter_resets,
         "incomplete": g.incomplete,
         "limited": g.limited,
+        "looksLike": g.looks_like,
         "recentRejects": {
             "duplicate_sample": g.recent_rejects[0],
             "out_of_order": g.recent_rejects[1],
@@ -334,7 +336,8 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
         head,
         "<p id=\"page\">From group {first} of {} in label order.</p>\n\
          <table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
-         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
+         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>looks like vLLM</th>\
+         <th>state</th></tr></thead>\n<tbody>\n",
         page.matched
     );
     let mut fill = PageFill::new(head, 256);
@@ -419,7 +422,9 @@ fn group_row(out: &mut String, g: &GroupSnapshot, now_ms: i64) {
     let state = group_state(g);
     let _ = writeln!(
         out,
-        "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
-        g.input_series, g.counter_resets
+        "<td>{}</td><td>{}</td><td class=\"looks-like\">{}</td><td class=\"state\">{state}</td></tr>",
+        g.input_series,
+        g.counter_resets,
+        g.looks_like.unwrap_or("none")
     );
 }
