@@ -64,6 +64,8 @@ mod persist_tests;
 #[cfg(test)]
 mod prefix_tests;
 #[cfg(test)]
+mod senders_tests;
+#[cfg(test)]
 mod settle_tests;
 #[cfg(test)]
 mod stale_value_tests;

@@ -244,6 +244,16 @@ pub enum EngineEvent {
         /// The limit's configuration field ([`RejectReason::limit_name`]).
         limit: &'static str,
     },
+    /// The group's samples were refused as duplicates or out of order in two consecutive
+    /// minutes of receive time: two senders write it with the same labels (an HA pair of
+    /// Prometheus servers with the same external labels writing one corrector). Reported once
+    /// until no such refusal is recent (one to two minutes).
+    TwoSenders {
+        /// Group labels.
+        labels: GroupLabels,
+        /// `duplicate_sample` and `out_of_order` samples over the last one to two minutes.
+        recent_rejects: [u64; 2],
+    },
 }
 
 /// Per-group bookkeeping for the snapshot, the events and the missed-scrapes removal.
@@ -272,6 +282,8 @@ pub(crate) struct GroupMeta {
     pub(crate) limit_reported: bool,
     /// Duplicate and out-of-order samples of the group, per minute.
     pub(crate) rejects: RecentRejects,
+    /// The [`EngineEvent::TwoSenders`] warning was reported (cleared once no reject is recent).
+    pub(crate) senders_reported: bool,
 }
 
 /// Least time a limit's refusal stays current after it happened ([`GroupMeta::limited_at`]), ms.
@@ -304,6 +316,15 @@ impl RecentRejects {
         self.current[kind] += n;
     }
 
+    /// True when both the minute of `at_ms` and the one before it hold rejects (receive wall
+    /// clock, ms): a steady stream, as two senders with the same labels make, rather than one
+    /// resent batch.
+    pub(crate) fn steady(&self, at_ms: i64) -> bool {
+        at_ms.div_euclid(60_000) == self.minute
+            && self.current.iter().sum::<u64>() > 0
+            && self.previous.iter().sum::<u64>() > 0
+    }
+
     /// The rejects of the minute of `at_ms` and the one before it (receive wall clock, ms).
     pub(crate) fn recent(&self, at_ms: i64) -> [u64; 2] {
         let minute = at_ms.div_euclid(60_000);
@@ -334,6 +355,7 @@ impl GroupMeta {
             limited: None,
             limit_reported: false,
             rejects: RecentRejects::default(),
+            senders_reported: false,
         }
     }
 

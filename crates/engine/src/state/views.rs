@@ -150,6 +150,17 @@ impl Engine {
         Some((Arc::clone(&group.labels), Arc::clone(value)))
     }
 
+    /// The labels of `group` and its samples refused as `duplicate_sample` and `out_of_order`
+    /// over the last one to two minutes ([`GroupSnapshot::recent_rejects`]); `None` once the
+    /// group was removed. O(1): for `/metrics`' per-group series of them.
+    pub fn recent_rejects_of(&self, group: GroupRef) -> Option<(GroupLabels, [u64; 2])> {
+        let Entry { group, meta, .. } = self.table.get(group)?;
+        Some((
+            Arc::clone(&group.labels),
+            meta.rejects.recent(group.last_seen_ms),
+        ))
+    }
+
     /// [`Engine::snapshot`] of one group; `None` once the group was removed.
     pub fn snapshot_of(&self, group: GroupRef) -> Option<GroupSnapshot> {
         self.table.get(group).map(entry_snapshot)
@@ -326,6 +337,16 @@ impl Engine {
                 });
             }
             meta.incomplete_reported = incomplete;
+            let recent_rejects = meta.rejects.recent(group.last_seen_ms);
+            if meta.rejects.steady(group.last_seen_ms) && !meta.senders_reported {
+                meta.senders_reported = true;
+                self.events.push(EngineEvent::TwoSenders {
+                    labels: group.labels.clone(),
+                    recent_rejects,
+                });
+            } else if recent_rejects == [0; 2] {
+                meta.senders_reported = false;
+            }
         }
         self.events.take()
     }

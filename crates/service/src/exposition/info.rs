@@ -70,7 +70,7 @@ pub(crate) fn render_group(
     families: &[FamilyStatus],
 ) {
     block.clear();
-    let renamed = group_labels(group);
+    let renamed = group_labels(group, &OWN);
     for (name, value) in &renamed {
         if !block.is_empty() {
             block.push(',');
@@ -97,15 +97,18 @@ pub(crate) fn render_group(
     }
 }
 
-/// The group's labels, a name this series adds renamed `exported_<name>` (prefixed again while
-/// that is taken too), so no label name repeats. Values are borrowed; only a renamed name is
-/// allocated.
-fn group_labels(labels: &[(String, String)]) -> Vec<(std::borrow::Cow<'_, str>, &str)> {
-    let taken = |name: &str| OWN.contains(&name) || labels.iter().any(|(n, _)| n == name);
+/// The group's labels, a name of `own` (the labels the series adds) renamed `exported_<name>`
+/// (prefixed again while that is taken too), so no label name repeats. Values are borrowed; only
+/// a renamed name is allocated.
+pub(super) fn group_labels<'l>(
+    labels: &'l [(String, String)],
+    own: &[&str],
+) -> Vec<(std::borrow::Cow<'l, str>, &'l str)> {
+    let taken = |name: &str| own.contains(&name) || labels.iter().any(|(n, _)| n == name);
     labels
         .iter()
         .map(|(name, value)| {
-            if !OWN.contains(&name.as_str()) {
+            if !own.contains(&name.as_str()) {
                 return (std::borrow::Cow::Borrowed(name.as_str()), value.as_str());
             }
             let mut renamed = format!("exported_{name}");

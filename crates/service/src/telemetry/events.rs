@@ -1,8 +1,8 @@
 //! The engine's group events as log lines ([`EventLog::log`]), each with the group's labels in a
 //! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
 //! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
-//! reset; at warn, a group incomplete over more than one scrape, and a group whose new series a
-//! limit refuses (naming the limit). A withheld family names the input it lacks
+//! reset; at warn, a group incomplete over more than one scrape, a group whose new series a
+//! limit refuses (naming the limit), and a group two senders write with the same labels. A withheld family names the input it lacks
 //! (`input=`) or the limit (`limit=`). The engine reports each event
 //! once (`engine::Engine::take_events`); this side rate-limits them, since a flapping
 //! target could otherwise log on every request: at most [`EVENTS_PER_WINDOW`] lines per kind per
@@ -17,7 +17,7 @@ pub(crate) const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
 pub(crate) const WINDOW_MS: i64 = 60_000;
 
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 8] = [
     "first_complete_scrape",
     "family_withheld",
     "family_served",
@@ -25,6 +25,7 @@ const KINDS: [&str; 7] = [
     "counter_reset",
     "group_incomplete",
     "group_limited",
+    "two_senders",
 ];
 
 fn kind(event: &EngineEvent) -> usize {
@@ -36,14 +37,15 @@ fn kind(event: &EngineEvent) -> usize {
         EngineEvent::CounterReset { .. } => 4,
         EngineEvent::GroupIncomplete { .. } => 5,
         EngineEvent::GroupLimited { .. } => 6,
+        EngineEvent::TwoSenders { .. } => 7,
     }
 }
 
 #[derive(Debug, Default)]
 struct Window {
     start_ms: i64,
-    logged: [u32; 7],
-    suppressed: [u64; 7],
+    logged: [u32; 8],
+    suppressed: [u64; 8],
 }
 
 /// The rate limiter of engine event logs, shared by the write handler and the idle sweep.
@@ -171,6 +173,18 @@ fn emit(event: &EngineEvent) {
             limit = %limit,
             "group incomplete: a limit refuses its new series (raise the limit, or add \
              instances and shard by target); its families lacking them are withheld, reason=limit"
+        ),
+        EngineEvent::TwoSenders {
+            labels,
+            recent_rejects: [duplicates, out_of_order],
+        } => tracing::warn!(
+            group = %label_set(labels),
+            duplicate_samples = *duplicates,
+            out_of_order_samples = *out_of_order,
+            "group written by two senders with the same labels: its samples are refused as \
+             duplicates or out of order minute after minute (an HA pair of Prometheus servers \
+             with the same external labels writing one corrector: give each replica its own \
+             corrector, the sidecar form, or its own external label)"
         ),
     }
 }

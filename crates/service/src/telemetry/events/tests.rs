@@ -274,3 +274,32 @@ fn a_log_limit_allows_its_lines_per_window_then_counts_the_rest() {
         "over the limit within 10 s"
     );
 }
+
+#[test]
+fn two_senders_are_warned_about_once_naming_the_group_and_the_counts() {
+    let log = EventLog::default();
+    let text = captured(|| {
+        log.log(
+            vec![EngineEvent::TwoSenders {
+                labels: labels("a:8000").into(),
+                recent_rejects: [12, 3],
+            }],
+            1_000,
+        );
+    });
+    let line = text.lines().next().unwrap_or_default();
+    assert!(line.contains(" WARN "), "{text}");
+    assert!(
+        line.contains(r#"group={instance="a:8000", job="vllm"}"#),
+        "{line}"
+    );
+    assert!(
+        line.contains("duplicate_samples=12 out_of_order_samples=3"),
+        "{line}"
+    );
+    assert!(
+        line.contains("group written by two senders with the same labels"),
+        "{line}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
