@@ -145,6 +145,7 @@ fn corrected_values(engine: &Engine, into: &mut Values) {
                     into.insert(format!("{name}_sum"), *sum);
                     into.insert(format!("{name}_count"), *count);
                 }
+                DerivedValue::Counters { .. } => {}
             }
         });
     }

@@ -3,7 +3,7 @@
 use super::reasons::{RejectReason, RemovalReason, WithheldReason};
 pub use super::rules::FAMILIES;
 use super::rules::{REGISTRY, Spec};
-pub use super::values::{DerivedValue, FamilyKind};
+pub use super::values::{CounterMetric, CounterRow, DerivedValue, FamilyKind};
 
 /// Per-request sample accounting. `received == applied + rejected.iter().sum()` always holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,7 +73,7 @@ const fn same_str(a: &str, b: &str) -> bool {
     true
 }
 
-// Names for the four families that code and tests single out, in the case of enum variants. A
+// Names for the five families that code and tests single out, in the case of enum variants. A
 // family needs no such name: code iterates [`Family::ALL`], and a test finds it with
 // [`Family::named`].
 #[allow(non_upper_case_globals)]
@@ -89,6 +89,9 @@ impl Family {
     /// `vllm_corrected_iteration_tokens_local_compute`: `_sum` in tokens, `_count` in iterations.
     pub const IterationTokensLocalCompute: Family =
         Family::named("vllm_corrected_iteration_tokens_local_compute");
+    /// `vllm_corrected_slo`: the SLO counters (`vllm_corrected_slo_*_total`,
+    /// `vllm_corrected_goodput_requests_total`), in requests (tokens for ITL per token).
+    pub const SloCounters: Family = Family::named("vllm_corrected_slo");
 }
 
 impl Family {
@@ -219,6 +222,11 @@ pub struct EngineConfig {
     /// dropped label fall into one group (their samples collide as duplicates). Neither a rule
     /// dimension (`le`, `source`, …) nor `__name__`. Default none.
     pub drop_labels: Vec<String>,
+    /// The SLOs whose counters the engine serves per group (the `vllm_corrected_slo_*` and
+    /// `vllm_corrected_goodput_requests_total` family, docs/SLO.md). Their TTFT and E2EL inputs
+    /// are read only when some SLO has a threshold for them. Default the shipped SLO
+    /// ([`crate::slo::SloSpec::shipped_default`]), as the service's without a `slos:` section.
+    pub slos: crate::slo::SloSet,
 }
 
 impl Default for EngineConfig {
@@ -233,6 +241,7 @@ impl Default for EngineConfig {
             max_state_bytes: 256 * 1024 * 1024,
             metric_prefix: crate::DEFAULT_METRIC_PREFIX.to_owned(),
             drop_labels: Vec::new(),
+            slos: crate::slo::SloSet::new(&crate::slo::SloSpec::shipped_default(), |_| None),
         }
     }
 }

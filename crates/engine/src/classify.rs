@@ -4,6 +4,7 @@
 //! `prometheus_client`): counters carry `_total`, histograms `_bucket{le}`/`_sum`/`_count`, and the
 //! histogram `vllm:iteration_tokens_total` keeps its `_total` before the histogram suffix.
 
+use crate::slo::Sli;
 use protocol::Label;
 use protocol::float::parse_le;
 
@@ -59,6 +60,15 @@ pub(crate) enum Input {
     /// `vllm:spec_decode_num_drafts_total` (drafts): read by no rule, only by the completeness check
     /// (vLLM registers it beside the accepted-tokens counter).
     Drafts,
+    /// `vllm:time_to_first_token_seconds_bucket{le}` (requests by TTFT, observed at the first
+    /// token): read only when an SLO has a TTFT threshold.
+    TtftBucket,
+    /// `vllm:e2e_request_latency_seconds_bucket{le}` (finished requests by E2E latency): read
+    /// only when an SLO has an E2EL threshold.
+    E2eBucket,
+    /// `vllm:e2e_request_latency_seconds_count` (finished requests): read only when an SLO has an
+    /// E2EL threshold.
+    E2eCount,
 }
 
 /// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
@@ -133,6 +143,9 @@ pub struct ReadName {
     pub(crate) dim: Dim,
     /// What vLLM registers it with.
     pub(crate) registered: Registered,
+    /// `Some(sli)` when only the SLO counters read it, and only while some SLO has a threshold
+    /// for `sli` ([`crate::slo::SloSet`]); otherwise its samples are unused.
+    pub slo: Option<Sli>,
 }
 
 const fn read(name: &'static str, input: Input, dim: Dim, registered: Registered) -> ReadName {
@@ -147,6 +160,7 @@ const fn read(name: &'static str, input: Input, dim: Dim, registered: Registered
         input,
         dim,
         registered,
+        slo: None,
     }
 }
 
@@ -194,7 +208,7 @@ const TPOT: [ReadName; 3] = histogram!(
 
 /// Every series name a rule (or the completeness check) reads, in `Input` order. Semantics:
 /// `docs/METRICS.md`, "The input series".
-pub const READ_NAMES: [ReadName; 18] = [
+pub const READ_NAMES: [ReadName; 21] = [
     ITL[0],
     ITL[1],
     ITL[2],
@@ -258,7 +272,32 @@ pub const READ_NAMES: [ReadName; 18] = [
         Dim::Position,
         Registered::Optional,
     ),
+    slo_read(
+        "vllm:time_to_first_token_seconds_bucket",
+        Input::TtftBucket,
+        Dim::Le,
+        Sli::Ttft,
+    ),
+    slo_read(
+        "vllm:e2e_request_latency_seconds_bucket",
+        Input::E2eBucket,
+        Dim::Le,
+        Sli::E2el,
+    ),
+    slo_read(
+        "vllm:e2e_request_latency_seconds_count",
+        Input::E2eCount,
+        Dim::Plain,
+        Sli::E2el,
+    ),
 ];
+
+/// A name read only for the SLO counters of `sli` ([`ReadName::slo`]).
+const fn slo_read(name: &'static str, input: Input, dim: Dim, sli: Sli) -> ReadName {
+    let mut r = read(name, input, dim, Registered::Optional);
+    r.slo = Some(sli);
+    r
+}
 
 /// The vLLM histogram a [`ReadName`] is a part of (its name less `_bucket`, `_sum` or `_count`),
 /// or `None` for a counter.
@@ -277,6 +316,16 @@ fn unprefixed(read: &ReadName) -> &'static str {
     read.name
         .strip_prefix(DEFAULT_METRIC_PREFIX)
         .unwrap_or(read.name)
+}
+
+/// False for an input only the SLO counters read while no SLO of `slos` has a threshold for
+/// its SLI ([`ReadName::slo`]): its samples are then unused.
+pub(crate) fn wanted(input: Input, slos: &crate::slo::SloSet) -> bool {
+    match input {
+        Input::TtftBucket => slos.reads(Sli::Ttft),
+        Input::E2eBucket | Input::E2eCount => slos.reads(Sli::E2el),
+        _ => true,
+    }
 }
 
 /// The table entry of a series name under the input prefix `prefix`

@@ -46,6 +46,14 @@ fn parts_of(base: &'static str) -> impl Iterator<Item = usize> {
         .map(|(i, _)| i)
 }
 
+/// True when part `j` of histogram `base` must be there whenever any part is. A part only the
+/// SLO counters read ([`ReadName::slo`]) is read only while an SLO needs it, so its absence
+/// proves nothing when the histogram has a part every group reads (the TTFT buckets beside the
+/// TTFT `_count`); a histogram read only for SLOs (E2E latency) needs all of its read parts.
+fn required(base: &'static str, j: usize) -> bool {
+    READ_NAMES[j].slo.is_none() || parts_of(base).all(|k| READ_NAMES[k].slo.is_some())
+}
+
 /// Checks a group's (non-stale) role keys against what [`READ_NAMES`] says vLLM registers
 /// together. `Ok(())` for an empty set and for every set some vLLM release exposes; otherwise the
 /// first problem found.
@@ -75,10 +83,14 @@ pub(crate) fn check(keys: impl IntoIterator<Item = RoleKey>) -> Result<(), Incom
             continue;
         };
         let some = parts_of(base).any(|j| present[j]);
-        if some && !parts_of(base).all(|j| present[j]) {
+        if some
+            && !parts_of(base)
+                .filter(|j| required(base, *j))
+                .all(|j| present[j])
+        {
             return Err(Incomplete::MissingHistogramPart(base));
         }
-        if some && !inf[i] {
+        if present[i] && !inf[i] {
             return Err(Incomplete::NoInfBucket(base));
         }
     }

@@ -36,8 +36,8 @@ fn states(engine: &Engine) -> Vec<(&'static str, Option<&'static str>, Option<&'
 #[test]
 fn a_withheld_family_names_the_input_series_it_lacks() {
     // Without the TTFT count, every family that subtracts first outputs lacks it: token-weighted
-    // ITL, the acceptance-corrected ITL and tokens per output. TPOT and iteration tokens do not
-    // read it.
+    // ITL, the acceptance-corrected ITL and tokens per output. TPOT, iteration tokens and the
+    // SLO counters of a TPOT-only SLO do not read it.
     let mut engine = Engine::new(config());
     let ttft = "vllm:time_to_first_token_seconds_count";
     feed_scrape(&mut engine, &scrape_without("0", 1.0, ttft), 1_000, 1_000);
@@ -49,22 +49,23 @@ fn a_withheld_family_names_the_input_series_it_lacks() {
             lacks,
             lacks,
             ("served", None, None),
-            lacks
+            lacks,
+            ("served", None, None)
         ]
     );
-    // Canonical TPOT without the token histogram at all names its le="1" bucket.
+    // Canonical TPOT without the token histogram at all names its le="1" bucket, and so do the
+    // SLO counters (canonical TPOT events, and the requests that pass TPOT at 0 s).
     let mut engine = Engine::new(config());
     let mut raw = scrape("0", 1.0, true);
     raw.retain(|(labels, _)| !labels[0].1.starts_with("vllm:request_generation_tokens"));
     feed_scrape(&mut engine, &raw, 1_000, 1_000);
-    assert_eq!(
-        states(&engine)[0],
-        (
-            "withheld",
-            Some("missing_input"),
-            Some("vllm:request_generation_tokens_bucket{le=\"1\"}")
-        )
+    let le1 = (
+        "withheld",
+        Some("missing_input"),
+        Some("vllm:request_generation_tokens_bucket{le=\"1\"}"),
     );
+    assert_eq!(states(&engine)[0], le1);
+    assert_eq!(states(&engine)[5], le1);
     // An ITL histogram without its _count names the _count.
     let mut engine = Engine::new(config());
     let count = "vllm:inter_token_latency_seconds_count";
@@ -103,8 +104,9 @@ fn a_group_without_any_itl_series_is_told_the_current_itl_name() {
 fn series_refused_by_the_active_series_limit_withhold_for_limit_naming_it() {
     // The scrape's series a rule reads, in order: ITL 6, TPOT 5, the le="1" token bucket, the
     // token count, generation tokens (14), then TTFT count, local compute, iterations and the
-    // three spec-decode counters. At 14 series the last six are refused: canonical TPOT has all
-    // it reads; the four others lack TTFT count or local compute, because of the limit.
+    // three spec-decode counters. At 14 series the last six are refused: canonical TPOT and the
+    // SLO counters (TPOT only) have all they read; the four others lack TTFT count or local
+    // compute, because of the limit.
     let mut engine = Engine::new(EngineConfig {
         max_active_series: 14,
         ..config()
@@ -122,7 +124,14 @@ fn series_refused_by_the_active_series_limit_withhold_for_limit_naming_it() {
     let limit = ("withheld", Some("limit"), Some("limits.max_active_series"));
     assert_eq!(
         states(&engine),
-        [("served", None, None), limit, limit, limit, limit]
+        [
+            ("served", None, None),
+            limit,
+            limit,
+            limit,
+            limit,
+            ("served", None, None)
+        ]
     );
     let snapshot = &engine.snapshot()[0];
     assert_eq!(snapshot.limited, Some("limits.max_active_series"));
@@ -189,6 +198,7 @@ fn acceptance_buckets_without_per_position_series_are_served_degraded() {
             served,
             ("degraded", Some("missing_input"), Some(per_pos)),
             served,
+            served,
             served
         ]
     );
@@ -242,11 +252,16 @@ fn only_the_withheld_reasons_a_rule_can_give_are_listed_for_its_family() {
     ] {
         assert_eq!(family.withheld_reasons(), with(&[InconsistentInputs]));
     }
+    // The SLO counters: no SLO covering the group, no le="1" bound, an inconsistent frame.
+    assert_eq!(
+        Family::named("vllm_corrected_slo").withheld_reasons(),
+        with(&[NoLeOneBound, NoSlo, InconsistentInputs])
+    );
     let pairs: usize = Family::ALL.iter().map(|f| f.withheld_reasons().len()).sum();
     assert_eq!(
         pairs,
-        5 * 4 + 1 + 5,
-        "4 common each, no_le_1_bound once, inconsistent 5 times"
+        6 * 4 + 2 + 6 + 1,
+        "4 common each, no_le_1_bound twice, inconsistent 6 times, no_slo once"
     );
 }
 
@@ -271,7 +286,8 @@ fn a_group_no_vllm_exposes_withholds_as_incomplete_not_as_an_old_vllm() {
             split,
             split,
             ("served", None, None),
-            split
+            split,
+            ("served", None, None)
         ]
     );
     let stats = engine.stats();

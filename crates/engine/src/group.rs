@@ -19,7 +19,8 @@ use super::hold::Hold;
 use super::observe::GroupLabels;
 use super::reasons::WithheldReason;
 use super::rules::FAMILIES;
-use super::rules::{Evaluation, Plan, Unplanned, servable};
+use super::rules::{Evaluation, Plan, PlanContext, Unplanned, servable};
+use super::slo::SloSet;
 use super::values::DerivedValue;
 
 mod accumulator;
@@ -109,11 +110,12 @@ fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
 fn plan_of<'s>(
     slots: &'s mut [Slot; FAMILIES],
     roles: &[Role],
+    context: &PlanContext<'_>,
     family: Family,
 ) -> Result<&'s (Plan, PlanRoles), Unplanned> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
-        (family.spec().plan)(&learned(roles)).map(|p| {
+        (family.spec().plan)(&learned(roles), context).map(|p| {
             let plan_roles = PlanRoles::new(p.roles(), |r| roles[r].key);
             Box::new((p, plan_roles))
         })
@@ -167,6 +169,10 @@ pub(crate) struct Group {
     /// cost ~16 000 instructions per group, and every group that took samples is asked after
     /// every request, `Engine::take_events`), cleared with the plans when the role set changes.
     structurally_incomplete: std::cell::OnceCell<bool>,
+    /// The engine's SLOs, for the SLO family's plan.
+    slos: SloSet,
+    /// Timestamp (ms) of the newest frame at which a stateful family counted a counter reset.
+    last_reset_ts: Option<i64>,
 }
 
 impl Group {
@@ -189,6 +195,25 @@ impl Group {
             scrapes_since_new_role: 0,
             readers: None,
             structurally_incomplete: std::cell::OnceCell::new(),
+            slos: SloSet::empty(),
+            last_reset_ts: None,
+        }
+    }
+
+    /// What the group's plans depend on besides its roles.
+    fn plan_context(&self) -> PlanContext<'_> {
+        PlanContext {
+            labels: &self.labels,
+            slos: &self.slos,
+        }
+    }
+
+    /// Counts the SLOs of `slos` that cover the group from now on; a change re-plans every
+    /// family (the SLO family's state restarts when its layout changes).
+    pub(crate) fn set_slos(&mut self, slos: &SloSet) {
+        if self.slos != *slos {
+            self.slos = slos.clone();
+            self.invalidate_plans();
         }
     }
 
@@ -263,7 +288,7 @@ impl Group {
         }
         let unplanned = match &slot.plan {
             Some(plan) => plan.as_ref().err().map(|u| u.reason),
-            None => (family.spec().plan)(&self.learned())
+            None => (family.spec().plan)(&self.learned(), &self.plan_context())
                 .err()
                 .map(|u| u.reason),
         };
@@ -292,7 +317,10 @@ impl Group {
             .iter()
             .all(|f| match &self.slots[f.index()].plan {
                 Some(plan) => plan.is_err(),
-                None => (f.spec().plan)(learned.get_or_init(|| self.learned())).is_err(),
+                None => {
+                    (f.spec().plan)(learned.get_or_init(|| self.learned()), &self.plan_context())
+                        .is_err()
+                }
             })
     }
 
@@ -449,7 +477,15 @@ impl Group {
         if self.readers.is_none() {
             let mut readers = vec![0u32; self.roles.len()];
             for family in Family::ALL {
-                if let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) {
+                if let Ok((_, roles)) = plan_of(
+                    &mut self.slots,
+                    &self.roles,
+                    &PlanContext {
+                        labels: &self.labels,
+                        slos: &self.slos,
+                    },
+                    family,
+                ) {
                     for r in &roles.roles {
                         readers[*r] |= 1 << family.index();
                     }
@@ -468,7 +504,15 @@ impl Group {
     }
 
     fn plan(&mut self, family: Family) -> Result<&(Plan, PlanRoles), Unplanned> {
-        plan_of(&mut self.slots, &self.roles, family)
+        plan_of(
+            &mut self.slots,
+            &self.roles,
+            &PlanContext {
+                labels: &self.labels,
+                slos: &self.slos,
+            },
+            family,
+        )
     }
 
     /// A role went stale: families that lost a required input leave `/metrics`.
@@ -493,7 +537,15 @@ impl Group {
             if readers & (1 << family.index()) == 0 {
                 continue;
             }
-            let Ok((_, roles)) = plan_of(&mut self.slots, &self.roles, family) else {
+            let Ok((_, roles)) = plan_of(
+                &mut self.slots,
+                &self.roles,
+                &PlanContext {
+                    labels: &self.labels,
+                    slos: &self.slos,
+                },
+                family,
+            ) else {
                 continue;
             };
             if !self.frames[frame].holds_plan(roles) {
@@ -535,7 +587,13 @@ impl Group {
                 roles,
                 &self.frames,
                 frame,
-                &mut self.events.counter_resets,
+                &mut |at| {
+                    // Every stateful family of the group sees the same reset: counted once.
+                    if self.last_reset_ts.is_none_or(|t| at > t) {
+                        self.last_reset_ts = Some(at);
+                        self.events.counter_resets += 1;
+                    }
+                },
             ),
         }
         .and_then(|value| servable(value, family.fractional_buckets()));
@@ -558,7 +616,7 @@ impl Group {
             return;
         };
         let incomplete =
-            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
+            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, &PlanContext { labels: &self.labels, slos: &self.slos }, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
         if incomplete {
             self.events.frames_dropped += 1;
         }
@@ -588,7 +646,15 @@ impl Group {
             let Evaluation::Stateful(rule) = family.spec().evaluation else {
                 continue;
             };
-            if let Ok((plan, roles)) = plan_of(&mut self.slots, &self.roles, family) {
+            if let Ok((plan, roles)) = plan_of(
+                &mut self.slots,
+                &self.roles,
+                &PlanContext {
+                    labels: &self.labels,
+                    slos: &self.slos,
+                },
+                family,
+            ) {
                 let (plan, roles) = (plan.clone(), roles.clone());
                 let slot = &mut self.slots[family.index()];
                 slot.accumulator

@@ -219,6 +219,21 @@ pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue,
                 held,
             )
         }
+        // Counters of the same rows are held one by one (rows of another plan are not held: the
+        // SLO spec changed). Each pair that is ordered in both values (good ≤ events, lower ≤
+        // upper ≤ finished) stays ordered: the maximum of ordered pairs is ordered.
+        (
+            DerivedValue::Counters {
+                rows: r0,
+                values: v0,
+            },
+            DerivedValue::Counters { rows, mut values },
+        ) if *r0 == rows => {
+            for (v, floor) in values.iter_mut().zip(v0) {
+                up(v, *floor);
+            }
+            (DerivedValue::Counters { rows, values }, held)
+        }
         (_, value) => (value, false),
     }
 }

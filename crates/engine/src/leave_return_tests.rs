@@ -55,6 +55,16 @@ fn never_below(before: &DerivedValue, after: &DerivedValue) -> bool {
             DerivedValue::SumCount { sum: s0, count: c0 },
             DerivedValue::SumCount { sum: s1, count: c1 },
         ) => s1 >= s0 && c1 >= c0,
+        (
+            DerivedValue::Counters {
+                rows: r0,
+                values: v0,
+            },
+            DerivedValue::Counters {
+                rows: r1,
+                values: v1,
+            },
+        ) => r0 == r1 && v0.iter().zip(v1).all(|(a, b)| b >= a),
         _ => false,
     }
 }

@@ -135,6 +135,9 @@ pub struct GroupSnapshot {
     /// steady and non-zero: two senders with the same labels (an HA pair of Prometheus servers
     /// with the same external labels writing one corrector); a single burst: a resent batch.
     pub recent_rejects: [u64; 2],
+    /// The SLIs of the SLOs covering the group that it does not count, and why (a threshold that
+    /// is not a bucket edge, a missing input); empty when it counts every one.
+    pub slo_notes: Option<Arc<[crate::slo::SliNote]>>,
 }
 
 /// Counts over every live group, taken with a [`GroupsPage`]: the summary `/status` shows above
@@ -235,6 +238,15 @@ pub enum EngineEvent {
         /// Group labels.
         labels: GroupLabels,
     },
+    /// The group does not count some SLIs of the SLOs covering it (a threshold between bucket
+    /// edges, an input the keep rule drops): reported when its inputs or the SLOs change the
+    /// notes, logged once per change.
+    SloNotes {
+        /// Group labels.
+        labels: GroupLabels,
+        /// The SLIs not counted, and why.
+        notes: Arc<[crate::slo::SliNote]>,
+    },
     /// A limit refused a new series of the group, so it holds only some of its series (a logged
     /// warning naming the limit). Reported once until no refusal happened for two of the group's
     /// scrape intervals (at least 30 s); reported instead of [`EngineEvent::GroupIncomplete`].
@@ -284,6 +296,8 @@ pub(crate) struct GroupMeta {
     pub(crate) rejects: RecentRejects,
     /// The [`EngineEvent::TwoSenders`] warning was reported (cleared once no reject is recent).
     pub(crate) senders_reported: bool,
+    /// The SLO notes last reported ([`EngineEvent::SloNotes`]).
+    pub(crate) notes_reported: Option<Arc<[crate::slo::SliNote]>>,
 }
 
 /// Least time a limit's refusal stays current after it happened ([`GroupMeta::limited_at`]), ms.
@@ -356,6 +370,7 @@ impl GroupMeta {
             limit_reported: false,
             rejects: RecentRejects::default(),
             senders_reported: false,
+            notes_reported: None,
         }
     }
 

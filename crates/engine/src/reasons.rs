@@ -108,6 +108,9 @@ pub enum WithheldReason {
     MissingInput => "missing_input",
     /// `vllm:request_generation_tokens` has no `le="1"` bound: canonical TPOT cannot be exact.
     NoLeOneBound => "no_le_1_bound",
+    /// No SLO of the configuration covers the group (`slos:` and its `match:`): the SLO family
+    /// has nothing to count. Not a fault: the alerts and the withheld gauge leave it out.
+    NoSlo => "no_slo",
     /// The inputs are present but no timestamp yet has a sample of every one of them; or an input
     /// is missing from a group whose set of series no vLLM version exposes (its target's series
     /// are split across correctors or filtered: the pipeline, not vLLM, lacks it; the family

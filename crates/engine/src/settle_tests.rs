@@ -68,7 +68,7 @@ fn served_layouts(config: EngineConfig) -> Vec<Option<DerivedValue>> {
 
 #[test]
 fn buckets_a_lagging_shard_resends_are_never_missing_from_a_served_histogram() {
-    let served = served_layouts(EngineConfig::default());
+    let served = served_layouts(settled_config());
     // Deliveries: 1 and 2 without the finite buckets, their late copies, then scrapes 3, 4, 5.
     // The late buckets grow the set at scrape 1's timestamp; scrapes 4 and 5 are the two newer
     // ones that begin with it unchanged, so the first output is scrape 4's frame.
@@ -99,7 +99,7 @@ fn buckets_a_lagging_shard_resends_are_never_missing_from_a_served_histogram() {
 
 #[test]
 fn a_settling_group_reports_settling_and_then_serves_what_an_unsettled_engine_serves() {
-    let mut settled = Engine::new(EngineConfig::default());
+    let mut settled = Engine::new(settled_config());
     let mut unsettled = Engine::new(crate::test_support::config());
     let mut report = IngestReport::default();
     for (i, k) in [1.0, 2.0, 3.0].into_iter().enumerate() {
@@ -134,7 +134,7 @@ fn a_settling_group_reports_settling_and_then_serves_what_an_unsettled_engine_se
 /// acceptance counters when `spec`), 1 s apart, and their report. It has settled: it serves
 /// canonical TPOT at factor 3, which this asserts.
 fn settled_after_three_scrapes(e: &str, spec: bool) -> (Engine, IngestReport) {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(settled_config());
     let mut report = IngestReport::default();
     for k in [1.0, 2.0, 3.0] {
         feed_at(
@@ -239,7 +239,7 @@ fn a_series_that_flaps_after_the_group_settled_never_freezes_its_output() {
 
 #[test]
 fn a_new_group_with_a_series_that_flaps_from_its_first_scrape_still_settles() {
-    let mut engine = Engine::new(EngineConfig::default());
+    let mut engine = Engine::new(settled_config());
     let mut report = IngestReport::default();
     for k in 1..=6 {
         let k = f64::from(k);
@@ -253,5 +253,14 @@ fn a_new_group_with_a_series_that_flaps_from_its_first_scrape_still_settles() {
         // Every series first came in scrape 1: scrapes 2 and 3 settle the set.
         let want = (k >= 3.0).then(|| canonical_tpot_at(k));
         assert_eq!(canonical_tpot(&engine), want, "after scrape {k}");
+    }
+}
+
+/// The default configuration with the SLOs of the other engine tests (`test_support::test_slos`),
+/// so a settled engine and the unsettled `test_support::config` engine count the same SLIs.
+fn settled_config() -> EngineConfig {
+    EngineConfig {
+        slos: crate::test_support::test_slos(),
+        ..EngineConfig::default()
     }
 }

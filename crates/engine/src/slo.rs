@@ -12,6 +12,10 @@
 
 use std::fmt;
 
+mod set;
+
+pub use set::{GroupMatcher, SloSet};
+
 /// One SLI: a latency quantity of vLLM, compared with a threshold in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Sli {
@@ -76,6 +80,45 @@ impl fmt::Display for Sli {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Why one SLI of one SLO is not counted for a group ([`SliNote`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliNoteReason {
+    /// The threshold is not a bucket edge (`le`) of the histogram as received: good events
+    /// cannot be counted exactly, so the SLI's counters are not served. The goodput bounds use
+    /// the edges around it.
+    NotABucketEdge,
+    /// The group lacks an input series of the SLI that every vLLM release exposes, so the
+    /// pipeline drops it (a keep rule generated without the SLOs): its counters and the SLO's
+    /// goodput are not served.
+    Incomplete,
+}
+
+impl SliNoteReason {
+    /// The `reason` label value: `not_a_bucket_edge` or `incomplete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SliNoteReason::NotABucketEdge => "not_a_bucket_edge",
+            SliNoteReason::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// One SLI of one SLO that a group does not count, and why, for `/status`, the groups API,
+/// `vllm_corrector_family_info` and the log. Decided when the group's inputs or the SLOs change,
+/// never per sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliNote {
+    /// The SLO's name.
+    pub slo: String,
+    /// The SLI.
+    pub sli: Sli,
+    /// Why it is not counted.
+    pub reason: SliNoteReason,
+    /// The nearest edges below and above the threshold and how to add it as an edge
+    /// (`not_a_bucket_edge`), or the input series the pipeline does not send (`incomplete`).
+    pub detail: String,
 }
 
 /// One SLI of an SLO: an event is good when its value is at most `threshold_seconds`; the SLI

@@ -129,8 +129,12 @@ impl Engine {
     /// Replaces the settings (idle timeout, pending frames, limits); existing state is kept, and
     /// its accounting redone (a series' bytes depend on the pending frames).
     pub fn set_config(&mut self, config: EngineConfig) {
+        if config.slos != self.config.slos {
+            self.table.set_slos(&config.slos);
+        }
         if config.metric_prefix != self.config.metric_prefix
             || config.drop_labels != self.config.drop_labels
+            || config.slos != self.config.slos
         {
             // The index remembers which series no rule reads, by the names of the old prefix,
             // and each series' group, by the group labels of the old drop list.

@@ -278,8 +278,17 @@ pub(super) fn t2_with_low_acceptance() -> Vec<Raw> {
 pub(super) fn config() -> EngineConfig {
     EngineConfig {
         settle_scrapes: 0,
+        slos: test_slos(),
         ..EngineConfig::default()
     }
+}
+
+/// The SLOs of [`config`]: the shipped default's, at 0.05 s, a TPOT edge of [`scrape`], so the
+/// SLO family counts its SLI exactly and has no note.
+pub(super) fn test_slos() -> crate::slo::SloSet {
+    let mut spec = crate::slo::SloSpec::shipped_default();
+    spec.slos[0].slis[0].threshold_seconds = 0.05;
+    crate::slo::SloSet::new(&spec, |_| None)
 }
 
 /// The engine's state as the state file holds it (`crates/service/src/storage.rs`): a header line,

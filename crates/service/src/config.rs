@@ -315,6 +315,7 @@ impl Config {
             ));
         }
         let slos = slos::slo_spec(file.slos.as_deref())?;
+        engine.slos = slos::slo_set(&slos);
         let storage = match (&args.storage_path, &file.storage.path) {
             (Some(path), _) => Some((path.clone(), "--storage.path")),
             (None, Some(path)) => Some((path.clone(), "storage.path")),

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use super::presentation::{self, Measured, Unit};
 use super::readings::Interval;
 use super::table::{Cell, Table, Tone};
-use engine::Family;
 use sim::truth::GroupTruth;
 
 /// One compared quantity.
@@ -90,7 +89,7 @@ pub(crate) fn comparison(
     window_s: f64,
 ) -> Comparison {
     let mut rows = Vec::new();
-    for family in Family::ALL {
+    for family in presentation::shown() {
         let shown = presentation::of(family);
         let (sum, count) = shown.truth;
         let (label, key) = shown.demo;

@@ -340,6 +340,22 @@ fn derived_samples(
         DerivedValue::SumCount { sum, count } => {
             vec![sample("_sum", None, *sum), sample("_count", None, *count)]
         }
+        DerivedValue::Counters { rows, values } => rows
+            .iter()
+            .zip(values)
+            .map(|(row, value)| {
+                let mut labels = labels.to_vec();
+                labels.extend(row.labels.iter().cloned());
+                DumpSample {
+                    name: format!("{}_total", row.metric.name()),
+                    labels,
+                    value: *value,
+                    timestamp_ms: None,
+                    line: 0,
+                    cumulative: true,
+                }
+            })
+            .collect(),
     }
 }
 

@@ -93,6 +93,17 @@ pub(crate) struct Presentation {
     pub(crate) promql_note: &'static str,
 }
 
+/// The families the tools show as a latency or ratio (every one but the SLO counters, which
+/// have no mean), in registry order.
+pub(crate) fn shown() -> impl Iterator<Item = Family> {
+    Family::ALL.into_iter().filter(|f| get(*f).is_some())
+}
+
+/// The presentation of `family`, if the tools show it ([`shown`]).
+pub(crate) fn get(family: Family) -> Option<&'static Presentation> {
+    PRESENTATIONS.iter().find(|p| p.family == family)
+}
+
 /// The presentation of `family`.
 ///
 /// # Panics

@@ -22,7 +22,6 @@
 
 use serde::Serialize;
 
-use engine::Family;
 use serde_saphyr::LitString;
 
 use crate::presentation;
@@ -150,11 +149,10 @@ struct RuleFile {
 /// PromQL ([`presentation::Presentation::promql`]), recorded under the family name less
 /// `vllm_corrected_`.
 fn rules() -> Vec<(String, &'static str)> {
-    Family::ALL
-        .iter()
+    presentation::shown()
         .flat_map(|f| {
             let base = f.name().strip_prefix(DEFAULT_PREFIX).unwrap_or(f.name());
-            presentation::of(*f)
+            presentation::of(f)
                 .promql
                 .iter()
                 .map(move |(suffix, expr)| (format!("{base}{suffix}"), *expr))
@@ -166,7 +164,7 @@ fn rules() -> Vec<(String, &'static str)> {
 /// `#   <prefix>name_{parts}   note`, the notes aligned.
 fn recorded_lines() -> String {
     let mut out = String::new();
-    for f in Family::ALL {
+    for f in presentation::shown() {
         let shown = presentation::of(f);
         if shown.promql.is_empty() {
             continue;

@@ -450,16 +450,18 @@ impl Interval {
                 sum: sc.sum,
                 count: sc.count,
             }),
+            // The SLO counters have no sum and count to read as a latency.
+            FamilyKind::Counters => None,
         });
         let raw = Family::ALL.map(|f| {
-            let raw = presentation::of(f).raw?;
+            let raw = presentation::get(f)?.raw?;
             Some(SumCount {
                 sum: series_delta(before, after, raw.num)?,
                 count: series_delta(before, after, raw.den)?,
             })
         });
         let raw_hist =
-            Family::ALL.map(|f| hist_delta(before, after, presentation::of(f).demo_p99?.raw));
+            Family::ALL.map(|f| hist_delta(before, after, presentation::get(f)?.demo_p99?.raw));
         Interval {
             reset_line: None,
             raw_tpot: hist_delta(before, after, RAW_TPOT),

@@ -3,7 +3,9 @@
 //! ([`engine::READ_NAMES`]), so it cannot drift from what the engine reads: every
 //! histogram series of ITL (both names) and request TPOT, only the `le="1"` bucket of the
 //! generation-tokens histogram (printed `1` or `1.0` by different senders: both match), only the
-//! `local_compute` source of the prompt-token counter, and the few counters the rules divide by.
+//! `local_compute` source of the prompt-token counter, and the few counters the rules divide by;
+//! and, for the SLO counters, the TTFT and E2E latency buckets while an SLO of `--config.file` has
+//! a TTFT or E2EL threshold (the shipped default SLO, TPOT only, needs neither).
 //!
 //! A native histogram with custom buckets (NHCB: what Prometheus 3 sends with
 //! `convert_classic_histograms_to_nhcb: true` and `send_native_histograms: true`) is one series
@@ -23,7 +25,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use engine::{DEFAULT_METRIC_PREFIX, READ_NAMES};
+use engine::slo::{Sli, SloSpec};
+use engine::{DEFAULT_METRIC_PREFIX, READ_NAMES, ReadName};
 
 /// Options of `vllm-corrector relabel`.
 #[derive(Debug, Clone, Args)]
@@ -33,12 +36,30 @@ pub struct RelabelOptions {
     #[arg(long)]
     pub(crate) operator: bool,
     /// The service's configuration file: the rule keeps the series under its
-    /// `input.metric_prefix` (e.g. `kserve_vllm:`). Without it, vLLM's own `vllm:`.
+    /// `input.metric_prefix` (e.g. `kserve_vllm:`), and the series its `slos:` read. Without it,
+    /// vLLM's own `vllm:` and the shipped SLO's (TPOT only).
     #[arg(long = "config.file", value_name = "PATH")]
     pub config_file: Option<PathBuf>,
     /// The input prefix the rule keeps: `input.metric_prefix` of `--config.file`, else `vllm:`.
     #[arg(skip = DEFAULT_METRIC_PREFIX.to_owned())]
     pub metric_prefix: String,
+    /// The SLIs the SLOs of `--config.file` have thresholds for (else the shipped SLO's).
+    #[arg(skip = slis(&SloSpec::shipped_default()))]
+    pub slis: Vec<Sli>,
+}
+
+/// The SLIs some SLO of `spec` has a threshold for.
+fn slis(spec: &SloSpec) -> Vec<Sli> {
+    Sli::ALL
+        .into_iter()
+        .filter(|sli| spec.slos.iter().any(|s| s.target(*sli).is_some()))
+        .collect()
+}
+
+/// True when the keep rule keeps `read` for SLOs with thresholds for `slis`: every series a
+/// correction reads, and a series only the SLO counters read while an SLO needs it.
+fn kept(read: &ReadName, slis: &[Sli]) -> bool {
+    read.slo.is_none_or(|sli| slis.contains(&sli))
 }
 
 impl Default for RelabelOptions {
@@ -47,6 +68,7 @@ impl Default for RelabelOptions {
             operator: false,
             config_file: None,
             metric_prefix: DEFAULT_METRIC_PREFIX.to_owned(),
+            slis: slis(&SloSpec::shipped_default()),
         }
     }
 }
@@ -60,9 +82,9 @@ impl Default for RelabelOptions {
 pub fn run(options: &RelabelOptions) -> Result<String, service::config::ConfigError> {
     let mut options = options.clone();
     if let Some(path) = &options.config_file {
-        options.metric_prefix = service::config::Config::from_file(path)?
-            .engine
-            .metric_prefix;
+        let config = service::config::Config::from_file(path)?;
+        options.metric_prefix = config.engine.metric_prefix;
+        options.slis = slis(&config.slos);
     }
     Ok(render(&options))
 }
@@ -71,10 +93,11 @@ pub fn run(options: &RelabelOptions) -> Result<String, service::config::ConfigEr
 pub(crate) const SOURCE_LABELS: [&str; 3] = ["__name__", "le", "source"];
 
 /// The base names (without `vllm:`) of the histograms whose `_bucket`, `_sum` or `_count` a rule
-/// reads, in [`READ_NAMES`] order, each once: the names their NHCB series carry.
-pub(crate) fn histogram_bases() -> Vec<&'static str> {
+/// reads (for SLOs with thresholds for `slis`), in [`READ_NAMES`] order, each once: the names
+/// their NHCB series carry.
+pub(crate) fn histogram_bases(slis: &[Sli]) -> Vec<&'static str> {
     let mut bases: Vec<&'static str> = Vec::new();
-    for read in READ_NAMES {
+    for read in READ_NAMES.iter().filter(|r| kept(r, slis)) {
         let name = read
             .name
             .strip_prefix("vllm:")
@@ -92,11 +115,12 @@ pub(crate) fn histogram_bases() -> Vec<&'static str> {
 }
 
 /// The keep regex over `__name__;le;source` (RE2 syntax, anchored by Prometheus), for the input
-/// prefix `prefix` (a metric-name start: no character RE2 treats specially).
-pub(crate) fn keep_regex(prefix: &str) -> String {
+/// prefix `prefix` (a metric-name start: no character RE2 treats specially) and SLOs with
+/// thresholds for `slis`.
+pub(crate) fn keep_regex(prefix: &str, slis: &[Sli]) -> String {
     let mut plain = Vec::new();
     let mut restricted = Vec::new();
-    for read in READ_NAMES {
+    for read in READ_NAMES.iter().filter(|r| kept(r, slis)) {
         let name = read
             .name
             .strip_prefix("vllm:")
@@ -108,7 +132,7 @@ pub(crate) fn keep_regex(prefix: &str) -> String {
             Some((label, _)) => unreachable!("no rule restricts {label}"),
         }
     }
-    plain.extend(histogram_bases());
+    plain.extend(histogram_bases(slis));
     let mut alternatives = vec![format!("({});[^;]*;.*", plain.join("|"))];
     alternatives.extend(restricted);
     format!("{prefix}({})", alternatives.join("|"))
@@ -139,10 +163,10 @@ pub fn render(options: &RelabelOptions) -> String {
          - {source_labels}: [{labels}]\n  separator: \";\"\n  regex: '{regex}'\n  action: keep\n",
         flag = if options.operator { " --operator" } else { "" },
         version = protocol::VERSION,
-        n = READ_NAMES.len(),
-        bases = histogram_bases().len(),
+        n = READ_NAMES.iter().filter(|r| kept(r, &options.slis)).count(),
+        bases = histogram_bases(&options.slis).len(),
         labels = SOURCE_LABELS.join(", "),
-        regex = keep_regex(&options.metric_prefix),
+        regex = keep_regex(&options.metric_prefix, &options.slis),
         under = format_args!(" under the prefix {}", options.metric_prefix),
     )
 }

@@ -32,8 +32,6 @@ pub(crate) struct Accumulator {
     /// The state behind the current output, handed over when the group is retired: by the time
     /// every series is stale, the plan that produced it is gone.
     latest: Option<RuleState>,
-    /// Timestamp (ms) of the newest frame at which a counter reset was counted.
-    last_reset_ts: Option<i64>,
     /// True while `latest` equals the committed state plus every complete kept frame up to
     /// `latest`'s frame, under the current plan: a replay may then start from `latest`. Cleared
     /// when the plan changes ([`Accumulator::plan_changed`]) or the committed state is replaced.
@@ -64,7 +62,8 @@ fn advance_over<'f>(
 
 impl Accumulator {
     /// The output at frame `frame`: the committed state plus every kept complete frame replayed
-    /// after it. Each counter reset at a frame newer than the last one counted adds 1 to `resets`.
+    /// after it. Calls `on_reset` with the timestamp of each frame of the replay at which an input
+    /// fell (the group counts a reset once, at a frame newer than the last it counted).
     ///
     /// # Errors
     /// [`WithheldReason::InconsistentInputs`] when `frame` holds a value no counter can hold;
@@ -76,7 +75,7 @@ impl Accumulator {
         roles: &PlanRoles,
         frames: &VecDeque<Frame>,
         frame: usize,
-        resets: &mut u64,
+        on_reset: &mut dyn FnMut(i64),
     ) -> Result<DerivedValue, WithheldReason> {
         (rule.check)(plan, &frames[frame].values)?;
         // A replay over another set of frames (the plan gained or lost a role) can give a lower
@@ -94,13 +93,7 @@ impl Accumulator {
             _ => committed,
         };
         let mut state = base.clone();
-        let last = &mut self.last_reset_ts;
-        advance_over(rule, plan, roles, &mut state, frames.iter(), |ts| {
-            if last.is_none_or(|t| ts > t) {
-                *last = Some(ts);
-                *resets += 1;
-            }
-        });
+        advance_over(rule, plan, roles, &mut state, frames.iter(), on_reset);
         #[cfg(debug_assertions)]
         {
             let mut full = committed.clone();

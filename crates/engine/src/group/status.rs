@@ -17,7 +17,7 @@ impl Group {
         }
         let unplanned = match &self.slots[family.index()].plan {
             Some(plan) => plan.as_ref().err().copied(),
-            None => (family.spec().plan)(&self.learned()).err(),
+            None => (family.spec().plan)(&self.learned(), &self.plan_context()).err(),
         };
         unplanned
             .and_then(|u| u.missing)
@@ -39,7 +39,7 @@ impl Group {
         let learned = self.learned();
         match &slot.plan {
             Some(Ok(plan)) => degrades(&plan.0, &learned),
-            _ => (family.spec().plan)(&learned)
+            _ => (family.spec().plan)(&learned, &self.plan_context())
                 .ok()
                 .and_then(|plan| degrades(&plan, &learned)),
         }
@@ -57,5 +57,24 @@ impl Group {
             return None;
         }
         crate::version::looks_like(self.live_keys())
+    }
+
+    /// Why SLIs of the SLOs covering the group are not counted (the notes of the families'
+    /// plans, [`crate::slo::SliNote`]); `None` when there is none.
+    pub(crate) fn slo_notes(&self) -> Option<std::sync::Arc<[crate::slo::SliNote]>> {
+        let mut learned = None;
+        Family::ALL.into_iter().find_map(|family| {
+            let notes = match &self.slots[family.index()].plan {
+                Some(Ok(plan)) => plan.0.notes().cloned(),
+                Some(Err(_)) => None,
+                None => (family.spec().plan)(
+                    learned.get_or_insert_with(|| self.learned()),
+                    &self.plan_context(),
+                )
+                .ok()
+                .and_then(|p| p.notes().cloned()),
+            };
+            notes.filter(|n| !n.is_empty())
+        })
     }
 }

@@ -32,8 +32,8 @@ pub(super) const SPEC: Spec = Spec {
 /// The rule's functions, for the registry.
 const RULE: StatefulRule = StatefulRule::of::<AcceptanceCorrectedItl>();
 
-/// The acceptance-corrected ITL rule.
-struct AcceptanceCorrectedItl;
+/// The acceptance-corrected ITL rule (also driven by the SLO counters for ITL per token).
+pub(super) struct AcceptanceCorrectedItl;
 
 /// Served in a degraded mode when the group runs speculative decoding (it sends the drafts or
 /// accepted-tokens counter) without a contiguous
@@ -50,7 +50,10 @@ fn degrades(plan: &Plan, learned: &[(RoleKey, usize)]) -> Option<Input> {
 /// Plan: the ITL histogram (new name, else the old one); scalars `[generation tokens, TTFT
 /// _count]`; series the accepted drafts per position 0..k − 1, or none (no speculative decoding,
 /// or a position missing), which shape the buckets, never the count.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+pub(super) fn plan(
+    learned: &[(RoleKey, usize)],
+    _: &super::PlanContext<'_>,
+) -> Result<Plan, Unplanned> {
     Ok(Plan {
         hist: Some(need_hist(learned, itl_input(learned))?),
         scalars: vec![
@@ -58,6 +61,7 @@ fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
             need(learned, Input::TtftCount)?,
         ],
         series: per_pos(learned),
+        slo: None,
     })
 }
 

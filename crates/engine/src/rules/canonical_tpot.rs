@@ -26,7 +26,7 @@ pub(super) const SPEC: Spec = Spec {
 };
 
 /// Plan: the request TPOT histogram; scalars `[generation_tokens_bucket{le="1"}]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan, Unplanned> {
     let tpot = need_hist(learned, Input::Tpot)?;
     let gen_le1 = match find(learned, Input::GenLe1) {
         Some(r) => r,
@@ -39,6 +39,7 @@ fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
         hist: Some(tpot),
         scalars: vec![gen_le1],
         series: Vec::new(),
+        slo: None,
     })
 }
 

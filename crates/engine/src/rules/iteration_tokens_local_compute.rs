@@ -26,7 +26,7 @@ pub(super) const SPEC: Spec = Spec {
 };
 
 /// Plan: scalars `[prompt tokens {source="local_compute"}, generation tokens, iterations]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan, Unplanned> {
     Ok(Plan {
         hist: None,
         scalars: vec![
@@ -35,6 +35,7 @@ fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
             need(learned, Input::IterCount)?,
         ],
         series: Vec::new(),
+        slo: None,
     })
 }
 

@@ -12,6 +12,7 @@ mod acceptance;
 mod acceptance_corrected_itl;
 mod canonical_tpot;
 mod iteration_tokens_local_compute;
+mod slo_counters;
 pub(crate) mod stateful;
 mod token_weighted_itl;
 mod tokens_per_output;
@@ -70,12 +71,23 @@ pub(crate) struct Spec {
 /// roles; `None` when it is served in full.
 pub(crate) type Degrades = fn(&Plan, &[(RoleKey, usize)]) -> Option<Input>;
 
-/// Decides a family's plan from the group's learned (non-stale) roles, `(key, role index)`.
+/// Decides a family's plan from the group's learned (non-stale) roles, `(key, role index)`, and
+/// the group's [`PlanContext`].
 ///
 /// # Errors
 /// [`WithheldReason::MissingInput`] naming the required series never seen, or a more specific
-/// reason (`no_le_1_bound`).
-pub(crate) type Planner = fn(&[(RoleKey, usize)]) -> Result<Plan, Unplanned>;
+/// reason (`no_le_1_bound`, `no_slo`).
+pub(crate) type Planner = fn(&[(RoleKey, usize)], &PlanContext<'_>) -> Result<Plan, Unplanned>;
+
+/// What a plan may depend on besides the learned roles: the group's labels and the SLOs the
+/// engine counts (which of them cover the group).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PlanContext<'a> {
+    /// The group's labels, sorted by name.
+    pub(crate) labels: &'a [(String, String)],
+    /// The engine's SLOs.
+    pub(crate) slos: &'a crate::slo::SloSet,
+}
 
 /// Why a family has no plan: the reason, and the input series it lacks when that is the reason
 /// (the name as vLLM exposes it, with the label a rule selects on: shown by `/status`, the API,
@@ -172,6 +184,8 @@ pub(crate) struct Plan {
     pub(crate) scalars: Vec<usize>,
     /// Series of one labelled family in label order (may be empty).
     pub(crate) series: Vec<usize>,
+    /// The SLO family's layout: which roles each SLO reads and the rows it serves.
+    pub(crate) slo: Option<std::sync::Arc<slo_counters::SloPlan>>,
 }
 
 impl Plan {
@@ -181,6 +195,12 @@ impl Plan {
         hist.chain(self.scalars.iter().copied())
             .chain(self.series.iter().copied())
             .collect()
+    }
+
+    /// Why SLIs of the SLOs covering the group are not counted (the SLO family's plan; empty for
+    /// every other family).
+    pub(crate) fn notes(&self) -> Option<&std::sync::Arc<[crate::slo::SliNote]>> {
+        self.slo.as_ref().map(|p| p.notes())
     }
 
     /// The histogram of the plan. Only called by rules whose plans always have one.
@@ -314,6 +334,7 @@ pub(crate) const REGISTRY: &[Spec] = &[
     acceptance_corrected_itl::SPEC,
     iteration_tokens_local_compute::SPEC,
     tokens_per_output::SPEC,
+    slo_counters::SPEC,
 ];
 
 /// Number of corrected families: the length of per-family arrays.

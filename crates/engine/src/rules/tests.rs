@@ -18,7 +18,11 @@ fn evaluate_stateless(
 
 /// The plan of `family` from `learned`.
 fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    (family.spec().plan)(learned).map_err(|u| u.reason)
+    let context = super::PlanContext {
+        labels: &[],
+        slos: &crate::slo::SloSet::empty(),
+    };
+    (family.spec().plan)(learned, &context).map_err(|u| u.reason)
 }
 
 /// A plan of a histogram and single roles.
@@ -27,6 +31,7 @@ fn with(hist: Option<HistRoles>, scalars: &[usize]) -> Plan {
         hist,
         scalars: scalars.to_vec(),
         series: Vec::new(),
+        slo: None,
     }
 }
 

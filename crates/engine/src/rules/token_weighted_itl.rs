@@ -24,7 +24,7 @@ pub(super) const SPEC: Spec = Spec {
 };
 
 /// Plan: scalars `[ITL _sum, generation tokens, TTFT _count]`.
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan, Unplanned> {
     let itl_sum = need(learned, itl_input(learned)(Part::Sum))?;
     Ok(Plan {
         hist: None,
@@ -34,6 +34,7 @@ fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
             need(learned, Input::TtftCount)?,
         ],
         series: Vec::new(),
+        slo: None,
     })
 }
 

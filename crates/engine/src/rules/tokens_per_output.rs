@@ -27,7 +27,7 @@ pub(super) const SPEC: Spec = Spec {
 
 /// Plan: scalars `[generation tokens, TTFT _count, ITL _count]` (the ITL of the new name when
 /// the group has it, else the old one).
-fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
+fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan, Unplanned> {
     let itl_count = need(learned, itl_input(learned)(Part::Count))?;
     Ok(Plan {
         hist: None,
@@ -37,6 +37,7 @@ fn plan(learned: &[(RoleKey, usize)]) -> Result<Plan, Unplanned> {
             itl_count,
         ],
         series: Vec::new(),
+        slo: None,
     })
 }
 

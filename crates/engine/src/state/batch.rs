@@ -307,6 +307,7 @@ impl<'e> Batch<'e> {
             None
         } else if may_be_read(name, &self.parts.config.metric_prefix) {
             classify(name, &self.parts.config.metric_prefix, labels)
+                .filter(|key| crate::classify::wanted(key.input, &self.parts.config.slos))
         } else {
             None
         };
@@ -615,6 +616,7 @@ impl<'e> Batch<'e> {
             .collect();
         let resumed = self.parts.retired.take(&owned);
         let mut group = Group::new(owned, self.now_ms);
+        group.set_slos(&self.parts.config.slos);
         if let Some(retired) = resumed {
             group.resume(retired);
         }

@@ -309,6 +309,13 @@ impl GroupTable {
             .as_mut()
     }
 
+    /// Gives every live group the engine's SLOs (a reload changed them).
+    pub(crate) fn set_slos(&mut self, slos: &crate::slo::SloSet) {
+        for entry in self.slots.iter_mut().filter_map(|s| s.entry.as_mut()) {
+            entry.group.set_slos(slos);
+        }
+    }
+
     /// Every live group with its reference, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (GroupRef, &Entry)> {
         self.slots.iter().enumerate().filter_map(|(slot, s)| {

@@ -50,6 +50,7 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
         limited: limited.and_then(RejectReason::limit_name),
         looks_like: group.looks_like(),
         recent_rejects: meta.rejects.recent(group.last_seen_ms),
+        slo_notes: group.slo_notes(),
     }
 }
 
@@ -319,6 +320,16 @@ impl Engine {
                 }
             }
             meta.served = served;
+            let notes = group.slo_notes();
+            if notes != meta.notes_reported {
+                if let Some(notes) = &notes {
+                    self.events.push(EngineEvent::SloNotes {
+                        labels: group.labels.clone(),
+                        notes: notes.clone(),
+                    });
+                }
+                meta.notes_reported = notes;
+            }
             let limited = meta.limited_at(group.last_seen_ms);
             match limited.and_then(RejectReason::limit_name) {
                 Some(limit) if !meta.limit_reported => {

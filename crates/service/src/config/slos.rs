@@ -172,3 +172,31 @@ fn slo(i: usize, entry: &SloEntry) -> Result<Slo, SloError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The SLOs the engine counts, each with its `match:` compiled into a group matcher (fully
+/// anchored regexes, as PromQL's `=~`; a group without the label matches as the empty value).
+/// The regexes were checked by [`slo_spec`]; one that no longer compiles matches no group.
+pub(crate) fn slo_set(spec: &SloSpec) -> engine::slo::SloSet {
+    engine::slo::SloSet::new(spec, |slo| {
+        if slo.matchers.is_empty() {
+            return None;
+        }
+        let compiled: Vec<(String, Option<regex::Regex>)> = slo
+            .matchers
+            .iter()
+            .map(|m| {
+                let re = regex::Regex::new(&format!("^(?:{})$", m.regex)).ok();
+                (m.label.clone(), re)
+            })
+            .collect();
+        Some(std::sync::Arc::new(move |labels: &[(String, String)]| {
+            compiled.iter().all(|(label, re)| {
+                let value = labels
+                    .iter()
+                    .find(|(n, _)| n == label)
+                    .map_or("", |(_, v)| v.as_str());
+                re.as_ref().is_some_and(|re| re.is_match(value))
+            })
+        }))
+    })
+}

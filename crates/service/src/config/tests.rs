@@ -37,6 +37,7 @@ fn no_flags_and_no_file_give_the_documented_defaults() {
             max_state_bytes: 234_881_024,
             metric_prefix: "vllm:".to_owned(),
             drop_labels: Vec::new(),
+            slos: c.engine.slos.clone(),
         }
     );
     // 8 MiB = 8 388 608 bytes, 384 MiB = 402 653 184 bytes.

@@ -1,23 +1,30 @@
 //! `vllm_corrector_family_info`: one series per group and corrected family, so that PromQL (an
-//! alert, a dashboard) can say which vLLM target lost which family, and why.
+//! alert, a dashboard) can say which vLLM target lost which family, and why; and one per SLI of
+//! an SLO that a group does not count.
 //!
 //! ```text
 //! vllm_corrector_family_info{<the group's labels>,family="vllm_corrected_…",state="withheld",reason="missing_input",detail="vllm:…"} 1
+//! vllm_corrector_family_info{<the group's labels>,family="vllm_corrected_slo",state="withheld",reason="not_a_bucket_edge",detail="0.07 s is not an le of …",slo="chat",sli="tpot"} 1
 //! ```
 //!
 //! * `state`: `served`, `degraded` (served in a less exact mode: the acceptance-corrected buckets
 //!   without the per-position series) or `withheld`.
 //! * `reason`: absent when served in full; a withheld reason (`missing_input`, `no_le_1_bound`,
-//!   `incomplete`, `settling`, `inconsistent_inputs`, `limit`); `missing_input` when degraded.
+//!   `no_slo`, `incomplete`, `settling`, `inconsistent_inputs`, `limit`); `missing_input` when
+//!   degraded; for an SLI, `not_a_bucket_edge` or `incomplete` (docs/SLO.md, "SLO counters").
 //! * `detail`: absent, or the missing input series (`missing_input`) or the limit's
-//!   configuration field (`limit`, e.g. `limits.max_active_series`).
+//!   configuration field (`limit`, e.g. `limits.max_active_series`); for an SLI, the edges around
+//!   its threshold and how to add it, or the series the pipeline does not send.
+//! * `slo`, `sli`: only on the series of an SLI not counted.
 //!
-//! Cardinality: exactly one series per live group and family (5 per vLLM engine), whatever the
-//! state; a change of state replaces the series (the old one goes stale at the next scrape), and
-//! the group's series leave with the group. A group label named `family`, `state`, `reason` or
-//! `detail` is shown as `exported_<name>`, as Prometheus renames a target label that collides.
+//! Cardinality: one series per live group and family (6 per vLLM engine), whatever the state,
+//! plus one per SLI not counted; a change of state replaces the series (the old one goes stale at
+//! the next scrape), and the group's series leave with the group. A group label named `family`,
+//! `state`, `reason`, `detail`, `slo` or `sli` is shown as `exported_<name>`, as Prometheus
+//! renames a target label that collides.
 
 use engine::FamilyStatus;
+use engine::slo::SliNote;
 
 use super::Format;
 use super::render::{escape_help, escape_label_value};
@@ -25,14 +32,15 @@ use super::render::{escape_help, escape_label_value};
 /// The metric name.
 pub(crate) const NAME: &str = "vllm_corrector_family_info";
 
-const HELP: &str = "One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit)";
+const HELP: &str = "One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit); and one per SLI of an SLO the group does not count (labels slo and sli)";
 
 /// The labels this series adds to a group's.
-const OWN: [&str; 4] = ["family", "state", "reason", "detail"];
+const OWN: [&str; 6] = ["family", "state", "reason", "detail", "slo", "sli"];
 
-/// A group's labels and the state of each of its families (from [`engine::GroupSnapshot`]).
+/// A group's labels, the state of each of its families and its SLO notes (from
+/// [`engine::GroupSnapshot`]).
 #[cfg(test)]
-pub(crate) type GroupFamilies<'a> = (&'a [(String, String)], &'a [FamilyStatus]);
+pub(crate) type GroupFamilies<'a> = (&'a [(String, String)], &'a [FamilyStatus], &'a [SliNote]);
 
 /// Appends `vllm_corrector_family_info` for `groups` (in the order given, families in the order
 /// given: registry order), with its `# HELP` and `# TYPE` lines; nothing when there is no group.
@@ -43,8 +51,8 @@ pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>],
     }
     render_header(out, format);
     let mut block = String::new();
-    for (group, families) in groups {
-        render_group(out, &mut block, group, families);
+    for (group, families, notes) in groups {
+        render_group(out, &mut block, group, families, notes);
     }
 }
 
@@ -60,7 +68,7 @@ pub(crate) fn render_header(out: &mut String, format: Format) {
 }
 
 /// Appends the `vllm_corrector_family_info` series of one group: one per family of `families`,
-/// in the order given. The group's labels are escaped once into `block` (a scratch buffer the
+/// in the order given, then one per note of `notes` (an SLI of an SLO not counted). The group's labels are escaped once into `block` (a scratch buffer the
 /// caller keeps, so a scrape of label-heavy groups allocates nothing per line), then shared by
 /// the family lines.
 pub(crate) fn render_group(
@@ -68,9 +76,10 @@ pub(crate) fn render_group(
     block: &mut String,
     group: &[(String, String)],
     families: &[FamilyStatus],
+    notes: &[SliNote],
 ) {
     block.clear();
-    let renamed = group_labels(group, &OWN);
+    let renamed = group_labels(group);
     for (name, value) in &renamed {
         if !block.is_empty() {
             block.push(',');
@@ -95,29 +104,35 @@ pub(crate) fn render_group(
         }
         out.push_str("} 1\n");
     }
+    for note in notes {
+        out.push_str(NAME);
+        out.push('{');
+        out.push_str(block);
+        let family = engine::Family::SloCounters.name();
+        let own = [
+            ("family", family),
+            ("state", "withheld"),
+            ("reason", note.reason.as_str()),
+            ("detail", note.detail.as_str()),
+            ("slo", note.slo.as_str()),
+            ("sli", note.sli.name()),
+        ];
+        for (i, (name, value)) in own.into_iter().enumerate() {
+            if !block.is_empty() || i > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push_str("=\"");
+            escape_label_value(out, value);
+            out.push('"');
+        }
+        out.push_str("} 1\n");
+    }
 }
 
-/// The group's labels, a name of `own` (the labels the series adds) renamed `exported_<name>`
-/// (prefixed again while that is taken too), so no label name repeats. Values are borrowed; only
-/// a renamed name is allocated.
-pub(super) fn group_labels<'l>(
-    labels: &'l [(String, String)],
-    own: &[&str],
-) -> Vec<(std::borrow::Cow<'l, str>, &'l str)> {
-    let taken = |name: &str| own.contains(&name) || labels.iter().any(|(n, _)| n == name);
-    labels
-        .iter()
-        .map(|(name, value)| {
-            if !own.contains(&name.as_str()) {
-                return (std::borrow::Cow::Borrowed(name.as_str()), value.as_str());
-            }
-            let mut renamed = format!("exported_{name}");
-            while taken(&renamed) {
-                renamed.insert_str(0, "exported_");
-            }
-            (std::borrow::Cow::Owned(renamed), value.as_str())
-        })
-        .collect()
+/// The group's labels, one that this series adds itself renamed `exported_<name>`.
+fn group_labels(labels: &[(String, String)]) -> Vec<(std::borrow::Cow<'_, str>, &str)> {
+    super::render::renamed_labels(labels, &OWN)
 }
 
 /// `family`, `state`, and `reason` and `detail` when the status has them.

@@ -256,7 +256,14 @@ impl Page {
                     info::render_header(&mut out, self.format);
                     self.info_header = true;
                 }
-                info::render_group(&mut out, &mut self.block, &group.labels, &group.families);
+                let notes = group.slo_notes.as_deref().unwrap_or_default();
+                info::render_group(
+                    &mut out,
+                    &mut self.block,
+                    &group.labels,
+                    &group.families,
+                    notes,
+                );
             }
         }
         self.info = Some(self.order.len());

@@ -23,7 +23,7 @@
 //! The final `# EOF` of OpenMetrics is not written here: the caller appends it after the
 //! self-metrics.
 
-use engine::{DerivedValue, Family, FamilyKind, GroupOutputs};
+use engine::{CounterMetric, DerivedValue, Family, FamilyKind, GroupOutputs};
 use protocol::float;
 
 /// An exposition format of `GET /metrics`.
@@ -108,7 +108,14 @@ impl RenderCursor {
     ) -> Stop {
         while let Some(family) = self.family() {
             let unknown = format == Format::OpenMetrics && family.fractional_buckets();
-            let parts = if unknown { UNKNOWN_PARTS.len() } else { 1 };
+            let counters = family.kind() == FamilyKind::Counters;
+            let parts = if unknown {
+                UNKNOWN_PARTS.len()
+            } else if counters {
+                CounterMetric::ALL.len()
+            } else {
+                1
+            };
             while self.part < parts {
                 while self.group < total {
                     let Some(group) = self.group.checked_sub(offset).and_then(|i| window.get(i))
@@ -122,7 +129,19 @@ impl RenderCursor {
                     let Some(value) = &group.values[family.index()] else {
                         continue;
                     };
-                    let suffix = UNKNOWN_PARTS[self.part];
+                    if counters {
+                        let metric = CounterMetric::ALL[self.part];
+                        if !has_rows(value, metric) {
+                            continue;
+                        }
+                        if !self.header_written {
+                            write_counter_header(out, metric, format);
+                            self.header_written = true;
+                        }
+                        write_counter_part(out, metric, &group.labels, value);
+                        continue;
+                    }
+                    let suffix = UNKNOWN_PARTS[self.part % UNKNOWN_PARTS.len()];
                     if !self.header_written {
                         if unknown {
                             write_unknown_header(out, family, suffix);
@@ -212,6 +231,7 @@ fn write_unknown_part(
             count,
         } => (&buckets[..], *sum, *count),
         DerivedValue::SumCount { sum, count } => (&[][..], *sum, *count),
+        DerivedValue::Counters { .. } => return,
     };
     let mut line = |le: Option<f64>, v: f64| {
         out.push_str(name);
@@ -243,7 +263,88 @@ pub(crate) fn write_header(out: &mut String, family: Family, format: Format) {
     out.push_str(match family.kind() {
         FamilyKind::Histogram => " histogram\n",
         FamilyKind::SumCount => " summary\n",
+        FamilyKind::Counters => " unknown\n",
     });
+}
+
+/// The labels the SLO counters' rows carry themselves: a group label of one of these names is
+/// shown as `exported_<name>` on their lines, as Prometheus renames a target label that collides
+/// (docs/SLO.md, "SLO counters").
+const ROW_LABELS: [&str; 3] = ["slo", "sli", "bound"];
+
+/// `labels` with each name of `own` (labels the series adds itself) renamed `exported_<name>`,
+/// prefixed again while that is taken too, so no label name repeats. Values are borrowed; only a
+/// renamed name is allocated.
+pub(super) fn renamed_labels<'l>(
+    labels: &'l [(String, String)],
+    own: &[&str],
+) -> Vec<(std::borrow::Cow<'l, str>, &'l str)> {
+    let taken = |name: &str| own.contains(&name) || labels.iter().any(|(n, _)| n == name);
+    labels
+        .iter()
+        .map(|(name, value)| {
+            if !own.contains(&name.as_str()) {
+                return (std::borrow::Cow::Borrowed(name.as_str()), value.as_str());
+            }
+            let mut renamed = format!("exported_{name}");
+            while taken(&renamed) {
+                renamed.insert_str(0, "exported_");
+            }
+            (std::borrow::Cow::Owned(renamed), value.as_str())
+        })
+        .collect()
+}
+
+/// True when `value` has a row of `metric`.
+fn has_rows(value: &DerivedValue, metric: CounterMetric) -> bool {
+    matches!(value, DerivedValue::Counters { rows, .. } if rows.iter().any(|r| r.metric == metric))
+}
+
+/// Appends the `# HELP` and `# TYPE … counter` lines of `metric` (OpenMetrics names the family
+/// without `_total`, the text format names the sample).
+fn write_counter_header(out: &mut String, metric: CounterMetric, format: Format) {
+    let name = match format {
+        Format::OpenMetrics => metric.name().to_owned(),
+        Format::Text => format!("{}_total", metric.name()),
+    };
+    out.push_str("# HELP ");
+    out.push_str(&name);
+    out.push(' ');
+    escape_help(out, metric.help(), format);
+    out.push_str("\n# TYPE ");
+    out.push_str(&name);
+    out.push_str(" counter\n");
+}
+
+/// Appends one group's rows of `metric`: `name_total{group labels, row labels} value`.
+fn write_counter_part(
+    out: &mut String,
+    metric: CounterMetric,
+    labels: &[(String, String)],
+    value: &DerivedValue,
+) {
+    let DerivedValue::Counters { rows, values } = value else {
+        return;
+    };
+    let group = renamed_labels(labels, &ROW_LABELS);
+    for (row, v) in rows.iter().zip(values).filter(|(r, _)| r.metric == metric) {
+        out.push_str(metric.name());
+        out.push_str("_total{");
+        let pairs = group.iter().map(|(n, v)| (n.as_ref(), *v));
+        let own = row.labels.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        for (i, (name, value)) in pairs.chain(own).enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(name);
+            out.push_str("=\"");
+            escape_label_value(out, value);
+            out.push('"');
+        }
+        out.push_str("} ");
+        float::write_value(out, *v);
+        out.push('\n');
+    }
 }
 
 /// Appends one group's samples of `family`. `labels` are the group's labels (valid names), in
@@ -288,6 +389,19 @@ pub(crate) fn write_group(
         | (FamilyKind::SumCount, DerivedValue::SumCount { sum, count }) => (*sum, *count),
         (FamilyKind::Histogram, DerivedValue::SumCount { .. }) => {
             debug_assert!(false, "{name}: a histogram family got a sum/count value");
+            return;
+        }
+        (FamilyKind::Counters, value) => {
+            for metric in CounterMetric::ALL {
+                write_counter_part(out, metric, labels, value);
+            }
+            return;
+        }
+        (_, DerivedValue::Counters { .. }) => {
+            debug_assert!(
+                false,
+                "{name}: counters under a histogram or sum/count family"
+            );
             return;
         }
     };

@@ -12,8 +12,7 @@
 //! `vllm_corrector_family_info` (`super::info`).
 
 use super::Format;
-use super::info::group_labels;
-use super::render::{escape_help, escape_label_value};
+use super::render::{escape_help, escape_label_value, renamed_labels};
 
 /// The metric name.
 pub(crate) const NAME: &str = "vllm_corrector_group_recent_rejected_samples";
@@ -37,7 +36,7 @@ pub(crate) fn render_header(out: &mut String, format: Format) {
 /// Appends the series of one group with `rejects` (`duplicate_sample`, `out_of_order`), one per
 /// non-zero count.
 pub(crate) fn render_group(out: &mut String, group: &[(String, String)], rejects: [u64; 2]) {
-    let renamed = group_labels(group, &OWN);
+    let renamed = renamed_labels(group, &OWN);
     for (reason, n) in ["duplicate_sample", "out_of_order"]
         .into_iter()
         .zip(rejects)

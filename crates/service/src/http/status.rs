@@ -183,9 +183,10 @@ fn family_json(f: &FamilyStatus) -> Value {
 /// [`family_json`]), `lastScrapeTimestampMs` (the newest applied sample timestamp: the sender's
 /// scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
 /// `incomplete`, `limited` (the limit refusing the group's new series, or null), `looksLike`
-/// (the vLLM releases its series set looks like, `engine::GroupSnapshot::looks_like`, or null)
-/// and `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
-/// to two minutes: two senders with the same labels, or a resent batch).
+/// (the vLLM releases its series set looks like, `engine::GroupSnapshot::looks_like`, or null),
+/// `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
+/// to two minutes: two senders with the same labels, or a resent batch) and `sloNotes` (each SLI
+/// of an SLO the group does not count: `slo`, `sli`, `reason`, `detail`).
 pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
     let labels: Map<String, Value> = g
         .labels
@@ -211,6 +212,12 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
             "duplicate_sample": g.recent_rejects[0],
             "out_of_order": g.recent_rejects[1],
         },
+        "sloNotes": g.slo_notes.iter().flat_map(|n| n.iter()).map(|n| json!({
+            "slo": n.slo,
+            "sli": n.sli.name(),
+            "reason": n.reason.as_str(),
+            "detail": n.detail,
+        })).collect::<Vec<_>>(),
     })
 }
 
@@ -401,6 +408,17 @@ fn group_row(out: &mut String, g: &GroupSnapshot, now_ms: i64) {
     out.push_str("</td><td><ul>");
     for f in &g.families {
         family_item(out, f);
+    }
+    for n in g.slo_notes.iter().flat_map(|n| n.iter()) {
+        let _ = write!(
+            out,
+            "<li class=\"sli withheld\">SLO <code>{}</code>, SLI <code>{}</code>: not counted, \
+             <span class=\"reason\">{}</span> ({})</li>",
+            escape(&n.slo),
+            n.sli.name(),
+            n.reason.as_str(),
+            escape(&n.detail)
+        );
     }
     out.push_str("</ul></td>");
     match g.last_sample_ms {

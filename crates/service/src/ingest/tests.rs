@@ -276,7 +276,7 @@ fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
     let mut b = RequestV2Builder::new();
     for name in [
         "vllm:inter_token_latency_seconds_sum",
-        "vllm:e2e_request_latency_seconds_sum",
+        "vllm:request_queue_time_seconds_sum",
         "node_cpu_seconds_total",
     ] {
         let labels_refs = b.label_refs(&owned(&[("__name__", name)]));

@@ -2,7 +2,9 @@
 //! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
 //! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
 //! reset; at warn, a group incomplete over more than one scrape, a group whose new series a
-//! limit refuses (naming the limit), and a group two senders write with the same labels. A withheld family names the input it lacks
+//! limit refuses (naming the limit), an SLI of an SLO the group cannot count (a threshold
+//! between bucket edges, naming the edges around it; an input the keep rule drops), and a group
+//! two senders write with the same labels. A withheld family names the input it lacks
 //! (`input=`) or the limit (`limit=`). The engine reports each event
 //! once (`engine::Engine::take_events`); this side rate-limits them, since a flapping
 //! target could otherwise log on every request: at most [`EVENTS_PER_WINDOW`] lines per kind per
@@ -17,7 +19,7 @@ pub(crate) const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
 pub(crate) const WINDOW_MS: i64 = 60_000;
 
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "first_complete_scrape",
     "family_withheld",
     "family_served",
@@ -25,6 +27,7 @@ const KINDS: [&str; 8] = [
     "counter_reset",
     "group_incomplete",
     "group_limited",
+    "slo_notes",
     "two_senders",
 ];
 
@@ -37,15 +40,16 @@ fn kind(event: &EngineEvent) -> usize {
         EngineEvent::CounterReset { .. } => 4,
         EngineEvent::GroupIncomplete { .. } => 5,
         EngineEvent::GroupLimited { .. } => 6,
-        EngineEvent::TwoSenders { .. } => 7,
+        EngineEvent::SloNotes { .. } => 7,
+        EngineEvent::TwoSenders { .. } => 8,
     }
 }
 
 #[derive(Debug, Default)]
 struct Window {
     start_ms: i64,
-    logged: [u32; 8],
-    suppressed: [u64; 8],
+    logged: [u32; KINDS.len()],
+    suppressed: [u64; KINDS.len()],
 }
 
 /// The rate limiter of engine event logs, shared by the write handler and the idle sweep.
@@ -168,6 +172,18 @@ fn emit(event: &EngineEvent) {
             "group incomplete for more than one scrape: its series are split across instances \
              (shard by target, never by series) or filtered by relabelling"
         ),
+        EngineEvent::SloNotes { labels, notes } => {
+            for note in notes.iter() {
+                tracing::warn!(
+                    group = %label_set(labels),
+                    slo = %note.slo,
+                    sli = %note.sli.name(),
+                    reason = %note.reason.as_str(),
+                    detail = %note.detail,
+                    "group: an SLI of the SLO is not counted"
+                );
+            }
+        }
         EngineEvent::GroupLimited { labels, limit } => tracing::warn!(
             group = %label_set(labels),
             limit = %limit,

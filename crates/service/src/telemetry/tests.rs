@@ -35,15 +35,16 @@ fn every_reject_reason_is_pre_registered_at_zero() {
         assert!(has_line(&t, &line), "missing {line} in\n{t}");
     }
     // The engine's gauges of a scrape with nothing withheld: only the pairs that can happen, all
-    // at 0: each of the 5 families can miss an input, lack a complete frame, settle or be limited
-    // (20); only canonical TPOT lacks a le="1" bound (1); all refuse a negative or non-finite
-    // value as inconsistent inputs (5).
+    // at 0: each of the 6 families can miss an input, lack a complete frame, settle or be limited
+    // (24); canonical TPOT and the SLO counters lack a le="1" bound (2); all refuse a negative or
+    // non-finite value as inconsistent inputs (6); the SLO counters have no SLO covering a group
+    // (1).
     let t = scrape_text(&EngineStats::default(), 0);
     let withheld: Vec<&str> = t
         .lines()
         .filter(|l| l.starts_with("vllm_corrector_groups_withheld{"))
         .collect();
-    assert_eq!(withheld.len(), 26, "{withheld:#?}");
+    assert_eq!(withheld.len(), 33, "{withheld:#?}");
     let line = |family: &str, reason: &str| {
         format!(
             "vllm_corrector_groups_withheld{{family=\"vllm_corrected_{family}\",reason=\"{reason}\"}} 0"

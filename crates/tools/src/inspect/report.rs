@@ -70,8 +70,7 @@ enum Source {
 
 /// Every value of a report in order: families in registry order, then the raw readings.
 fn sources() -> impl Iterator<Item = Source> {
-    Family::ALL
-        .into_iter()
+    presentation::shown()
         .map(Source::Family)
         .chain((0..RAW_FIELDS.len()).map(Source::Raw))
 }
@@ -204,7 +203,7 @@ fn labels_text(labels: &[(&String, &String)]) -> String {
 fn columns() -> Vec<(&'static str, &'static str, Unit)> {
     let mut out = Vec::new();
     let mut raw_done = [false; RAW_FIELDS.len()];
-    for family in Family::ALL {
+    for family in presentation::shown() {
         let shown = presentation::of(family);
         for (i, (key, _, column, series)) in RAW_FIELDS.iter().enumerate() {
             let same = shown

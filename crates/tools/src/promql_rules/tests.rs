@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn default_names_are_the_corrector_family_names() {
     let text = render(&RulesOptions::default());
-    for family in engine::Family::ALL {
+    for family in crate::presentation::shown() {
         assert!(
             text.contains(&format!("record: {}_sum", family.name())),
             "{family:?}\n{text}"

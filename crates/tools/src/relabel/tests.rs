@@ -4,12 +4,12 @@ use super::*;
 
 #[test]
 fn keep_regex_names_every_read_series_once_in_vllm_namespace() {
-    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX);
+    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX, &[Sli::Tpot]);
     assert!(
         regex.starts_with("vllm:(") && regex.ends_with(')'),
         "{regex}"
     );
-    for read in READ_NAMES {
+    for read in READ_NAMES.iter().filter(|r| r.slo.is_none()) {
         let bare = read.name.strip_prefix("vllm:").unwrap();
         assert_eq!(
             regex.matches(&format!("|{bare};")).count()
@@ -36,7 +36,7 @@ fn keep_regex_names_every_read_series_once_in_vllm_namespace() {
 fn keep_regex_keeps_the_nhcb_series_of_every_histogram_a_rule_reads() {
     // Written out, not derived: the histograms whose _bucket, _sum or _count the rules read.
     assert_eq!(
-        histogram_bases(),
+        histogram_bases(&[Sli::Tpot]),
         [
             "inter_token_latency_seconds",
             "time_per_output_token_seconds",
@@ -48,14 +48,14 @@ fn keep_regex_keeps_the_nhcb_series_of_every_histogram_a_rule_reads() {
     );
     // Each is an alternative of the first group, which takes any le and any source: an NHCB
     // series has neither.
-    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX);
+    let regex = keep_regex(engine::DEFAULT_METRIC_PREFIX, &[Sli::Tpot]);
     let group = regex
         .strip_prefix("vllm:((")
         .and_then(|r| r.split_once(");[^;]*;.*|"))
         .map(|(group, _)| group)
         .expect("the first group");
     let alternatives: Vec<&str> = group.split('|').collect();
-    for base in histogram_bases() {
+    for base in histogram_bases(&[Sli::Tpot]) {
         assert_eq!(
             alternatives.iter().filter(|a| **a == base).count(),
             1,
@@ -127,7 +127,10 @@ fn every_shipped_remote_write_to_the_corrector_uses_the_generated_keep_rule() {
         ),
         ("README.md", include_str!("../../../../README.md"), 1),
     ];
-    let quoted = format!("regex: '{}'", keep_regex(engine::DEFAULT_METRIC_PREFIX));
+    let quoted = format!(
+        "regex: '{}'",
+        keep_regex(engine::DEFAULT_METRIC_PREFIX, &[Sli::Tpot])
+    );
     for (path, text, writes) in shipped {
         assert_eq!(
             text.matches(&quoted).count(),

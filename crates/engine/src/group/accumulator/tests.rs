@@ -82,6 +82,7 @@ fn plan() -> (Plan, PlanRoles) {
         hist: None::<HistRoles>,
         scalars: vec![0],
         series: Vec::new(),
+        slo: None,
     };
     (plan, PlanRoles::new(vec![0], |r| r))
 }
@@ -105,10 +106,11 @@ fn a_rule_the_engine_does_not_name_is_replayed_committed_retired_stored_and_resu
     let (plan, roles) = plan();
     let mut a = Accumulator::default();
     let mut frames: VecDeque<Frame> = [frame(1, 10.0), frame(2, 15.0)].into();
-    let mut resets = 0;
+    let resets = std::cell::Cell::new(0);
+    let mut count = |_: i64| resets.set(resets.get() + 1);
     // Replayed from the seed over both kept frames: 10 (from 0) + 5.
     assert_eq!(
-        sum(a.evaluate(&RULE, &plan, &roles, &frames, 1, &mut resets)),
+        sum(a.evaluate(&RULE, &plan, &roles, &frames, 1, &mut count)),
         15.0
     );
     // The oldest frame leaves: committed. A counter reset at the new frame adds its value: 15 + 4.
@@ -116,10 +118,10 @@ fn a_rule_the_engine_does_not_name_is_replayed_committed_retired_stored_and_resu
     a.commit(&RULE, &plan, &roles, &oldest);
     frames.push_back(frame(3, 4.0));
     assert_eq!(
-        sum(a.evaluate(&RULE, &plan, &roles, &frames, 1, &mut resets)),
+        sum(a.evaluate(&RULE, &plan, &roles, &frames, 1, &mut count)),
         19.0
     );
-    assert_eq!(resets, 1);
+    assert_eq!(resets.get(), 1);
     // Retired, stored and read back as the state file does, then resumed by a fresh group state.
     let kept = a.take_latest().expect("the state behind the output");
     let stored = kept.save();
@@ -129,13 +131,13 @@ fn a_rule_the_engine_does_not_name_is_replayed_committed_retired_stored_and_resu
     resumed.resume(back);
     let later: VecDeque<Frame> = [frame(4, 6.0)].into();
     assert_eq!(
-        sum(resumed.evaluate(&RULE, &plan, &roles, &later, 0, &mut resets)),
+        sum(resumed.evaluate(&RULE, &plan, &roles, &later, 0, &mut count)),
         21.0
     );
     // An inconsistent frame is refused by the rule's check, not by the accumulator.
     let bad: VecDeque<Frame> = [frame(5, -1.0)].into();
     assert_eq!(
-        resumed.evaluate(&RULE, &plan, &roles, &bad, 0, &mut resets),
+        resumed.evaluate(&RULE, &plan, &roles, &bad, 0, &mut count),
         Err(WithheldReason::InconsistentInputs)
     );
 }
@@ -148,7 +150,7 @@ fn a_state_of_another_rule_does_not_fit_and_is_seeded_again() {
     a.resume(foreign);
     let frames: VecDeque<Frame> = [frame(1, 7.0)].into();
     assert_eq!(
-        sum(a.evaluate(&RULE, &plan, &roles, &frames, 0, &mut 0)),
+        sum(a.evaluate(&RULE, &plan, &roles, &frames, 0, &mut |_| {})),
         7.0
     );
 }

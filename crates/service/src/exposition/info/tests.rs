@@ -40,18 +40,27 @@ fn one_series_per_group_and_family_names_the_target_state_reason_and_detail() {
         ..served(Family::IterationTokensLocalCompute)
     };
     let target_labels = labels(&[("instance", "a:8000"), ("job", "vllm")]);
-    let groups = [(&target_labels[..], &families[..])];
+    // An SLI of SLO `chat` not counted: one more series, with the SLO and the SLI.
+    let notes = [SliNote {
+        slo: "chat".to_owned(),
+        sli: engine::slo::Sli::Tpot,
+        reason: engine::slo::SliNoteReason::NotABucketEdge,
+        detail: "0.07 s is not an le of …".to_owned(),
+    }];
+    let groups = [(&target_labels[..], &families[..], &notes[..])];
     let mut out = String::new();
     render_family_info(&mut out, &groups, Format::Text);
     let target = r#"instance="a:8000",job="vllm""#;
     let expected = [
-        "# HELP vllm_corrector_family_info One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit)".to_owned(),
+        "# HELP vllm_corrector_family_info One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit); and one per SLI of an SLO the group does not count (labels slo and sli)".to_owned(),
         "# TYPE vllm_corrector_family_info gauge".to_owned(),
         format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_request_time_per_output_token_seconds",state="served"}} 1"#),
         format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_token_weighted_itl_seconds",state="withheld",reason="missing_input",detail="vllm:time_to_first_token_seconds_count"}} 1"#),
         format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_acceptance_corrected_itl_seconds",state="degraded",reason="missing_input",detail="vllm:spec_decode_num_accepted_tokens_per_pos_total"}} 1"#),
         format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_iteration_tokens_local_compute",state="withheld",reason="limit",detail="limits.max_active_series"}} 1"#),
         format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_tokens_per_output",state="served"}} 1"#),
+        format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_slo",state="served"}} 1"#),
+        format!(r#"vllm_corrector_family_info{{{target},family="vllm_corrected_slo",state="withheld",reason="not_a_bucket_edge",detail="0.07 s is not an le of …",slo="chat",sli="tpot"}} 1"#),
     ];
     assert_eq!(out.lines().collect::<Vec<_>>(), expected);
 }
@@ -67,7 +76,7 @@ fn a_group_label_named_like_an_info_label_is_exported_and_nothing_is_shown_witho
         ("family", "llama"),
         ("state", "ca"),
     ]);
-    let groups = [(&clashing[..], &families[..])];
+    let groups = [(&clashing[..], &families[..], &[][..])];
     render_family_info(&mut out, &groups, Format::Text);
     let first = out.lines().nth(2).unwrap();
     assert_eq!(

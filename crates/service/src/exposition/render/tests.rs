@@ -130,31 +130,84 @@ fn promtool_check_fails_on_a_lint_problem_and_on_bad_syntax() {
     }
 }
 
+/// SLO counters of one SLO `chat` with a TTFT SLI: events, good events, finished, both bounds.
+fn counters_value() -> DerivedValue {
+    let row = |metric, labels: &[(&str, &str)]| engine::CounterRow {
+        metric,
+        labels: self::labels(labels),
+        layout: 7,
+    };
+    DerivedValue::Counters {
+        rows: vec![
+            row(
+                CounterMetric::SloEvents,
+                &[("slo", "chat"), ("sli", "ttft")],
+            ),
+            row(
+                CounterMetric::SloGoodEvents,
+                &[("slo", "chat"), ("sli", "ttft")],
+            ),
+            row(CounterMetric::SloFinishedRequests, &[("slo", "chat")]),
+            row(
+                CounterMetric::GoodputRequests,
+                &[("bound", "lower"), ("slo", "chat")],
+            ),
+            row(
+                CounterMetric::GoodputRequests,
+                &[("bound", "upper"), ("slo", "chat")],
+            ),
+        ]
+        .into(),
+        values: vec![40.0, 38.0, 39.0, 35.0, 37.0],
+    }
+}
+
+/// One value of `family`'s kind.
+fn value_of(family: Family) -> DerivedValue {
+    match family.kind() {
+        FamilyKind::Histogram => tpot_value(),
+        FamilyKind::SumCount => DerivedValue::SumCount {
+            sum: 3.25,
+            count: 7.0,
+        },
+        FamilyKind::Counters => counters_value(),
+    }
+}
+
 #[test]
-fn all_four_families_together_pass_promtool_in_both_formats() {
+fn every_family_together_passes_promtool_in_both_formats() {
     for format in [Format::Text, Format::OpenMetrics] {
         let mut out = String::new();
-        let groups = [
+        let groups: Vec<GroupOutputs> = [
             labels(&[("engine", "0"), ("model_name", "m")]),
             labels(&[("engine", "1"), ("model_name", "m")]),
-        ];
-        for family in Family::ALL {
-            write_header(&mut out, family, format);
-            for g in &groups {
-                let value = match family.kind() {
-                    FamilyKind::Histogram => tpot_value(),
-                    FamilyKind::SumCount => DerivedValue::SumCount {
-                        sum: 3.25,
-                        count: 7.0,
-                    },
-                };
-                write_group(&mut out, family, g, &value);
+        ]
+        .into_iter()
+        .map(|labels| {
+            let mut values: [Option<std::sync::Arc<DerivedValue>>; engine::FAMILIES] =
+                Default::default();
+            for family in Family::ALL {
+                values[family.index()] = Some(std::sync::Arc::new(value_of(family)));
             }
-        }
+            GroupOutputs {
+                labels: labels.into(),
+                values,
+            }
+        })
+        .collect();
+        render_groups(&mut out, &groups, format);
         if format == Format::OpenMetrics {
             out.push_str("# EOF\n");
         }
         promtool::check(&out, format);
+        assert!(out.contains(
+            "vllm_corrected_goodput_requests_total{engine=\"0\",model_name=\"m\",bound=\"lower\",slo=\"chat\"} 35\n"
+        ));
+        let counter_type = match format {
+            Format::OpenMetrics => "# TYPE vllm_corrected_slo_events counter\n",
+            Format::Text => "# TYPE vllm_corrected_slo_events_total counter\n",
+        };
+        assert_eq!(out.matches(counter_type).count(), 1, "{out}");
     }
 }
 
@@ -236,6 +289,7 @@ fn the_openmetrics_page_parses_with_a_strict_parser() {
                 sum: 3.25,
                 count: 7.0,
             },
+            FamilyKind::Counters => counters_value(),
         }));
     }
     let groups = [GroupOutputs {

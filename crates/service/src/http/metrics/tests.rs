@@ -255,7 +255,13 @@ fn a_scrape_in_windows_is_the_page_rendered_whole() {
         crate::exposition::render::render_groups(&mut whole, &outputs, format);
         let statuses: Vec<info::GroupFamilies<'_>> = snapshots
             .iter()
-            .map(|g| (&g.labels[..], &g.families[..]))
+            .map(|g| {
+                (
+                    &g.labels[..],
+                    &g.families[..],
+                    g.slo_notes.as_deref().unwrap_or_default(),
+                )
+            })
             .collect();
         info::render_family_info(&mut whole, &statuses, format);
         assert!(whole.matches("vllm_corrected_").count() > 400);

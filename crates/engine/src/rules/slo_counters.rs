@@ -1,0 +1,265 @@
+//! The SLO counters (docs/SLO.md, "SLO counters"; the bounds: docs/METRICS.md, "Goodput
+//! bounds"): per group and SLO, the events and good events of each SLI, the finished requests
+//! and the goodput bounds, served as labelled counters ([`DerivedValue::Counters`]).
+//!
+//! The SLI counters are exact where the threshold is a bucket edge of the series as received
+//! (compared as floats, so `0.1`, `0.10` and `1e-01` are one edge):
+//! * TTFT counts `vllm:time_to_first_token_seconds`: events its `_count`, good its bucket at T;
+//! * canonical TPOT counts vLLM's request TPOT histogram less the requests of at most one output
+//!   token, which vLLM records as 0 s (`vllm/v1/metrics/stats.py`): events `_count − le1`, good
+//!   `bucket(T) − le1`, where `le1` is `vllm:request_generation_tokens_bucket{le="1"}`;
+//! * E2EL counts `vllm:e2e_request_latency_seconds`: events its `_count`, good its bucket at T;
+//! * ITL per token counts the acceptance-corrected ITL histogram (the corrector's
+//!   `vllm_corrected_acceptance_corrected_itl_seconds`): events its `_count` (tokens), good its
+//!   bucket at T; estimated under speculative decoding, exact without.
+//!
+//! A threshold between edges has no SLI rows; a note says why ([`crate::slo::SliNote`]). The
+//! goodput bounds depend on earlier frames ([`goodput`]), so the family is a stateful rule; the
+//! ITL-per-token rows carry the acceptance-corrected state along.
+
+mod goodput;
+mod plan;
+
+use serde::{Deserialize, Serialize};
+
+use super::acceptance::Committed;
+use super::acceptance_corrected_itl::AcceptanceCorrectedItl;
+use super::stateful::{FrameRule, FrameState, StatefulRule};
+use super::{Evaluation, Plan, Spec};
+use crate::reasons::WithheldReason;
+use crate::values::{DerivedValue, FamilyKind};
+use goodput::{Bracket, Goodput, Inputs};
+pub(crate) use plan::SloPlan;
+use plan::{Edges, PlannedSlo};
+
+/// The registry entry.
+pub(super) const SPEC: Spec = Spec {
+    name: "vllm_corrected_slo",
+    help: "The SLO counters: events and good events per SLI, finished requests and goodput bounds per SLO.",
+    kind: FamilyKind::Counters,
+    inputs: &[
+        "vllm:request_time_per_output_token_seconds",
+        "vllm:request_generation_tokens_bucket{le=\"1\"}",
+        "vllm:time_to_first_token_seconds",
+        "vllm:e2e_request_latency_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:generation_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    ],
+    withholds: &[
+        WithheldReason::NoSlo,
+        WithheldReason::NoLeOneBound,
+        WithheldReason::InconsistentInputs,
+    ],
+    plan: plan::plan,
+    evaluation: Evaluation::Stateful(&RULE),
+    fractional_buckets: false,
+    degrades: None,
+};
+
+const RULE: StatefulRule = StatefulRule::of::<SloCounters>();
+
+struct SloCounters;
+
+/// What a group keeps for the family: each SLO's goodput, the newest frame's SLI counts and the
+/// acceptance-corrected ITL state (when an SLO reads ITL per token).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SloState {
+    /// Timestamp (ms) of the newest frame included.
+    ts: Option<i64>,
+    /// The layout ([`SloPlan`]'s fingerprint) the state belongs to.
+    layout: u64,
+    /// One per planned SLO, in plan order.
+    goodput: Vec<Goodput>,
+    /// The TTFT, TPOT and E2EL rows' values at the newest frame, `(events, good)` per counted SLI
+    /// in plan order.
+    sli_values: Vec<(f64, f64)>,
+    /// The acceptance-corrected ITL state.
+    acceptance: Option<Committed>,
+}
+
+impl FrameState for SloState {
+    fn ts(&self) -> Option<i64> {
+        self.ts
+    }
+    fn has_frame(&self) -> bool {
+        self.ts.is_some()
+    }
+    fn heap_bytes(&self) -> usize {
+        self.goodput.capacity() * size_of::<Goodput>()
+            + self.sli_values.capacity() * 16
+            + self.acceptance.as_ref().map_or(0, Committed::heap_bytes)
+    }
+    fn validate(&self, latest_ms: i64) -> Result<(), &'static str> {
+        if self.ts.is_some_and(|t| !(0..=latest_ms).contains(&t)) {
+            return Err("SLO state time out of range");
+        }
+        if !self.goodput.iter().all(Goodput::is_valid) {
+            return Err("goodput bounds out of order");
+        }
+        let count = |v: &f64| v.is_finite() && *v >= 0.0;
+        if !self
+            .sli_values
+            .iter()
+            .all(|(e, g)| count(e) && count(g) && g <= e)
+        {
+            return Err("an SLI count that is no count");
+        }
+        if let Some(a) = &self.acceptance {
+            FrameState::validate(a, latest_ms)?;
+        }
+        Ok(())
+    }
+}
+
+fn slo_plan(plan: &Plan) -> Option<&SloPlan> {
+    plan.slo.as_deref()
+}
+
+/// One SLO's goodput inputs at a frame: cumulative counts in requests.
+fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
+    let at = |r: Option<usize>| r.map_or(0.0, |r| values[r]);
+    let bracket = |e: Edges| Bracket {
+        lo: at(e.lo),
+        hi: values[e.hi],
+    };
+    Inputs {
+        finished: values[p.finished],
+        short: values[p.short],
+        tpot: s.tpot.map(bracket),
+        e2el: s.e2el.map(|m| (values[m.count], bracket(m.edges))),
+        ttft: s.ttft.map(|m| (values[m.count], bracket(m.edges))),
+    }
+}
+
+/// The TTFT, TPOT and E2EL rows' `(events, good)` at a frame, in plan order.
+fn sli_values(p: &SloPlan, values: &[f64]) -> Vec<(f64, f64)> {
+    let short = values[p.short];
+    let mut out = Vec::new();
+    for s in &p.slos {
+        if let Some(m) = s.ttft.filter(|m| m.edges.exact) {
+            out.push((values[m.count], values[m.edges.hi]));
+        }
+        if let Some(e) = s.tpot.filter(|e| e.exact) {
+            out.push((values[p.finished] - short, values[e.hi] - short));
+        }
+        if let Some(m) = s.e2el.filter(|m| m.edges.exact) {
+            out.push((values[m.count], values[m.edges.hi]));
+        }
+    }
+    out
+}
+
+impl FrameRule for SloCounters {
+    type State = SloState;
+
+    /// # Errors
+    /// [`WithheldReason::InconsistentInputs`] when a value the plan reads is negative or not
+    /// finite; [`WithheldReason::Incomplete`] without an SLO plan.
+    fn check(plan: &Plan, values: &[f64]) -> Result<(), WithheldReason> {
+        slo_plan(plan).ok_or(WithheldReason::Incomplete)?;
+        let ok = plan
+            .roles()
+            .iter()
+            .all(|r| values.get(*r).is_some_and(|v| v.is_finite() && *v >= 0.0));
+        if ok {
+            Ok(())
+        } else {
+            Err(WithheldReason::InconsistentInputs)
+        }
+    }
+
+    fn seed(plan: &Plan) -> SloState {
+        let p = slo_plan(plan);
+        SloState {
+            ts: None,
+            layout: p.map_or(0, |p| p.layout),
+            goodput: vec![Goodput::new(); p.map_or(0, |p| p.slos.len())],
+            sli_values: Vec::new(),
+            acceptance: p
+                .and_then(|p| p.acceptance.as_ref())
+                .map(<AcceptanceCorrectedItl as FrameRule>::seed),
+        }
+    }
+
+    /// The state of the same layout: the same SLOs with the same thresholds and edges.
+    fn fits(plan: &Plan, state: &SloState) -> bool {
+        slo_plan(plan).is_some_and(|p| {
+            p.layout == state.layout
+                && p.slos.len() == state.goodput.len()
+                && p.acceptance.is_some() == state.acceptance.is_some()
+        })
+    }
+
+    fn advance(plan: &Plan, state: &mut SloState, values: &[f64], ts: i64) -> bool {
+        let Some(p) = slo_plan(plan) else {
+            return false;
+        };
+        let mut reset = false;
+        for (s, goodput) in p.slos.iter().zip(state.goodput.iter_mut()) {
+            if s.goodput {
+                reset |= goodput.advance(&inputs(p, s, values));
+            }
+        }
+        if let (Some(a_plan), Some(a)) = (&p.acceptance, &mut state.acceptance) {
+            type Acceptance = AcceptanceCorrectedItl;
+            if <Acceptance as FrameRule>::check(a_plan, values).is_ok() {
+                if !<Acceptance as FrameRule>::fits(a_plan, a) {
+                    *a = <Acceptance as FrameRule>::seed(a_plan);
+                }
+                reset |= <Acceptance as FrameRule>::advance(a_plan, a, values, ts);
+            }
+        }
+        state.sli_values = sli_values(p, values);
+        state.ts = Some(ts);
+        reset
+    }
+
+    /// # Errors
+    /// [`WithheldReason::Incomplete`] when the state holds no frame;
+    /// [`WithheldReason::InconsistentInputs`] when an SLI count is negative or its good events
+    /// exceed its events (inputs torn apart).
+    fn output(plan: &Plan, state: &SloState) -> Result<DerivedValue, WithheldReason> {
+        let p = slo_plan(plan).ok_or(WithheldReason::Incomplete)?;
+        if !state.has_frame() {
+            return Err(WithheldReason::Incomplete);
+        }
+        let itl = match (&p.acceptance, &state.acceptance) {
+            (Some(a_plan), Some(a)) if a.point.is_some() => {
+                match <AcceptanceCorrectedItl as FrameRule>::output(a_plan, a)? {
+                    DerivedValue::Histogram { buckets, count, .. } => Some((buckets, count)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let mut values = Vec::with_capacity(p.rows.len());
+        let mut sli = state.sli_values.iter();
+        for (s, goodput) in p.slos.iter().zip(&state.goodput) {
+            let from_frame = s.exact().len() - usize::from(s.itl.is_some());
+            let mut pairs: Vec<(f64, f64)> = sli.by_ref().take(from_frame).copied().collect();
+            if let Some(i) = s.itl {
+                let (buckets, count) = itl.as_ref().ok_or(WithheldReason::Incomplete)?;
+                pairs.push((*count, buckets[i].1));
+            }
+            values.extend(pairs.iter().map(|(e, _)| *e));
+            values.extend(pairs.iter().map(|(_, g)| *g));
+            if pairs.iter().any(|(e, g)| g > e) {
+                return Err(WithheldReason::InconsistentInputs);
+            }
+            if s.goodput {
+                values.extend([goodput.finished, goodput.lower, goodput.upper]);
+            }
+        }
+        if values.len() != p.rows.len() || values.iter().any(|v| *v < 0.0) {
+            return Err(WithheldReason::InconsistentInputs);
+        }
+        Ok(DerivedValue::Counters {
+            rows: p.rows.clone(),
+            values,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! The goodput bounds of one SLO in one group: how many finished requests met every threshold of
+//! the SLO at once, bounded below and above from vLLM's marginal histograms (docs/SLO.md,
+//! "Goodput bounds").
+//!
+//! Facts relied on (`vllm/v1/metrics/loggers.py` and `stats.py`, 0.14 to 0.34): vLLM observes the
+//! request TPOT, E2E latency and generation-token histograms together when a request finishes (the
+//! same requests in each), and TTFT when its first token is produced, in the same or an earlier
+//! `record()` call. A request with no output token has no TTFT observation and is counted in
+//! `request_generation_tokens_bucket{le="1"}`. `vllm bench serve --goodput` counts a request good
+//! when each given metric is at most its threshold, with TPOT 0 for a request of at most one
+//! output token (so it passes), which is what vLLM's raw TPOT histogram records for it too.
+//!
+//! Per interval between two consistent frames, over the `n` requests that finished in it:
+//! * finish-time SLIs (TPOT, E2EL) concern those same `n` requests, so by the Fréchet bounds the
+//!   requests good on all of them are at least `max(0, n − Σ bad_i)` and at most `min_i good_i`;
+//! * TTFT observations belong to other requests than the interval's finishes (a request's TTFT is
+//!   observed at or before its finish). The lower bound spends a budget of bad TTFT observations
+//!   not yet matched to a finished request (each may belong to one of this interval's good ones);
+//!   the upper bound a budget of good ones (each good request needs one). Both budgets are capped
+//!   by the requests in flight with a TTFT observed, `N_ttft − (N_finished − N_short)`.
+//!
+//! Both bounds only grow (each interval adds a non-negative amount), and `0 ≤ lower ≤ upper ≤
+//! finished` at every frame. A counter reset (any input below the previous frame's) makes the
+//! interval's deltas the current values and empties the budgets.
+
+use serde::{Deserialize, Serialize};
+
+/// The cumulative inputs of one SLO at one frame, in requests. `None` where the SLO has no
+/// threshold for the SLI.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Inputs {
+    /// Finished requests: the request TPOT histogram's `_count` (one observation per finished
+    /// request).
+    pub(crate) finished: f64,
+    /// Finished requests of at most one output token: `request_generation_tokens_bucket{le="1"}`.
+    pub(crate) short: f64,
+    /// TPOT: the raw request TPOT histogram's buckets at the largest edge ≤ T and the smallest
+    /// edge ≥ T (`_count` for `+Inf`); equal when T is an edge.
+    pub(crate) tpot: Option<Bracket>,
+    /// E2EL: the E2E latency histogram's `_count`, and its buckets around T.
+    pub(crate) e2el: Option<(f64, Bracket)>,
+    /// TTFT: the TTFT histogram's `_count`, and its buckets around T.
+    pub(crate) ttft: Option<(f64, Bracket)>,
+}
+
+/// A histogram's cumulative counts at the edges around a threshold T: `lo` at the largest edge
+/// ≤ T (0 when there is none), `hi` at the smallest edge ≥ T.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Bracket {
+    /// Observations ≤ the edge below T: all surely ≤ T.
+    pub(crate) lo: f64,
+    /// Observations ≤ the edge above T: all that may be ≤ T.
+    pub(crate) hi: f64,
+}
+
+impl Inputs {
+    /// True when the finish-time histograms agree on the finished requests (a scrape between two
+    /// of vLLM's updates can tear them) and every count is within its histogram: only such frames
+    /// close an interval; a torn one is skipped and the next consistent one covers both.
+    pub(crate) fn consistent(&self) -> bool {
+        let within = |b: &Bracket, count: f64| 0.0 <= b.lo && b.lo <= b.hi && b.hi <= count;
+        let finish_ok = self
+            .e2el
+            .is_none_or(|(count, b)| count == self.finished && within(&b, count));
+        let tpot_ok = self.tpot.is_none_or(|b| within(&b, self.finished));
+        let ttft_ok = self.ttft.is_none_or(|(count, b)| within(&b, count));
+        let values = [self.finished, self.short];
+        values.iter().all(|v| v.is_finite() && *v >= 0.0)
+            && self.short <= self.finished
+            && finish_ok
+            && tpot_ok
+            && ttft_ok
+    }
+
+    /// Every count, for the reset test.
+    fn counts(&self) -> Vec<f64> {
+        let mut out = vec![self.finished, self.short];
+        if let Some(b) = self.tpot {
+            out.extend([b.lo, b.hi]);
+        }
+        for (count, b) in self.e2el.iter().chain(self.ttft.iter()) {
+            out.extend([*count, b.lo, b.hi]);
+        }
+        out
+    }
+
+    /// Requests in flight whose TTFT was observed, at most: `N_ttft − (finished − short)`.
+    fn in_flight_cap(&self) -> f64 {
+        match self.ttft {
+            Some((count, _)) => (count - (self.finished - self.short)).max(0.0),
+            None => 0.0,
+        }
+    }
+}
+
+/// What one SLO's goodput has counted in one group since its baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Goodput {
+    /// The previous consistent frame's inputs; `None` before the first.
+    prev: Option<Inputs>,
+    /// Requests finished since the baseline.
+    pub(crate) finished: f64,
+    /// Requests surely good on every threshold.
+    pub(crate) lower: f64,
+    /// Requests possibly good on every threshold.
+    pub(crate) upper: f64,
+    /// Bad TTFT observations not yet matched to a finished request.
+    bad_ttft: f64,
+    /// Good TTFT observations not yet matched to a finished request.
+    good_ttft: f64,
+}
+
+impl Goodput {
+    /// Nothing counted, no baseline yet.
+    pub(crate) fn new() -> Goodput {
+        Goodput {
+            prev: None,
+            finished: 0.0,
+            lower: 0.0,
+            upper: 0.0,
+            bad_ttft: 0.0,
+            good_ttft: 0.0,
+        }
+    }
+
+    /// True when every number is finite and the bounds are ordered (a restored state).
+    pub(crate) fn is_valid(&self) -> bool {
+        let numbers = [
+            self.finished,
+            self.lower,
+            self.upper,
+            self.bad_ttft,
+            self.good_ttft,
+        ];
+        numbers.iter().all(|v| v.is_finite() && *v >= 0.0)
+            && self.lower <= self.upper
+            && self.upper <= self.finished
+    }
+
+    /// Adds the frame whose inputs are `now`. A torn frame ([`Inputs::consistent`]) adds nothing.
+    /// The first consistent frame is the baseline: it counts nothing and seeds the budgets with
+    /// the TTFT observations of requests still in flight. Returns true when an input fell since
+    /// the previous consistent frame (a counter reset).
+    pub(crate) fn advance(&mut self, now: &Inputs) -> bool {
+        if !now.consistent() {
+            return false;
+        }
+        let cap = now.in_flight_cap();
+        let Some(prev) = self.prev.replace(*now) else {
+            if let Some((count, b)) = now.ttft {
+                self.bad_ttft = (count - b.lo).min(cap);
+                self.good_ttft = b.hi.min(cap);
+            }
+            return false;
+        };
+        let reset = prev.counts().iter().zip(now.counts()).any(|(p, n)| n < *p)
+            || prev.counts().len() != now.counts().len();
+        let base = if reset {
+            self.bad_ttft = 0.0;
+            self.good_ttft = 0.0;
+            None
+        } else {
+            Some(prev)
+        };
+        let d = |f: fn(&Inputs) -> f64| f(now) - base.as_ref().map_or(0.0, f);
+        let n = d(|i| i.finished);
+        self.finished += n;
+        // Finish-time SLIs: (surely good, possibly good) among the n.
+        let mut finish: Vec<(f64, f64)> = Vec::new();
+        if now.tpot.is_some() {
+            let lo = d(|i| i.tpot.map_or(0.0, |b| b.lo));
+            let hi = d(|i| i.tpot.map_or(0.0, |b| b.hi));
+            finish.push((lo, hi));
+        }
+        if now.e2el.is_some() {
+            let lo = d(|i| i.e2el.map_or(0.0, |(_, b)| b.lo));
+            let hi = d(|i| i.e2el.map_or(0.0, |(_, b)| b.hi));
+            finish.push((lo, hi));
+        }
+        let bad: f64 = finish.iter().map(|(lo, _)| n - lo).sum();
+        let g = (n - bad).max(0.0);
+        let u = finish.iter().map(|(_, hi)| *hi).fold(n, f64::min).max(0.0);
+        if now.ttft.is_none() {
+            self.lower += g;
+            self.upper += u;
+            return reset;
+        }
+        self.bad_ttft += d(|i| i.ttft.map_or(0.0, |(count, b)| count - b.lo));
+        self.good_ttft += d(|i| i.ttft.map_or(0.0, |(_, b)| b.hi));
+        // Requests of at most one output token finishing now are the only ones that may lack a
+        // TTFT observation: counted as bad at no cost to the budget.
+        let missing = d(|i| i.short);
+        let kills = g.min(missing + self.bad_ttft);
+        self.bad_ttft -= (kills - missing).max(0.0);
+        self.lower += g - kills;
+        let matched = u.min(self.good_ttft);
+        self.good_ttft -= matched;
+        self.upper += matched;
+        self.bad_ttft = self.bad_ttft.min(cap);
+        self.good_ttft = self.good_ttft.min(cap);
+        reset
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1 @@
+//! The SLO family in one engine: its plan, rows and notes.
