@@ -12,6 +12,7 @@
 mod api;
 mod classify;
 mod completeness;
+mod forms;
 mod group;
 mod hold;
 mod observe;
@@ -24,6 +25,7 @@ mod version;
 
 pub use api::*;
 pub use classify::{DEFAULT_METRIC_PREFIX, READ_NAMES, RULE_DIMENSIONS, ReadName};
+pub use forms::{UnreadForm, UnreadHistogram};
 pub use observe::{
     AllGroups, EngineEvent, FamilyStatus, GroupFilter, GroupLabels, GroupOutputs, GroupRef,
     GroupSnapshot, GroupsPage, GroupsSummary,

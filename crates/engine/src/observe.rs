@@ -125,6 +125,10 @@ pub struct GroupSnapshot {
     /// The limit (its configuration field, [`RejectReason::limit_name`]) that refused a new series
     /// of the group within its last two scrape intervals (at least 30 s), if any.
     pub limited: Option<&'static str>,
+    /// The histograms an incomplete group lacks a needed part of that arrive in a form the rules
+    /// do not read (an exponential native histogram, only unread parts: [`crate::UnreadForm`]):
+    /// the cause of its incompleteness, not sharding. Empty for a complete group.
+    pub unread: Vec<crate::UnreadHistogram>,
     /// The vLLM releases the group's set of input series looks like (`0.10.0–0.10.1`, `0.10.2`,
     /// `0.11–0.14`, `0.12–0.15`, `0.16 and later`: docs/METRICS.md, "What the corrector serves per
     /// version"), from which series exist, not from a version the target reports; `None` when it
@@ -233,10 +237,14 @@ pub enum EngineEvent {
         labels: GroupLabels,
     },
     /// The group's series can come from no vLLM version, over more than one scrape (a logged
-    /// warning: a target split across instances, or filtered by relabelling).
+    /// warning: a target split across instances, filtered by relabelling, or a histogram that
+    /// arrives in a form the rules do not read).
     GroupIncomplete {
         /// Group labels.
         labels: GroupLabels,
+        /// The histograms it lacks a needed part of that arrive in a form the rules do not read
+        /// ([`GroupSnapshot::unread`]); empty when none does (then sharding or relabelling).
+        unread: Vec<crate::UnreadHistogram>,
     },
     /// The group does not count some SLIs of the SLOs covering it (a threshold between bucket
     /// edges, an input the keep rule drops): reported when its inputs or the SLOs change the
@@ -296,6 +304,8 @@ pub(crate) struct GroupMeta {
     pub(crate) rejects: RecentRejects,
     /// The [`EngineEvent::TwoSenders`] warning was reported (cleared once no reject is recent).
     pub(crate) senders_reported: bool,
+    /// The read histograms the group received in a form no rule reads (`crate::forms`).
+    pub(crate) forms: crate::forms::FormsSeen,
     /// The SLO notes last reported ([`EngineEvent::SloNotes`]).
     pub(crate) notes_reported: Option<Arc<[crate::slo::SliNote]>>,
 }
@@ -370,6 +380,7 @@ impl GroupMeta {
             limit_reported: false,
             rejects: RecentRejects::default(),
             senders_reported: false,
+            forms: crate::forms::FormsSeen::default(),
             notes_reported: None,
         }
     }

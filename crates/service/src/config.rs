@@ -370,11 +370,23 @@ impl Config {
         format!(
             "input.metric_prefix {:?}, input.drop_labels {drop}, slos {}, limits.max_memory_bytes {} ({} MiB)",
             self.engine.metric_prefix,
-            crate::reload::slo_names(&self.slos),
+            slo_names(&self.slos),
             self.limits.max_memory_bytes,
             self.limits.max_memory_bytes / (1024 * 1024),
         )
     }
+}
+
+/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
+pub(crate) fn slo_names(spec: &SloSpec) -> String {
+    if spec.slos.is_empty() {
+        return "none".to_owned();
+    }
+    spec.slos
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The dotted path (`limits.max_active_series`, `slos[1].tpot`) of the mapping key on 1-based

@@ -27,11 +27,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::http::StatusCode;
 
 use crate::clock::now_ms;
-use crate::config::{Args, Config, ConfigError, Storage};
+use crate::config::{Args, Config, ConfigError, Storage, slo_names};
 use crate::core::Core;
 use crate::live::LiveCell;
 use crate::web::{WebConfigError, WebSettings};
-use engine::slo::SloSpec;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -172,18 +171,6 @@ fn start_only(running: Option<&Storage>, new: Option<&Storage>) -> Result<(), Re
         });
     }
     Ok(())
-}
-
-/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
-pub(crate) fn slo_names(spec: &SloSpec) -> String {
-    if spec.slos.is_empty() {
-        return "none".to_owned();
-    }
-    spec.slos
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of

@@ -46,7 +46,7 @@ impl Group {
     }
 
     /// The group's non-stale role keys, in no particular order.
-    pub(crate) fn live_keys(&self) -> impl Iterator<Item = crate::classify::RoleKey> + '_ {
+    pub(crate) fn live_keys(&self) -> impl Iterator<Item = crate::classify::RoleKey> + Clone + '_ {
         self.roles.iter().filter(|r| !r.stale).map(|r| r.key)
     }
 

@@ -38,6 +38,7 @@ impl Ord for ByLabels<'_> {
 /// What `/status` shows of one group ([`Engine::snapshot`], [`Engine::snapshot_page`]).
 fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
     let limited = meta.limited_at(group.last_seen_ms);
+    let incomplete = limited.is_none() && group.incomplete();
     GroupSnapshot {
         labels: Arc::clone(&group.labels),
         families: Family::ALL.map(|family| family_status(group, meta, family)),
@@ -46,12 +47,22 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
         scrape_interval_ms: meta.interval_ms,
         input_series: group.active_series(),
         counter_resets: meta.counter_resets,
-        incomplete: limited.is_none() && group.incomplete(),
+        incomplete,
+        unread: unread(group, meta, incomplete),
         limited: limited.and_then(RejectReason::limit_name),
         looks_like: group.looks_like(),
         recent_rejects: meta.rejects.recent(group.last_seen_ms),
         slo_notes: group.slo_notes(),
     }
+}
+
+/// The histograms `group` lacks a needed part of that arrive in a form no rule reads, when it is
+/// `incomplete` (`crate::forms::unread`); nothing otherwise.
+fn unread(group: &Group, meta: &GroupMeta, incomplete: bool) -> Vec<crate::UnreadHistogram> {
+    if !incomplete {
+        return Vec::new();
+    }
+    crate::forms::unread(meta.forms, group.live_keys())
 }
 
 /// How `group` (with its bookkeeping `meta`) shows `family`: served, degraded or withheld, with
@@ -345,6 +356,7 @@ impl Engine {
             if incomplete && !meta.incomplete_reported {
                 self.events.push(EngineEvent::GroupIncomplete {
                     labels: group.labels.clone(),
+                    unread: unread(group, meta, incomplete),
                 });
             }
             meta.incomplete_reported = incomplete;

@@ -262,6 +262,7 @@ impl Page {
                     &mut self.block,
                     &group.labels,
                     &group.families,
+                    &group.unread,
                     notes,
                 );
             }

@@ -182,7 +182,9 @@ fn family_json(f: &FamilyStatus) -> Value {
 /// One group as JSON: `labels` (object), `families` (by corrected metric name,
 /// [`family_json`]), `lastScrapeTimestampMs` (the newest applied sample timestamp: the sender's
 /// scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
-/// `incomplete`, `limited` (the limit refusing the group's new series, or null), `looksLike`
+/// `incomplete`, `unread` (the histograms of an incomplete group that arrive in a form the rules
+/// do not read: `histogram`, `arrivesAs`), `limited` (the limit refusing the group's new series,
+/// or null), `looksLike`
 /// (the vLLM releases its series set looks like, `engine::GroupSnapshot::looks_like`, or null),
 /// `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
 /// to two minutes: two senders with the same labels, or a resent batch) and `sloNotes` (each SLI
@@ -208,6 +210,10 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
         "incomplete": g.incomplete,
         "limited": g.limited,
         "looksLike": g.looks_like,
+        "unread": g.unread.iter().map(|u| json!({
+            "histogram": u.histogram,
+            "arrivesAs": u.form.as_str(),
+        })).collect::<Vec<_>>(),
         "recentRejects": {
             "duplicate_sample": g.recent_rejects[0],
             "out_of_order": g.recent_rejects[1],
@@ -270,7 +276,8 @@ fn family_item(out: &mut String, f: &FamilyStatus) {
 }
 
 /// The state cell of a group: `ok`, or each thing wrong with it: a limit refusing its new
-/// series, an incomplete set of series, duplicate or out-of-order samples (two senders?).
+/// series, an incomplete set of series (naming each histogram that arrives in a form the rules do
+/// not read, else blaming a split or a filter), duplicate or out-of-order samples (two senders?).
 fn group_state(g: &GroupSnapshot) -> String {
     let mut parts = Vec::new();
     if let Some(limit) = g.limited {
@@ -279,11 +286,20 @@ fn group_state(g: &GroupSnapshot) -> String {
             escape(limit)
         ));
     }
-    if g.incomplete {
+    if g.incomplete && g.unread.is_empty() {
         parts.push(
             "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
                 .to_owned(),
         );
+    }
+    for u in &g.unread {
+        parts.push(format!(
+            "<span class=\"incomplete\">incomplete</span>: <code class=\"histogram\">{}</code> {} \
+             (<code class=\"arrives-as\">{}</code>)",
+            escape(u.histogram),
+            escape(u.form.words()),
+            u.form.as_str()
+        ));
     }
     let [duplicates, out_of_order] = g.recent_rejects;
     if duplicates + out_of_order > 0 {

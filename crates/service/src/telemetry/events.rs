@@ -1,7 +1,8 @@
 //! The engine's group events as log lines ([`EventLog::log`]), each with the group's labels in a
 //! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
 //! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
-//! reset; at warn, a group incomplete over more than one scrape, a group whose new series a
+//! reset; at warn, a group incomplete over more than one scrape (naming each histogram that
+//! arrives in a form the rules do not read, else blaming a split or a filter), a group whose new series a
 //! limit refuses (naming the limit), an SLI of an SLO the group cannot count (a threshold
 //! between bucket edges, naming the edges around it; an input the keep rule drops), and a group
 //! two senders write with the same labels. A withheld family names the input it lacks
@@ -167,7 +168,19 @@ fn emit(event: &EngineEvent) {
         EngineEvent::CounterReset { labels } => {
             tracing::info!(group = %label_set(labels), "group: input counter reset (vLLM restarted)")
         }
-        EngineEvent::GroupIncomplete { labels } => tracing::warn!(
+        EngineEvent::GroupIncomplete { labels, unread } if !unread.is_empty() => {
+            for u in unread {
+                tracing::warn!(
+                    group = %label_set(labels),
+                    histogram = %u.histogram,
+                    arrives_as = %u.form.as_str(),
+                    "group incomplete for more than one scrape: {} {}",
+                    u.histogram,
+                    u.form.words()
+                );
+            }
+        }
+        EngineEvent::GroupIncomplete { labels, .. } => tracing::warn!(
             group = %label_set(labels),
             "group incomplete for more than one scrape: its series are split across instances \
              (shard by target, never by series) or filtered by relabelling"
