@@ -52,15 +52,15 @@ PASSED=0
 FAILED=0
 FAILED_STEPS=()
 
-step() {  # step NAME COMMAND...: run, report, count
-    local name=$1
+step() {  # step NAME COMMAND...: run, report with its wall time, count
+    local name=$1 start=$SECONDS
     shift
     echo "=== ${name}"
     if "$@"; then
-        echo "--- ok: ${name}"
+        echo "--- ok: ${name} ($((SECONDS - start)) s)"
         PASSED=$((PASSED + 1))
     else
-        echo "--- FAILED: ${name}"
+        echo "--- FAILED: ${name} ($((SECONDS - start)) s)"
         FAILED=$((FAILED + 1))
         FAILED_STEPS+=("${name}")
     fi

@@ -164,10 +164,27 @@ async fn exponential_native_histograms_are_named_as_the_cause_of_an_incomplete_g
         line.ends_with(",arrives_as=\"native_histogram_exponential\"} 1"),
         "{line}"
     );
-    // Local-compute iteration tokens has what it reads: served, with no arrives_as.
-    let served = metrics
-        .lines()
-        .find(|l| l.contains("family=\"vllm_corrected_iteration_tokens_local_compute\""))
-        .unwrap_or_else(|| panic!("{metrics}"));
-    assert!(!served.contains("arrives_as"), "{served}");
+    // The families that read neither histogram are served; those that read either are withheld
+    // with arrives_as.
+    for (family, served) in [
+        ("vllm_corrected_request_time_per_output_token_seconds", true),
+        ("vllm_corrected_iteration_tokens_local_compute", true),
+        ("vllm_corrected_token_weighted_itl_seconds", false),
+        ("vllm_corrected_acceptance_corrected_itl_seconds", false),
+        ("vllm_corrected_tokens_per_output", false),
+    ] {
+        let line = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("vllm_corrector_family_info{")
+                    && l.contains(&format!("family=\"{family}\""))
+            })
+            .unwrap_or_else(|| panic!("{family}: {metrics}"));
+        assert_eq!(line.contains("state=\"served\""), served, "{line}");
+        assert_eq!(
+            line.contains("arrives_as=\"native_histogram_exponential\""),
+            !served,
+            "{line}"
+        );
+    }
 }
