@@ -8,14 +8,16 @@
 //!
 //! Each group records, per read histogram, which of the two forms it received
 //! ([`FormsSeen`], 8 bytes in its bookkeeping); what is shown is the histograms of that record
-//! that lack a part a rule needs ([`unread`]). A series of an unread part is looked at when the
+//! that lack a part a rule needs and, for unread parts, whose lack is the whole of the group's
+//! incompleteness ([`unread`]). A series of an unread part is looked at when the
 //! engine first meets it (it is then remembered as unused, like every series no rule reads); one
 //! met before its group exists is not remembered until the group exists, so it is looked at again.
 //! A native histogram is looked at on every sample (native histograms are never indexed).
 
 use super::classify::{
-    DEFAULT_METRIC_PREFIX, READ_NAMES, ReadName, Registered, RoleKey, histogram_of,
+    DEFAULT_METRIC_PREFIX, Dim, READ_NAMES, ReadName, Registered, RoleKey, histogram_of,
 };
+use super::completeness;
 
 /// How a histogram the rules read arrives when it arrives in a form they do not read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,8 +49,9 @@ impl UnreadForm {
                  custom buckets (convert_classic_histograms_to_nhcb)"
             }
             UnreadForm::UnreadParts => {
-                "arrives only as parts the corrector does not read: the relabelling drops the \
-                 parts it reads (vllm-corrector relabel prints a rule that keeps them)"
+                "arrives only as parts the corrector does not read: a relabelling drops the parts \
+                 it reads (vllm-corrector relabel prints a rule that keeps them), or they go to \
+                 another corrector"
             }
         }
     }
@@ -128,6 +131,10 @@ fn needed(read: &ReadName) -> bool {
 
 /// The histograms of `seen` that lack a needed part among `keys` (a group's non-stale role
 /// keys), each with the form it arrived in (an exponential native histogram first, when both).
+/// Histograms seen only as unread parts are left out unless the set, with the parts they lack,
+/// is one a vLLM exposes ([`completeness::check`]): otherwise something else is missing too, and
+/// the split or the filter is the likelier cause. An exponential native histogram is always
+/// named: no split makes one.
 pub(crate) fn unread(
     seen: FormsSeen,
     keys: impl Iterator<Item = RoleKey> + Clone,
@@ -159,6 +166,27 @@ pub(crate) fn unread(
                 histogram: base,
                 form,
             });
+        }
+    }
+    // Unread parts are the cause only when the set would be whole with the parts those
+    // histograms lack: a target whose series are split across correctors also leaves a
+    // histogram's unread parts at one of them, with other read series missing besides.
+    if out.iter().any(|u| u.form == UnreadForm::UnreadParts) {
+        let filled = out.iter().flat_map(|u| {
+            READ_NAMES
+                .iter()
+                .filter(move |r| histogram_of(r) == Some(u.histogram) && needed(r))
+                .map(|r| RoleKey {
+                    input: r.input,
+                    le_bits: if r.dim == Dim::Le {
+                        f64::INFINITY.to_bits()
+                    } else {
+                        0
+                    },
+                })
+        });
+        if completeness::check(keys.chain(filled)).is_err() {
+            out.retain(|u| u.form == UnreadForm::ExponentialNativeHistogram);
         }
     }
     out

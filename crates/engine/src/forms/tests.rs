@@ -131,6 +131,18 @@ fn a_relabelling_that_keeps_only_unread_parts_is_named_not_blamed_on_sharding() 
     assert!(group.incomplete);
     assert_eq!(group.unread, []);
     assert_eq!(incomplete_events(&events), [vec![]]);
+    // A split besides (ITL's sum and count at another corrector too): the unread parts are not
+    // the whole cause, and nothing is named.
+    let (group, _) = run(
+        |name| {
+            !dropped.contains(&name)
+                && name != "vllm:inter_token_latency_seconds_sum"
+                && name != "vllm:inter_token_latency_seconds_count"
+        },
+        |_| false,
+    );
+    assert!(group.incomplete);
+    assert_eq!(group.unread, []);
     // Everything: complete, and the buckets no rule reads are no cause of anything.
     let (group, events) = run(|_| true, |_| false);
     assert!(!group.incomplete);
