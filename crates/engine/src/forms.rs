@@ -101,26 +101,31 @@ fn bit_of(base: &str) -> Option<u8> {
         .map(|i| i as u8)
 }
 
-/// `name` under the input prefix `prefix`, renamed to vLLM's own `vllm:`.
-fn vllm_name(name: &str, prefix: &str) -> Option<String> {
-    name.strip_prefix(prefix)
-        .map(|rest| format!("{DEFAULT_METRIC_PREFIX}{rest}"))
+/// The bit of the read histogram whose name, less vLLM's `vllm:`, is `rest`. No allocation: it
+/// runs for every unused series the engine meets.
+fn bit_of_rest(rest: &str) -> Option<u8> {
+    READ_NAMES
+        .iter()
+        .position(|r| {
+            histogram_of(r).and_then(|base| base.strip_prefix(DEFAULT_METRIC_PREFIX)) == Some(rest)
+        })
+        .map(|i| i as u8)
 }
 
 /// The bit of a read histogram whose native histogram series is named `name` (its base name,
-/// under `prefix`).
+/// under the input prefix `prefix`).
 pub(crate) fn native_bit(name: &str, prefix: &str) -> Option<u8> {
-    bit_of(&vllm_name(name, prefix)?)
+    bit_of_rest(name.strip_prefix(prefix)?)
 }
 
 /// The bit of a read histogram of which `name` (under `prefix`), a series no rule reads, is a
 /// part: `_bucket`, `_sum` or `_count`. The caller only asks about series classified unused.
 pub(crate) fn unread_part_bit(name: &str, prefix: &str) -> Option<u8> {
-    let name = vllm_name(name, prefix)?;
+    let rest = name.strip_prefix(prefix)?;
     let base = ["_bucket", "_sum", "_count"]
         .iter()
-        .find_map(|suffix| name.strip_suffix(suffix))?;
-    bit_of(base)
+        .find_map(|suffix| rest.strip_suffix(suffix))?;
+    bit_of_rest(base)
 }
 
 /// True for a part of a histogram that every group of a vLLM with that histogram has, which a
