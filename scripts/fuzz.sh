@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one cargo-fuzz target for a while, then prints its executions and findings.
 #
-#   scripts/fuzz.sh <rw1|rw2|exposition|engine> <seconds>
+#   scripts/fuzz.sh <rw1|rw2|exposition|engine|goodput> <seconds>
 #
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain: libFuzzer's coverage
 # instrumentation and AddressSanitizer are -Z flags. With only a stable toolchain the script falls
@@ -13,10 +13,10 @@
 # libFuzzer log of the run beside them. Record the summary line in docs/RELIABILITY.md.
 set -euo pipefail
 
-usage="usage: scripts/fuzz.sh <rw1|rw2|exposition|engine> <seconds>"
+usage="usage: scripts/fuzz.sh <rw1|rw2|exposition|engine|goodput> <seconds>"
 target=${1:?$usage}
 seconds=${2:?$usage}
-case $target in rw1 | rw2 | exposition | engine) ;; *) echo "$usage" >&2; exit 2 ;; esac
+case $target in rw1 | rw2 | exposition | engine | goodput) ;; *) echo "$usage" >&2; exit 2 ;; esac
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "$usage" >&2; exit 2; }
 
 cd "$(dirname "$0")/.."

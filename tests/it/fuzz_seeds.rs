@@ -291,3 +291,81 @@ fn write_seed_corpus() {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
 }
+
+/// A program for the `goodput` target: mostly arrivals, clock steps and scrapes, with now and
+/// then a lost series, a stale series, a vLLM restart or a corrector restart.
+fn goodput_program(rng: &mut StdRng, len: usize) -> Vec<u8> {
+    let mut out = vec![rng.random()];
+    while out.len() < len {
+        let op: u8 = match rng.random_range(0..100) {
+            0..45 => rng.random_range(0..6),
+            45..75 => rng.random_range(6..10),
+            75..95 => rng.random_range(10..13),
+            95..97 => 13,
+            _ => 14,
+        };
+        out.push(op);
+        out.extend((0..3).map(|_| rng.random::<u8>()));
+    }
+    out
+}
+
+/// The `goodput` target's seeds (`fuzz/seeds/goodput/`): request streams scraped into an engine
+/// counting three SLOs. Each must check real bounds, and mutations of each must keep the true
+/// goodput within them.
+#[test]
+fn goodput_fuzz_seeds_replay_and_mutated_keep_the_truth_within_the_bounds() {
+    let seeds = seeds("goodput");
+    assert!(seeds.len() >= 3, "{} goodput seeds", seeds.len());
+    let mut rng = StdRng::seed_from_u64(0x900d);
+    for (name, seed) in &seeds {
+        let checked = run_goodput(seed);
+        assert!(
+            checked > 50,
+            "goodput/{name}: only {checked} bounds checked"
+        );
+        for _ in 0..40 {
+            let mut data = seed.clone();
+            for _ in 0..rng.random_range(1..5) {
+                mutate(&mut rng, &mut data);
+            }
+            run_goodput(&data);
+        }
+    }
+    for _ in 0..25 {
+        let len = rng.random_range(200..3000);
+        run_goodput(&goodput_program(&mut rng, len));
+    }
+}
+
+/// [`fuzz::goodput`], writing the program that failed to `target/goodput-failure.bin` (replay
+/// it with `GOODPUT_FUZZ_TRACE=1` to see its steps).
+fn run_goodput(data: &[u8]) -> usize {
+    match std::panic::catch_unwind(|| fuzz::goodput(data)) {
+        Ok(checked) => checked,
+        Err(panic) => {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/goodput-failure.bin");
+            let _ = std::fs::write(&path, data);
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// Many more random programs for the `goodput` target than CI runs, for a stable-Rust soak:
+/// `GOODPUT_PROGRAMS=5000 cargo test --release --test it goodput_fuzz_soak -- --ignored`. A
+/// failing program is kept in `target/goodput-failure.bin`.
+#[test]
+#[ignore]
+fn goodput_fuzz_soak() {
+    let n: u64 = std::env::var("GOODPUT_PROGRAMS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut checked = 0;
+    for seed in 0..n {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let len = rng.random_range(200..6000);
+        checked += run_goodput(&goodput_program(&mut rng, len));
+    }
+    eprintln!("{n} programs, {checked} bounds checked");
+}

@@ -69,6 +69,11 @@ pub(crate) enum Input {
     /// `vllm:e2e_request_latency_seconds_count` (finished requests): read only when an SLO has an
     /// E2EL threshold.
     E2eCount,
+    /// `vllm:request_success_total{finished_reason="abort"|"error"}` (requests finished by an
+    /// abort or an error; the key's bound is 0 for abort, 1 for error): the only finished
+    /// requests that may have produced no token, hence no TTFT observation. Read only when an SLO
+    /// has a TTFT threshold.
+    AbnormalFinishes,
 }
 
 /// The identity of a series inside its group: its input and, for buckets, the `le` bound's bits.
@@ -107,6 +112,9 @@ pub(crate) enum Dim {
     Only(&'static str, &'static str),
     /// `position` parsed as an integer and kept in the key.
     Position,
+    /// Only the series whose label has one of these values (matched by the regex, for the keep
+    /// rule), the value's index kept in the key.
+    OneOf(&'static str, &'static [&'static str], &'static str),
 }
 
 /// What vLLM registers a series with: the facts the completeness check
@@ -152,6 +160,7 @@ const fn read(name: &'static str, input: Input, dim: Dim, registered: Registered
     let only = match dim {
         Dim::LeIsOne => Some(("le", r"1(\.0+)?")),
         Dim::Only(label, value) => Some((label, value)),
+        Dim::OneOf(label, _, regex) => Some((label, regex)),
         Dim::Plain | Dim::Le | Dim::Position => None,
     };
     ReadName {
@@ -208,7 +217,7 @@ const TPOT: [ReadName; 3] = histogram!(
 
 /// Every series name a rule (or the completeness check) reads, in `Input` order. Semantics:
 /// `docs/METRICS.md`, "The input series".
-pub const READ_NAMES: [ReadName; 21] = [
+pub const READ_NAMES: [ReadName; 22] = [
     ITL[0],
     ITL[1],
     ITL[2],
@@ -290,7 +299,18 @@ pub const READ_NAMES: [ReadName; 21] = [
         Dim::Plain,
         Sli::E2el,
     ),
+    slo_read(
+        "vllm:request_success_total",
+        Input::AbnormalFinishes,
+        Dim::OneOf("finished_reason", &FINISHED_ABNORMALLY, "abort|error"),
+        Sli::Ttft,
+    ),
 ];
+
+/// The `finished_reason` values of requests that may finish without a token (vLLM's
+/// `FinishReason.ABORT` and `ERROR`, `vllm/v1/engine/__init__.py`): a request finished by `stop`,
+/// `length` or `repetition` produced at least one token, so its TTFT was observed.
+pub(crate) const FINISHED_ABNORMALLY: [&str; 2] = ["abort", "error"];
 
 /// A name read only for the SLO counters of `sli` ([`ReadName::slo`]).
 const fn slo_read(name: &'static str, input: Input, dim: Dim, sli: Sli) -> ReadName {
@@ -324,6 +344,7 @@ pub(crate) fn wanted(input: Input, slos: &crate::slo::SloSet) -> bool {
     match input {
         Input::TtftBucket => slos.reads(Sli::Ttft),
         Input::E2eBucket | Input::E2eCount => slos.reads(Sli::E2el),
+        Input::AbnormalFinishes => slos.reads(Sli::Ttft),
         _ => true,
     }
 }
@@ -361,6 +382,11 @@ pub(crate) fn classify(name: &str, prefix: &str, labels: &[Label<'_>]) -> Option
             le_bits: 0,
         }),
         Dim::Position => key(f64::from(label(labels, "position")?.parse::<u16>().ok()?).to_bits()),
+        Dim::OneOf(name, values, _) => {
+            let value = label(labels, name)?;
+            let index = values.iter().position(|v| *v == value)?;
+            key((index as f64).to_bits())
+        }
     }
 }
 

@@ -70,6 +70,8 @@ mod senders_tests;
 #[cfg(test)]
 mod settle_tests;
 #[cfg(test)]
+mod slo_tests;
+#[cfg(test)]
 mod stale_value_tests;
 #[cfg(test)]
 mod test_support;

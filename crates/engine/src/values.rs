@@ -243,7 +243,9 @@ impl DerivedValue {
                 integer(count) && buckets.iter().all(|(_, c)| integer(c))
             }
             DerivedValue::SumCount { count, .. } => integer(count),
-            DerivedValue::Counters { values, .. } => values.iter().all(integer),
+            // Counters may count fractions (the ITL-per-token rows are estimated token counts
+            // under speculative decoding); OpenMetrics counters are floats.
+            DerivedValue::Counters { .. } => true,
         }
     }
 

@@ -15,6 +15,7 @@
 //! Not part of the service's API.
 
 mod engine;
+mod goodput;
 
 use crate::ingest::Receiver;
 use ::engine::{DerivedValue, EngineConfig, Family};
@@ -30,6 +31,13 @@ pub const MAX_DECODED_BYTES: usize = 1 << 20;
 /// after every step (`crates/service/src/fuzz/engine.rs`). Returns how many derived values were checked.
 pub fn engine(data: &[u8]) -> usize {
     engine::run(data)
+}
+
+/// The `goodput` target: `data` as a vLLM request stream scraped into one engine counting three
+/// SLOs, the goodput bounds checked against the stream's truth after every complete scrape
+/// (`crates/service/src/fuzz/goodput.rs`). Returns how many bounds were checked.
+pub fn goodput(data: &[u8]) -> usize {
+    goodput::run(data)
 }
 
 /// A snappy-compressed RW 1.0 body: decompress (with the length cap), decode, ingest.

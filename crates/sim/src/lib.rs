@@ -47,4 +47,4 @@ pub use model::{
 pub use profile::Profile;
 pub use serve::{BucketOverrides, SimulateArgs, parse_bucket_overrides, run};
 pub use simulator::Simulator;
-pub use truth::{BucketCount, TruthDocument, WindowTruth};
+pub use truth::{BucketCount, RequestRecord, TruthDocument, WindowTruth};

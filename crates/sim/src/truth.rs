@@ -53,6 +53,38 @@ pub struct RequestRecord {
     engine_index: usize,
     #[serde(skip)]
     finish_ns: u64,
+    #[serde(skip)]
+    arrival_ns: u64,
+    /// End of the step of its first output, ns; `None` without any output.
+    #[serde(skip)]
+    first_ns: Option<u64>,
+}
+
+impl RequestRecord {
+    /// Its time to first token, s, as the simulator observes it into
+    /// `vllm:time_to_first_token_seconds` (the end of the step of its first output, less its
+    /// arrival, in ns): `None` when it had no output at all (every simulated request has one,
+    /// possibly of 0 tokens).
+    pub fn ttft_s(&self) -> Option<f64> {
+        self.first_ns
+            .map(|f| f.saturating_sub(self.arrival_ns) as f64 / 1e9)
+    }
+
+    /// Its end-to-end latency, s, as observed into `vllm:e2e_request_latency_seconds`.
+    pub fn e2el_s(&self) -> f64 {
+        self.finish_ns.saturating_sub(self.arrival_ns) as f64 / 1e9
+    }
+
+    /// vLLM's request TPOT, s, as observed into `vllm:request_time_per_output_token_seconds`:
+    /// 0 when `n ≤ 1`.
+    pub fn tpot_s(&self) -> f64 {
+        self.tpot_s
+    }
+
+    /// Its finish time, ns of simulated time.
+    pub fn finish_ns(&self) -> u64 {
+        self.finish_ns
+    }
 }
 
 /// The iteration-level facts of one output batch.
@@ -322,6 +354,8 @@ impl TruthLog {
                 outputs: r.outputs.clone(),
                 engine_index: rep.engine,
                 finish_ns: r.last_ns,
+                arrival_ns: r.arrival_ns,
+                first_ns: r.first_ns,
             });
         }
     }

@@ -78,6 +78,9 @@ impl Accumulator {
         on_reset: &mut dyn FnMut(i64),
     ) -> Result<DerivedValue, WithheldReason> {
         (rule.check)(plan, &frames[frame].values)?;
+        if rule.forward_only {
+            return self.evaluate_forward(rule, plan, roles, frames, on_reset);
+        }
         // A replay over another set of frames (the plan gained or lost a role) can give a lower
         // value than what an older scrape served; the output hold (`crate::hold`) keeps it.
         let committed = match &mut self.committed {
@@ -112,6 +115,45 @@ impl Accumulator {
         Ok(value)
     }
 
+    /// [`Accumulator::evaluate`] of a forward-only rule ([`crate::rules::stateful::FrameRule::FORWARD_ONLY`]):
+    /// the state behind the previous output (or a resumed one) plus every complete frame newer
+    /// than it, whatever the plan was when it was made.
+    fn evaluate_forward(
+        &mut self,
+        rule: &StatefulRule,
+        plan: &Plan,
+        roles: &PlanRoles,
+        frames: &VecDeque<Frame>,
+        on_reset: &mut dyn FnMut(i64),
+    ) -> Result<DerivedValue, WithheldReason> {
+        let mut state = match self.latest.take().or_else(|| self.committed.take()) {
+            Some(state) => state,
+            None => (rule.seed)(plan),
+        };
+        if !(rule.fits)(plan, &state) {
+            state = (rule.seed)(plan);
+        }
+        // The newest frame the state holds is offered again: a frame first added under a plan
+        // that lacked some of its series (they were still arriving) gives the rest now; the
+        // rule adds nothing twice.
+        let after = state.ts();
+        for frame in frames
+            .iter()
+            .filter(|f| after.is_none_or(|t| f.ts >= t) && f.holds_plan(roles))
+        {
+            if (rule.advance)(plan, &mut state, &frame.values, frame.ts) {
+                on_reset(frame.ts);
+            }
+        }
+        let value = if state.has_frame() {
+            (rule.output)(plan, &state)
+        } else {
+            Err(WithheldReason::Incomplete)
+        };
+        self.latest = Some(state);
+        value
+    }
+
     /// The plan's roles or layout changed: the next replay starts from the committed state, since
     /// the set of complete frames behind `latest` may differ under the new plan.
     pub(crate) fn plan_changed(&mut self) {
@@ -126,6 +168,11 @@ impl Accumulator {
         roles: &PlanRoles,
         frame: &Frame,
     ) {
+        if rule.forward_only {
+            // The state is advanced by each frame as it completes, never replayed: nothing to
+            // commit. One that held no output yet keeps the frame for the next evaluation.
+            return;
+        }
         let committed = self.committed.get_or_insert_with(|| (rule.seed)(plan));
         advance_over(rule, plan, roles, committed, std::iter::once(frame), |_| {});
     }

@@ -45,6 +45,7 @@ pub(super) const SPEC: Spec = Spec {
         "vllm:inter_token_latency_seconds",
         "vllm:generation_tokens_total",
         "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+        "vllm:request_success_total{finished_reason=\"abort|error\"}",
     ],
     withholds: &[
         WithheldReason::NoSlo,
@@ -69,8 +70,10 @@ pub(crate) struct SloState {
     ts: Option<i64>,
     /// The layout ([`SloPlan`]'s fingerprint) the state belongs to.
     layout: u64,
-    /// One per planned SLO, in plan order.
-    goodput: Vec<Goodput>,
+    /// Each SLO's goodput, by name, in the order of the plan last advanced: an SLO added by a
+    /// reload starts afresh, one removed is dropped, and a change of the group's inputs keeps
+    /// the counts ([`Goodput::advance`] compares frames of one layout only).
+    goodput: Vec<(String, Goodput)>,
     /// The TTFT, TPOT and E2EL rows' values at the newest frame, `(events, good)` per counted SLI
     /// in plan order.
     sli_values: Vec<(f64, f64)>,
@@ -86,7 +89,12 @@ impl FrameState for SloState {
         self.ts.is_some()
     }
     fn heap_bytes(&self) -> usize {
-        self.goodput.capacity() * size_of::<Goodput>()
+        self.goodput.capacity() * size_of::<(String, Goodput)>()
+            + self
+                .goodput
+                .iter()
+                .map(|(n, _)| n.capacity())
+                .sum::<usize>()
             + self.sli_values.capacity() * 16
             + self.acceptance.as_ref().map_or(0, Committed::heap_bytes)
     }
@@ -94,7 +102,7 @@ impl FrameState for SloState {
         if self.ts.is_some_and(|t| !(0..=latest_ms).contains(&t)) {
             return Err("SLO state time out of range");
         }
-        if !self.goodput.iter().all(Goodput::is_valid) {
+        if !self.goodput.iter().all(|(_, g)| g.is_valid()) {
             return Err("goodput bounds out of order");
         }
         let count = |v: &f64| v.is_finite() && *v >= 0.0;
@@ -129,6 +137,9 @@ fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
         tpot: s.tpot.map(bracket),
         e2el: s.e2el.map(|m| (values[m.count], bracket(m.edges))),
         ttft: s.ttft.map(|m| (values[m.count], bracket(m.edges))),
+        abnormal: (s.ttft.is_some() && !p.abnormal.is_empty())
+            .then(|| p.abnormal.iter().map(|r| values[*r]).sum()),
+        degraded: !s.complete,
     }
 }
 
@@ -153,6 +164,11 @@ fn sli_values(p: &SloPlan, values: &[f64]) -> Vec<(f64, f64)> {
 impl FrameRule for SloCounters {
     type State = SloState;
 
+    /// Each interval between frames is counted once, in the order the frames complete: a replay
+    /// under a plan that gained a role would skip the kept frames that lack it, and lose the
+    /// requests they saw finish when a counter reset follows.
+    const FORWARD_ONLY: bool = true;
+
     /// # Errors
     /// [`WithheldReason::InconsistentInputs`] when a value the plan reads is negative or not
     /// finite; [`WithheldReason::Incomplete`] without an SLO plan.
@@ -174,7 +190,7 @@ impl FrameRule for SloCounters {
         SloState {
             ts: None,
             layout: p.map_or(0, |p| p.layout),
-            goodput: vec![Goodput::new(); p.map_or(0, |p| p.slos.len())],
+            goodput: Vec::new(),
             sli_values: Vec::new(),
             acceptance: p
                 .and_then(|p| p.acceptance.as_ref())
@@ -182,13 +198,12 @@ impl FrameRule for SloCounters {
         }
     }
 
-    /// The state of the same layout: the same SLOs with the same thresholds and edges.
-    fn fits(plan: &Plan, state: &SloState) -> bool {
-        slo_plan(plan).is_some_and(|p| {
-            p.layout == state.layout
-                && p.slos.len() == state.goodput.len()
-                && p.acceptance.is_some() == state.acceptance.is_some()
-        })
+    /// Every SLO state fits: the goodput of each SLO is kept by name across layouts (a role
+    /// that goes stale, a reload that changes a threshold), and the acceptance-corrected state
+    /// is re-seeded inside when its own layout changes. Re-seeding all of it would restart the
+    /// goodput counts, and the output hold would then keep the upper bound below the truth.
+    fn fits(plan: &Plan, _: &SloState) -> bool {
+        slo_plan(plan).is_some()
     }
 
     fn advance(plan: &Plan, state: &mut SloState, values: &[f64], ts: i64) -> bool {
@@ -196,19 +211,32 @@ impl FrameRule for SloCounters {
             return false;
         };
         let mut reset = false;
-        for (s, goodput) in p.slos.iter().zip(state.goodput.iter_mut()) {
-            if s.goodput {
-                reset |= goodput.advance(&inputs(p, s, values));
-            }
+        let mut kept = std::mem::take(&mut state.goodput);
+        for s in &p.slos {
+            let mut goodput = match kept.iter().position(|(n, _)| *n == s.name) {
+                Some(i) => kept.swap_remove(i).1,
+                None => Goodput::new(),
+            };
+            reset |= goodput.advance(&inputs(p, s, values), s.key);
+            state.goodput.push((s.name.clone(), goodput));
         }
-        if let (Some(a_plan), Some(a)) = (&p.acceptance, &mut state.acceptance) {
-            type Acceptance = AcceptanceCorrectedItl;
-            if <Acceptance as FrameRule>::check(a_plan, values).is_ok() {
+        state.layout = p.layout;
+        type Acceptance = AcceptanceCorrectedItl;
+        match &p.acceptance {
+            Some(a_plan) if <Acceptance as FrameRule>::check(a_plan, values).is_ok() => {
+                let a = state
+                    .acceptance
+                    .get_or_insert_with(|| <Acceptance as FrameRule>::seed(a_plan));
                 if !<Acceptance as FrameRule>::fits(a_plan, a) {
                     *a = <Acceptance as FrameRule>::seed(a_plan);
                 }
-                reset |= <Acceptance as FrameRule>::advance(a_plan, a, values, ts);
+                // A frame offered again (FORWARD_ONLY) is added to the acceptance state once.
+                if a.ts.is_none_or(|t| ts > t) {
+                    reset |= <Acceptance as FrameRule>::advance(a_plan, a, values, ts);
+                }
             }
+            Some(_) => {}
+            None => state.acceptance = None,
         }
         state.sli_values = sli_values(p, values);
         state.ts = Some(ts);
@@ -235,7 +263,7 @@ impl FrameRule for SloCounters {
         };
         let mut values = Vec::with_capacity(p.rows.len());
         let mut sli = state.sli_values.iter();
-        for (s, goodput) in p.slos.iter().zip(&state.goodput) {
+        for s in &p.slos {
             let from_frame = s.exact().len() - usize::from(s.itl.is_some());
             let mut pairs: Vec<(f64, f64)> = sli.by_ref().take(from_frame).copied().collect();
             if let Some(i) = s.itl {
@@ -247,9 +275,12 @@ impl FrameRule for SloCounters {
             if pairs.iter().any(|(e, g)| g > e) {
                 return Err(WithheldReason::InconsistentInputs);
             }
-            if s.goodput {
-                values.extend([goodput.finished, goodput.lower, goodput.upper]);
-            }
+            let (_, g) = state
+                .goodput
+                .iter()
+                .find(|(n, _)| *n == s.name)
+                .ok_or(WithheldReason::Incomplete)?;
+            values.extend([g.finished, g.lower, g.upper]);
         }
         if values.len() != p.rows.len() || values.iter().any(|v| *v < 0.0) {
             return Err(WithheldReason::InconsistentInputs);

@@ -41,6 +41,16 @@ pub(crate) trait FrameRule {
     /// What a group keeps for the family.
     type State: FrameState;
 
+    /// True when the state only ever moves forward: each complete frame newer than the state is
+    /// added in the order the frames complete, and a change of the plan never rewinds the state
+    /// to replay the kept frames. The state's own newest frame is offered again at the next
+    /// evaluation (its series may have completed a fuller plan since): `advance` must add a
+    /// frame it already holds as nothing more than what the fuller plan adds. For a state that counts what happened between frames
+    /// (the SLO counters): a replay under a plan that gained a role would skip the kept frames
+    /// that lack it, and an interval with a counter reset in it would lose what came before
+    /// the reset. False (the default): replayed over every complete kept frame.
+    const FORWARD_ONLY: bool = false;
+
     /// Whether a complete frame's values can be used at all.
     ///
     /// # Errors
@@ -184,6 +194,8 @@ pub(crate) struct StatefulRule {
     pub(crate) output: fn(&Plan, &RuleState) -> Result<DerivedValue, WithheldReason>,
     /// Reads a state written by [`RuleState::save`].
     pub(crate) load: fn(serde_json::Value) -> Result<RuleState, String>,
+    /// [`FrameRule::FORWARD_ONLY`].
+    pub(crate) forward_only: bool,
 }
 
 fn seed<R: FrameRule>(plan: &Plan) -> RuleState {
@@ -225,6 +237,7 @@ impl StatefulRule {
             advance: advance::<R>,
             output: output::<R>,
             load: load::<R>,
+            forward_only: R::FORWARD_ONLY,
         }
     }
 }

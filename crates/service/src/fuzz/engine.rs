@@ -169,6 +169,47 @@ fn labels_of(key: Key) -> Vec<(String, String)> {
 }
 
 fn check_shape(value: &DerivedValue) {
+    if let DerivedValue::Counters { rows, values } = value {
+        use engine::CounterMetric::{
+            GoodputRequests, SloEvents, SloFinishedRequests, SloGoodEvents,
+        };
+        let find = |metric, labels: &[(String, String)]| {
+            rows.iter()
+                .zip(values)
+                .find(|(r, _)| r.metric == metric && r.labels == labels)
+                .map(|(_, v)| *v)
+        };
+        for (row, v) in rows.iter().zip(values) {
+            assert!(
+                v.is_finite() && *v >= 0.0,
+                "a counter that counts: {row:?} {v}"
+            );
+            let slo = [row
+                .labels
+                .iter()
+                .find(|(n, _)| n == "slo")
+                .cloned()
+                .expect("slo")];
+            let with = |name: &str, value: &str| {
+                let mut l = vec![(name.to_owned(), value.to_owned())];
+                l.extend(slo.iter().cloned());
+                l.sort();
+                l
+            };
+            match row.metric {
+                SloGoodEvents => {
+                    let events = find(SloEvents, &row.labels).expect("events beside good events");
+                    assert!(*v <= events, "good events {v} above events {events}");
+                }
+                SloFinishedRequests => {
+                    let lower = find(GoodputRequests, &with("bound", "lower")).expect("lower");
+                    let upper = find(GoodputRequests, &with("bound", "upper")).expect("upper");
+                    assert!(lower <= upper && upper <= *v, "{lower} <= {upper} <= {v}");
+                }
+                _ => {}
+            }
+        }
+    }
     if let DerivedValue::Histogram { buckets, count, .. } = value {
         assert!(
             buckets.windows(2).all(|w| w[0].0 < w[1].0),
@@ -215,6 +256,20 @@ fn fell(old: &DerivedValue, new: &DerivedValue) -> Option<String> {
                 .any(|(le, c)| b0.iter().any(|(l, c0)| l == le && lower(*c0, *c)));
             (lower(*s0, *sum) || lower(*c0, *count) || bucket_fell)
                 .then(|| format!("{old:?} -> {new:?}"))
+        }
+        (
+            DerivedValue::Counters {
+                rows: r0,
+                values: v0,
+            },
+            DerivedValue::Counters { rows, values },
+        ) => {
+            let row_fell = rows.iter().zip(values).any(|(row, v)| {
+                r0.iter().zip(v0).any(|(r, v0)| {
+                    r.metric == row.metric && r.labels == row.labels && lower(*v0, *v)
+                })
+            });
+            row_fell.then(|| format!("{old:?} -> {new:?}"))
         }
         _ => None,
     }

@@ -41,6 +41,15 @@ pub(crate) struct Inputs {
     pub(crate) e2el: Option<(f64, Bracket)>,
     /// TTFT: the TTFT histogram's `_count`, and its buckets around T.
     pub(crate) ttft: Option<(f64, Bracket)>,
+    /// Finished requests whose `finished_reason` is `abort` or `error`
+    /// (`vllm:request_success_total`): the only ones that may lack a TTFT observation. `None`
+    /// when the group does not send them: then every request of at most one token may.
+    #[serde(default)]
+    pub(crate) abnormal: Option<f64>,
+    /// An SLI of the SLO lacks its input (a series the pipeline drops): its good requests cannot
+    /// be bounded below, and every finished request may be good.
+    #[serde(default)]
+    pub(crate) degraded: bool,
 }
 
 /// A histogram's cumulative counts at the edges around a threshold T: `lo` at the largest edge
@@ -64,9 +73,10 @@ impl Inputs {
             .is_none_or(|(count, b)| count == self.finished && within(&b, count));
         let tpot_ok = self.tpot.is_none_or(|b| within(&b, self.finished));
         let ttft_ok = self.ttft.is_none_or(|(count, b)| within(&b, count));
-        let values = [self.finished, self.short];
+        let values = [self.finished, self.short, self.abnormal.unwrap_or(0.0)];
         values.iter().all(|v| v.is_finite() && *v >= 0.0)
             && self.short <= self.finished
+            && self.abnormal.is_none_or(|a| a <= self.finished)
             && finish_ok
             && tpot_ok
             && ttft_ok
@@ -75,6 +85,7 @@ impl Inputs {
     /// Every count, for the reset test.
     fn counts(&self) -> Vec<f64> {
         let mut out = vec![self.finished, self.short];
+        out.extend(self.abnormal);
         if let Some(b) = self.tpot {
             out.extend([b.lo, b.hi]);
         }
@@ -84,10 +95,17 @@ impl Inputs {
         out
     }
 
-    /// Requests in flight whose TTFT was observed, at most: `N_ttft − (finished − short)`.
+    /// Finished requests that may lack a TTFT observation, at most: those of at most one output
+    /// token, and of those only the aborted or failed ones when the group sends them.
+    fn may_lack_ttft(&self) -> f64 {
+        self.abnormal.map_or(self.short, |a| a.min(self.short))
+    }
+
+    /// Requests in flight whose TTFT was observed, at most: `N_ttft − (finished − those that may
+    /// lack one)`.
     fn in_flight_cap(&self) -> f64 {
         match self.ttft {
-            Some((count, _)) => (count - (self.finished - self.short)).max(0.0),
+            Some((count, _)) => (count - (self.finished - self.may_lack_ttft())).max(0.0),
             None => 0.0,
         }
     }
@@ -108,6 +126,11 @@ pub(crate) struct Goodput {
     bad_ttft: f64,
     /// Good TTFT observations not yet matched to a finished request.
     good_ttft: f64,
+    /// The layout of the inputs of `prev` (which SLIs, the edges around each threshold, whether
+    /// the finish reasons are sent; [`super::plan`]): a frame of another layout cannot be
+    /// compared bucket by bucket with `prev`.
+    #[serde(default)]
+    key: u64,
 }
 
 impl Goodput {
@@ -120,6 +143,7 @@ impl Goodput {
             upper: 0.0,
             bad_ttft: 0.0,
             good_ttft: 0.0,
+            key: 0,
         }
     }
 
@@ -137,24 +161,46 @@ impl Goodput {
             && self.upper <= self.finished
     }
 
-    /// Adds the frame whose inputs are `now`. A torn frame ([`Inputs::consistent`]) adds nothing.
-    /// The first consistent frame is the baseline: it counts nothing and seeds the budgets with
-    /// the TTFT observations of requests still in flight. Returns true when an input fell since
-    /// the previous consistent frame (a counter reset).
-    pub(crate) fn advance(&mut self, now: &Inputs) -> bool {
+    /// Adds the frame whose inputs are `now`, of the layout `key`. A torn frame
+    /// ([`Inputs::consistent`]) adds nothing. The first consistent frame is the baseline: it
+    /// counts nothing and seeds the budgets with the TTFT observations of requests still in
+    /// flight. A frame of another layout than the previous one (an input that appeared or went
+    /// stale, a threshold changed by a reload), or one that lacks an SLI's input, cannot be
+    /// compared bucket by bucket: its interval adds its finished requests to the upper bound and
+    /// nothing to the lower one, and the budgets become the most a request in flight can carry.
+    /// Returns true when an input fell since the previous consistent frame (a counter reset).
+    pub(crate) fn advance(&mut self, now: &Inputs, key: u64) -> bool {
         if !now.consistent() {
             return false;
         }
         let cap = now.in_flight_cap();
         let Some(prev) = self.prev.replace(*now) else {
+            self.key = key;
             if let Some((count, b)) = now.ttft {
                 self.bad_ttft = (count - b.lo).min(cap);
                 self.good_ttft = b.hi.min(cap);
             }
             return false;
         };
-        let reset = prev.counts().iter().zip(now.counts()).any(|(p, n)| n < *p)
-            || prev.counts().len() != now.counts().len();
+        let comparable = self.key == key && !now.degraded && !prev.degraded;
+        self.key = key;
+        let reset = now.finished < prev.finished
+            || now.short < prev.short
+            || (comparable && prev.counts().iter().zip(now.counts()).any(|(p, n)| n < *p));
+        if !comparable {
+            // After a reset the interval holds what the new process finished: its counts now.
+            let n = if reset {
+                now.finished
+            } else {
+                now.finished - prev.finished
+            };
+            self.finished += n;
+            self.upper += n;
+            // Any request in flight now may carry a bad (or a good) TTFT into a later interval.
+            let carry = if now.ttft.is_some() { cap } else { 0.0 };
+            (self.bad_ttft, self.good_ttft) = (carry, carry);
+            return reset;
+        }
         let base = if reset {
             self.bad_ttft = 0.0;
             self.good_ttft = 0.0;
@@ -178,8 +224,10 @@ impl Goodput {
             finish.push((lo, hi));
         }
         let bad: f64 = finish.iter().map(|(lo, _)| n - lo).sum();
-        let g = (n - bad).max(0.0);
         let u = finish.iter().map(|(_, hi)| *hi).fold(n, f64::min).max(0.0);
+        // Within vLLM's cumulative buckets the lower edge never gains more than the upper one,
+        // so g ≤ u; inputs that contradict that (no vLLM sends them) still leave lower ≤ upper.
+        let g = (n - bad).max(0.0).min(u);
         if now.ttft.is_none() {
             self.lower += g;
             self.upper += u;
@@ -188,14 +236,21 @@ impl Goodput {
         self.bad_ttft += d(|i| i.ttft.map_or(0.0, |(count, b)| count - b.lo));
         self.good_ttft += d(|i| i.ttft.map_or(0.0, |(_, b)| b.hi));
         // Requests of at most one output token finishing now are the only ones that may lack a
-        // TTFT observation: counted as bad at no cost to the budget.
-        let missing = d(|i| i.short);
+        // TTFT observation, and of those only the aborted or failed ones when the group sends
+        // them: counted as bad at no cost to the budget.
+        let missing = match (now.abnormal, base.as_ref().map(|b| b.abnormal)) {
+            (Some(a), Some(Some(a0))) => d(|i| i.short).min(a - a0),
+            (Some(a), None) => d(|i| i.short).min(a),
+            _ => d(|i| i.short),
+        };
         let kills = g.min(missing + self.bad_ttft);
         self.bad_ttft -= (kills - missing).max(0.0);
-        self.lower += g - kills;
         let matched = u.min(self.good_ttft);
         self.good_ttft -= matched;
         self.upper += matched;
+        // Each request surely good had a good TTFT observation, so `g − kills ≤ matched` on
+        // consistent inputs; the minimum keeps the bounds ordered on any others.
+        self.lower += (g - kills).min(matched);
         self.bad_ttft = self.bad_ttft.min(cap);
         self.good_ttft = self.good_ttft.min(cap);
         reset

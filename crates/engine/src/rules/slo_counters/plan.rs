@@ -46,8 +46,12 @@ pub(super) struct PlannedSlo {
     /// ITL per token: the index of the bucket at T in the acceptance-corrected ITL buckets, when
     /// T is one of its edges.
     pub(super) itl: Option<usize>,
-    /// False when an SLI of the SLO lacks an input: its goodput is then not served.
-    pub(super) goodput: bool,
+    /// False when an SLI of the SLO lacks an input: its goodput then counts every request that
+    /// finishes in its upper bound and none in its lower one, until the input is back.
+    pub(super) complete: bool,
+    /// A fingerprint of the SLO's goodput inputs (thresholds, the edges around them, whether
+    /// the finish reasons are read): frames of two keys are not compared bucket by bucket.
+    pub(super) key: u64,
 }
 
 impl PlannedSlo {
@@ -82,6 +86,9 @@ pub(crate) struct SloPlan {
     /// Role of `vllm:request_generation_tokens_bucket{le="1"}`: finished requests of at most one
     /// output token.
     pub(super) short: usize,
+    /// Roles of `vllm:request_success_total{finished_reason="abort"|"error"}` the group sends,
+    /// when an SLO has a TTFT threshold (empty otherwise, or when the group sends neither).
+    pub(super) abnormal: Vec<usize>,
     /// The acceptance-corrected ITL plan, when an SLO reads ITL per token.
     pub(super) acceptance: Option<Plan>,
     /// Why SLIs of the SLOs are not counted, in SLO then SLI order.
@@ -189,7 +196,8 @@ fn lacking(slo: &str, sli: Sli, input: Input) -> SliNote {
         reason: SliNoteReason::Incomplete,
         detail: format!(
             "no {}: regenerate the keep rule with `vllm-corrector relabel --config.file` so it \
-             sends what the SLOs read; the SLO's goodput is withheld meanwhile",
+             sends what the SLOs read; meanwhile the SLO's goodput counts every request that \
+             finishes in its upper bound and none in its lower one",
             super::super::input_name(input)
         ),
     }
@@ -242,7 +250,8 @@ fn plan_slo(
         tpot: None,
         e2el: None,
         itl: None,
-        goodput: true,
+        complete: true,
+        key: 0,
     };
     for target in &slo.slis {
         let t = target.threshold_seconds;
@@ -254,12 +263,12 @@ fn plan_slo(
             Sli::Ttft => {
                 let inputs = (Input::TtftBucket, Input::TtftCount);
                 planned.ttft = measured(learned, name, sli, inputs, notes, print).ok();
-                planned.goodput &= planned.ttft.is_some();
+                planned.complete &= planned.ttft.is_some();
             }
             Sli::E2el => {
                 let inputs = (Input::E2eBucket, Input::E2eCount);
                 planned.e2el = measured(learned, name, sli, inputs, notes, print).ok();
-                planned.goodput &= planned.e2el.is_some();
+                planned.complete &= planned.e2el.is_some();
             }
             Sli::Tpot => {
                 let (e, lo, hi) = edges(tpot, t);
@@ -298,13 +307,13 @@ fn plan_slo(
             }
         }
     }
-    print.bytes(&[u8::from(planned.goodput)]);
+    print.bytes(&[u8::from(planned.complete)]);
+    planned.key = print.0;
     planned
 }
 
 /// The rows of `slos` in serving order: per SLO the events and then the good events of each
-/// counted SLI, then the finished requests and the lower and upper goodput bounds (when the SLO's
-/// goodput is served).
+/// counted SLI, then the finished requests and the lower and upper goodput bounds.
 fn rows(slos: &[PlannedSlo], layout: u64) -> Vec<CounterRow> {
     let label = |name: &str, value: &str| (name.to_owned(), value.to_owned());
     let mut rows = Vec::new();
@@ -319,19 +328,17 @@ fn rows(slos: &[PlannedSlo], layout: u64) -> Vec<CounterRow> {
                 });
             }
         }
-        if s.goodput {
+        rows.push(CounterRow {
+            metric: CounterMetric::SloFinishedRequests,
+            labels: vec![label("slo", &s.name)],
+            layout,
+        });
+        for bound in ["lower", "upper"] {
             rows.push(CounterRow {
-                metric: CounterMetric::SloFinishedRequests,
-                labels: vec![label("slo", &s.name)],
+                metric: CounterMetric::GoodputRequests,
+                labels: vec![label("bound", bound), label("slo", &s.name)],
                 layout,
             });
-            for bound in ["lower", "upper"] {
-                rows.push(CounterRow {
-                    metric: CounterMetric::GoodputRequests,
-                    labels: vec![label("bound", bound), label("slo", &s.name)],
-                    layout,
-                });
-            }
         }
     }
     rows
@@ -364,19 +371,22 @@ pub(super) fn plan(
     let mut notes = Vec::new();
     let mut print = Fingerprint::new();
     let mut acceptance = None;
-    let slos: Vec<PlannedSlo> = covering
+    let mut slos: Vec<PlannedSlo> = covering
         .into_iter()
         .map(|slo| {
             let tpot = &tpot.buckets;
-            plan_slo(
+            let mut mine = Fingerprint::new();
+            let planned = plan_slo(
                 learned,
                 context,
                 slo,
                 tpot,
                 &mut acceptance,
                 &mut notes,
-                &mut print,
-            )
+                &mut mine,
+            );
+            print.bytes(&planned.key.to_le_bytes());
+            planned
         })
         .collect();
     let acceptance = acceptance.and_then(Result::ok);
@@ -385,7 +395,23 @@ pub(super) fn plan(
             print.f64(b);
         }
     }
-    let mut series: Vec<usize> = Vec::new();
+    let abnormal: Vec<usize> = if slos.iter().any(|s| s.ttft.is_some()) {
+        learned
+            .iter()
+            .filter(|(k, _)| k.input == Input::AbnormalFinishes)
+            .map(|(_, r)| *r)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let read = [u8::try_from(abnormal.len()).unwrap_or(u8::MAX)];
+    print.bytes(&read);
+    for s in slos.iter_mut().filter(|s| s.ttft.is_some()) {
+        let mut mine = Fingerprint(s.key);
+        mine.bytes(&read);
+        s.key = mine.0;
+    }
+    let mut series: Vec<usize> = abnormal.clone();
     for s in &slos {
         for m in s.ttft.iter().chain(s.e2el.iter()) {
             series.extend(m.edges.lo.iter().copied().chain([m.edges.hi, m.count]));
@@ -399,6 +425,7 @@ pub(super) fn plan(
         finished: tpot.count,
         short,
         slos,
+        abnormal,
         acceptance,
         notes: notes.into(),
         layout: print.0,
