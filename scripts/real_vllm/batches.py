@@ -1,7 +1,7 @@
 """Run `vllm bench serve` batches against a running vLLM and dump /metrics around each.
 
 Usage: python batches.py --vllm VLLM_BIN --url http://127.0.0.1:PORT --tokenizer DIR
-                         --out DIR --server TAG [--only NAME,...]
+                         --out DIR --server TAG [--only NAME,...] [--goodput]
 
 TAG is the running server's configuration (`versions.py`: d3, d5, d0, h0, kv). For every batch
 that runs on it (BATCHES below), in order, with LABEL = <batch>_<TAG>:
@@ -10,6 +10,13 @@ that runs on it (BATCHES below), in order, with LABEL = <batch>_<TAG>:
   OUT/<label>/after.prom    GET /metrics right after it
   OUT/<label>/batch.json    the batch's spec, the bench command line and wall-clock start/end
 Each batch is sequential and alone on the server, so the dumps' differences are that batch's.
+
+With --goodput it runs the GOODPUT batches instead (and only those): after an unrecorded warm-up,
+the batch's bench runs start together, each with `--goodput`, and `frames.Poller` reads /metrics
+every 0.5 s from right before them to right after (OUT/<label>/frames.jsonl; before.prom and
+after.prom are its first and last frame). bench-<run>.json is each run's result; batch.json also
+holds a (unix, monotonic) clock pair, so the bench's per-request `start_times` (perf_counter,
+CLOCK_MONOTONIC like time.monotonic) can be put on the frames' wall clock.
 """
 
 import argparse
@@ -18,6 +25,8 @@ import os
 import subprocess
 import time
 import urllib.request
+
+from frames import Poller
 
 # Shared bench settings: short random prompts, a few concurrent requests, percentiles of all four
 # latency metrics. With the random dataset `vllm bench serve` always sends ignore_eos=true; the
@@ -80,6 +89,44 @@ BATCHES = {
 }
 
 
+# The goodput batches: bench runs that go on at the same time, each with `--goodput`. `main` sends
+# faster than the server answers, up to 2 at once, so requests are in flight at every moment; it
+# mixes output lengths 1..128 (uniform) with prompts of 63..191 tokens at temperature 0.8, where
+# the n-gram drafts are almost all rejected and tokens come one a step. `greedy` (temperature 0,
+# one after another) repeats a token, so its drafts are accepted and its tokens come several a
+# step; being a closed loop, it also keeps a request in flight while the runs start and end at
+# different times (each client takes 10-40 s to start).
+# `one_token` adds n = 1 requests (TPOT 0 in the bench, a pass). These batches run on the larger
+# model of real-vllm.sh (GOODPUT_SIZE): on the 2-layer model an engine step takes ~2 ms, every
+# TPOT is under the lowest edge (10 ms) and the HTTP frontend's delays (tens of ms) dwarf the
+# server's TTFT. The thresholds are default bucket edges of vLLM 0.32, chosen after trials on 2
+# shared cores so that no SLI's attainment is 0 or 100 % and the goodput is below each of them.
+GOODPUT_COMMON = [
+    "--backend", "openai", "--endpoint", "/v1/completions", "--dataset-name", "random",
+    "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99",
+    "--num-warmups", "0", "--disable-tqdm",
+]
+GOODPUT_SLOS = ["ttft:80", "tpot:10", "e2el:1000"]
+GOODPUT_SHAPE = ["--random-input-len", "128", "--random-output-len", "64",
+                 "--random-range-ratio", json.dumps({"input": 0.5, "output": 0.99})]
+GOODPUT_MAIN = ["--request-rate", "6", "--max-concurrency", "2", "--seed", "7",
+                "--temperature", "0.8", *GOODPUT_SHAPE]
+# name -> (server tags, warm-up bench args, {run: bench args}, --goodput SLOs, what it covers)
+GOODPUT = {
+    "goodput": (("d3", "d0"), GOODPUT_MAIN + ["--num-prompts", "16"], {
+        "main": GOODPUT_MAIN + ["--num-prompts", "80"],
+        "greedy": ["--request-rate", "inf", "--max-concurrency", "1", "--seed", "9",
+                   "--temperature", "0", *GOODPUT_SHAPE, "--num-prompts", "60"],
+        "one_token": ["--request-rate", "1.5", "--max-concurrency", "2", "--seed", "8",
+                      "--temperature", "0.8", "--random-input-len", "128",
+                      "--random-output-len", "1", "--random-range-ratio", "0",
+                      "--num-prompts", "20"],
+    }, GOODPUT_SLOS, "`vllm bench serve --goodput` under load: three runs at once (output "
+       "1..128 sampled, 1..128 greedy, and 1), requests in flight throughout, /metrics frames "
+       "every 0.5 s"),
+}
+
+
 def get_metrics(url: str) -> str:
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         return r.read().decode()
@@ -98,7 +145,11 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--settle", type=float, default=2.0,
                     help="idle seconds before and after each batch (longer through Prometheus)")
+    ap.add_argument("--goodput", action="store_true", help="run the GOODPUT batches instead")
     args = ap.parse_args()
+    if args.goodput:
+        goodput_batches(args)
+        return
     only = set(filter(None, args.only.split(",")))
     host, port = args.url.rsplit("//", 1)[1].split(":")
     for name, (servers, bench_args, covers) in BATCHES.items():
@@ -129,6 +180,53 @@ def main() -> None:
                        "bench_args": COMMON + bench_args,
                        "start_unix": t0, "end_unix": t1, "settle_s": args.settle}, f, indent=1)
         print(f"{label}: {t1 - t0:.1f} s", flush=True)
+
+
+def goodput_batches(args) -> None:
+    only = set(filter(None, args.only.split(",")))
+    host, port = args.url.rsplit("//", 1)[1].split(":")
+    for name, (servers, warmup, runs, slos, covers) in GOODPUT.items():
+        if args.server not in servers or (only and name not in only):
+            continue
+        label = f"{name}_{args.server}"
+        d = os.path.join(args.out, label)
+        os.makedirs(d, exist_ok=True)
+        base = [args.vllm, "bench", "serve", *GOODPUT_COMMON, "--host", host, "--port", port,
+                "--model", args.model, "--tokenizer", args.tokenizer]
+        # A fresh server compiles and warms its kernels on the first requests: not in the window.
+        with open(os.path.join(d, "warmup.log"), "w") as log:
+            subprocess.run(base + warmup, check=True, stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(args.settle)
+        poller = Poller(args.url, os.path.join(d, "frames.jsonl"))
+        poller.start()
+        clock = {"unix": time.time(), "monotonic": time.monotonic()}
+        procs = {}
+        for run, run_args in runs.items():
+            cmd = base + run_args + ["--goodput", *slos, "--save-result", "--save-detailed",
+                                     "--result-dir", d, "--result-filename", f"bench-{run}.json",
+                                     "--label", f"{label}-{run}"]
+            procs[run] = subprocess.Popen(cmd, stdout=open(os.path.join(d, f"bench-{run}.log"), "w"),
+                                          stderr=subprocess.STDOUT)
+        failed = [run for run, p in procs.items() if p.wait() != 0]
+        t1 = time.time()
+        time.sleep(args.settle)  # the last finished requests' records land
+        poller.stop()
+        if failed:
+            raise SystemExit(f"{label}: bench run(s) {failed} failed (see {d}/bench-*.log)")
+        for fname, frame in (("before.prom", poller.first), ("after.prom", poller.last)):
+            with open(os.path.join(d, fname), "w") as f:
+                f.write(frame["text"])
+        with open(os.path.join(d, "batch.json"), "w") as f:
+            json.dump({"name": name, "label": label, "server": args.server,
+                       "serve_args": json.loads(args.serve_args),
+                       "num_speculative_tokens": args.drafts, "covers": covers,
+                       "goodput": slos, "warmup_args": GOODPUT_COMMON + warmup,
+                       "runs": {run: GOODPUT_COMMON + a + ["--goodput", *slos]
+                                for run, a in runs.items()},
+                       "clock": clock, "start_unix": clock["unix"], "end_unix": t1,
+                       "settle_s": args.settle, "poll_interval_s": poller.interval,
+                       "polls": poller.frames}, f, indent=1)
+        print(f"{label}: {t1 - clock['unix']:.1f} s, {poller.frames} frames", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """Build a tiny, randomly initialised Llama and its tokenizer locally (no model hub).
 
-Usage: python build_model.py OUT_DIR [--seed N]
+Usage: python build_model.py OUT_DIR [--seed N] [--layers L --hidden H --intermediate I
+                                                 --heads A --kv-heads K]
 
 * Tokenizer: byte-level BPE trained with `tokenizers` on pseudo-words generated from a fixed seed
   (vocabulary 2048 including <s>, </s>, <unk>), saved as a Hugging Face fast tokenizer.
 * Model: LlamaConfig with 2 layers, hidden size 256, 4 heads of 64 (2 KV heads), intermediate 512,
   tied input/output embeddings, random weights from a fixed seed, saved with save_pretrained
-  (safetensors).
+  (safetensors). The size options change the shape only (heads stay 64 wide); real-vllm.sh builds
+  a larger one for the goodput batches (SIZES there), whose engine steps take milliseconds.
 
 Why tied embeddings: the last token's embedding dominates the residual stream of a random
 model, so the logits h·E favour that token again; greedy decoding repeats it, and the n-gram
@@ -68,15 +70,15 @@ def build_tokenizer(out: str, seed: int) -> PreTrainedTokenizerFast:
     return fast
 
 
-def build_model(out: str, tok: PreTrainedTokenizerFast, seed: int) -> dict:
+def build_model(out: str, tok: PreTrainedTokenizerFast, seed: int, size: argparse.Namespace) -> dict:
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
         head_dim=64,
         max_position_embeddings=1024,
         tie_word_embeddings=True,
@@ -99,10 +101,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--seed", type=int, default=20260)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--intermediate", type=int, default=512)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     tok = build_tokenizer(args.out, args.seed)
-    cfg = build_model(args.out, tok, args.seed)
+    cfg = build_model(args.out, tok, args.seed, args)
     with open(os.path.join(args.out, "build.json"), "w") as f:
         json.dump({"seed": args.seed, "const_dim": CONST_DIM, "const_value": CONST_VALUE,
                    "eos_excess": EOS_EXCESS, "vocab": len(tok)}, f, indent=1)

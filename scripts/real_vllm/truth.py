@@ -2,6 +2,10 @@
 
 Usage: python truth.py RAW_BATCH_DIR FIXTURE_BATCH_DIR
        python truth.py --window FIXTURE_DIR RAW_BATCH_DIR...
+       python truth.py --goodput RAW_BATCH_DIR FIXTURE_BATCH_DIR
+
+The third form is for the goodput batches (`batches.py --goodput`): goodput_truth.py reduces them
+(frames too) and adds the `goodput` section to this truth.
 
 The second form makes one window out of batches that ran back to back on one server (nothing
 else ran between them): BEFORE of the first, AFTER of the last, the requests of all of them.
@@ -187,6 +191,17 @@ def write_truth(fx: str, bench: dict, batch: dict) -> None:
 def main() -> None:
     if sys.argv[1] == "--window":
         window(sys.argv[2], sys.argv[3:])
+        return
+    if sys.argv[1] == "--goodput":
+        from goodput_truth import reduce as reduce_goodput
+        t = reduce_goodput(sys.argv[2], sys.argv[3], truth)
+        g = t["goodput"]
+        print(json.dumps({"batch": t["batch"], "requests": t["requests"],
+                          "requests_n_le_1": t["requests_n_le_1"],
+                          "good_from_records": g["good_from_records"],
+                          "good_from_request_goodput": g["good_from_request_goodput"],
+                          "client_attainment": g["client_attainment"],
+                          "server_attainment": g["server_attainment"]}))
         return
     raw_dir, fx = sys.argv[1:3]
     os.makedirs(fx, exist_ok=True)

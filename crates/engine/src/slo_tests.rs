@@ -224,7 +224,7 @@ fn the_true_goodput_lies_within_the_bounds_for_every_profile_with_and_without_dr
         }
     }
     // The band is narrow where the stream allows it: at most a few percent of the requests on
-    // average over the runs (docs/METRICS.md, "When the band is narrow").
+    // average over the runs (docs/GOODPUT.md, "When the band is narrow").
     let mean = widths.iter().sum::<f64>() / widths.len() as f64;
     assert!(
         mean < 0.1,

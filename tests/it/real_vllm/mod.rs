@@ -85,7 +85,7 @@ pub(crate) const RELEASES: &[Release] = &[
         version: "0.32.0",
         by_source: true,
         iteration_tokens: IterationTokens::LocalOnly,
-        min_batches: 10,
+        min_batches: 12,
         clock_checked: true,
     },
 ];

@@ -1,6 +1,6 @@
-//! The SLO counters (docs/SLO.md, "SLO counters"; the bounds: docs/METRICS.md, "Goodput
-//! bounds"): per group and SLO, the events and good events of each SLI, the finished requests
-//! and the goodput bounds, served as labelled counters ([`DerivedValue::Counters`]).
+//! The SLO counters (docs/SLO.md, "SLO counters"; the bounds: docs/GOODPUT.md): per group and
+//! SLO, the events and good events of each SLI, the finished requests and the goodput bounds,
+//! served as labelled counters ([`DerivedValue::Counters`]).
 //!
 //! The SLI counters are exact where the threshold is a bucket edge of the series as received
 //! (compared as floats, so `0.1`, `0.10` and `1e-01` are one edge):
@@ -134,6 +134,7 @@ fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
     Inputs {
         finished: values[p.finished],
         short: values[p.short],
+        generated: values[p.generated],
         tpot: s.tpot.map(bracket),
         e2el: s.e2el.map(|m| (values[m.count], bracket(m.edges))),
         ttft: s.ttft.map(|m| (values[m.count], bracket(m.edges))),

@@ -357,12 +357,12 @@ impl Harness {
     /// is scraped at once, before any of its own requests finish, so that the engine sees its
     /// counters fall. (A restart whose first scrape shows every counter at or above the last one
     /// the engine saw cannot be told from no restart, by the engine or by Prometheus' `rate()`:
-    /// docs/METRICS.md, "Goodput bounds".)
+    /// docs/GOODPUT.md, "The bounds, interval by interval".)
     ///
     /// It restarts only when the engine has evaluated the process's newest scrape: a process
     /// whose frames still wait for a series (one series' staleness marker holds them for the
     /// pending window) would leave requests that finished in frames the engine never completed,
-    /// which neither bound counts (docs/METRICS.md, "Goodput bounds"), and which this harness
+    /// which neither bound counts (docs/GOODPUT.md, "The bounds, interval by interval"), and which this harness
     /// cannot tell apart.
     fn restart_vllm(&mut self) {
         if !self.scrape(None) || self.note_output().map(|(at, _)| at) != Some(self.clock) {

@@ -1,6 +1,5 @@
 //! The goodput bounds of one SLO in one group: how many finished requests met every threshold of
-//! the SLO at once, bounded below and above from vLLM's marginal histograms (docs/SLO.md,
-//! "Goodput bounds").
+//! the SLO at once, bounded below and above from vLLM's marginal histograms (docs/GOODPUT.md).
 //!
 //! Facts relied on (`vllm/v1/metrics/loggers.py` and `stats.py`, 0.14 to 0.34): vLLM observes the
 //! request TPOT, E2E latency and generation-token histograms together when a request finishes (the
@@ -34,6 +33,10 @@ pub(crate) struct Inputs {
     pub(crate) finished: f64,
     /// Finished requests of at most one output token: `request_generation_tokens_bucket{le="1"}`.
     pub(crate) short: f64,
+    /// `request_generation_tokens_count`: the finished requests again, observed in the same loop
+    /// as the request TPOT; a frame where the two differ was scraped in the middle of it.
+    #[serde(default)]
+    pub(crate) generated: f64,
     /// TPOT: the raw request TPOT histogram's buckets at the largest edge ≤ T and the smallest
     /// edge ≥ T (`_count` for `+Inf`); equal when T is an edge.
     pub(crate) tpot: Option<Bracket>,
@@ -63,9 +66,11 @@ pub(crate) struct Bracket {
 }
 
 impl Inputs {
-    /// True when the finish-time histograms agree on the finished requests (a scrape between two
-    /// of vLLM's updates can tear them) and every count is within its histogram: only such frames
-    /// close an interval; a torn one is skipped and the next consistent one covers both.
+    /// True when the finish-time histograms agree on the finished requests and every count is
+    /// within its histogram: only such frames close an interval; a torn one is skipped and the
+    /// next consistent one covers both. vLLM serves `/metrics` from a worker thread while its
+    /// output loop records (`vllm/entrypoints/serve/instrumentator/metrics.py`), so a scrape can
+    /// fall between the histograms of one finished request.
     pub(crate) fn consistent(&self) -> bool {
         let within = |b: &Bracket, count: f64| 0.0 <= b.lo && b.lo <= b.hi && b.hi <= count;
         let finish_ok = self
@@ -75,6 +80,7 @@ impl Inputs {
         let ttft_ok = self.ttft.is_none_or(|(count, b)| within(&b, count));
         let values = [self.finished, self.short, self.abnormal.unwrap_or(0.0)];
         values.iter().all(|v| v.is_finite() && *v >= 0.0)
+            && self.generated == self.finished
             && self.short <= self.finished
             && self.abnormal.is_none_or(|a| a <= self.finished)
             && finish_ok
@@ -248,9 +254,9 @@ impl Goodput {
         let matched = u.min(self.good_ttft);
         self.good_ttft -= matched;
         self.upper += matched;
-        // Each request surely good had a good TTFT observation, so `g − kills ≤ matched` on
-        // consistent inputs; the minimum keeps the bounds ordered on any others.
-        self.lower += (g - kills).min(matched);
+        // Both bounds bracket the truth on inputs vLLM sends, so `lower ≤ upper` there; the
+        // minimum keeps them ordered on inputs that contradict each other.
+        self.lower = (self.lower + g - kills).min(self.upper);
         self.bad_ttft = self.bad_ttft.min(cap);
         self.good_ttft = self.good_ttft.min(cap);
         reset

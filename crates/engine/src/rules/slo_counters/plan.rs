@@ -86,6 +86,9 @@ pub(crate) struct SloPlan {
     /// Role of `vllm:request_generation_tokens_bucket{le="1"}`: finished requests of at most one
     /// output token.
     pub(super) short: usize,
+    /// Role of `vllm:request_generation_tokens_count`: observed for each finished request in the
+    /// same loop as the request TPOT, so a frame where the two disagree is torn.
+    pub(super) generated: usize,
     /// Roles of `vllm:request_success_total{finished_reason="abort"|"error"}` the group sends,
     /// when an SLO has a TTFT threshold (empty otherwise, or when the group sends neither).
     pub(super) abnormal: Vec<usize>,
@@ -368,6 +371,7 @@ pub(super) fn plan(
         }
         None => return Err(missing(Input::GenLe1)),
     };
+    let generated = super::super::need(learned, Input::GenCount)?;
     let mut notes = Vec::new();
     let mut print = Fingerprint::new();
     let mut acceptance = None;
@@ -412,6 +416,7 @@ pub(super) fn plan(
         s.key = mine.0;
     }
     let mut series: Vec<usize> = abnormal.clone();
+    series.push(generated);
     for s in &slos {
         for m in s.ttft.iter().chain(s.e2el.iter()) {
             series.extend(m.edges.lo.iter().copied().chain([m.edges.hi, m.count]));
@@ -424,6 +429,7 @@ pub(super) fn plan(
         rows: rows(&slos, print.0).into(),
         finished: tpot.count,
         short,
+        generated,
         slos,
         abnormal,
         acceptance,

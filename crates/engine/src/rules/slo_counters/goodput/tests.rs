@@ -82,6 +82,7 @@ fn inputs(reqs: &[Request], at_s: f64, th: Thresholds) -> Inputs {
     Inputs {
         finished: done.len() as f64,
         short: done.iter().filter(|r| r.short).count() as f64,
+        generated: done.len() as f64,
         tpot: th.tpot.map(|t| bracket(&tpots, t)),
         e2el: th.e2el.map(|t| (done.len() as f64, bracket(&e2els, t))),
         ttft: th.ttft.map(|t| (first.len() as f64, bracket(&first, t))),
@@ -165,7 +166,9 @@ fn check(seed: u64, th: Thresholds) -> Vec<Seen> {
         while at < horizon + 20.0 {
             at += rng.random_range(0.2..3.0);
             let mut now = inputs(reqs, at, th);
-            // A torn scrape now and then: the E2E histogram not yet updated.
+            // A torn scrape now and then (vLLM records a finished request's E2E, then its
+            // tokens, then its TPOT, and a scrape can fall in between): the E2E histogram not yet
+            // updated, or the TPOT histogram behind the token histogram.
             if let Some((count, b)) = &mut now.e2el
                 && rng.random_bool(0.1)
                 && *count > 0.0
@@ -173,6 +176,12 @@ fn check(seed: u64, th: Thresholds) -> Vec<Seen> {
                 *count -= 1.0;
                 b.hi = b.hi.min(*count);
                 b.lo = b.lo.min(b.hi);
+            } else if now.finished > 0.0 && rng.random_bool(0.05) {
+                now.finished -= 1.0;
+                if let Some(b) = &mut now.tpot {
+                    b.hi = b.hi.min(now.finished);
+                    b.lo = b.lo.min(b.hi);
+                }
             }
             // Now and then the group's layout changes (a series went stale and came back): that
             // interval is not compared bucket by bucket, and the bounds stay sound.
@@ -280,7 +289,7 @@ fn the_true_goodput_lies_within_the_bounds_at_every_scrape_across_resets_and_tor
 }
 
 /// The bounds' increase over a window between two scrapes a < b brackets the good requests that
-/// finished in it, give or take the requests in flight at a (docs/METRICS.md, "Goodput over a
+/// finished in it, give or take the requests in flight at a (docs/GOODPUT.md, "Goodput over a
 /// window"): each bound carries TTFT observations across scrapes, at most one per request in
 /// flight, and a window starting at a may see those spent before a. Without a TTFT threshold
 /// nothing is carried, and the window's increase brackets the truth exactly.
@@ -398,6 +407,7 @@ fn a_torn_frame_adds_nothing_and_the_next_consistent_one_covers_both_intervals()
     let frame = |finished: f64, e2e_count: f64| Inputs {
         finished,
         short: 0.0,
+        generated: finished,
         tpot: Some(b(finished, finished)),
         e2el: Some((e2e_count, b(e2e_count, e2e_count))),
         ttft: None,
