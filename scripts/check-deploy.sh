@@ -22,7 +22,9 @@
 #      kube-prometheus-stack values' prometheusSpec against the Prometheus CRD
 #      schema; plus the validator's own tests (each broken promise is reported) and
 #      the merge tests: each component and the Helm values over a user's Prometheus
-#      with its own lists keep every entry of the user's beside the corrector's.
+#      with its own lists keep every entry of the user's beside the corrector's; and
+#      deploy/tools/check_kustomization.py on the Operator examples (namespaces, the
+#      additionalScrapeConfigs conflict in words) with its own tests.
 #   5. The image build without Docker: the build context .dockerignore lets
 #      through, copied to an empty directory; the Dockerfile's build script run
 #      there; the binary checked against the runtime image (only glibc 2.36 and
@@ -50,15 +52,15 @@ PASSED=0
 FAILED=0
 FAILED_STEPS=()
 
-step() {  # step NAME COMMAND...: run, report, count
-    local name=$1
+step() {  # step NAME COMMAND...: run, report with its wall time, count
+    local name=$1 start=$SECONDS
     shift
     echo "=== ${name}"
     if "$@"; then
-        echo "--- ok: ${name}"
+        echo "--- ok: ${name} ($((SECONDS - start)) s)"
         PASSED=$((PASSED + 1))
     else
-        echo "--- FAILED: ${name}"
+        echo "--- FAILED: ${name} ($((SECONDS - start)) s)"
         FAILED=$((FAILED + 1))
         FAILED_STEPS+=("${name}")
     fi
@@ -195,6 +197,10 @@ check_manifests() {
     python3 deploy/tools/validate_manifests.py --helm-values deploy/kube-prometheus-stack/values.yaml || ok=1
     python3 -m unittest deploy/tools/test_validate_manifests.py || ok=1
     python3 -m unittest deploy/tools/test_merge_into_user_resources.py || ok=1
+    # Namespaces the Operator reads from, and additionalScrapeConfigs conflicts, in words.
+    python3 deploy/tools/check_kustomization.py deploy/kubernetes/examples/sidecar-operator \
+        deploy/kubernetes/examples/sidecar-operator-pvc deploy/kubernetes/examples/standalone-operator || ok=1
+    python3 -m unittest deploy/tools/test_check_kustomization.py || ok=1
     return $ok
 }
 

@@ -1,5 +1,5 @@
 //! The command line: the service (no subcommand) and the `simulate`, `demo`, `inspect`, `rules`
-//! and `relabel` subcommands.
+//! `relabel` and `check-config` subcommands.
 //!
 //! ```text
 //! vllm-corrector [--web.listen-address …] [--config.file …] [--log.level …] [--log.format …]
@@ -9,6 +9,7 @@
 //! vllm-corrector rules [--config.file …] [--format …]   SLO recording rules and burn-rate alerts
 //! vllm-corrector rules corrections …   recording rules for the corrections PromQL can express
 //! vllm-corrector relabel [--operator]  the narrowest write_relabel_configs for the remote write
+//! vllm-corrector check-config [--config.file …] [--web.config.file …]   the files validated, for CI
 //! ```
 //!
 //! With no subcommand the binary is the service: the Docker image and the Kubernetes manifests
@@ -65,4 +66,8 @@ pub(crate) enum Command {
     /// Print the narrowest `write_relabel_configs` for the remote write that feeds the corrector:
     /// exactly the series its rules read (derived from the engine's vocabulary).
     Relabel(tools::relabel::RelabelOptions),
+    /// Validate `--config.file` and `--web.config.file` as the service does at start, without
+    /// starting it: exit status 0 and one line per valid file, or 2 and the service's own error
+    /// message (naming the file and field). For CI; see docs/CONFIGURATION.md.
+    CheckConfig(tools::check_config::CheckConfigArgs),
 }

@@ -1,7 +1,7 @@
 //! `vllm-corrector`: receives Prometheus remote write carrying vLLM's raw series and serves the
 //! corrected families on `/metrics`. With no subcommand it is the service (flags: `--help`); with
 //! no flags it listens on 0.0.0.0:9490 with embedded defaults. The subcommands `simulate`, `demo`
-//! `inspect`, `rules` and `relabel` are described in the `cli` module (`src/cli.rs`).
+//! `inspect`, `rules`, `relabel` and `check-config` are described in the `cli` module (`src/cli.rs`).
 
 #![forbid(unsafe_code)]
 
@@ -38,6 +38,17 @@ fn main() -> ExitCode {
             block_on(async move { inspect::run(args).await.map_err(|e| e.to_string()) })
         }
         Some(Command::Relabel(options)) => match tools::relabel::run(&options) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("vllm-corrector: {error}");
+                ExitCode::from(2)
+            }
+        },
+        // An invalid file: exit status 2 and the message the service prints at start.
+        Some(Command::CheckConfig(args)) => match tools::check_config::run(&args) {
             Ok(text) => {
                 print!("{text}");
                 ExitCode::SUCCESS

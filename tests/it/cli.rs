@@ -5,7 +5,7 @@
 //! 1), `simulate --instant` without `--metrics-file` prints the exposition, a `--storage.path`
 //! that cannot hold the state file stops the service at start (exit status 2), and so does an
 //! invalid `--config.file` given to `rules`, which prints the SLO rules (`rules corrections` the
-//! PromQL corrections).
+//! PromQL corrections). `check-config` refuses a bad file with the service's own message.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -494,4 +494,64 @@ fn an_unusable_storage_path_exits_with_status_2_at_start_naming_it() {
         "a creatable --storage.path must start the service"
     );
     assert!(fresh.is_dir());
+}
+
+#[test]
+fn check_config_accepts_the_shipped_files_and_refuses_a_bad_one_as_the_service_does() {
+    let shipped = format!(
+        "{}/deploy/kubernetes/base/config.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let dir = TempDir::new("check-config");
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "bearer_tokens: [\"a-token-of-some-length\"]\n").unwrap();
+    let (code, out, err) = run(&[
+        "check-config",
+        "--config.file",
+        &shipped,
+        "--web.config.file",
+        web.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(&format!(
+            "{shipped}: valid configuration file (input.metric_prefix \"vllm:\""
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("web.yml: valid web configuration file (TLS off, client certificates None, basic auth or bearer tokens on)"),
+        "{out}"
+    );
+    // Without a file there is nothing to check: a usage error.
+    let (code, _, err) = run(&["check-config"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--config.file"), "{err}");
+    // A bad file: status 2 and, word for word, what the service prints before it exits 2.
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(&bad, "engine:\n  max_pending_frames: 0\n").unwrap();
+    let bad_web = dir.path().join("bad-web.yml");
+    std::fs::write(
+        &bad_web,
+        "tls_server_config:\n  cert_file: /nonexistent.pem\n",
+    )
+    .unwrap();
+    for (flag, path) in [("--config.file", &bad), ("--web.config.file", &bad_web)] {
+        let (code, out, err) = run(&["check-config", flag, path.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{flag}: {err}");
+        assert!(out.is_empty(), "{out}");
+        let Some((service_code, service_err)) =
+            service_exit(&[&format!("{flag}={}", path.display())])
+        else {
+            panic!("{flag}: the service started with a file check-config refused");
+        };
+        assert_eq!(service_code, Some(2), "{service_err}");
+        assert_eq!(err, service_err, "{flag}");
+        assert!(err.starts_with("vllm-corrector: "), "{err}");
+    }
+    assert!(
+        run(&["check-config", "--config.file", bad.to_str().unwrap()])
+            .2
+            .contains("engine.max_pending_frames: 0 is outside 1..=1024"),
+    );
 }

@@ -12,6 +12,7 @@
 mod api;
 mod classify;
 mod completeness;
+mod forms;
 mod group;
 mod hold;
 mod observe;
@@ -20,12 +21,14 @@ mod rules;
 pub mod slo;
 mod state;
 mod values;
+mod version;
 
 pub use api::*;
 pub use classify::{DEFAULT_METRIC_PREFIX, READ_NAMES, RULE_DIMENSIONS, ReadName};
+pub use forms::{UnreadForm, UnreadHistogram};
 pub use observe::{
-    EngineEvent, FamilyStatus, GroupLabels, GroupOutputs, GroupRef, GroupSnapshot, GroupsPage,
-    GroupsSummary,
+    AllGroups, EngineEvent, FamilyStatus, GroupFilter, GroupLabels, GroupOutputs, GroupRef,
+    GroupSnapshot, GroupsPage, GroupsSummary,
 };
 pub use reasons::{RejectReason, RemovalReason, WithheldReason};
 pub use state::batch::SERIES_BYTES;
@@ -62,6 +65,8 @@ mod observe_tests;
 mod persist_tests;
 #[cfg(test)]
 mod prefix_tests;
+#[cfg(test)]
+mod senders_tests;
 #[cfg(test)]
 mod settle_tests;
 #[cfg(test)]

@@ -125,6 +125,15 @@ pub struct GroupSnapshot {
     /// The limit (its configuration field, [`RejectReason::limit_name`]) that refused a new series
     /// of the group within its last two scrape intervals (at least 30 s), if any.
     pub limited: Option<&'static str>,
+    /// The histograms an incomplete group lacks a needed part of that arrive in a form the rules
+    /// do not read (an exponential native histogram, only unread parts: [`crate::UnreadForm`]):
+    /// the cause of its incompleteness, not sharding. Empty for a complete group.
+    pub unread: Vec<crate::UnreadHistogram>,
+    /// The vLLM releases the group's set of input series looks like (`0.10.0–0.10.1`, `0.10.2`,
+    /// `0.11–0.14`, `0.12–0.15`, `0.16 and later`: docs/METRICS.md, "What the corrector serves per
+    /// version"), from which series exist, not from a version the target reports; `None` when it
+    /// looks like none (an incomplete group, a combination no release has).
+    pub looks_like: Option<&'static str>,
     /// Samples of the group refused as `duplicate_sample` and as `out_of_order` over the last one
     /// to two minutes of receive time before the group's newest sample (`RecentRejects`). Both
     /// steady and non-zero: two senders with the same labels (an HA pair of Prometheus servers
@@ -147,6 +156,33 @@ pub struct GroupsSummary {
     pub incomplete: usize,
 }
 
+/// Which groups a page lists ([`super::Engine::snapshot_page_where`]): a test of a group's
+/// labels, then, for a group whose labels pass and only when [`GroupFilter::reads_families`], of
+/// its families as `/status` shows them. Both pass by default.
+pub trait GroupFilter {
+    /// Whether a group with these labels (sorted by name) may be listed.
+    fn labels(&self, labels: &[(String, String)]) -> bool {
+        let _ = labels;
+        true
+    }
+    /// Whether [`GroupFilter::families`] tests anything: when false the families of a group are
+    /// not computed for the filter (O(families) plan look-ups per group).
+    fn reads_families(&self) -> bool {
+        false
+    }
+    /// Whether a group whose families show these statuses (in [`Family::ALL`] order) is listed.
+    fn families(&self, families: &[FamilyStatus]) -> bool {
+        let _ = families;
+        true
+    }
+}
+
+/// The filter that lists every group.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllGroups;
+
+impl GroupFilter for AllGroups {}
+
 /// One page of group snapshots, built by [`super::Engine::snapshot_page`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupsPage {
@@ -158,6 +194,8 @@ pub struct GroupsPage {
     pub remaining: usize,
     /// Counts over every live group.
     pub summary: GroupsSummary,
+    /// Groups the filter lists, on every page (all live groups without a filter).
+    pub matched: usize,
 }
 
 /// Something that changed a group, reported once by [`super::Engine::take_events`].
@@ -199,10 +237,14 @@ pub enum EngineEvent {
         labels: GroupLabels,
     },
     /// The group's series can come from no vLLM version, over more than one scrape (a logged
-    /// warning: a target split across instances, or filtered by relabelling).
+    /// warning: a target split across instances, filtered by relabelling, or a histogram that
+    /// arrives in a form the rules do not read).
     GroupIncomplete {
         /// Group labels.
         labels: GroupLabels,
+        /// The histograms it lacks a needed part of that arrive in a form the rules do not read
+        /// ([`GroupSnapshot::unread`]); empty when none does (then sharding or relabelling).
+        unread: Vec<crate::UnreadHistogram>,
     },
     /// The group does not count some SLIs of the SLOs covering it (a threshold between bucket
     /// edges, an input the keep rule drops): reported when its inputs or the SLOs change the
@@ -221,6 +263,16 @@ pub enum EngineEvent {
         labels: GroupLabels,
         /// The limit's configuration field ([`RejectReason::limit_name`]).
         limit: &'static str,
+    },
+    /// The group's samples were refused as duplicates or out of order in two consecutive
+    /// minutes of receive time: two senders write it with the same labels (an HA pair of
+    /// Prometheus servers with the same external labels writing one corrector). Reported once
+    /// until no such refusal is recent (one to two minutes).
+    TwoSenders {
+        /// Group labels.
+        labels: GroupLabels,
+        /// `duplicate_sample` and `out_of_order` samples over the last one to two minutes.
+        recent_rejects: [u64; 2],
     },
 }
 
@@ -250,6 +302,10 @@ pub(crate) struct GroupMeta {
     pub(crate) limit_reported: bool,
     /// Duplicate and out-of-order samples of the group, per minute.
     pub(crate) rejects: RecentRejects,
+    /// The [`EngineEvent::TwoSenders`] warning was reported (cleared once no reject is recent).
+    pub(crate) senders_reported: bool,
+    /// The read histograms the group received in a form no rule reads (`crate::forms`).
+    pub(crate) forms: crate::forms::FormsSeen,
     /// The SLO notes last reported ([`EngineEvent::SloNotes`]).
     pub(crate) notes_reported: Option<Arc<[crate::slo::SliNote]>>,
 }
@@ -284,6 +340,15 @@ impl RecentRejects {
         self.current[kind] += n;
     }
 
+    /// True when both the minute of `at_ms` and the one before it hold rejects (receive wall
+    /// clock, ms): a steady stream, as two senders with the same labels make, rather than one
+    /// resent batch.
+    pub(crate) fn steady(&self, at_ms: i64) -> bool {
+        at_ms.div_euclid(60_000) == self.minute
+            && self.current.iter().sum::<u64>() > 0
+            && self.previous.iter().sum::<u64>() > 0
+    }
+
     /// The rejects of the minute of `at_ms` and the one before it (receive wall clock, ms).
     pub(crate) fn recent(&self, at_ms: i64) -> [u64; 2] {
         let minute = at_ms.div_euclid(60_000);
@@ -314,6 +379,8 @@ impl GroupMeta {
             limited: None,
             limit_reported: false,
             rejects: RecentRejects::default(),
+            senders_reported: false,
+            forms: crate::forms::FormsSeen::default(),
             notes_reported: None,
         }
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde::Deserialize;
 
+mod bytes;
 mod error;
 mod input;
 mod limits;
@@ -104,9 +105,9 @@ pub enum LogFormat {
 ///   missed_scrapes_min_wait: 30s
 ///   settle_scrapes: 2
 /// limits:
-///   max_memory_bytes: 402653184
-///   max_body_bytes: 8388608
-///   max_decoded_bytes: 8388608
+///   max_memory_bytes: 384MiB        # or 402653184: any *_bytes takes units (KiB, MB, …)
+///   max_body_bytes: 8MiB
+///   max_decoded_bytes: 8MiB
 ///   max_concurrent_requests: 64
 ///   max_series_per_request: 50000
 ///   max_labels_per_series: 64
@@ -114,7 +115,7 @@ pub enum LogFormat {
 ///   max_label_value_length: 2048
 ///   max_active_series: 100000
 ///   max_future_skew: 10m
-///   max_inflight_bytes: 100663296
+///   max_inflight_bytes: 96MiB
 ///   request_body_timeout: 10s
 ///   max_connections: 1024
 ///   header_read_timeout: 10s
@@ -354,6 +355,38 @@ impl Config {
             file,
         )
     }
+}
+
+impl Config {
+    /// What the configuration sets that a reader most often gets wrong, in one line for
+    /// `vllm-corrector check-config`: the input prefix, the dropped labels, the SLOs (by name)
+    /// and the memory budget (bytes, and in MiB).
+    pub fn summary(&self) -> String {
+        let drop = if self.engine.drop_labels.is_empty() {
+            "none".to_owned()
+        } else {
+            self.engine.drop_labels.join(",")
+        };
+        format!(
+            "input.metric_prefix {:?}, input.drop_labels {drop}, slos {}, limits.max_memory_bytes {} ({} MiB)",
+            self.engine.metric_prefix,
+            slo_names(&self.slos),
+            self.limits.max_memory_bytes,
+            self.limits.max_memory_bytes / (1024 * 1024),
+        )
+    }
+}
+
+/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
+pub(crate) fn slo_names(spec: &SloSpec) -> String {
+    if spec.slos.is_empty() {
+        return "none".to_owned();
+    }
+    spec.slos
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The dotted path (`limits.max_active_series`, `slos[1].tpot`) of the mapping key on 1-based

@@ -8,8 +8,10 @@
 //! client CAs from the next connection. Flags (`--web.listen-address`, `--log.*`) are not
 //! reloaded.
 //!
-//! A file that fails validation, or a change that turns TLS on or off (the listener is chosen at
-//! start), keeps the whole old configuration, logs the error and sets
+//! A file that fails validation, a change that turns TLS on or off (the listener is chosen at
+//! start), or a change of a setting read at start only (`storage.path`, `storage.write_interval`:
+//! the state file was read from the old path and the writer runs at the old pace) keeps the whole
+//! old configuration, logs the error and sets
 //! `vllm_corrector_config_last_reload_successful` to 0. A success sets it to 1 and
 //! `vllm_corrector_config_last_reload_success_timestamp_seconds` to now.
 //!
@@ -25,11 +27,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use axum::http::StatusCode;
 
 use crate::clock::now_ms;
-use crate::config::{Args, Config, ConfigError};
+use crate::config::{Args, Config, ConfigError, Storage, slo_names};
 use crate::core::Core;
 use crate::live::LiveCell;
 use crate::web::{WebConfigError, WebSettings};
-use engine::slo::SloSpec;
 
 /// Why a reload was refused; the old configuration stays in force.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,19 @@ pub(crate) enum ReloadError {
     /// The new web configuration turns TLS on or off.
     #[error("--web.config.file: turning TLS {0} needs a restart")]
     TlsToggle(&'static str),
+    /// The new configuration file changes a setting read at start only.
+    #[error(
+        "{field}: changed from {old} to {new}, which applies only at start; restart the service \
+         to apply it, or restore the old value to reload the rest"
+    )]
+    StartOnly {
+        /// The field (`storage.path`, `storage.write_interval`).
+        field: &'static str,
+        /// The running value.
+        old: String,
+        /// The file's new value.
+        new: String,
+    },
 }
 
 impl ReloadError {
@@ -50,9 +64,10 @@ impl ReloadError {
     /// not in the request (see the module doc).
     pub(crate) fn status(&self) -> StatusCode {
         match self {
-            ReloadError::Config(_) | ReloadError::Web(_) | ReloadError::TlsToggle(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            ReloadError::Config(_)
+            | ReloadError::Web(_)
+            | ReloadError::TlsToggle(_)
+            | ReloadError::StartOnly { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 }
@@ -61,6 +76,8 @@ impl ReloadError {
 #[derive(Debug)]
 pub(crate) struct Reloader {
     args: Args,
+    /// Where and how often the state is written: read at start, never reloaded.
+    storage: Option<Storage>,
     core: Arc<Core>,
     live: Arc<LiveCell>,
     serial: Mutex<()>,
@@ -68,10 +85,17 @@ pub(crate) struct Reloader {
 
 impl Reloader {
     /// A reloader for the files named by `args`, acting on the running `engine`'s settings and
-    /// swapping `live`; reloads are counted in `metrics`.
-    pub(crate) fn new(args: Args, core: Arc<Core>, live: Arc<LiveCell>) -> Reloader {
+    /// swapping `live`; reloads are counted in `metrics`. `storage` is what the service started
+    /// with: a reload that changes it is refused ([`ReloadError::StartOnly`]).
+    pub(crate) fn new(
+        args: Args,
+        storage: Option<Storage>,
+        core: Arc<Core>,
+        live: Arc<LiveCell>,
+    ) -> Reloader {
         Reloader {
             args,
+            storage,
             core,
             live,
             serial: Mutex::new(()),
@@ -105,6 +129,7 @@ impl Reloader {
 
     fn swap(&self) -> Result<(), ReloadError> {
         let config = Config::from_args(self.args.clone())?;
+        start_only(self.storage.as_ref(), config.storage.as_ref())?;
         let web = WebSettings::load(config.web_config_file.as_deref())?;
         let current = self.live.get();
         match (current.web.tls.is_some(), web.tls.is_some()) {
@@ -119,16 +144,33 @@ impl Reloader {
     }
 }
 
-/// The names of the SLOs of `spec`, comma-separated, for the log (`none` when there are none).
-pub(crate) fn slo_names(spec: &SloSpec) -> String {
-    if spec.slos.is_empty() {
-        return "none".to_owned();
+/// Refuses a change from the storage settings the service started with, `running`, to `new`
+/// (none: the state is not kept). `--storage.path` overrides `storage.path`, so a file's change
+/// under the flag changes nothing and passes.
+///
+/// # Errors
+/// [`ReloadError::StartOnly`] naming the field, the running value and the new one.
+fn start_only(running: Option<&Storage>, new: Option<&Storage>) -> Result<(), ReloadError> {
+    let path =
+        |s: Option<&Storage>| s.map_or_else(|| "none".to_owned(), |s| s.path.display().to_string());
+    if path(running) != path(new) {
+        return Err(ReloadError::StartOnly {
+            field: new.or(running).map_or("storage.path", |s| s.field),
+            old: path(running),
+            new: path(new),
+        });
     }
-    spec.slos
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect::<Vec<_>>()
-        .join(",")
+    if let (Some(running), Some(new)) = (running, new)
+        && running.write_interval != new.write_interval
+    {
+        let text = |d| humantime::format_duration(d).to_string();
+        return Err(ReloadError::StartOnly {
+            field: "storage.write_interval",
+            old: text(running.write_interval),
+            new: text(new.write_interval),
+        });
+    }
+    Ok(())
 }
 
 /// Installs the SIGHUP handler now (so a SIGHUP right after start-up reloads instead of

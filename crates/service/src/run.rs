@@ -49,7 +49,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
         tls = web.tls.is_some(),
         basic_auth_or_bearer = web.auth.is_configured(),
         client_certificates = ?web.client_certs,
-        slos = reload::slo_names(&config.slos),
+        slos = crate::config::slo_names(&config.slos),
         "configuration loaded"
     );
     let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
@@ -64,6 +64,7 @@ pub async fn run(args: Args, config: Config, web: WebSettings) -> std::io::Resul
     }
     let reloader = Arc::new(Reloader::new(
         args,
+        config.storage.clone(),
         state.core.clone(),
         state.live_cell().clone(),
     ));

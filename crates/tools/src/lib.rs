@@ -7,10 +7,12 @@
 //! * [`promql_rules`]: `vllm-corrector rules corrections`, recording rules for what PromQL can
 //!   express;
 //! * [`relabel`]: `vllm-corrector relabel`, the narrowest `write_relabel_configs`;
+//! * [`check_config`]: `vllm-corrector check-config`, the service's files validated for CI;
 //! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print;
 //! * `presentation`: how each corrected family is shown (columns, keys, rows, truth, PromQL).
 #![forbid(unsafe_code)]
 
+pub mod check_config;
 pub mod compare;
 pub mod demo;
 pub mod inspect;

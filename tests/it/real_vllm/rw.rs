@@ -1,7 +1,8 @@
 //! Every release's dumps through remote write into the service: per release one corrector, every
 //! batch its own target (`instance`), BEFORE then AFTER; each family read back from `/metrics` and
 //! compared with its formula applied to the AFTER dump by hand; a family the release cannot
-//! support is absent and counted in `vllm_corrector_groups_withheld` with its reason.
+//! support is absent and counted in `vllm_corrector_groups_withheld` with its reason; each target
+//! looks like its release on `/api/v1/groups`.
 
 use super::{
     Dump, ITL, LOCAL, RELEASES, TPOT, acceptance_parts, batches, close, json, name, points, read,
@@ -142,5 +143,32 @@ fn real_vllm_dumps_through_remote_write_serve_each_family_by_its_formula() {
             dirs.len() as f64
         };
         assert_eq!(withheld, Some(want), "{}: withheld groups", release.version);
+        // The release each target looks like, from its series alone: 0.14 shows the old ITL
+        // name only with --show-hidden-metrics-for-version (server h0), which 0.11-0.14 expose
+        // and 0.12-0.15 do not; the by-source counter arrived in 0.16.
+        let groups: serde_json::Value = serde_json::from_str(
+            &corrector
+                .client()
+                .get(corrector.url("/api/v1/groups?limit=1000"))
+                .send()
+                .and_then(|r| r.text())
+                .expect("groups API"),
+        )
+        .expect("JSON");
+        for (i, dir) in dirs.iter().enumerate() {
+            let name = name(release, dir);
+            let want = match release.version {
+                "0.14.0" if name.ends_with("_h0") => "0.11–0.14",
+                "0.14.0" => "0.12–0.15",
+                _ => "0.16 and later",
+            };
+            let group = groups["data"]
+                .as_array()
+                .expect("data")
+                .iter()
+                .find(|g| g["labels"]["instance"] == instance(i).as_str())
+                .unwrap_or_else(|| panic!("{name}: no group"));
+            assert_eq!(group["looksLike"], want, "{name}");
+        }
     }
 }

@@ -45,6 +45,20 @@ impl Group {
         }
     }
 
+    /// The group's non-stale role keys, in no particular order.
+    pub(crate) fn live_keys(&self) -> impl Iterator<Item = crate::classify::RoleKey> + Clone + '_ {
+        self.roles.iter().filter(|r| !r.stale).map(|r| r.key)
+    }
+
+    /// The vLLM releases the group's series set looks like ([`crate::version::looks_like`]);
+    /// `None` while the group is incomplete, as no release exposes its set.
+    pub(crate) fn looks_like(&self) -> Option<&'static str> {
+        if self.incomplete() {
+            return None;
+        }
+        crate::version::looks_like(self.live_keys())
+    }
+
     /// Why SLIs of the SLOs covering the group are not counted (the notes of the families'
     /// plans, [`crate::slo::SliNote`]); `None` when there is none.
     pub(crate) fn slo_notes(&self) -> Option<std::sync::Arc<[crate::slo::SliNote]>> {

@@ -25,6 +25,7 @@ use super::room::Evictor;
 use super::table::{GroupTable, group_label_bytes};
 use super::*;
 use crate::classify::{RoleKey, classify, may_be_read};
+use crate::forms::{self, UnreadForm};
 use crate::group::Offer;
 use crate::observe::{EngineEvent, GroupMeta};
 use crate::reasons::RemovalReason;
@@ -362,7 +363,9 @@ impl<'e> Batch<'e> {
                 }
                 Verdict::Unused => {
                     report.reject(RejectReason::UnusedSeries, samples.len() as u64);
-                    if let Some(key) = series.labels.key().filter(|_| self.indexed) {
+                    // A part of a read histogram is remembered once its group knows it came.
+                    let told = self.record_form(labels, UnreadForm::UnreadParts);
+                    if let Some(key) = series.labels.key().filter(|_| self.indexed && told) {
                         let room = self.state_room();
                         self.parts.index.insert_unused(key, self.now_ms, room);
                     }
@@ -435,6 +438,7 @@ impl<'e> Batch<'e> {
         let h = match histogram {
             NativeHistogram::OtherSchema { .. } => {
                 report.reject(RejectReason::NativeHistogram, 1);
+                self.record_form(labels, UnreadForm::ExponentialNativeHistogram);
                 return (report, Ok(true));
             }
             NativeHistogram::Invalid(e) => {
@@ -498,13 +502,41 @@ impl<'e> Batch<'e> {
             }
             _ => {
                 report.reject(RejectReason::UnusedSeries, samples.len() as u64);
-                if let Some(key) = key.filter(|_| self.indexed) {
+                let told = self.record_form(labels, UnreadForm::UnreadParts);
+                if let Some(key) = key.filter(|_| self.indexed && told) {
                     let room = self.state_room();
                     self.parts.index.insert_unused(key, self.now_ms, room);
                 }
                 None
             }
         }
+    }
+
+    /// For a series of `labels` (normalised) that no rule reads in this `form`, and that is a
+    /// read histogram's native series or unread part (`crate::forms`): records the form in its
+    /// group. False when it is such a series and its group does not exist yet (the caller does
+    /// not remember it as unused, so it is looked at again), true otherwise. Costs a prefix test
+    /// for most unused series, a group look-up for the few that are histogram parts.
+    fn record_form(&mut self, labels: &[Label<'_>], form: UnreadForm) -> bool {
+        let name = labels
+            .iter()
+            .find(|l| l.name == "__name__")
+            .map_or("", |l| l.value);
+        let prefix = &self.parts.config.metric_prefix;
+        let bit = match form {
+            UnreadForm::ExponentialNativeHistogram => forms::native_bit(name, prefix),
+            UnreadForm::UnreadParts => forms::unread_part_bit(name, prefix),
+        };
+        let Some(bit) = bit else {
+            return true;
+        };
+        let dropped = &self.parts.config.drop_labels;
+        let group = self.parts.table.hash(labels, dropped);
+        let Some(slot) = self.parts.table.find(group, labels, dropped) else {
+            return false;
+        };
+        self.parts.table.at_mut(slot).meta.forms.record(bit, form);
+        true
     }
 
     /// Applies one series' samples to what the index holds for it.

@@ -10,7 +10,7 @@ use hashbrown::HashMap;
 
 use super::table::Entry;
 use super::*;
-use crate::observe::{GroupMeta, GroupOutputs, GroupsPage, GroupsSummary};
+use crate::observe::{AllGroups, GroupFilter, GroupMeta, GroupOutputs, GroupsPage, GroupsSummary};
 
 /// A group's entry ordered by its labels alone (unique per group), for [`Engine::snapshot_page`].
 struct ByLabels<'a>(&'a Entry);
@@ -38,6 +38,7 @@ impl Ord for ByLabels<'_> {
 /// What `/status` shows of one group ([`Engine::snapshot`], [`Engine::snapshot_page`]).
 fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
     let limited = meta.limited_at(group.last_seen_ms);
+    let incomplete = limited.is_none() && group.incomplete();
     GroupSnapshot {
         labels: Arc::clone(&group.labels),
         families: Family::ALL.map(|family| family_status(group, meta, family)),
@@ -46,11 +47,22 @@ fn entry_snapshot(Entry { group, meta, .. }: &Entry) -> GroupSnapshot {
         scrape_interval_ms: meta.interval_ms,
         input_series: group.active_series(),
         counter_resets: meta.counter_resets,
-        incomplete: limited.is_none() && group.incomplete(),
+        incomplete,
+        unread: unread(group, meta, incomplete),
         limited: limited.and_then(RejectReason::limit_name),
+        looks_like: group.looks_like(),
         recent_rejects: meta.rejects.recent(group.last_seen_ms),
         slo_notes: group.slo_notes(),
     }
+}
+
+/// The histograms `group` lacks a needed part of that arrive in a form no rule reads, when it is
+/// `incomplete` (`crate::forms::unread`); nothing otherwise.
+fn unread(group: &Group, meta: &GroupMeta, incomplete: bool) -> Vec<crate::UnreadHistogram> {
+    if !incomplete {
+        return Vec::new();
+    }
+    crate::forms::unread(meta.forms, group.live_keys())
 }
 
 /// How `group` (with its bookkeeping `meta`) shows `family`: served, degraded or withheld, with
@@ -150,6 +162,17 @@ impl Engine {
         Some((Arc::clone(&group.labels), Arc::clone(value)))
     }
 
+    /// The labels of `group` and its samples refused as `duplicate_sample` and `out_of_order`
+    /// over the last one to two minutes ([`GroupSnapshot::recent_rejects`]); `None` once the
+    /// group was removed. O(1): for `/metrics`' per-group series of them.
+    pub fn recent_rejects_of(&self, group: GroupRef) -> Option<(GroupLabels, [u64; 2])> {
+        let Entry { group, meta, .. } = self.table.get(group)?;
+        Some((
+            Arc::clone(&group.labels),
+            meta.rejects.recent(group.last_seen_ms),
+        ))
+    }
+
     /// [`Engine::snapshot`] of one group; `None` once the group was removed.
     pub fn snapshot_of(&self, group: GroupRef) -> Option<GroupSnapshot> {
         self.table.get(group).map(entry_snapshot)
@@ -206,8 +229,21 @@ impl Engine {
     /// costs the same on the first and the last page. Group labels are unique, so the order is
     /// total and paging by the last labels shown lists every group exactly once.
     pub fn snapshot_page(&self, after: Option<&[(String, String)]>, limit: usize) -> GroupsPage {
+        self.snapshot_page_where(after, limit, &AllGroups)
+    }
+
+    /// [`Engine::snapshot_page`] of the groups `filter` lists: `remaining` and `matched` count
+    /// only those, the summary every group. A filter that reads families costs O(families) plan
+    /// look-ups for each group whose labels pass, under the engine lock (as
+    /// [`Engine::stats`] does on every scrape).
+    pub fn snapshot_page_where(
+        &self,
+        after: Option<&[(String, String)]>,
+        limit: usize,
+        filter: &dyn GroupFilter,
+    ) -> GroupsPage {
         let mut summary = GroupsSummary::default();
-        let mut remaining = 0;
+        let (mut remaining, mut matched) = (0, 0);
         // A max-heap on labels: its top is the largest of the `limit` smallest seen so far.
         let mut heap: BinaryHeap<ByLabels<'_>> = BinaryHeap::with_capacity(limit.min(4096) + 1);
         for (_, entry) in self.table.iter() {
@@ -215,6 +251,13 @@ impl Engine {
             summary.groups += 1;
             summary.incomplete += usize::from(group.incomplete());
             summary.serving += usize::from(Family::ALL.iter().any(|&f| group.output(f).is_some()));
+            if !filter.labels(&group.labels)
+                || (filter.reads_families()
+                    && !filter.families(&Family::ALL.map(|f| family_status(group, &entry.meta, f))))
+            {
+                continue;
+            }
+            matched += 1;
             if after.is_some_and(|after| &group.labels[..] <= after) {
                 continue;
             }
@@ -237,6 +280,7 @@ impl Engine {
                 .collect(),
             remaining,
             summary,
+            matched,
         }
     }
 
@@ -312,9 +356,20 @@ impl Engine {
             if incomplete && !meta.incomplete_reported {
                 self.events.push(EngineEvent::GroupIncomplete {
                     labels: group.labels.clone(),
+                    unread: unread(group, meta, incomplete),
                 });
             }
             meta.incomplete_reported = incomplete;
+            let recent_rejects = meta.rejects.recent(group.last_seen_ms);
+            if meta.rejects.steady(group.last_seen_ms) && !meta.senders_reported {
+                meta.senders_reported = true;
+                self.events.push(EngineEvent::TwoSenders {
+                    labels: group.labels.clone(),
+                    recent_rejects,
+                });
+            } else if recent_rejects == [0; 2] {
+                meta.senders_reported = false;
+            }
         }
         self.events.take()
     }

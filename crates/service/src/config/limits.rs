@@ -16,15 +16,20 @@ pub struct LimitsSection {
     /// (`max_inflight_bytes`) and a fixed reserve for the rest ([`RESERVED_BYTES`]). Past its state
     /// share, samples of new series are refused (`memory_budget`, 400) while known series keep
     /// flowing (docs/RELIABILITY.md, "The memory budget"). At least `max_inflight_bytes` + 80 MiB.
-    /// Default: `402653184` (384 MiB), for the 512 MiB memory limit the manifests set.
+    /// Like every `*_bytes` field, an integer of bytes or a number with a unit (`384MiB`, `1GB`:
+    /// `super::bytes`). Default: `384MiB` (402653184), for the 512 MiB memory limit the
+    /// manifests set.
+    #[serde(deserialize_with = "super::bytes::deserialize")]
     pub(crate) max_memory_bytes: usize,
     /// Largest accepted remote-write body, in bytes as sent (snappy-compressed). A larger body is
     /// answered 413. At least 1. Default: `8388608` (8 MiB).
+    #[serde(deserialize_with = "super::bytes::deserialize")]
     pub(crate) max_body_bytes: usize,
     /// Largest accepted decoded (decompressed) body, in bytes. A body whose snappy header declares
     /// more is answered 413 before any allocation. At least `max_body_bytes`. Default: `8388608`
     /// (8 MiB; Prometheus 2.42 sends at most 2 000 samples, about 0.5 MiB, per request by
     /// default, vmagent blocks of at most 8 MiB, `-remoteWrite.maxBlockSize`).
+    #[serde(deserialize_with = "super::bytes::deserialize")]
     pub(crate) max_decoded_bytes: usize,
     /// Remote-write requests processed at once. A request that finds no free slot within a few
     /// seconds is answered 503, which the sender retries with backoff. At least 1. Default: `64`.
@@ -59,6 +64,7 @@ pub struct LimitsSection {
     /// ([`decode_charge`]), waiting a few seconds at most (then 503). So request buffers never
     /// exceed this budget whatever the senders do. At least `max_body_bytes` +
     /// `decode_charge(max_decoded_bytes)`. Default: `100663296` (96 MiB).
+    #[serde(deserialize_with = "super::bytes::deserialize")]
     pub(crate) max_inflight_bytes: usize,
     /// Longest time to receive a request body once its headers arrived. A slower body is answered
     /// 503 (the sender retries the batch) and its slot and memory are released, so stalled or slow senders cannot hold the

@@ -16,6 +16,9 @@
 //!   configuration field (`limit`, e.g. `limits.max_active_series`); for an SLI, the edges around
 //!   its threshold and how to add it, or the series the pipeline does not send.
 //! * `slo`, `sli`: only on the series of an SLI not counted.
+//! * `arrives_as`: only on a family withheld as `incomplete` whose missing input belongs to a
+//!   histogram that arrives in a form the corrector does not read: `native_histogram_exponential`
+//!   or `unread_parts` (`engine::UnreadForm`), so the cause is not taken for sharding.
 //!
 //! Cardinality: one series per live group and family (6 per vLLM engine), whatever the state,
 //! plus one per SLI not counted; a change of state replaces the series (the old one goes stale at
@@ -23,8 +26,8 @@
 //! `state`, `reason`, `detail`, `slo` or `sli` is shown as `exported_<name>`, as Prometheus
 //! renames a target label that collides.
 
-use engine::FamilyStatus;
 use engine::slo::SliNote;
+use engine::{FamilyStatus, UnreadHistogram, WithheldReason};
 
 use super::Format;
 use super::render::{escape_help, escape_label_value};
@@ -35,7 +38,15 @@ pub(crate) const NAME: &str = "vllm_corrector_family_info";
 const HELP: &str = "One series per group and corrected family, always 1: the group's labels, the family, its state (served, degraded or withheld), the reason (withheld, or degraded for a missing input) and the detail (the missing input series, or the limit); and one per SLI of an SLO the group does not count (labels slo and sli)";
 
 /// The labels this series adds to a group's.
-const OWN: [&str; 6] = ["family", "state", "reason", "detail", "slo", "sli"];
+const OWN: [&str; 7] = [
+    "family",
+    "state",
+    "reason",
+    "detail",
+    "slo",
+    "sli",
+    "arrives_as",
+];
 
 /// A group's labels, the state of each of its families and its SLO notes (from
 /// [`engine::GroupSnapshot`]).
@@ -52,7 +63,7 @@ pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>],
     render_header(out, format);
     let mut block = String::new();
     for (group, families, notes) in groups {
-        render_group(out, &mut block, group, families, notes);
+        render_group(out, &mut block, group, families, &[], notes);
     }
 }
 
@@ -68,7 +79,8 @@ pub(crate) fn render_header(out: &mut String, format: Format) {
 }
 
 /// Appends the `vllm_corrector_family_info` series of one group: one per family of `families`,
-/// in the order given, then one per note of `notes` (an SLI of an SLO not counted). The group's labels are escaped once into `block` (a scratch buffer the
+/// in the order given (with `arrives_as` where [`arrives_as`] finds the form in `unread`), then
+/// one per note of `notes` (an SLI of an SLO not counted). The group's labels are escaped once into `block` (a scratch buffer the
 /// caller keeps, so a scrape of label-heavy groups allocates nothing per line), then shared by
 /// the family lines.
 pub(crate) fn render_group(
@@ -76,6 +88,7 @@ pub(crate) fn render_group(
     block: &mut String,
     group: &[(String, String)],
     families: &[FamilyStatus],
+    unread: &[UnreadHistogram],
     notes: &[SliNote],
 ) {
     block.clear();
@@ -93,7 +106,8 @@ pub(crate) fn render_group(
         out.push_str(NAME);
         out.push('{');
         out.push_str(block);
-        for (name, value) in own_labels(family) {
+        let form = arrives_as(family, unread).map(|form| ("arrives_as", form));
+        for (name, value) in own_labels(family).chain(form) {
             if !block.is_empty() || name != "family" {
                 out.push(',');
             }
@@ -133,6 +147,26 @@ pub(crate) fn render_group(
 /// The group's labels, one that this series adds itself renamed `exported_<name>`.
 fn group_labels(labels: &[(String, String)]) -> Vec<(std::borrow::Cow<'_, str>, &str)> {
     super::render::renamed_labels(labels, &OWN)
+}
+
+/// The form in which the histogram of `f`'s missing input arrives, when `f` is withheld as
+/// `incomplete` and that histogram is one of `unread` (the group's,
+/// [`engine::GroupSnapshot::unread`]): `native_histogram_exponential` or `unread_parts`.
+pub(crate) fn arrives_as(f: &FamilyStatus, unread: &[UnreadHistogram]) -> Option<&'static str> {
+    if f.withheld != Some(WithheldReason::Incomplete) {
+        return None;
+    }
+    let input = f.missing_input?;
+    unread
+        .iter()
+        .find(|u| {
+            input.strip_prefix(u.histogram).is_some_and(|part| {
+                ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| part.starts_with(suffix))
+            })
+        })
+        .map(|u| u.form.as_str())
 }
 
 /// `family`, `state`, and `reason` and `detail` when the status has them.

@@ -1,5 +1,7 @@
 //! The `/metrics` page: the corrected families, then `vllm_corrector_family_info` (one series per
-//! group and family, `super::info`), then the self-metrics, in one format, cut into chunks. The
+//! group and family, `super::info`), then `vllm_corrector_group_recent_rejected_samples` (groups
+//! with recent duplicate or out-of-order samples, `super::senders`), then the self-metrics, in one
+//! format, cut into chunks. The
 //! page owns its cursor and pulls from the engine; `crate::http::metrics` only streams its chunks.
 //!
 //! A response keeps nothing of the engine while it is read. When it starts it takes the order of
@@ -19,7 +21,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::render::{RenderCursor, Stop};
-use super::{Format, info};
+use super::{Format, info, senders};
 use crate::core::Core;
 use crate::live::LiveCell;
 use crate::telemetry::memory::MemoryUse;
@@ -55,6 +57,11 @@ pub struct Page {
     info: Option<usize>,
     /// Whether the `# HELP`/`# TYPE` lines of `vllm_corrector_family_info` are written.
     info_header: bool,
+    /// The next group whose recent rejects are written, once the family info is written
+    /// (`None` before).
+    senders: Option<usize>,
+    /// Whether the `# HELP`/`# TYPE` lines of the recent rejects are written.
+    senders_header: bool,
     /// A group's escaped labels, reused from group to group ([`info::render_group`]).
     block: String,
     /// The labels of a window entry for a group that withholds the family or left: shared, so it
@@ -79,6 +86,8 @@ impl Page {
             cursor: RenderCursor::default(),
             info: None,
             info_header: false,
+            senders: None,
+            senders_header: false,
             block: String::new(),
             none: GroupLabels::from([]),
             done: false,
@@ -132,6 +141,29 @@ impl Page {
             next += 1;
             if bytes >= room {
                 break;
+            }
+        }
+        (window, next)
+    }
+
+    /// The labels and recent rejects of the groups at `order[from..]` that are present and have
+    /// some, until their lines are estimated at `room` bytes or [`MAX_WINDOW_GROUPS`] are looked
+    /// at, and the index of the next group to look at: one hold of the engine lock.
+    fn rejects_window(&self, from: usize, room: usize) -> (Vec<(GroupLabels, [u64; 2])>, usize) {
+        let engine = self.core.engine();
+        let mut window = Vec::new();
+        let mut bytes = 0;
+        let mut next = from;
+        for &group in self.order.iter().skip(from).take(MAX_WINDOW_GROUPS) {
+            next += 1;
+            if let Some((labels, rejects)) = engine.recent_rejects_of(group)
+                && rejects != [0; 2]
+            {
+                bytes += estimate(&labels, 2);
+                window.push((labels, rejects));
+                if bytes >= room {
+                    break;
+                }
             }
         }
         (window, next)
@@ -230,10 +262,29 @@ impl Page {
                     &mut self.block,
                     &group.labels,
                     &group.families,
+                    &group.unread,
                     notes,
                 );
             }
         }
+        self.info = Some(self.order.len());
+        let mut next = self.senders.unwrap_or(0);
+        while next < self.order.len() {
+            if out.len() >= CHUNK_BYTES {
+                self.senders = Some(next);
+                return Some(Bytes::from(out));
+            }
+            let (window, after) = self.rejects_window(next, CHUNK_BYTES - out.len());
+            next = after;
+            for (labels, rejects) in &window {
+                if !self.senders_header {
+                    senders::render_header(&mut out, self.format);
+                    self.senders_header = true;
+                }
+                senders::render_group(&mut out, labels, *rejects);
+            }
+        }
+        self.senders = Some(next);
         let (stats, metadata_families, memory) = self.engine_gauges();
         let metrics = &self.core.metrics;
         let scrape = ScrapeMetrics::collect(&stats, metadata_families, &memory);
@@ -250,7 +301,6 @@ impl Page {
             out.push_str("# EOF\n");
         }
         self.done = true;
-        self.info = Some(next);
         Some(Bytes::from(out))
     }
 }

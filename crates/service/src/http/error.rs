@@ -77,7 +77,7 @@ pub(crate) enum HttpError {
     /// The reload task panicked; the old configuration stays in force. 500, as a failed reload.
     #[error("reload panicked: {0}")]
     ReloadPanicked(String),
-    /// `/status` or `/api/v1/groups` with a `limit` or `after` it cannot use
+    /// `/status` or `/api/v1/groups` with a `limit`, `after` or filter it cannot use
     /// ([`super::page::PageQuery::parse`]). 400.
     #[error("bad page query: {0}")]
     BadPageQuery(String),

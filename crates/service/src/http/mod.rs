@@ -32,6 +32,8 @@ mod app_tests;
 #[cfg(test)]
 mod bad_input_tests;
 #[cfg(test)]
+mod forms_tests;
+#[cfg(test)]
 mod paging_tests;
 #[cfg(test)]
 mod panic_tests;

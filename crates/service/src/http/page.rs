@@ -1,5 +1,5 @@
-//! Paging of `/status` and `/api/v1/groups`: the query (`?limit=`, `?after=`), the cursor and the
-//! page's byte budget. A page lists the groups in ascending label order
+//! Paging of `/status` and `/api/v1/groups`: the query (`?limit=`, `?after=`, and the filters of
+//! [`filter`]), the cursor and the page's byte budget. A page lists the groups in ascending label order
 //! ([`engine::Engine::snapshot_page`]), at most [`PageQuery::limit`] of them and at most
 //! [`PAGE_BYTES`] of rendered response, so a response costs at most [`PAGE_BYTES`] (plus one group
 //! when a single group is larger) whatever the number of groups (`docs/RELIABILITY.md`,
@@ -16,55 +16,79 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::HttpError;
 
+pub(crate) mod filter;
+use filter::Filter;
+
 /// Groups per page when the query gives no `limit`.
 pub(crate) const DEFAULT_PAGE_GROUPS: usize = 200;
-/// The largest `limit` honoured; a larger one is lowered to it.
+/// The largest `limit` accepted; a larger one is refused (400) naming it.
 pub(crate) const MAX_PAGE_GROUPS: usize = 1000;
 /// The most bytes of one rendered page (HTML or JSON). Groups are added while the page stays
 /// within it; the first group of a page is always added, so a page exceeds it only when that
 /// group alone does (over 2 MiB of labels, far past the default label limits).
 pub(crate) const PAGE_BYTES: usize = 2 << 20;
 
-/// A paged request: `?limit=N&after=CURSOR`, both optional.
+/// A paged request: `?limit=N&after=CURSOR` and the filters ([`filter`]), all optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PageQuery {
     /// Groups on the page: 1 to [`MAX_PAGE_GROUPS`], [`DEFAULT_PAGE_GROUPS`] if not given.
     pub(crate) limit: usize,
     /// The labels of the last group of the previous page; `None` on the first page.
     pub(crate) after: Option<Vec<(String, String)>>,
+    /// Which groups are listed: every one without a filter parameter.
+    pub(crate) filter: Filter,
 }
 
 impl PageQuery {
-    /// Parses the raw query string (`None` when the URL has no `?`). Unknown parameters are
-    /// ignored. Errors ([`HttpError::BadPageQuery`], 400): a `limit` that is not a positive
-    /// integer, an `after` that is not a cursor this service made.
+    /// Parses the raw query string (`None` when the URL has no `?`), form-decoded
+    /// (`%7B`, `+`). Unknown parameters are ignored. Errors ([`HttpError::BadPageQuery`], 400):
+    /// a `limit` that is not an integer from 1 to [`MAX_PAGE_GROUPS`], an `after` that is not a
+    /// cursor this service made, a filter it cannot use ([`Filter::take`]).
     pub(crate) fn parse(query: Option<&str>) -> Result<PageQuery, HttpError> {
         let mut page = PageQuery {
             limit: DEFAULT_PAGE_GROUPS,
             after: None,
+            filter: Filter::default(),
         };
-        for pair in query.unwrap_or("").split('&') {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
+        for (name, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+            match &*name {
                 "limit" => {
                     let n: usize =
                         value.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                             bad(format!("limit={value:?} is not a positive integer"))
                         })?;
-                    page.limit = n.min(MAX_PAGE_GROUPS);
+                    if n > MAX_PAGE_GROUPS {
+                        return Err(bad(format!(
+                            "limit={n} is over the maximum of {MAX_PAGE_GROUPS} groups per page; \
+                             follow the next-page cursor for more"
+                        )));
+                    }
+                    page.limit = n;
                 }
-                "after" if !value.is_empty() => page.after = Some(decode_cursor(value)?),
-                _ => {}
+                "after" if !value.is_empty() => page.after = Some(decode_cursor(&value)?),
+                name => {
+                    page.filter.take(name, &value).map_err(bad)?;
+                }
             }
         }
         Ok(page)
     }
 
     /// The query string of the page after `last` (the last group shown), without the `?`:
-    /// `limit=N&after=CURSOR`. Safe in a URL and, as it holds no `&`-escape-worthy text but the
-    /// separator, in HTML once `&` is written `&amp;`.
+    /// the filters (form-encoded), then `limit=N&after=CURSOR`. Safe in a URL and, once `&` is
+    /// written `&amp;`, in HTML: form encoding leaves no `<`, `>`, `"` or `'`.
     pub(crate) fn next_query(&self, last: &[(String, String)]) -> String {
-        format!("limit={}&after={}", self.limit, encode_cursor(last))
+        format!(
+            "{}limit={}&after={}",
+            self.filter.query,
+            self.limit,
+            encode_cursor(last)
+        )
+    }
+
+    /// The query string of the first page with the same filters and `limit`.
+    pub(crate) fn first_query(&self) -> String {
+        format!("{}limit={}", self.filter.query, self.limit)
     }
 }
 

@@ -85,7 +85,7 @@ pub(crate) async fn docs() -> Response {
 fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
     state
         .lock_engine()
-        .snapshot_page(query.after.as_deref(), query.limit)
+        .snapshot_page_where(query.after.as_deref(), query.limit, &query.filter)
 }
 
 /// A rendered page as the response, holding its render slot until written.
@@ -111,9 +111,10 @@ async fn page_of(
     Ok((query, slot, page))
 }
 
-/// `GET /api/v1/groups[?limit=N&after=CURSOR]`: one object per group, in ascending label order,
-/// one page at a time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`,
-/// `total` the number of groups (all pages), `next` the `after` of the next page or `null` on the
+/// `GET /api/v1/groups[?limit=N&after=CURSOR&match[]=…&state=…&reason=…&family=…]`: one object
+/// per group the filters list ([`super::page::filter`]), in ascending label order, one page at a
+/// time ([`super::page`]): `{"status":"success","data":[…],"total":N,"next":C}`, `total` the
+/// number of groups listed on all pages, `next` the `after` of the next page or `null` on the
 /// last. Errors: [`HttpError::BadPageQuery`], [`HttpError::TooManyPages`].
 pub(crate) async fn groups(
     State(state): State<AppState>,
@@ -129,7 +130,7 @@ pub(crate) async fn groups(
 
 /// The JSON page of `page`, within [`page::PAGE_BYTES`] ([`PageFill`]).
 pub(crate) fn render_groups_json(page: &GroupsPage, query: &PageQuery) -> String {
-    let total = page.summary.groups;
+    let total = page.matched;
     // `],"total":N,"next":` and `}`; the next cursor is counted per group.
     let tail = 32 + total.to_string().len();
     let mut fill = PageFill::new("{\"status\":\"success\",\"data\":[".to_owned(), tail);
@@ -181,7 +182,10 @@ fn family_json(f: &FamilyStatus) -> Value {
 /// One group as JSON: `labels` (object), `families` (by corrected metric name,
 /// [`family_json`]), `lastScrapeTimestampMs` (the newest applied sample timestamp: the sender's
 /// scrape time, ms, or null), `scrapeIntervalMs` (or null), `inputSeries`, `counterResets`,
-/// `incomplete`, `limited` (the limit refusing the group's new series, or null) and
+/// `incomplete`, `unread` (the histograms of an incomplete group that arrive in a form the rules
+/// do not read: `histogram`, `arrivesAs`), `limited` (the limit refusing the group's new series,
+/// or null), `looksLike`
+/// (the vLLM releases its series set looks like, `engine::GroupSnapshot::looks_like`, or null),
 /// `recentRejects` (`duplicate_sample` and `out_of_order` samples of the group over the last one
 /// to two minutes: two senders with the same labels, or a resent batch) and `sloNotes` (each SLI
 /// of an SLO the group does not count: `slo`, `sli`, `reason`, `detail`).
@@ -205,6 +209,11 @@ pub(crate) fn group_json(g: &GroupSnapshot) -> Value {
         "counterResets": g.counter_resets,
         "incomplete": g.incomplete,
         "limited": g.limited,
+        "looksLike": g.looks_like,
+        "unread": g.unread.iter().map(|u| json!({
+            "histogram": u.histogram,
+            "arrivesAs": u.form.as_str(),
+        })).collect::<Vec<_>>(),
         "recentRejects": {
             "duplicate_sample": g.recent_rejects[0],
             "out_of_order": g.recent_rejects[1],
@@ -267,7 +276,8 @@ fn family_item(out: &mut String, f: &FamilyStatus) {
 }
 
 /// The state cell of a group: `ok`, or each thing wrong with it: a limit refusing its new
-/// series, an incomplete set of series, duplicate or out-of-order samples (two senders?).
+/// series, an incomplete set of series (naming each histogram that arrives in a form the rules do
+/// not read, else blaming a split or a filter), duplicate or out-of-order samples (two senders?).
 fn group_state(g: &GroupSnapshot) -> String {
     let mut parts = Vec::new();
     if let Some(limit) = g.limited {
@@ -276,11 +286,20 @@ fn group_state(g: &GroupSnapshot) -> String {
             escape(limit)
         ));
     }
-    if g.incomplete {
+    if g.incomplete && g.unread.is_empty() {
         parts.push(
             "<span class=\"incomplete\">incomplete</span> (series split across instances or filtered)"
                 .to_owned(),
         );
+    }
+    for u in &g.unread {
+        parts.push(format!(
+            "<span class=\"incomplete\">incomplete</span>: <code class=\"histogram\">{}</code> {} \
+             (<code class=\"arrives-as\">{}</code>)",
+            escape(u.histogram),
+            escape(u.form.words()),
+            u.form.as_str()
+        ));
     }
     let [duplicates, out_of_order] = g.recent_rejects;
     if duplicates + out_of_order > 0 {
@@ -323,14 +342,26 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
     if summary.groups == 0 {
         head.push_str("<p id=\"no-groups\">No group yet: no vllm:* series a rule reads has been received.</p>\n");
     }
-    // The position of this page's first group among all groups.
-    let first = summary.groups - page.remaining + 1;
+    if !query.filter.query.is_empty() {
+        let _ = writeln!(
+            head,
+            "<p id=\"filter\">{} of {} group(s) match <code>{}</code>. \
+             <a href=\"status?limit={}\">all groups</a></p>",
+            page.matched,
+            summary.groups,
+            escape(query.filter.query.trim_end_matches('&')),
+            query.limit
+        );
+    }
+    // The position of this page's first group among the groups listed.
+    let first = page.matched - page.remaining + 1;
     let _ = write!(
         head,
         "<p id=\"page\">From group {first} of {} in label order.</p>\n\
          <table id=\"groups\">\n<thead><tr><th>group labels</th><th>families</th><th>last sample</th>\
-         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>state</th></tr></thead>\n<tbody>\n",
-        summary.groups
+         <th>scrape interval</th><th>input series</th><th>counter resets</th><th>looks like vLLM</th>\
+         <th>state</th></tr></thead>\n<tbody>\n",
+        page.matched
     );
     let mut fill = PageFill::new(head, 256);
     let mut row = String::new();
@@ -351,13 +382,13 @@ pub(crate) fn render_status(page: &GroupsPage, query: &PageQuery, now_ms: i64) -
         out,
         "</tbody></table>\n<p class=\"pages\">Groups {first}–{} of {}. ",
         first + shown - 1,
-        summary.groups
+        page.matched
     );
     if query.after.is_some() {
         let _ = write!(
             out,
-            "<a id=\"first-page\" href=\"status?limit={}\">first page</a> ",
-            query.limit
+            "<a id=\"first-page\" href=\"status?{}\">first page</a> ",
+            query.first_query().replace('&', "&amp;")
         );
     }
     match last.filter(|_| shown < page.remaining) {
@@ -425,7 +456,9 @@ fn group_row(out: &mut String, g: &GroupSnapshot, now_ms: i64) {
     let state = group_state(g);
     let _ = writeln!(
         out,
-        "<td>{}</td><td>{}</td><td class=\"state\">{state}</td></tr>",
-        g.input_series, g.counter_resets
+        "<td>{}</td><td>{}</td><td class=\"looks-like\">{}</td><td class=\"state\">{state}</td></tr>",
+        g.input_series,
+        g.counter_resets,
+        g.looks_like.unwrap_or("none")
     );
 }

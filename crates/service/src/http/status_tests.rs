@@ -281,4 +281,38 @@ async fn a_group_sent_twice_shows_two_senders_on_status_and_api() {
         ),
         "{body}"
     );
+    // And per group on /metrics, for an alert to name the target: this group's two series, no
+    // other group's.
+    let (_, _, metrics) = get(&state, "/metrics").await;
+    let lines: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("vllm_corrector_group_recent_rejected_samples{"))
+        .collect();
+    let group = format!(
+        "instance=\"{}\",model_name=\"{}\"",
+        ATTRIBUTE.replace('"', "\\\""),
+        SCRIPT.replace('"', "\\\"")
+    );
+    assert_eq!(
+        lines,
+        [
+            format!(
+                "vllm_corrector_group_recent_rejected_samples{{{group},reason=\"duplicate_sample\"}} 3"
+            ),
+            format!(
+                "vllm_corrector_group_recent_rejected_samples{{{group},reason=\"out_of_order\"}} 3"
+            ),
+        ],
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_group_with_no_rejects_has_no_recent_rejects_series() {
+    let state = fed_state();
+    let (_, _, metrics) = get(&state, "/metrics").await;
+    assert!(
+        !metrics.contains("vllm_corrector_group_recent_rejected_samples"),
+        "{metrics}"
+    );
 }

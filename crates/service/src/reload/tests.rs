@@ -32,10 +32,11 @@ fn service(dir: &Scratch) -> AppState {
     .unwrap();
     let config = Config::from_args(args.clone()).unwrap();
     let web = WebSettings::load(config.web_config_file.as_deref()).unwrap();
-    let state = AppState::new(Engine::new(config.engine), config.limits).with_web(web);
+    let state = AppState::new(Engine::new(config.engine.clone()), config.limits).with_web(web);
     state.live_cell().set_slos(Arc::new(config.slos));
     let reloader = Arc::new(Reloader::new(
         args,
+        config.storage.clone(),
         state.core.clone(),
         state.live_cell().clone(),
     ));
@@ -265,6 +266,79 @@ async fn turning_tls_on_by_reload_is_refused() {
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(text, "--web.config.file: turning TLS on needs a restart\n");
     assert!(state.live().web.tls.is_none());
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_storage_is_refused_naming_the_field_and_keeps_the_old_configuration()
+{
+    let dir = Scratch::new();
+    let first = dir.0.join("state-a");
+    dir.write(
+        "config.yml",
+        &format!(
+            "engine:\n  idle_timeout: 10m\nstorage:\n  path: {}\n",
+            first.display()
+        ),
+    );
+    dir.write("web.yml", "");
+    let state = service(&dir);
+    let moved = dir.0.join("state-b");
+    // A new path, and a new idle timeout that must not be applied with it.
+    dir.write(
+        "config.yml",
+        &format!(
+            "engine:\n  idle_timeout: 1m\nstorage:\n  path: {}\n",
+            moved.display()
+        ),
+    );
+    let (status, text) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        text,
+        format!(
+            "storage.path: changed from {} to {}, which applies only at start; restart the \
+             service to apply it, or restore the old value to reload the rest\n",
+            first.display(),
+            moved.display()
+        )
+    );
+    assert_eq!(state.core.engine().config().idle_timeout_ms, 600_000);
+    assert_eq!(
+        metric(&state, "vllm_corrector_config_last_reload_successful"),
+        0.0
+    );
+    // Removing the setting is a change too; the interval is start-only as well.
+    dir.write("config.yml", "");
+    let (status, text) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(text.starts_with("storage.path: changed from "), "{text}");
+    assert!(text.contains(" to none, "), "{text}");
+    dir.write(
+        "config.yml",
+        &format!(
+            "storage:\n  path: {}\n  write_interval: 5s\n",
+            first.display()
+        ),
+    );
+    let (status, text) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        text.starts_with(
+            "storage.write_interval: changed from 30s to 5s, which applies only at start"
+        ),
+        "{text}"
+    );
+    // The old values again: the rest reloads.
+    dir.write(
+        "config.yml",
+        &format!(
+            "engine:\n  idle_timeout: 1m\nstorage:\n  path: {}\n",
+            first.display()
+        ),
+    );
+    let (status, _) = post(&state, "/-/reload", Vec::new(), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state.core.engine().config().idle_timeout_ms, 60_000);
 }
 
 #[tokio::test]

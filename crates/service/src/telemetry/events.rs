@@ -1,9 +1,11 @@
 //! The engine's group events as log lines ([`EventLog::log`]), each with the group's labels in a
 //! `group` field (`{instance="…", …}`): at info, a group's first complete scrape, a family
 //! withheld or served again, a group removed (stale, idle or missed scrapes) and an input counter
-//! reset; at warn, a group incomplete over more than one scrape, a group whose new series a
-//! limit refuses (naming the limit), and an SLI of an SLO the group cannot count (a threshold
-//! between bucket edges, naming the edges around it; an input the keep rule drops). A withheld family names the input it lacks
+//! reset; at warn, a group incomplete over more than one scrape (naming each histogram that
+//! arrives in a form the rules do not read, else blaming a split or a filter), a group whose new series a
+//! limit refuses (naming the limit), an SLI of an SLO the group cannot count (a threshold
+//! between bucket edges, naming the edges around it; an input the keep rule drops), and a group
+//! two senders write with the same labels. A withheld family names the input it lacks
 //! (`input=`) or the limit (`limit=`). The engine reports each event
 //! once (`engine::Engine::take_events`); this side rate-limits them, since a flapping
 //! target could otherwise log on every request: at most [`EVENTS_PER_WINDOW`] lines per kind per
@@ -18,7 +20,7 @@ pub(crate) const EVENTS_PER_WINDOW: u32 = 100;
 /// The rate-limit window, ms.
 pub(crate) const WINDOW_MS: i64 = 60_000;
 
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     "first_complete_scrape",
     "family_withheld",
     "family_served",
@@ -27,6 +29,7 @@ const KINDS: [&str; 8] = [
     "group_incomplete",
     "group_limited",
     "slo_notes",
+    "two_senders",
 ];
 
 fn kind(event: &EngineEvent) -> usize {
@@ -39,6 +42,7 @@ fn kind(event: &EngineEvent) -> usize {
         EngineEvent::GroupIncomplete { .. } => 5,
         EngineEvent::GroupLimited { .. } => 6,
         EngineEvent::SloNotes { .. } => 7,
+        EngineEvent::TwoSenders { .. } => 8,
     }
 }
 
@@ -164,7 +168,19 @@ fn emit(event: &EngineEvent) {
         EngineEvent::CounterReset { labels } => {
             tracing::info!(group = %label_set(labels), "group: input counter reset (vLLM restarted)")
         }
-        EngineEvent::GroupIncomplete { labels } => tracing::warn!(
+        EngineEvent::GroupIncomplete { labels, unread } if !unread.is_empty() => {
+            for u in unread {
+                tracing::warn!(
+                    group = %label_set(labels),
+                    histogram = %u.histogram,
+                    arrives_as = %u.form.as_str(),
+                    "group incomplete for more than one scrape: {} {}",
+                    u.histogram,
+                    u.form.words()
+                );
+            }
+        }
+        EngineEvent::GroupIncomplete { labels, .. } => tracing::warn!(
             group = %label_set(labels),
             "group incomplete for more than one scrape: its series are split across instances \
              (shard by target, never by series) or filtered by relabelling"
@@ -186,6 +202,18 @@ fn emit(event: &EngineEvent) {
             limit = %limit,
             "group incomplete: a limit refuses its new series (raise the limit, or add \
              instances and shard by target); its families lacking them are withheld, reason=limit"
+        ),
+        EngineEvent::TwoSenders {
+            labels,
+            recent_rejects: [duplicates, out_of_order],
+        } => tracing::warn!(
+            group = %label_set(labels),
+            duplicate_samples = *duplicates,
+            out_of_order_samples = *out_of_order,
+            "group written by two senders with the same labels: its samples are refused as \
+             duplicates or out of order minute after minute (an HA pair of Prometheus servers \
+             with the same external labels writing one corrector: give each replica its own \
+             corrector, the sidecar form, or its own external label)"
         ),
     }
 }

@@ -71,6 +71,18 @@ const HEADER_NAMES: [&str; 5] = [
 ];
 
 impl WebSettings {
+    /// Whether TLS is on and whether any authentication (client certificates, basic auth,
+    /// bearer tokens) is configured, in words, for `vllm-corrector check-config`.
+    pub fn summary(&self) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        format!(
+            "TLS {}, client certificates {:?}, basic auth or bearer tokens {}",
+            on(self.tls.is_some()),
+            self.client_certs,
+            on(self.auth.is_configured())
+        )
+    }
+
     /// Checks one request against every configured scheme (see `auth`'s module doc): the
     /// client-certificate policy first, then the HTTP credentials in `authorization`.
     /// `verified_client_certificate` says whether the connection's TLS handshake verified a client

@@ -11,6 +11,7 @@ fn a_cursor_names_the_labels_it_was_made_from() {
     let query = PageQuery {
         limit: 7,
         after: None,
+        filter: Filter::default(),
     }
     .next_query(&labels);
     assert!(
@@ -24,19 +25,27 @@ fn a_cursor_names_the_labels_it_was_made_from() {
         parsed,
         PageQuery {
             limit: 7,
-            after: Some(labels)
+            after: Some(labels),
+            filter: Filter::default(),
         }
     );
 }
 
 #[test]
-fn a_bad_limit_or_cursor_is_refused_and_a_large_limit_lowered() {
+fn a_bad_limit_or_cursor_is_refused_and_so_is_a_limit_past_the_maximum() {
     assert_eq!(PageQuery::parse(None).unwrap().limit, DEFAULT_PAGE_GROUPS);
     assert_eq!(
-        PageQuery::parse(Some("limit=1000000")).unwrap().limit,
+        PageQuery::parse(Some("limit=1000")).unwrap().limit,
         MAX_PAGE_GROUPS
     );
-    for query in ["limit=0", "limit=x", "limit=-1", "after=%%%", "after=e30"] {
+    for query in [
+        "limit=0",
+        "limit=x",
+        "limit=-1",
+        "limit=1001",
+        "after=%%%",
+        "after=e30",
+    ] {
         assert!(
             matches!(
                 PageQuery::parse(Some(query)),

@@ -151,6 +151,7 @@ fn engine_events_are_logged_at_their_level() {
                 },
                 EngineEvent::GroupIncomplete {
                     labels: labels("b").into(),
+                    unread: Vec::new(),
                 },
                 EngineEvent::FamilyWithheld {
                     labels: labels("b").into(),
@@ -229,6 +230,7 @@ fn a_flood_of_one_event_kind_is_rate_limited_and_the_rest_counted() {
         log.log(
             vec![EngineEvent::GroupIncomplete {
                 labels: labels("x").into(),
+                unread: Vec::new(),
             }],
             2_000,
         );
@@ -273,4 +275,65 @@ fn a_log_limit_allows_its_lines_per_window_then_counts_the_rest() {
         0,
         "over the limit within 10 s"
     );
+}
+
+#[test]
+fn two_senders_are_warned_about_once_naming_the_group_and_the_counts() {
+    let log = EventLog::default();
+    let text = captured(|| {
+        log.log(
+            vec![EngineEvent::TwoSenders {
+                labels: labels("a:8000").into(),
+                recent_rejects: [12, 3],
+            }],
+            1_000,
+        );
+    });
+    let line = text.lines().next().unwrap_or_default();
+    assert!(line.contains(" WARN "), "{text}");
+    assert!(
+        line.contains(r#"group={instance="a:8000", job="vllm"}"#),
+        "{line}"
+    );
+    assert!(
+        line.contains("duplicate_samples=12 out_of_order_samples=3"),
+        "{line}"
+    );
+    assert!(
+        line.contains("group written by two senders with the same labels"),
+        "{line}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
+
+#[test]
+fn an_incomplete_group_whose_histogram_arrives_in_an_unread_form_is_told_so_not_sharding() {
+    let log = EventLog::default();
+    let text = captured(|| {
+        log.log(
+            vec![EngineEvent::GroupIncomplete {
+                labels: labels("a:8000").into(),
+                unread: vec![engine::UnreadHistogram {
+                    histogram: "vllm:inter_token_latency_seconds",
+                    form: engine::UnreadForm::ExponentialNativeHistogram,
+                }],
+            }],
+            1_000,
+        );
+    });
+    let line = text.lines().next().unwrap_or_default();
+    assert!(line.contains(" WARN "), "{text}");
+    assert!(
+        line.contains(
+            "group incomplete for more than one scrape: vllm:inter_token_latency_seconds arrives \
+             only as a native histogram of an exponential schema, which the corrector does not read"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains("arrives_as=native_histogram_exponential"),
+        "{line}"
+    );
+    assert!(!line.contains("shard by target"), "{line}");
+    assert_eq!(text.lines().count(), 1, "{text}");
 }
