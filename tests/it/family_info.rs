@@ -78,9 +78,10 @@ fn family_info_names_each_target_the_missing_input_and_degraded_acceptance() {
         corrector.write(&points);
     }
     let snapshot = corrector.snapshot();
-    assert_eq!(info_lines(&snapshot.text), 10, "2 groups x 5 families");
+    assert_eq!(info_lines(&snapshot.text), 12, "2 groups x 6 families");
     let served = [("state", "served")];
-    for family in [TPOT, WEIGHTED, LOCAL, PER_OUTPUT] {
+    // The SLO counters of the shipped SLO (TPOT only) read neither missing series.
+    for family in [TPOT, WEIGHTED, LOCAL, PER_OUTPUT, "vllm_corrected_slo"] {
         let own = [("family", family), served[0]];
         assert_eq!(
             info(&snapshot, "0", &own),
@@ -115,7 +116,7 @@ fn family_info_names_each_target_the_missing_input_and_degraded_acceptance() {
             snapshot.text
         );
     }
-    for family in [TPOT, LOCAL] {
+    for family in [TPOT, LOCAL, "vllm_corrected_slo"] {
         let own = [("family", family), served[0]];
         assert_eq!(
             info(&snapshot, "1", &own),

@@ -151,17 +151,19 @@ fn status_page_renders_every_group_in_chromium_and_label_values_stay_text() {
 
     // One row per group: engines 0 and 1 of the 0.33 server, engine 0 of the 0.10 server.
     assert_eq!(dom.matches("<tr class=\"group\">").count(), 3, "{dom}");
-    // The 0.33 engines serve all five families; the 0.10 engine has no request TPOT histogram
-    // and no by-source prompt counter, so it serves the two ITL families and tokens per output.
+    // The 0.33 engines serve all six families (the SLO counters of the shipped SLO too); the
+    // 0.10 engine has no request TPOT histogram and no by-source prompt counter, so it serves the
+    // two ITL families and tokens per output, and lacks the inputs of canonical TPOT, local
+    // iteration tokens and the SLO counters.
     assert_eq!(
         dom.matches("class=\"family served\"").count(),
-        5 + 5 + 3,
+        6 + 6 + 3,
         "{dom}"
     );
     assert_eq!(
         dom.matches("<span class=\"reason\">missing_input</span>")
             .count(),
-        2,
+        3,
         "{dom}"
     );
     assert_eq!(dom.matches("<td class=\"lag\"").count(), 3, "{dom}");
