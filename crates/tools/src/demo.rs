@@ -12,9 +12,9 @@
 //! * **truth**: the simulator's per-request and per-iteration records over the same window,
 //!   `[from, to)` of the two snapshot instants (`vllm bench serve` definitions, numpy percentiles).
 //!
-//! Then, per SLO ([`demo_slos`], or the `slos:` of `--config.file`), each SLI's attainment from
+//! Then, per SLO (`demo_slos`, or the `slos:` of `--config.file`), each SLI's attainment from
 //! vLLM's histogram, from the corrector's SLO counters and from the records, and the goodput
-//! bounds beside the naive reading and the true goodput ([`super::compare::slo`]).
+//! bounds beside the naive reading and the true goodput (`crates/tools/src/compare/slo.rs`).
 //!
 //! On a terminal the table is redrawn in place (ANSI colours unless `--no-color` or `NO_COLOR`);
 //! otherwise each refresh prints plain `key=value` lines with every value at full precision.

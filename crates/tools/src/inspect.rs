@@ -16,7 +16,7 @@
 //! ([`super::order`]: sample timestamps, or a counter that fell while its `_created` stayed), as
 //! are dumps that share no group.
 //!
-//! Per group it also reads the SLOs ([`slos`]): the SLO counters' increases (those of the
+//! Per group it also reads the SLOs ([`SloReport`]): the SLO counters' increases (those of the
 //! corrector's dump, or the engine's from the raw dumps, counting the SLOs of `--config.file`,
 //! else the shipped default) beside vLLM's own histograms at the thresholds. The engine's goodput
 //! bounds start at BEFORE, its baseline: they bracket the requests that finished between the

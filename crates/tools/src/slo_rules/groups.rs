@@ -178,11 +178,7 @@ fn ratio_rules(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Ve
             .iter()
             .map(|target| {
                 let h = histogram(target.sli, reads.prefix);
-                let matchers = match_matchers(slo);
-                let mut bucket = matchers.clone();
-                bucket.push(le_matcher(target.threshold_seconds));
-                let good = format!("rate({}[{w}])", selector(&format!("{h}_bucket"), &bucket));
-                let total = format!("rate({}[{w}])", selector(&format!("{h}_count"), &matchers));
+                let (good, total) = bucket_rates(slo, &h, target.threshold_seconds, &w);
                 record(
                     names.ratio(window_ms),
                     error_ratio(&slo.by, &good, &total),
@@ -191,6 +187,17 @@ fn ratio_rules(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Ve
             })
             .collect(),
     }
+}
+
+/// `rate(h_bucket{match…, le=~"t"}[w])` and `rate(h_count{match…}[w])`: the good events and the
+/// events of histogram `h` at threshold `t`, over the groups `slo` matches.
+fn bucket_rates(slo: &Slo, h: &str, t: f64, w: &str) -> (String, String) {
+    let matchers = match_matchers(slo);
+    let mut bucket = matchers.clone();
+    bucket.push(le_matcher(t));
+    let good = format!("rate({}[{w}])", selector(&format!("{h}_bucket"), &bucket));
+    let total = format!("rate({}[{w}])", selector(&format!("{h}_count"), &matchers));
+    (good, total)
 }
 
 /// `sum by (slo, bound, by…) (rate(goodput[w])) / ignoring(bound) group_left sum by (slo, by…)
@@ -225,20 +232,10 @@ fn raw_good_ratios(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -
         .filter(|t| GOODPUT_SLIS.contains(&t.sli))
         .map(|target| {
             let h = format!("{}{}", reads.prefix, SLO.raw_histogram(target.sli));
-            let matchers = match_matchers(slo);
-            let mut bucket = matchers.clone();
-            bucket.push(le_matcher(target.threshold_seconds));
-            let good = format!("rate({}[{w}])", selector(&format!("{h}_bucket"), &bucket));
-            let total = format!("rate({}[{w}])", selector(&format!("{h}_count"), &matchers));
+            let (good, total) = bucket_rates(slo, &h, target.threshold_seconds, &w);
             record(
                 format!("{}:raw_good:ratio_rate{w}", names.metric),
-                format!(
-                    "{}
-/
-{}",
-                    sum_by(&slo.by, &good),
-                    sum_by(&slo.by, &total)
-                ),
+                format!("{}\n/\n{}", sum_by(&slo.by, &good), sum_by(&slo.by, &total)),
                 &[("slo", &slo.name), ("sli", target.sli.name())],
             )
         })

@@ -11,8 +11,12 @@ use engine::slo::{LabelMatch, Sli, SliTarget, Slo};
 const MIN: u64 = 60_000;
 const DAY: u64 = 1440 * MIN;
 
+/// The spec of a configuration file holding `text`. Each call writes its own file: tests run in
+/// parallel, and two of them may parse the same text.
 fn spec(text: &str) -> SloSpec {
-    let dir = std::env::temp_dir().join(format!("slo-rules-{}-{}", std::process::id(), text.len()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slo-rules-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.yml");
     std::fs::write(&path, text).unwrap();
