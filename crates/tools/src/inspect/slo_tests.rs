@@ -212,6 +212,17 @@ fn simulated_dumps_give_exact_sli_counts_and_bounds_around_the_true_goodput() {
             "engine {engine}: {lower} <= {good} <= {upper}"
         );
     }
+    // The table names the reason in its row and the engine's whole note under it.
+    let table = render_table("before", "after", &reports);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("engine=\"0\"  edgeless  TTFT ≤ 0.3 s"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.ends_with("not_a_bucket_edge"), "{row}");
+    assert!(
+        table.contains("\nengine=\"0\" edgeless TTFT: not_a_bucket_edge: 0.3 s is not an le of"),
+        "{table}"
+    );
 }
 
 /// A dump of the corrector's SLO counters for one engine (OpenMetrics).

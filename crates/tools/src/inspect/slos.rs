@@ -153,6 +153,7 @@ pub(crate) fn render(groups: &[(String, &[SloReport])]) -> String {
         "events",
         "note",
     ]);
+    let mut notes = Vec::new();
     for (group, reports) in groups {
         for r in reports.iter() {
             for sli in &r.slis {
@@ -175,8 +176,15 @@ pub(crate) fn render(groups: &[(String, &[SloReport])]) -> String {
                     Cell::new(percent(sli.attainment), tone),
                     Cell::plain(percent(sli.objective)),
                     Cell::plain(count(sli.events)),
-                    Cell::plain(sli.not_counted.clone().unwrap_or_default()),
+                    Cell::plain(
+                        sli.not_counted
+                            .as_deref()
+                            .map_or("", |n| n.split(':').next().unwrap_or(n)),
+                    ),
                 ]);
+                if let Some(why) = &sli.not_counted {
+                    notes.push(format!("{group} {} {name}: {why}", r.slo));
+                }
             }
             if r.finished_requests.is_some() || r.naive_goodput_ratio.is_some() {
                 let band = match (r.goodput_lower_ratio, r.goodput_upper_ratio) {
@@ -194,14 +202,15 @@ pub(crate) fn render(groups: &[(String, &[SloReport])]) -> String {
             }
         }
     }
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "\nSLOs: attainment = Δgood / Δevents; goodput = the requests that met every TTFT, TPOT and E2EL \
-         threshold (vllm bench serve --goodput), bounded by the corrector, over the finished ones; raw \
-         vLLM = vLLM's own bucket at the threshold; naive = the least of those."
+    let mut out = String::from(
+        "\nSLOs: attainment = Δgood / Δevents; goodput = the finished requests that met every TTFT, TPOT and\n\
+         E2EL threshold (as vllm bench serve --goodput counts them), bounded below and above by the corrector;\n\
+         raw vLLM = vLLM's own bucket at the threshold over its _count; naive = the least of those.\n",
     );
     out.push_str(&table.render(false));
+    for note in notes {
+        let _ = writeln!(out, "{note}");
+    }
     out
 }
 
