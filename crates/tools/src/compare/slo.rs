@@ -50,7 +50,7 @@ pub(crate) struct GoodputRow {
     /// Requests in flight at the window's start with their first token already out: by how many
     /// the bounds' increase over a window may miss the truth when the window does not start at
     /// the corrector's first scrape (its baseline) and the SLO has a TTFT threshold
-    /// (docs/SLO.md, "Goodput over a window"). `None` when the window starts at the baseline or
+    /// (docs/GOODPUT.md, "Goodput over a window"). `None` when the window starts at the baseline or
     /// the SLO has no TTFT threshold: then the bounds bracket the truth exactly.
     pub(crate) slack: Option<u64>,
 }
