@@ -108,7 +108,7 @@ check_dockerfile() {
 # --- 2. rules ----------------------------------------------------------------------------
 check_rules() {
     promtool --version | head -1
-    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/alerts/slo.rules.yml deploy/rules/*.rules.yml &&
+    promtool check rules deploy/alerts/vllm-corrector.rules.yml deploy/alerts/slo.rules.yml deploy/alerts/tests/slo-buckets.rules.yml deploy/rules/*.rules.yml &&
         promtool test rules deploy/alerts/tests/*.test.yml &&
         python3 deploy/tools/generate_prometheusrule.py --check
 }

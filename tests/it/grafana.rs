@@ -1,6 +1,7 @@
 //! The Grafana dashboard (Deploy issue, item 5): every panel query, and every template variable's
 //! `label_values`, runs against a real Prometheus (2.42 and 3.5) holding simulated vLLM data and
-//! the corrector's output for it ([`crate::simdata`]), and none may fail or come back empty.
+//! the corrector's output for it ([`crate::simdata`]), with the SLO rules of `vllm-corrector
+//! rules` for the corrector's SLOs loaded, and none may fail or come back empty.
 
 use serde_json::Value;
 
@@ -144,12 +145,64 @@ fn every_panel_query_returns_data_from_prometheus_3_fed_with_simulated_vllm() {
     every_panel_query_returns_data(Tool::PROMETHEUS_3);
 }
 
+/// The corrector's SLOs in the dashboard tests: one SLO of three SLIs on vLLM's default edges.
+const SLO_CONFIG: &str =
+    "slos:\n  - name: chat\n    objective: 0.99\n    ttft: 0.5\n    tpot: 0.1\n    e2el: 20\n";
+
+/// `vllm-corrector rules` for [`SLO_CONFIG`], every group evaluated at Prometheus' global
+/// interval (1 s in [`SimData`]): the budget group's own 5 m would leave the budget panel empty
+/// for up to 5 minutes after Prometheus starts.
+fn slo_rules() -> String {
+    let dir = crate::harness::TempDir::new("grafana-slo");
+    let config = dir.path().join("config.yml");
+    std::fs::write(&config, SLO_CONFIG).unwrap();
+    let out = std::process::Command::new(crate::harness::BINARY)
+        .args(["rules", "--config.file"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = String::from_utf8(out.stdout).unwrap();
+    assert!(rules.contains("    interval: 5m\n"), "{rules}");
+    rules.replace("    interval: 5m\n", "")
+}
+
+/// Waits (at most 30 s) until Prometheus has evaluated the SLO rules on the written history: the
+/// budget and the naive goodput have a value.
+fn wait_for_slo_rules(data: &SimData) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let wanted = [
+        "vllm_slo_chat:error_budget:remaining_ratio",
+        "vllm_slo_chat:raw_good:ratio_rate5m",
+    ];
+    loop {
+        let end = now_ms() as f64 / 1000.0;
+        let ready = wanted
+            .iter()
+            .all(|q| data.query(q, end).is_ok_and(|rows| !rows.is_empty()));
+        if ready {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the SLO rules gave no value in 30 s\n{}",
+            data.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 fn every_panel_query_returns_data(prometheus: Tool) {
     let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
     let vars = variables(&dashboard);
-    let Some(data) = SimData::start(prometheus, None) else {
+    let Some(data) = SimData::start_with(prometheus, Some(&slo_rules()), Some(SLO_CONFIG)) else {
         return;
     };
+    wait_for_slo_rules(&data);
     let mut failures = Vec::new();
 
     for var in dashboard["templating"]["list"].as_array().unwrap() {
@@ -228,4 +281,58 @@ fn tokens_per_output_panel_reads_exactly_1_without_speculative_decoding() {
     assert_eq!(of("llama-014"), Some(1.0), "{rows:?}");
     assert_eq!(of("llama-010"), Some(1.0), "{rows:?}");
     assert!(of("llama-spec").is_some_and(|v| v > 1.2), "{rows:?}");
+}
+
+/// The SLO row repeats once per SLO (`slo_name`), and every query under it, up to the next row,
+/// selects that SLO: a repeated row whose panels read every SLO would show each SLO's data in
+/// every copy.
+#[test]
+fn the_slo_row_repeats_per_slo_and_each_of_its_queries_selects_it() {
+    let dashboard: Value = serde_json::from_str(DASHBOARD).expect("the dashboard is JSON");
+    let panels = dashboard["panels"].as_array().unwrap();
+    let row = panels
+        .iter()
+        .position(|p| p["type"] == "row" && p["repeat"] == "slo_name")
+        .expect("a row repeated over slo_name");
+    let under: Vec<&Value> = panels[row + 1..]
+        .iter()
+        .take_while(|p| p["type"] != "row")
+        .collect();
+    assert_eq!(
+        under.len(),
+        4,
+        "attainment, budget, goodput band, goodput rate"
+    );
+    for panel in under {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            assert!(
+                expr.contains("slo=~\"$slo_name\""),
+                "{}: {expr}",
+                panel["title"]
+            );
+        }
+    }
+    let goodput = panels
+        .iter()
+        .find(|p| {
+            p["title"]
+                .as_str()
+                .is_some_and(|t| t.contains("lower–upper"))
+        })
+        .unwrap();
+    let legends: Vec<&str> = goodput["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["legendFormat"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        legends,
+        [
+            "{{model_name}} lower",
+            "{{model_name}} upper",
+            "{{model_name}} naive (raw vLLM)"
+        ]
+    );
 }

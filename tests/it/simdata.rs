@@ -105,6 +105,16 @@ impl SimData {
     /// when given) and the corrector, then writes [`HISTORY_MS`] of 15 s scrapes ending at most
     /// 1 s ago. `None` when `tool` is missing and the test opts out ([`require`]).
     pub(crate) fn start(tool: Tool, rules: Option<&str>) -> Option<SimData> {
+        Self::start_with(tool, rules, None)
+    }
+
+    /// [`SimData::start`] with the corrector's `--config.file` holding `corrector_config` when
+    /// given (its `slos:`, say).
+    pub(crate) fn start_with(
+        tool: Tool,
+        rules: Option<&str>,
+        corrector_config: Option<&str>,
+    ) -> Option<SimData> {
         let binary = require(tool)?;
         let mut config =
             String::from("global:\n  scrape_interval: 15s\n  evaluation_interval: 1s\n");
@@ -152,7 +162,7 @@ impl SimData {
         let mut data = SimData {
             base: prometheus.base.clone(),
             prometheus,
-            corrector: Corrector::start(),
+            corrector: Corrector::start_with_config(corrector_config),
             client,
             targets,
             last_step_ms: start,

@@ -104,6 +104,17 @@ impl Request {
         }
     }
 
+    /// Time of the first output, ns of simulated time; `None` before it.
+    pub fn first_output_ns(&self) -> Option<u64> {
+        self.first_ns
+    }
+
+    /// Time to first token as vLLM observes it (first output − arrival, s); `None` before the
+    /// first output.
+    pub fn ttft_s(&self) -> Option<f64> {
+        self.first_ns.map(|f| (f - self.arrival_ns) as f64 / 1e9)
+    }
+
     /// Decode time as vLLM computes it: last output − first output, seconds.
     pub(crate) fn decode_time_s(&self) -> f64 {
         let first = self.first_ns.unwrap_or(self.last_ns);

@@ -85,6 +85,12 @@ impl RequestRecord {
     pub fn finish_ns(&self) -> u64 {
         self.finish_ns
     }
+
+    /// The end of the step of its first output (when TTFT is observed), ns of simulated time;
+    /// `None` without any output.
+    pub fn first_output_ns(&self) -> Option<u64> {
+        self.first_ns
+    }
 }
 
 /// The iteration-level facts of one output batch.

@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+pub(crate) mod slo;
+
 use super::presentation::{self, Measured, Unit};
 use super::readings::Interval;
 use super::table::{Cell, Table, Tone};
@@ -65,6 +67,8 @@ pub(crate) struct Comparison {
     pub(crate) rows: Vec<Row>,
     /// Why a row is held or shows no difference, printed under the table.
     pub(crate) notes: Vec<String>,
+    /// Each SLO's attainment per SLI and goodput over the same window, printed after the table.
+    pub(crate) slos: Vec<slo::SloComparison>,
 }
 
 /// Requests with more than one output token a window needs before its TPOT p99 row is shown:
@@ -156,6 +160,7 @@ pub(crate) fn comparison(
         acceptance_length: it.acceptance_length,
         rows,
         notes,
+        slos: Vec::new(),
     }
 }
 
@@ -218,6 +223,7 @@ pub(crate) fn plain_lines(c: &Comparison) -> String {
             opt(r.truth)
         );
     }
+    s.push_str(&slo::plain_lines(&c.slos, c.at_s));
     s
 }
 
@@ -286,5 +292,6 @@ pub(crate) fn render_table(c: &Comparison, color: bool) -> String {
     for note in &c.notes {
         let _ = writeln!(s, "{note}");
     }
+    s.push_str(&slo::render(&c.slos, c.window_s, color));
     s
 }

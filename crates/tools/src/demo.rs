@@ -12,6 +12,10 @@
 //! * **truth**: the simulator's per-request and per-iteration records over the same window,
 //!   `[from, to)` of the two snapshot instants (`vllm bench serve` definitions, numpy percentiles).
 //!
+//! Then, per SLO (`demo_slos`, or the `slos:` of `--config.file`), each SLI's attainment from
+//! vLLM's histogram, from the corrector's SLO counters and from the records, and the goodput
+//! bounds beside the naive reading and the true goodput (`crates/tools/src/compare/slo.rs`).
+//!
 //! On a terminal the table is redrawn in place (ANSI colours unless `--no-color` or `NO_COLOR`);
 //! otherwise each refresh prints plain `key=value` lines with every value at full precision.
 
@@ -19,10 +23,13 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub(crate) use super::compare::{Comparison, comparison, plain_lines, render_table};
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
+use super::slo_readings;
+use engine::slo::{DEFAULT_BY, Sli, SliTarget, Slo, SloSet, SloSpec};
 use engine::{Engine, EngineConfig};
 use promtext::Format;
 use service::config::Limits;
@@ -83,6 +90,11 @@ pub struct DemoArgs {
     /// No ANSI colours (also when `NO_COLOR` is set or stdout is not a terminal).
     #[arg(long)]
     pub(crate) no_color: bool,
+    /// A configuration file of the service: the demo counts the SLOs of its `slos:` (validated
+    /// as the service does; the rest of the file is not used). Default: the demo's own two SLOs
+    /// on vLLM's default bucket edges (docs/TOOLS.md, "demo").
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub(crate) config_file: Option<PathBuf>,
 }
 
 /// Why the demo stopped with an error.
@@ -97,6 +109,9 @@ pub enum DemoError {
     /// The in-process corrector refused a write or its `/metrics` could not be read.
     #[error("the in-process corrector: {0}")]
     Corrector(String),
+    /// `--config.file` is unreadable or invalid.
+    #[error(transparent)]
+    Config(#[from] service::config::ConfigError),
 }
 
 /// How the table is printed.
@@ -169,6 +184,55 @@ pub(crate) fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
     }
 }
 
+/// The demo's own SLOs, on vLLM's default bucket edges (docs/METRICS.md, "Default bucket
+/// bounds") and set for the simulated load of [`sim_config`] (TTFT mostly 0.05 to 0.3 s,
+/// canonical TPOT 15 to 35 ms, E2EL 0.5 to 5 s): `interactive` (TTFT ≤ 0.25 s, TPOT ≤ 0.025 s,
+/// E2EL ≤ 5 s, 90 %), which each SLI meets while the three together fail often enough for the
+/// goodput band to show, and `relaxed` (0.5 s, 0.05 s, 10 s, 99 %), which almost every request
+/// meets: a narrow band. Per `namespace` and `model_name`, 30 days.
+pub(crate) fn demo_slos() -> SloSpec {
+    let slo = |name: &str, objective: f64, [ttft, tpot, e2el]: [f64; 3]| Slo {
+        name: name.to_owned(),
+        description: String::new(),
+        objective,
+        window_ms: engine::slo::DEFAULT_WINDOW_MS,
+        matchers: Vec::new(),
+        by: DEFAULT_BY.iter().map(|s| (*s).to_owned()).collect(),
+        slis: [(Sli::Ttft, ttft), (Sli::Tpot, tpot), (Sli::E2el, e2el)]
+            .into_iter()
+            .map(|(sli, threshold_seconds)| SliTarget {
+                sli,
+                threshold_seconds,
+                objective,
+            })
+            .collect(),
+    };
+    SloSpec {
+        slos: vec![
+            slo("interactive", 0.9, [0.25, 0.025, 5.0]),
+            slo("relaxed", 0.99, [0.5, 0.05, 10.0]),
+        ],
+    }
+}
+
+/// The SLOs the demo counts: `--config.file`'s (with its compiled `match:`), else [`demo_slos`].
+///
+/// # Errors
+/// [`DemoError::Config`] when the file is unreadable or invalid.
+fn slos(args: &DemoArgs) -> Result<(SloSpec, SloSet), DemoError> {
+    match &args.config_file {
+        Some(path) => {
+            let config = service::config::Config::from_file(path)?;
+            Ok((config.slos, config.engine.slos))
+        }
+        None => {
+            let spec = demo_slos();
+            let set = SloSet::new(&spec, |_| None);
+            Ok((spec, set))
+        }
+    }
+}
+
 /// Runs the demo until `stop` resolves or `args.duration` passes, writing to `out` in `style`.
 /// Returns the last comparison printed (none if the run was too short for one window).
 ///
@@ -180,6 +244,7 @@ pub(crate) async fn run_until(
     style: Style,
     stop: impl Future<Output = ()>,
 ) -> Result<Option<Comparison>, DemoError> {
+    let (spec, slo_set) = slos(&args)?;
     let live = LiveSim::new(Simulator::new(sim_config(&args, unix_now_ms()))?);
     let epoch_ms = live.with(|s| s.config().epoch_unix_ms);
     let listener = run::bind(args.listen_address).await?;
@@ -189,6 +254,7 @@ pub(crate) async fn run_until(
     // window's corrected values start with the raw ones.
     let engine = Engine::new(EngineConfig {
         settle_scrapes: 0,
+        slos: slo_set,
         ..EngineConfig::default()
     });
     let state = AppState::new(engine, Limits::default());
@@ -231,6 +297,8 @@ pub(crate) async fn run_until(
     let mut tick = tokio::time::interval(args.scrape_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut points: VecDeque<Point> = VecDeque::new();
+    // The first snapshot: the corrector's baseline, where its goodput bounds start counting.
+    let mut baseline_ms = None;
     let (mut last_print, mut printed_ts) = (Instant::now(), None);
     let mut last = None;
     let result = loop {
@@ -243,6 +311,7 @@ pub(crate) async fn run_until(
             Ok(point) => point,
             Err(e) => break Err(e),
         };
+        baseline_ms.get_or_insert(point.ts_ms);
         let window_ms = i64::try_from(args.window.as_millis()).unwrap_or(i64::MAX);
         while points.len() > 1 && points[1].ts_ms <= point.ts_ms - window_ms {
             points.pop_front();
@@ -250,7 +319,7 @@ pub(crate) async fn run_until(
         points.push_back(point);
         if last_print.elapsed() + args.scrape_interval / 2 >= args.refresh {
             last_print = Instant::now();
-            if let Some(c) = compare(&points, &live, epoch_ms) {
+            if let Some(c) = compare(&points, &live, epoch_ms, &spec, baseline_ms) {
                 print(out, style, &intro, &c)?;
                 printed_ts = points.back().map(|p| p.ts_ms);
                 last = Some(c);
@@ -260,7 +329,7 @@ pub(crate) async fn run_until(
     // A final table when the last points were not shown yet.
     if result.is_ok()
         && points.back().map(|p| p.ts_ms) != printed_ts
-        && let Some(c) = compare(&points, &live, epoch_ms)
+        && let Some(c) = compare(&points, &live, epoch_ms, &spec, baseline_ms)
     {
         print(out, style, &intro, &c)?;
         last = Some(c);
@@ -358,23 +427,39 @@ fn raw_dump(snap: &Snapshot) -> Dump {
     Dump::from_samples(samples).unwrap_or_default()
 }
 
-/// Compares the oldest and newest kept points (`None` with fewer than two).
-fn compare(points: &VecDeque<Point>, live: &LiveSim, epoch_ms: i64) -> Option<Comparison> {
+/// Compares the oldest and newest kept points (`None` with fewer than two); `baseline_ms` is the
+/// first snapshot's time.
+fn compare(
+    points: &VecDeque<Point>,
+    live: &LiveSim,
+    epoch_ms: i64,
+    spec: &SloSpec,
+    baseline_ms: Option<i64>,
+) -> Option<Comparison> {
     let (first, last) = (points.front()?, points.back()?);
     if points.len() < 2 {
         return None;
     }
     let ns = |ts: i64| u64::try_from(ts - epoch_ms).unwrap_or(0) * 1_000_000;
-    let truth = live.with(|s| s.truth_window(ns(first.ts_ms), ns(last.ts_ms)).total);
+    let window = (ns(first.ts_ms), ns(last.ts_ms));
+    let truth = live.with(|s| s.truth_window(window.0, window.1).total);
     let raw = Interval::total(&first.raw, &last.raw);
     let corrected = Interval::total(&first.corrected, &last.corrected);
-    Some(comparison(
+    let mut c = comparison(
         &raw,
         &corrected,
         &truth,
         (last.ts_ms - epoch_ms) as f64 / 1000.0,
         (last.ts_ms - first.ts_ms) as f64 / 1000.0,
-    ))
+    );
+    let read = slo_readings::for_spec(
+        spec,
+        (&first.corrected, &last.corrected),
+        (&first.raw, &last.raw),
+    );
+    let baseline = baseline_ms == Some(first.ts_ms);
+    c.slos = live.with(|s| super::compare::slo::comparisons(spec, &read, s, window, baseline));
+    Some(c)
 }
 
 fn intro(args: &DemoArgs, address: SocketAddr) -> String {

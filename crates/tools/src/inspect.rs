@@ -15,23 +15,35 @@
 //! `_created` value changed). Dumps given in the wrong order are refused when they prove it
 //! ([`super::order`]: sample timestamps, or a counter that fell while its `_created` stayed), as
 //! are dumps that share no group.
+//!
+//! Per group it also reads the SLOs ([`SloReport`]): the SLO counters' increases (those of the
+//! corrector's dump, or the engine's from the raw dumps, counting the SLOs of `--config.file`,
+//! else the shipped default) beside vLLM's own histograms at the thresholds. The engine's goodput
+//! bounds start at BEFORE, its baseline: they bracket the requests that finished between the
+//! dumps.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::order;
 use super::readings::{Dump, DumpSample, GroupKey, GroupSeries, Interval, series_text};
+use super::slo_readings;
+use engine::slo::{SloSet, SloSpec};
 use engine::{
-    DerivedValue, Engine, EngineConfig, FAMILIES, Family, IngestReport, READ_NAMES, WithheldReason,
+    DerivedValue, Engine, EngineConfig, FAMILIES, Family, FamilyKind, IngestReport, READ_NAMES,
+    WithheldReason,
 };
 use protocol::{Label, Sample, normalize_labels};
 
 mod load;
 mod report;
+mod slos;
 
 pub(crate) use load::samples;
 pub use load::{FETCH_TIMEOUT, InspectError, Loaded, load, load_within};
 pub use report::{GroupReport, render_table, value_keys};
+pub use slos::{SliReport, SloReport};
 
 /// Arguments of `inspect`.
 #[derive(Debug, Clone, clap::Args)]
@@ -49,6 +61,11 @@ pub struct InspectArgs {
     /// serve as both.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub(crate) wait: Option<Duration>,
+    /// A configuration file of the service: the SLOs of its `slos:` (validated as the service
+    /// does) are counted from raw dumps, and label the SLO values of every dump with their
+    /// thresholds and objectives. Default: the shipped default SLO.
+    #[arg(long = "config.file", value_name = "PATH")]
+    pub(crate) config_file: Option<PathBuf>,
 }
 
 /// Why the engine withheld each family for a group: at AFTER, else at BEFORE (indexed by
@@ -75,12 +92,20 @@ pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
             message: "standard input is already BEFORE: at most one dump can come from `-`".into(),
         });
     }
+    let (spec, set) = match &args.config_file {
+        Some(path) => {
+            let config = service::config::Config::from_file(path)
+                .map_err(|e| InspectError::Config(e.to_string()))?;
+            (config.slos, config.engine.slos)
+        }
+        None => default_slos(),
+    };
     let before = load("BEFORE", &args.before).await?;
     if let Some(wait) = args.wait {
         tokio::time::sleep(wait).await;
     }
     let after = load("AFTER", &args.after).await?;
-    let reports = inspect(&before, &after)?;
+    let reports = inspect_with(&before, &after, &spec, &set)?;
     let text = if args.json {
         serde_json::to_string_pretty(&reports).unwrap_or_default() + "\n"
     } else {
@@ -90,7 +115,25 @@ pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
     Ok(())
 }
 
+/// The shipped default SLO spec and the set the engine counts it by (no `match:`).
+fn default_slos() -> (SloSpec, SloSet) {
+    let spec = SloSpec::shipped_default();
+    let set = SloSet::new(&spec, |_| None);
+    (spec, set)
+}
+
+/// [`inspect_with`] the shipped default SLO.
+///
+/// # Errors
+/// As [`inspect_with`].
+pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, InspectError> {
+    let (spec, set) = default_slos();
+    inspect_with(before, after, &spec, &set)
+}
+
 /// Computes one [`GroupReport`] per group of vLLM series found in either dump, in label order.
+/// The engine counts the SLOs of `set` from raw dumps; `spec` (the same SLOs) labels every SLO
+/// reading with its thresholds and objectives.
 ///
 /// # Errors
 /// [`InspectError::Dump`] for a malformed dump, a series twice in one dump, or a histogram whose
@@ -98,7 +141,12 @@ pub async fn run(args: InspectArgs) -> Result<(), InspectError> {
 /// is proven older than BEFORE (a sample timestamp, or a counter that fell while its `_created`
 /// time stayed: [`super::order`]); [`InspectError::NoCommonGroup`] when no group is in both.
 /// A counter that fell without such proof (a restart) gives that group `null`s and a note.
-pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, InspectError> {
+pub fn inspect_with(
+    before: &Loaded,
+    after: &Loaded,
+    spec: &SloSpec,
+    set: &SloSet,
+) -> Result<Vec<GroupReport>, InspectError> {
     let before_samples = samples(before)?;
     let after_samples = samples(after)?;
     let mut dumps = [Dump::default(), Dump::default()];
@@ -139,7 +187,7 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
             own_a.len()
         )));
     }
-    let withheld = add_engine_families(&mut dumps, &before_samples, &after_samples);
+    let (withheld, notes) = add_engine_families(&mut dumps, &before_samples, &after_samples, set);
     let [b, a] = &dumps;
     let keys: BTreeSet<&GroupKey> = own_b.union(&own_a).collect();
     let mut reports = Vec::new();
@@ -190,7 +238,10 @@ pub fn inspect(before: &Loaded, after: &Loaded) -> Result<Vec<GroupReport>, Insp
         }
         check_pair(before, after, key, gb, ga)?;
         let reasons = withheld.get(key).copied().unwrap_or_default();
-        reports.push(GroupReport::from_interval(labels, &interval, &reasons));
+        let mut report = GroupReport::from_interval(labels, &interval, &reasons);
+        let read = slo_readings::between(gb, ga, spec);
+        report.slos = Some(slos::reports(&read, spec, notes.get(key).map(|n| &n[..])));
+        reports.push(report);
     }
     Ok(reports)
 }
@@ -236,18 +287,21 @@ fn check_pair(
     Ok(())
 }
 
-/// Feeds the raw samples into one engine (BEFORE at t = 1 s, AFTER at t = 2 s) and adds its
-/// derived families, cumulative at each instant, to the dumps: for each group, only the
-/// families neither dump already holds. Returns why the engine withheld the others.
+/// Feeds the raw samples into one engine counting the SLOs of `slos` (BEFORE at t = 1 s, AFTER
+/// at t = 2 s) and adds its derived families, cumulative at each instant, to the dumps: for each
+/// group, only the families neither dump already holds. Returns why the engine withheld the
+/// others, and for each group it saw the SLIs it does not count ([`slos::Notes`]).
 fn add_engine_families(
     dumps: &mut [Dump; 2],
     before: &[DumpSample],
     after: &[DumpSample],
-) -> Withheld {
+    slos: &SloSet,
+) -> (Withheld, slos::Notes) {
     // A dump is one whole scrape, read in one piece: no part of it can come late, so the engine
     // evaluates each at once (docs/ENGINE.md, "Settling").
     let mut engine = Engine::new(EngineConfig {
         settle_scrapes: 0,
+        slos: slos.clone(),
         ..EngineConfig::default()
     });
     let mut withheld = Withheld::new();
@@ -259,12 +313,14 @@ fn add_engine_families(
             });
             engine.for_each_derived(family, |labels, value| {
                 let key: GroupKey = labels.to_vec();
+                let own = |name: &str| match family.kind() {
+                    FamilyKind::Counters => crate::presentation::SLO.is_counter(name),
+                    _ => name.starts_with(family.name()),
+                };
                 let native = dumps.iter().any(|d| {
-                    d.groups.get(&key).is_some_and(|g| {
-                        g.series
-                            .iter()
-                            .any(|(k, r)| r.line > 0 && k.0.starts_with(family.name()))
-                    })
+                    d.groups
+                        .get(&key)
+                        .is_some_and(|g| g.series.iter().any(|(k, r)| r.line > 0 && own(&k.0)))
                 });
                 if native {
                     return;
@@ -276,7 +332,17 @@ fn add_engine_families(
             });
         }
     }
-    withheld
+    let notes = engine
+        .snapshot()
+        .into_iter()
+        .map(|g| {
+            (
+                g.labels.to_vec(),
+                g.slo_notes.unwrap_or_else(|| Vec::new().into()),
+            )
+        })
+        .collect();
+    (withheld, notes)
 }
 
 fn feed(engine: &mut Engine, samples: &[DumpSample], ts: i64) {
@@ -359,5 +425,7 @@ fn derived_samples(
     }
 }
 
+#[cfg(test)]
+mod slo_tests;
 #[cfg(test)]
 mod tests;

@@ -9,6 +9,8 @@
 //! * [`relabel`]: `vllm-corrector relabel`, the narrowest `write_relabel_configs`;
 //! * [`check_config`]: `vllm-corrector check-config`, the service's files validated for CI;
 //! * [`readings`], [`compare`], [`table`], [`order`]: the readings and tables both print;
+//! * `slo_readings`: per SLO, the SLO counters' and vLLM's own readings between two dumps, which
+//!   `demo` and `inspect` print;
 //! * `presentation`: how each corrected family is shown (columns, keys, rows, truth, PromQL).
 #![forbid(unsafe_code)]
 
@@ -21,5 +23,8 @@ mod presentation;
 pub mod promql_rules;
 pub mod readings;
 pub mod relabel;
+mod slo_readings;
 pub mod slo_rules;
 pub mod table;
+#[cfg(test)]
+mod test_records;

@@ -3,9 +3,11 @@
 //! `inspect`, `demo` and `rules` show it: the words of notes, the `inspect` column and `--json`
 //! key, the `demo` rows, the unit, the raw vLLM reading it is compared with, its truth in the
 //! simulator's terms, and its PromQL recording rules. One entry per registered family, found
-//! with [`of`]; its `tests` module checks that every family has exactly one.
+//! with [`of`] (the SLO counters, which have no mean, in [`SLO`]); its `tests` module checks
+//! that every family has exactly one.
 
-use engine::Family;
+use engine::slo::Sli;
+use engine::{CounterMetric, Family};
 
 /// The unit of a family's mean `Δ_sum / Δ_count`, for display.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,60 @@ pub(crate) fn of(family: Family) -> &'static Presentation {
         .iter()
         .find(|p| p.family == family)
         .unwrap_or_else(|| panic!("{family:?} has no entry in crates/tools/src/presentation.rs"))
+}
+
+/// How the tools show the SLO counters (`vllm_corrected_slo`, docs/SLO.md, "SLO counters"):
+/// not as a mean but per SLO, each SLI's attainment (good / events over the window) beside the
+/// reading of vLLM's own histogram at the threshold, and the goodput bounds (as fractions of the
+/// finished requests) beside the naive reading, the least of those raw attainments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct SloPresentation {
+    /// The family shown.
+    pub(crate) family: Family,
+    /// Words for notes.
+    pub(crate) words: &'static str,
+    /// `inspect --json` key of the array of SLO readings.
+    pub(crate) json_key: &'static str,
+    /// The labels a counter row adds to its group's (`slo`, and `sli` or `bound`): the tools
+    /// read them as the row's dimensions, as `le` is a bucket's.
+    pub(crate) row_labels: [&'static str; 3],
+    /// Per SLI, the histogram of vLLM's own (name without the input prefix, `vllm:` by default)
+    /// a user reads the SLI from without the corrector, at the bucket of the threshold: TTFT and
+    /// E2EL are exact there; vLLM's request TPOT counts every request of at most one output token
+    /// as a good event of 0 s; its ITL counts one event per output, whatever its tokens (the
+    /// tools fall back to the pre-0.10 name `time_per_output_token_seconds`).
+    pub(crate) raw: [(Sli, &'static str); 4],
+}
+
+/// The SLO counters' presentation.
+pub(crate) const SLO: SloPresentation = SloPresentation {
+    family: Family::SloCounters,
+    words: "SLO counters",
+    json_key: "slos",
+    row_labels: ["slo", "sli", "bound"],
+    raw: [
+        (Sli::Ttft, "time_to_first_token_seconds"),
+        (Sli::Tpot, "request_time_per_output_token_seconds"),
+        (Sli::E2el, "e2e_request_latency_seconds"),
+        (Sli::ItlPerToken, "inter_token_latency_seconds"),
+    ],
+};
+
+impl SloPresentation {
+    /// The raw histogram of `sli` without the input prefix ([`SloPresentation::raw`]).
+    pub(crate) fn raw_histogram(&self, sli: Sli) -> &'static str {
+        self.raw
+            .iter()
+            .find(|(s, _)| *s == sli)
+            .map_or("", |(_, name)| name)
+    }
+
+    /// True for a sample name of the family: `vllm_corrected_slo_events_total`, … (each
+    /// [`CounterMetric`] with `_total`).
+    pub(crate) fn is_counter(&self, name: &str) -> bool {
+        name.strip_suffix("_total")
+            .is_some_and(|base| CounterMetric::ALL.iter().any(|m| m.name() == base))
+    }
 }
 
 /// vLLM's raw ITL mean, per output whatever its tokens: the ITL `_sum` over its `_count`, the new

@@ -3,7 +3,8 @@
 //!
 //! A **group** is a series' label set minus `__name__`, `le`, `source`, `position` and
 //! `finished_reason` (docs/METRICS.md, "The corrected families"), exactly as the engine groups series, so a raw `vllm:*` series
-//! and the `vllm_corrected_*` series derived from it fall in the same group. Only `vllm:*` and
+//! and the `vllm_corrected_*` series derived from it fall in the same group; the SLO counters'
+//! own labels (`slo`, `sli`, `bound`) are their rows' dimensions, not group labels. Only `vllm:*` and
 //! `vllm_corrected_*` samples are kept; self-metrics and anything else are ignored.
 //!
 //! Interval values are increases between two dumps (PromQL `increase`, without extrapolation):
@@ -144,11 +145,15 @@ impl Dump {
         }
         let mut group: GroupKey = Vec::new();
         let mut dims = Vec::new();
+        // An SLO counter's own labels (`slo`, `sli`, `bound`) tell its rows apart within the
+        // group, as `le` tells buckets apart.
+        let slo_row = presentation::SLO.is_counter(&s.name);
         for (k, v) in &s.labels {
             if v.is_empty() {
                 continue;
             }
-            if RULE_DIMENSIONS.contains(&k.as_str()) {
+            let row_label = slo_row && presentation::SLO.row_labels.contains(&k.as_str());
+            if RULE_DIMENSIONS.contains(&k.as_str()) || row_label {
                 dims.push((k.clone(), dim_text(k, v)));
             } else {
                 group.push((k.clone(), v.clone()));

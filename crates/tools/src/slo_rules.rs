@@ -6,11 +6,12 @@
 //! Four outputs (`--format`): a Prometheus rule file (`rules`, for `rule_files` and
 //! `promtool check rules`), the same groups as a Prometheus Operator `PrometheusRule`
 //! (`prometheusrule`), and Sloth `prometheus/v1` or Pyrra `ServiceLevelObjective` specs for teams
-//! that generate their own rules (`sloth`, `pyrra`). Two inputs (`--source`): the histograms'
-//! buckets (`buckets`, the default), whose `le` matchers accept every spelling of the edge
-//! (`le`), or the corrector's SLO counters (`counters`; series names in `groups`), which
-//! this release does not serve yet. Rule names and windows: `groups`, `windows`;
-//! user docs: `docs/SLO.md`.
+//! that generate their own rules (`sloth`, `pyrra`). Two inputs (`--source`): the corrector's SLO
+//! counters (`counters`, the default; series names in `groups`), exact on bucket edges and the
+//! only source of the goodput bounds, or the histograms' buckets (`buckets`, for a Prometheus
+//! without the corrector's SLO counters), whose `le` matchers accept every spelling of the edge
+//! (`le`). Why counters are the default: `docs/SLO.md`, "Which source". Rule names and windows:
+//! `groups`, `windows`; user docs: `docs/SLO.md`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -69,11 +70,12 @@ pub struct SloRulesOptions {
     /// objects, one per SLO and SLI).
     #[arg(long = "format", value_enum, default_value_t = Format::Rules)]
     pub format: Format,
-    /// What the rules read: `buckets` (the default: the histograms' buckets, vLLM's TTFT and
-    /// E2EL, the corrector's canonical TPOT and per-token ITL; a threshold must be a bucket edge;
-    /// no goodput) or `counters` (the vllm_corrected_slo_* counters of docs/SLO.md, "SLO
-    /// counters", which this release does not serve yet: rules for a corrector that will).
-    #[arg(long = "source", value_enum, default_value_t = Source::Buckets)]
+    /// What the rules read: `counters` (the default: the corrector's vllm_corrected_slo_*
+    /// counters of docs/SLO.md, "SLO counters", exact on bucket edges, with the goodput bounds)
+    /// or `buckets` (the histograms' buckets, vLLM's TTFT and E2EL, the corrector's canonical
+    /// TPOT and per-token ITL, for a Prometheus without the SLO counters; a threshold must be a
+    /// bucket edge; no goodput).
+    #[arg(long = "source", value_enum, default_value_t = Source::Counters)]
     pub source: Source,
     /// Evaluation interval of the SLI and alert groups as a Prometheus duration (`30s`, `1m`);
     /// default: the Prometheus `global.evaluation_interval`. The budget group runs every 5m.
@@ -120,9 +122,10 @@ pub enum Format {
 /// `--source`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Source {
-    /// The corrector's SLO counters (docs/SLO.md, "SLO counters"; not served by this release).
+    /// The corrector's SLO counters (docs/SLO.md, "SLO counters"): the default.
     Counters,
-    /// Histogram buckets: works with every release, for thresholds that are bucket edges.
+    /// Histogram buckets: for a Prometheus without the SLO counters, for thresholds that are
+    /// bucket edges; no goodput.
     Buckets,
 }
 
@@ -131,7 +134,7 @@ impl Default for SloRulesOptions {
         SloRulesOptions {
             config_file: None,
             format: Format::Rules,
-            source: Source::Buckets,
+            source: Source::Counters,
             interval: None,
             metric_prefix: engine::DEFAULT_METRIC_PREFIX.to_owned(),
         }
@@ -256,6 +259,15 @@ pub(crate) fn yaml(value: &impl Serialize) -> String {
         .expect("rule groups of strings and maps always serialise")
 }
 
+/// vLLM's default bucket edges (seconds) of the histogram `sli` is counted from
+/// (docs/METRICS.md, "Default bucket bounds").
+pub(crate) fn default_edges(sli: Sli) -> &'static [f64] {
+    le::DEFAULT_EDGES
+        .iter()
+        .find(|(s, _)| *s == sli)
+        .map_or(&[], |(_, edges)| edges)
+}
+
 /// The comment block above the rules: where they come from, what they read, and per SLO its
 /// SLIs and windows.
 fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
@@ -264,12 +276,16 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
          # from {origin}.\n# Regenerate them from the spec rather than edit them.\n#\n"
     );
     match options.source {
-        Source::Counters => out.push_str(
+        Source::Counters => out.push_str(&format!(
             "# They read the corrector's SLO counters, per vLLM engine (with its labels):\n\
-             #   vllm_corrected_slo_events_total{slo, sli}, vllm_corrected_slo_good_events_total{slo, sli},\n\
-             #   vllm_corrected_slo_finished_requests_total{slo},\n\
-             #   vllm_corrected_goodput_requests_total{slo, bound=\"lower\"|\"upper\"}.\n",
-        ),
+             #   vllm_corrected_slo_events_total{{slo, sli}}, vllm_corrected_slo_good_events_total{{slo, sli}},\n\
+             #   vllm_corrected_slo_finished_requests_total{{slo}},\n\
+             #   vllm_corrected_goodput_requests_total{{slo, bound=\"lower\"|\"upper\"}}.\n\
+             # raw_good, the naive reading shown beside the goodput bounds, reads vLLM's own buckets\n\
+             # ({prefix}time_to_first_token_seconds, {prefix}request_time_per_output_token_seconds,\n\
+             # {prefix}e2e_request_latency_seconds) at the thresholds, le matched in every spelling.\n",
+            prefix = options.metric_prefix
+        )),
         Source::Buckets => out.push_str(&format!(
             "# They read histogram buckets (--source buckets): {ttft},\n\
              # vllm_corrected_request_time_per_output_token_seconds (canonical TPOT),\n\
@@ -320,19 +336,24 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
                 groups::percent(target.objective),
                 groups::percent(target.error_budget())
             );
-            if options.source == Source::Buckets
-                && !le::DEFAULT_EDGES
-                    .iter()
-                    .find(|(sli, _)| *sli == target.sli)
-                    .is_some_and(|(_, edges)| edges.contains(&target.threshold_seconds))
-            {
+            let default_edge = default_edges(target.sli).contains(&target.threshold_seconds);
+            if !default_edge {
+                let (t, sli) = (target.threshold_seconds, target.sli.label());
                 let _ = writeln!(
                     out,
-                    "#   WARNING: {} s is not one of vLLM's default {} bucket edges: these rules\n\
-                     #   match no bucket unless vLLM is started with it (--custom-histogram-buckets,\n\
-                     #   0.33 and later).",
-                    target.threshold_seconds,
-                    target.sli.label()
+                    "#   WARNING: {t} s is not one of vLLM's default {sli} bucket edges: {}",
+                    match options.source {
+                        Source::Buckets => {
+                            "these rules\n\
+                             #   match no bucket unless vLLM is started with it (--custom-histogram-buckets,\n\
+                             #   0.33 and later)."
+                        }
+                        Source::Counters => {
+                            "the corrector\n\
+                             #   withholds this SLI (reason not_a_bucket_edge) unless vLLM is started with it\n\
+                             #   (--custom-histogram-buckets, 0.33 and later)."
+                        }
+                    }
                 );
             }
         }

@@ -5,6 +5,7 @@ use clap::Parser;
 
 use super::*;
 use crate::compare::{MIN_P99_REQUESTS, Row};
+use crate::test_records::{Req, count, finished};
 /// `vllm-corrector demo`'s arguments on their own, parsed as the binary parses them.
 #[derive(Debug, Parser)]
 struct DemoCommand {
@@ -44,8 +45,88 @@ fn within(value: Option<f64>, truth: Option<f64>, rel: f64) {
     assert!((v - t).abs() <= rel * t.abs(), "{v} vs truth {t}");
 }
 
+/// The SLO rows of `last` against the simulator's per-request records, recomputed here: a fresh
+/// simulator with the demo's seed and settings replays the same requests, run on until every
+/// request of the window has finished. The window `[from, to)` is the two snapshots' instants.
+/// Per SLI the corrector's counts equal the records' exactly (its thresholds are bucket edges);
+/// vLLM's own TPOT bucket counts every request of at most one token as good; the window starts
+/// at the corrector's first scrape, so the true goodput lies within the bounds with no slack.
+fn check_slos_against_the_records(args: &DemoArgs, last: &Comparison) {
+    let mut sim = Simulator::new(sim_config(args, 0)).unwrap();
+    sim.advance_to(last.at_s + 120.0);
+    let to = (last.at_s * 1000.0).round() / 1000.0;
+    let from = ((last.at_s - last.window_s) * 1000.0).round() / 1000.0;
+    let inside = |t: f64| from <= t && t < to;
+    let reqs = finished(&sim);
+    let spec = demo_slos();
+    assert_eq!(last.slos.len(), spec.slos.len());
+    for (slo, shown) in spec.slos.iter().zip(&last.slos) {
+        assert_eq!(shown.name, slo.name);
+        let t = |sli| slo.target(sli).unwrap().threshold_seconds;
+        let (ttft, tpot, e2el) = (t(Sli::Ttft), t(Sli::Tpot), t(Sli::E2el));
+        let want = [
+            count(&reqs, |r: &Req| inside(r.first_s), |r: &Req| r.ttft <= ttft),
+            count(
+                &reqs,
+                |r: &Req| inside(r.finish_s) && r.n > 1,
+                |r: &Req| r.tpot <= tpot,
+            ),
+            count(
+                &reqs,
+                |r: &Req| inside(r.finish_s),
+                |r: &Req| r.e2el <= e2el,
+            ),
+        ];
+        assert!(want[0].events > 0.0 && want[2].events > 0.0, "{}", slo.name);
+        for (row, want) in shown.slis.iter().zip(want) {
+            assert_eq!(row.corrected, Some(want), "{} {}", slo.name, row.sli);
+            assert_eq!(
+                row.truth, want,
+                "the demo's truth, {} {}",
+                slo.name, row.sli
+            );
+        }
+        // vLLM's own buckets: TTFT and E2EL as the corrector; TPOT over every finished request,
+        // the ones of at most one token counted good (their TPOT is 0 s).
+        let raw_tpot = count(
+            &reqs,
+            |r: &Req| inside(r.finish_s),
+            |r: &Req| r.tpot <= tpot,
+        );
+        assert_eq!(shown.slis[1].raw, Some(raw_tpot), "{}", slo.name);
+        assert_eq!(shown.slis[0].raw, Some(want[0]));
+        assert_eq!(shown.slis[2].raw, Some(want[2]));
+        let g = shown.goodput.unwrap();
+        let all_good = count(
+            &reqs,
+            |r: &Req| inside(r.finish_s),
+            |r: &Req| r.ttft <= ttft && r.tpot <= tpot && r.e2el <= e2el,
+        );
+        let bounds = g.corrected.expect("goodput counted");
+        assert_eq!(bounds.finished, all_good.events);
+        assert!(
+            bounds.lower <= all_good.good && all_good.good <= bounds.upper,
+            "{}: {} <= {} <= {}",
+            slo.name,
+            bounds.lower,
+            all_good.good,
+            bounds.upper
+        );
+        assert_eq!(
+            (g.truth_finished as f64, g.truth_good as f64),
+            (all_good.events, all_good.good)
+        );
+        assert_eq!(g.slack, None, "the window starts at the baseline");
+        let least = [want[0], raw_tpot, want[2]]
+            .iter()
+            .map(|c| c.good / c.events)
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(g.naive, Some(least));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
+async fn six_second_demo_prints_corrected_values_and_slo_counts_equal_to_truth_and_raw_off() {
     let args = demo_args(&[
         "--duration",
         "6s",
@@ -56,7 +137,7 @@ async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
         "--no-color",
     ]);
     let mut out = Vec::new();
-    let last = run_until(args, &mut out, Style::Plain, std::future::pending())
+    let last = run_until(args.clone(), &mut out, Style::Plain, std::future::pending())
         .await
         .expect("demo runs")
         .expect("at least one window");
@@ -122,6 +203,55 @@ async fn six_second_demo_prints_corrected_tpot_equal_to_truth_and_raw_off() {
         text.ends_with("s\n") && text.contains("# demo stopped after"),
         "{text}"
     );
+    // The SLOs, printed and returned alike.
+    check_slos_against_the_records(&args, &last);
+    assert!(
+        text.contains(&format!(
+            "slo=interactive sli=ttft threshold=0.25 objective=0.9 raw={}",
+            last.slos[0].slis[0].raw.unwrap().ratio().unwrap()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn demo_counts_the_slos_of_its_config_file_or_its_own_two() {
+    let own = slos(&demo_args(&[])).unwrap().0;
+    assert_eq!(own, demo_slos());
+    let names: Vec<&str> = own.slos.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["interactive", "relaxed"]);
+    let dir = std::env::temp_dir().join(format!("demo-slos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yml");
+    std::fs::write(
+        &path,
+        "slos:\n  - name: chat\n    objective: 0.99\n    itl_per_token: 0.05\n",
+    )
+    .unwrap();
+    let (spec, set) = slos(&demo_args(&["--config.file", path.to_str().unwrap()])).unwrap();
+    assert_eq!(spec.slos.len(), 1);
+    assert_eq!(spec.slos[0].slis[0].sli, Sli::ItlPerToken);
+    assert!(!set.is_empty());
+    std::fs::write(
+        &path,
+        "slos:\n  - name: chat\n    objective: 99\n    tpot: 0.05\n",
+    )
+    .unwrap();
+    let err = slos(&demo_args(&["--config.file", path.to_str().unwrap()])).unwrap_err();
+    let _ = std::fs::remove_dir_all(dir);
+    assert!(err.to_string().contains("slos[0].objective"), "{err}");
+    // Every demo threshold is one of vLLM's default edges, so each SLI is counted exactly.
+    for slo in &own.slos {
+        for t in &slo.slis {
+            let edges = crate::slo_rules::default_edges(t.sli);
+            assert!(
+                edges.contains(&t.threshold_seconds),
+                "{} {}",
+                slo.name,
+                t.sli
+            );
+        }
+    }
 }
 
 #[test]
@@ -144,6 +274,7 @@ fn table_shows_milliseconds_and_signed_errors_with_colours() {
             truth: Some(0.025),
         }],
         notes: vec!["TPOT p99 held".to_owned()],
+        slos: Vec::new(),
     };
     let plain = render_table(&c, false);
     // Raw error (0.020 − 0.025) / 0.025 = −20 %; corrected 0 %.
@@ -202,6 +333,7 @@ fn p99_rows_say_same_bucket_when_the_estimate_and_the_truth_share_a_bucket() {
             acceptance_length: Some(2.54),
             rows: vec![row(truth)],
             notes: Vec::new(),
+            slos: Vec::new(),
         };
         let plain = render_table(&c, false);
         let line = plain.lines().find(|l| l.starts_with("TPOT p99")).unwrap();
@@ -234,6 +366,7 @@ fn p99_rows_say_same_bucket_when_the_estimate_and_the_truth_share_a_bucket() {
         acceptance_length: None,
         rows: vec![row(0.034808)],
         notes: Vec::new(),
+        slos: Vec::new(),
     };
     assert!(render_table(&c, false).contains("\"same bucket\""));
 }

@@ -35,6 +35,10 @@ pub enum InspectError {
         /// The series, lines and timestamps that prove it.
         evidence: String,
     },
+    /// `--config.file` is unreadable or invalid: the configuration error, naming the file and
+    /// the field.
+    #[error("{0}")]
+    Config(String),
 }
 
 /// A loaded dump: where it came from, its text and its format.

@@ -6,13 +6,15 @@ use std::fmt::Write as _;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use super::slos::{self, SloReport};
 use crate::presentation::{self, Unit};
 use crate::readings::{Interval, RAW_ITL, RAW_TPOT};
 use crate::table::{Cell, Table, Tone};
 use engine::{FAMILIES, Family, WithheldReason};
 
-/// The JSON object of one group (`--json`): `labels`, then each value by its key, then `note`
-/// and `null_reasons`. Seconds are seconds; a value is `null` when the dumps cannot support it.
+/// The JSON object of one group (`--json`): `labels`, then each value by its key, then `slos`,
+/// `note` and `null_reasons`. Seconds are seconds; a value is `null` when the dumps cannot
+/// support it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupReport {
     /// The group's labels (series labels minus `__name__`, `le`, `source`, `position`,
@@ -23,6 +25,10 @@ pub struct GroupReport {
     /// readings `raw_tpot_mean_seconds` (n ≤ 1 requests counted as 0) and `raw_itl_mean_seconds`
     /// (seconds per output, whatever its tokens).
     pub(crate) values: Vec<(&'static str, Option<f64>)>,
+    /// Each SLO whose counters the dumps hold or the engine computed for the group (key `slos`,
+    /// [`SloReport`]); `null` when the dumps cannot support any value (a reset, a group in one
+    /// dump only), with the reason under `slos` in `null_reasons`.
+    pub slos: Option<Vec<SloReport>>,
     /// The table's note: why the values are all `null` (`counter reset (AFTER line N)`, `counter
     /// reset, or dumps swapped …`, `no new observation …`, `only in BEFORE`), or which family
     /// is withheld and why; `null` in the JSON when there is nothing to say.
@@ -36,11 +42,12 @@ pub struct GroupReport {
 
 impl Serialize for GroupReport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(self.values.len() + 3))?;
+        let mut map = s.serialize_map(Some(self.values.len() + 4))?;
         map.serialize_entry("labels", &self.labels)?;
         for (key, value) in &self.values {
             map.serialize_entry(key, value)?;
         }
+        map.serialize_entry(presentation::SLO.json_key, &self.slos)?;
         let note = (!self.note.is_empty()).then_some(&self.note);
         map.serialize_entry("note", &note)?;
         map.serialize_entry("null_reasons", &self.null_reasons)?;
@@ -111,9 +118,13 @@ impl GroupReport {
         reason: &'static str,
     ) -> GroupReport {
         GroupReport {
-            null_reasons: sources().map(|s| (s.key(), reason)).collect(),
+            null_reasons: sources()
+                .map(|s| (s.key(), reason))
+                .chain([(presentation::SLO.json_key, reason)])
+                .collect(),
             labels,
             values: sources().map(|s| (s.key(), None)).collect(),
+            slos: None,
             note,
         }
     }
@@ -133,6 +144,7 @@ impl GroupReport {
             null_reasons: BTreeMap::new(),
             labels,
             values: sources().map(|s| (s.key(), read(s).0)).collect(),
+            slos: None,
             note: String::new(),
         };
         let mut withheld_words = Vec::new();
@@ -253,6 +265,7 @@ pub fn render_table(before: &str, after: &str, reports: &[GroupReport]) -> Strin
     headers.extend(columns.iter().map(|(h, _, _)| *h));
     headers.push("note");
     let mut table = Table::new(&headers);
+    let mut slo_rows = Vec::new();
     for r in reports {
         let own: Vec<(&String, &String)> =
             r.labels.iter().filter(|kv| !common.contains(kv)).collect();
@@ -260,7 +273,11 @@ pub fn render_table(before: &str, after: &str, reports: &[GroupReport]) -> Strin
         row.extend(columns.iter().map(|(_, key, unit)| cell(r.get(key), *unit)));
         row.push(Cell::plain(r.note.clone()));
         table.push(row);
+        if let Some(s) = &r.slos {
+            slo_rows.push((labels_text(&own), &s[..]));
+        }
     }
     out.push_str(&table.render(false));
+    out.push_str(&slos::render(&slo_rows));
     out
 }

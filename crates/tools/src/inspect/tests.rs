@@ -95,6 +95,7 @@ fn json_objects_have_exactly_the_documented_keys() {
         "local_compute_iteration_tokens_mean",
         "raw_tpot_mean_seconds",
         "raw_itl_mean_seconds",
+        "slos",
         "note",
         "null_reasons",
     ];
@@ -109,9 +110,53 @@ fn json_objects_have_exactly_the_documented_keys() {
     let families: Vec<&str> = crate::presentation::shown()
         .map(|f| crate::presentation::of(f).json_key)
         .collect();
-    assert_eq!(keys.len(), 5 + families.len(), "{keys:?}");
+    assert_eq!(keys.len(), 6 + families.len(), "{keys:?}");
     assert!(families.iter().all(|k| keys.contains(k)), "{keys:?}");
     assert_eq!(json[0]["labels"]["engine"], "0");
+    // Each SLO object and each of its SLIs has the documented keys too (in any order: a
+    // serde_json value sorts its keys).
+    let slo = &json[0]["slos"][0];
+    let sorted = |keys: Vec<&str>| {
+        let mut keys: Vec<String> = keys.into_iter().map(str::to_owned).collect();
+        keys.sort();
+        keys
+    };
+    let keys_of =
+        |v: &serde_json::Value| sorted(v.as_object().unwrap().keys().map(String::as_str).collect());
+    let (slo_keys, sli_keys) = (keys_of(slo), keys_of(&slo["slis"][0]));
+    assert_eq!(
+        slo_keys,
+        sorted(vec![
+            "slo",
+            "objective",
+            "slis",
+            "finished_requests",
+            "goodput_lower_requests",
+            "goodput_upper_requests",
+            "goodput_lower_ratio",
+            "goodput_upper_ratio",
+            "naive_goodput_ratio"
+        ])
+    );
+    assert_eq!(
+        sli_keys,
+        sorted(vec![
+            "sli",
+            "threshold_seconds",
+            "objective",
+            "events",
+            "good_events",
+            "attainment",
+            "raw_attainment",
+            "not_counted"
+        ])
+    );
+    for key in slo_keys.iter().chain(&sli_keys) {
+        assert!(
+            readme.contains(&format!("`{key}`")),
+            "docs/TOOLS.md does not name {key}"
+        );
+    }
 }
 
 #[test]
@@ -127,11 +172,25 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
     );
     for group in json.as_array().unwrap() {
         for (key, value) in group.as_object().unwrap() {
-            if !matches!(key.as_str(), "labels" | "note" | "null_reasons") {
+            if !matches!(key.as_str(), "labels" | "note" | "null_reasons" | "slos") {
                 assert!(value.is_null(), "{key} = {value} for {}", group["labels"]);
             }
         }
     }
+    // The restarted engine has no SLO reading, and says why; the idle one reads 0 events, so
+    // no ratio.
+    assert!(json[0]["slos"].is_null());
+    assert_eq!(json[0]["null_reasons"]["slos"], "counter_reset");
+    let idle = &json[1]["slos"][0];
+    assert_eq!(idle["slis"][0]["events"], 0.0);
+    for key in [
+        "goodput_lower_ratio",
+        "goodput_upper_ratio",
+        "naive_goodput_ratio",
+    ] {
+        assert!(idle[key].is_null(), "{key}: {idle}");
+    }
+    assert!(idle["slis"][0]["attainment"].is_null());
     // The JSON tells the two nulls apart: the note, and a reason for each value.
     let (e0, e1) = (&json[0], &json[1]);
     assert_eq!(e0["note"], "counter reset (AFTER line 15)");
@@ -139,9 +198,10 @@ fn counter_reset_and_idle_engine_give_null_everywhere() {
         e1["note"],
         "no new observation between the dumps (an idle engine, or the same scrape twice)"
     );
-    for (group, reason) in [(e0, "counter_reset"), (e1, "no_new_observation")] {
+    // (The reset group's reasons also name its null `slos`.)
+    for (group, reason, more) in [(e0, "counter_reset", 1), (e1, "no_new_observation", 0)] {
         let reasons = group["null_reasons"].as_object().unwrap();
-        assert_eq!(reasons.len(), value_keys().len(), "{reasons:?}");
+        assert_eq!(reasons.len(), value_keys().len() + more, "{reasons:?}");
         assert!(reasons.values().all(|r| r == reason), "{reasons:?}");
         assert!(reasons.contains_key("acceptance_corrected_itl_seconds"));
     }

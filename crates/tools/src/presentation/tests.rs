@@ -12,6 +12,33 @@ fn every_registered_family_has_exactly_one_presentation_entry() {
         let entries = PRESENTATIONS.iter().filter(|p| p.family == family).count();
         let expected = usize::from(family.kind() != engine::FamilyKind::Counters);
         assert_eq!(entries, expected, "{family:?}: {entries} entries");
+        let slo = usize::from(SLO.family == family);
+        assert_eq!(
+            slo,
+            1 - expected,
+            "{family:?}: the SLO counters and only they are shown by SLO"
+        );
+    }
+}
+
+#[test]
+fn the_slo_presentation_knows_every_sli_and_counter_name() {
+    for sli in Sli::ALL {
+        assert!(!SLO.raw_histogram(sli).is_empty(), "{sli}");
+    }
+    for name in [
+        "vllm_corrected_slo_events_total",
+        "vllm_corrected_slo_good_events_total",
+        "vllm_corrected_slo_finished_requests_total",
+        "vllm_corrected_goodput_requests_total",
+    ] {
+        assert!(SLO.is_counter(name), "{name}");
+    }
+    for name in [
+        "vllm_corrected_slo_events",
+        "vllm:e2e_request_latency_seconds_count",
+    ] {
+        assert!(!SLO.is_counter(name), "{name}");
     }
 }
 

@@ -5,7 +5,9 @@
 //!
 //! * `vllm-slo-N.sli`: `m:sli_error:ratio_rate<w>` for every window of the burn-rate table,
 //!   `m:objective:ratio` and `m:threshold:seconds` per SLI, and (counters source)
-//!   `m:goodput:ratio_rate5m`/`1h` and `m:goodput_requests:rate5m`, each with `bound`;
+//!   `m:goodput:ratio_rate5m`/`1h` and `m:goodput_requests:rate5m`, each with `bound`, and
+//!   `m:raw_good:ratio_rate5m`/`1h` per goodput SLI (vLLM's own histograms at the threshold:
+//!   the naive reading the goodput bounds are shown beside);
 //! * `vllm-slo-N.budget` (evaluated every 5 m, since it reads the whole SLO window):
 //!   `m:sli_error:ratio_rate<window>`, `m:error_budget:remaining_ratio` per SLI and (counters)
 //!   `m:goodput:ratio_rate<window>`;
@@ -25,6 +27,8 @@ use engine::slo::{EventUnit, Sli, SliTarget, Slo, format_ms};
 use super::le::{le_matcher, selector, string, sum_by};
 use super::windows::{BurnWindow, Severity, burn_windows, ratio_windows};
 use super::{Reads, Source};
+use crate::presentation::SLO;
+use crate::slo_readings::GOODPUT_SLIS;
 
 /// Events per group, SLO and SLI (`slo`, `sli` labels): the corrector's counters.
 pub const EVENTS: &str = "vllm_corrected_slo_events_total";
@@ -174,11 +178,7 @@ fn ratio_rules(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Ve
             .iter()
             .map(|target| {
                 let h = histogram(target.sli, reads.prefix);
-                let matchers = match_matchers(slo);
-                let mut bucket = matchers.clone();
-                bucket.push(le_matcher(target.threshold_seconds));
-                let good = format!("rate({}[{w}])", selector(&format!("{h}_bucket"), &bucket));
-                let total = format!("rate({}[{w}])", selector(&format!("{h}_count"), &matchers));
+                let (good, total) = bucket_rates(slo, &h, target.threshold_seconds, &w);
                 record(
                     names.ratio(window_ms),
                     error_ratio(&slo.by, &good, &total),
@@ -187,6 +187,17 @@ fn ratio_rules(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Ve
             })
             .collect(),
     }
+}
+
+/// `rate(h_bucket{match…, le=~"t"}[w])` and `rate(h_count{match…}[w])`: the good events and the
+/// events of histogram `h` at threshold `t`, over the groups `slo` matches.
+fn bucket_rates(slo: &Slo, h: &str, t: f64, w: &str) -> (String, String) {
+    let matchers = match_matchers(slo);
+    let mut bucket = matchers.clone();
+    bucket.push(le_matcher(t));
+    let good = format!("rate({}[{w}])", selector(&format!("{h}_bucket"), &bucket));
+    let total = format!("rate({}[{w}])", selector(&format!("{h}_count"), &matchers));
+    (good, total)
 }
 
 /// `sum by (slo, bound, by…) (rate(goodput[w])) / ignoring(bound) group_left sum by (slo, by…)
@@ -206,6 +217,29 @@ fn goodput_ratio(slo: &Slo, names: &Names, window_ms: u64) -> Rule {
         format!("{goodput}\n/ ignoring (bound) group_left\n{finished}"),
         &[],
     )
+}
+
+/// `vllm_slo_<name>:raw_good:ratio_rate<w>{slo, sli}` for each goodput SLI of `slo` (TTFT, TPOT,
+/// E2EL): the share of events at most the threshold as vLLM's own histogram gives it (its bucket
+/// at the threshold over its `_count`, each summed by the `by` labels first; `match:` applied, as
+/// the raw series are not filtered by the corrector). It is what a user writes without the
+/// corrector, vLLM's TPOT counting every request of at most one output token as a good event of
+/// 0 s; the least of them is the naive goodput the dashboard shows beside the bounds.
+fn raw_good_ratios(slo: &Slo, names: &Names, reads: Reads<'_>, window_ms: u64) -> Vec<Rule> {
+    let w = duration(window_ms);
+    slo.slis
+        .iter()
+        .filter(|t| GOODPUT_SLIS.contains(&t.sli))
+        .map(|target| {
+            let h = format!("{}{}", reads.prefix, SLO.raw_histogram(target.sli));
+            let (good, total) = bucket_rates(slo, &h, target.threshold_seconds, &w);
+            record(
+                format!("{}:raw_good:ratio_rate{w}", names.metric),
+                format!("{}\n/\n{}", sum_by(&slo.by, &good), sum_by(&slo.by, &total)),
+                &[("slo", &slo.name), ("sli", target.sli.name())],
+            )
+        })
+        .collect()
 }
 
 /// The three groups of `slo`; `interval` is the `interval:` of the SLI and alert groups.
@@ -252,6 +286,9 @@ pub(crate) fn slo_groups(slo: &Slo, reads: Reads<'_>, interval: Option<&str>) ->
             sum_by(&by_bound, &format!("rate({}[5m])", selector(GOODPUT, &of))),
             &[],
         ));
+        for window in [5 * 60_000, 60 * 60_000] {
+            sli.extend(raw_good_ratios(slo, &names, reads, window));
+        }
         budget.push(goodput_ratio(slo, &names, slo.window_ms));
     }
     let mut alerts = Vec::new();

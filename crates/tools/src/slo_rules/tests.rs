@@ -11,8 +11,12 @@ use engine::slo::{LabelMatch, Sli, SliTarget, Slo};
 const MIN: u64 = 60_000;
 const DAY: u64 = 1440 * MIN;
 
+/// The spec of a configuration file holding `text`. Each call writes its own file: tests run in
+/// parallel, and two of them may parse the same text.
 fn spec(text: &str) -> SloSpec {
-    let dir = std::env::temp_dir().join(format!("slo-rules-{}-{}", std::process::id(), text.len()));
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("slo-rules-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.yml");
     std::fs::write(&path, text).unwrap();
@@ -212,9 +216,21 @@ fn two_slos_coexist_under_their_own_names_with_their_own_objectives() {
         fast.contains("sum by (slo, sli, model_name) (rate(vllm_corrected_slo_good_events_total{slo=\"chat_fast\"}[5m]))"),
         "{fast}"
     );
-    // The counters need no match: the corrector counts only the groups the SLO covers.
-    let rules_text = serde_json::to_string(&doc["groups"]).unwrap();
-    assert!(!rules_text.contains("meta-llama"), "{rules_text}");
+    // The counters need no match: the corrector counts only the groups the SLO covers. Only
+    // the naive reading of vLLM's own series (raw_good) carries it.
+    for group in groups {
+        for rule in group["rules"].as_array().unwrap() {
+            let expr = rule["expr"].as_str().unwrap();
+            let raw = rule["record"]
+                .as_str()
+                .is_some_and(|r| r.contains(":raw_good:"));
+            assert_eq!(
+                expr.contains("meta-llama"),
+                raw && rule["labels"]["slo"] == "chat",
+                "{expr}"
+            );
+        }
+    }
     assert!(text.contains("# SLO chat: window 28d, per namespace, model_name; groups with model_name=~\"meta-llama/.*\"."));
 }
 
@@ -355,13 +371,25 @@ fn an_empty_spec_prints_no_groups() {
 fn deploy_alerts_slo_files_are_the_rendered_default() {
     let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/alerts/");
     let spec = SloSpec::shipped_default();
-    for (file, format) in [
-        ("slo.rules.yml", Format::Rules),
-        ("slo-prometheusrule.yaml", Format::PrometheusRule),
+    // The counters (the default source) and, for deploy/alerts/tests/slo-buckets.test.yml, the
+    // buckets.
+    for (file, format, source) in [
+        ("slo.rules.yml", Format::Rules, Source::Counters),
+        (
+            "slo-prometheusrule.yaml",
+            Format::PrometheusRule,
+            Source::Counters,
+        ),
+        (
+            "tests/slo-buckets.rules.yml",
+            Format::Rules,
+            Source::Buckets,
+        ),
     ] {
         let path = format!("{base}{file}");
         let options = SloRulesOptions {
             format,
+            source,
             ..SloRulesOptions::default()
         };
         let want = render(&spec, &options);
@@ -372,11 +400,15 @@ fn deploy_alerts_slo_files_are_the_rendered_default() {
         assert!(
             have == want,
             "{path} is not the output for the shipped default: regenerate it with\n  \
-             vllm-corrector rules --format {} > deploy/alerts/{file}\nor\n  \
+             vllm-corrector rules --format {} --source {} > deploy/alerts/{file}\nor\n  \
              VLLM_CORRECTOR_BLESS=1 cargo test -p vllm-corrector-tools slo_rules",
             match format {
                 Format::Rules => "rules",
                 _ => "prometheusrule",
+            },
+            match source {
+                Source::Counters => "counters",
+                Source::Buckets => "buckets",
             }
         );
     }
@@ -412,7 +444,64 @@ fn bucket_rules_warn_of_a_threshold_that_is_no_default_vllm_bucket_edge() {
             "#   WARNING: 12 s is not one of vLLM's default E2EL bucket edges: these rules",
         ]
     );
-    assert!(warnings(Source::Counters).is_empty());
+    // The counters say what the corrector does with such a threshold.
+    assert_eq!(
+        warnings(Source::Counters),
+        [
+            "#   WARNING: 0.06 s is not one of vLLM's default TPOT bucket edges: the corrector",
+            "#   WARNING: 12 s is not one of vLLM's default E2EL bucket edges: the corrector",
+        ]
+    );
+    let counters = render(&spec(text), &SloRulesOptions::default());
+    assert!(counters.contains("#   withholds this SLI (reason not_a_bucket_edge)"));
+}
+
+/// The counters' goodput ratio divides the bounds' rates by the finished requests' rate, each
+/// summed by the `by` labels first, keeping `bound`; the naive reading beside it is vLLM's own
+/// bucket at each goodput SLI's threshold (the `match:` applied: those series are not the
+/// corrector's), and none for ITL per token.
+#[test]
+fn counter_rules_record_the_goodput_bounds_and_the_raw_reading_beside_them() {
+    let doc = yaml_value(&render(&spec(TWO), &SloRulesOptions::default()));
+    let rules = doc["groups"][0]["rules"].as_array().unwrap();
+    let rule = |name: &str, sli: Option<&str>| -> String {
+        rules
+            .iter()
+            .find(|r| r["record"] == name && sli.is_none_or(|s| r["labels"]["sli"] == s))
+            .unwrap_or_else(|| panic!("no {name} {sli:?}"))["expr"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        rule("vllm_slo_chat:goodput:ratio_rate1h", None),
+        "sum by (slo, bound, namespace, model_name) (rate(vllm_corrected_goodput_requests_total{slo=\"chat\"}[1h]))\n\
+         / ignoring (bound) group_left\n\
+         sum by (slo, namespace, model_name) (rate(vllm_corrected_slo_finished_requests_total{slo=\"chat\"}[1h]))\n"
+    );
+    assert_eq!(
+        rule("vllm_slo_chat:raw_good:ratio_rate5m", Some("ttft")),
+        "sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_bucket{model_name=~\"meta-llama/.*\",le=~\"0?[.]50*\"}[5m]))\n\
+         /\n\
+         sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_count{model_name=~\"meta-llama/.*\"}[5m]))\n"
+    );
+    assert!(
+        rule("vllm_slo_chat:raw_good:ratio_rate1h", Some("tpot"))
+            .contains("rate(vllm:request_time_per_output_token_seconds_bucket{model_name=~\"meta-llama/.*\",le=~\"0?[.]050*\"}[1h])")
+    );
+    let raw_slis: Vec<&str> = rules
+        .iter()
+        .filter(|r| r["record"] == "vllm_slo_chat:raw_good:ratio_rate5m")
+        .map(|r| r["labels"]["sli"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        raw_slis,
+        ["ttft", "tpot"],
+        "chat has no E2EL; ITL is no goodput SLI"
+    );
+    // The SLO window's goodput ratio is in the budget group.
+    let budget = serde_json::to_string(&doc["groups"][1]).unwrap();
+    assert!(budget.contains("vllm_slo_chat:goodput:ratio_rate28d"));
 }
 
 #[test]
@@ -425,15 +514,20 @@ fn bucket_rules_read_vllms_histograms_under_the_config_files_input_prefix() {
         "input:\n  metric_prefix: \"kserve_vllm:\"\nslos:\n  - name: chat\n    objective: 0.99\n    ttft: 0.5\n    e2el: 20\n    tpot: 0.05\n",
     )
     .unwrap();
-    let args = RulesArgs {
+    let args = |source| RulesArgs {
         command: None,
         slo: SloRulesOptions {
-            config_file: Some(path),
+            config_file: Some(path.clone()),
+            source,
             ..SloRulesOptions::default()
         },
     };
-    let text = run(&args).unwrap();
+    let text = run(&args(Source::Buckets)).unwrap();
+    // The counters' naive reading reads vLLM's histograms under the prefix too.
+    let counters = run(&args(Source::Counters)).unwrap();
     let _ = std::fs::remove_dir_all(dir);
+    assert!(counters.contains("rate(kserve_vllm:request_time_per_output_token_seconds_bucket{"));
+    assert!(!counters.replace("kserve_vllm:", "").contains("vllm:"));
     assert!(text.contains("rate(kserve_vllm:time_to_first_token_seconds_bucket{"));
     assert!(text.contains("rate(kserve_vllm:e2e_request_latency_seconds_count["));
     assert!(
