@@ -162,10 +162,16 @@ fn counters_value() -> DerivedValue {
     }
 }
 
-/// One value of `family`'s kind.
+/// One value of `family`'s kind: fractional bucket counts only where the family's are estimates
+/// (OpenMetrics requires integer histogram counts).
 fn value_of(family: Family) -> DerivedValue {
     match family.kind() {
-        FamilyKind::Histogram => tpot_value(),
+        FamilyKind::Histogram if family.fractional_buckets() => tpot_value(),
+        FamilyKind::Histogram => DerivedValue::Histogram {
+            buckets: vec![(0.01, 0.0), (0.025, 2.0), (1.0, 3.0), (f64::INFINITY, 4.0)],
+            sum: 0.125,
+            count: 4.0,
+        },
         FamilyKind::SumCount => DerivedValue::SumCount {
             sum: 3.25,
             count: 7.0,
