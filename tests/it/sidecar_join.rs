@@ -243,7 +243,10 @@ fn joins_under_external_labels(extra: &[(&str, &str)], corrector_config: Option<
         .expect("ratio query");
     let engines: Vec<&str> = ratio
         .iter()
-        .filter(|(_, v)| v.is_finite() && *v > 0.0 && *v <= 1.0)
+        // At most 1 in steady state (tokens after each request's first, over tokens); the
+        // corrected series lag the raw ones by a remote-write delay, so one 30 s window of each
+        // can be a few percent apart on a loaded machine.
+        .filter(|(_, v)| v.is_finite() && *v > 0.0 && *v <= 1.2)
         .filter_map(|(l, _)| l.get("engine").map(String::as_str))
         .collect();
     assert_eq!(

@@ -61,7 +61,7 @@ pub(super) fn plan(
             need(learned, Input::TtftCount)?,
         ],
         series: per_pos(learned),
-        slo: None,
+        layout: None,
     })
 }
 

@@ -39,7 +39,7 @@ fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan
         hist: Some(tpot),
         scalars: vec![gen_le1],
         series: Vec::new(),
-        slo: None,
+        layout: None,
     })
 }
 

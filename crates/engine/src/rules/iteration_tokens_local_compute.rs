@@ -35,7 +35,7 @@ fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan
             need(learned, Input::IterCount)?,
         ],
         series: Vec::new(),
-        slo: None,
+        layout: None,
     })
 }
 

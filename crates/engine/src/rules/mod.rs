@@ -184,8 +184,26 @@ pub(crate) struct Plan {
     pub(crate) scalars: Vec<usize>,
     /// Series of one labelled family in label order (may be empty).
     pub(crate) series: Vec<usize>,
-    /// The SLO family's layout: which roles each SLO reads and the rows it serves.
-    pub(crate) slo: Option<std::sync::Arc<slo_counters::SloPlan>>,
+    /// What a rule's plan holds beyond the roles, of the rule's own type (the SLO counters:
+    /// which buckets each SLO reads, the rows served, the notes): `None` for most rules.
+    pub(crate) layout: Option<std::sync::Arc<dyn Layout>>,
+}
+
+/// A rule's own part of its [`Plan`] ([`Plan::layout`]): decided with the plan, read by its
+/// evaluation. Nothing outside the rule names its type.
+pub(crate) trait Layout: std::fmt::Debug + Send + Sync + std::any::Any {
+    /// Why SLIs of the SLOs covering the group are not counted; empty for a rule with none.
+    fn notes(&self) -> &std::sync::Arc<[crate::slo::SliNote]>;
+    /// True when `other` is a layout of the same type equal to this one.
+    fn same(&self, other: &dyn Layout) -> bool;
+    /// The layout as `Any`, for the rule to read its own type back.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl PartialEq for dyn Layout {
+    fn eq(&self, other: &dyn Layout) -> bool {
+        self.same(other)
+    }
 }
 
 impl Plan {
@@ -197,10 +215,10 @@ impl Plan {
             .collect()
     }
 
-    /// Why SLIs of the SLOs covering the group are not counted (the SLO family's plan; empty for
-    /// every other family).
+    /// Why SLIs of the SLOs covering the group are not counted (a rule's [`Layout::notes`]);
+    /// `None` for a plan without a layout.
     pub(crate) fn notes(&self) -> Option<&std::sync::Arc<[crate::slo::SliNote]>> {
-        self.slo.as_ref().map(|p| p.notes())
+        self.layout.as_ref().map(|l| l.notes())
     }
 
     /// The histogram of the plan. Only called by rules whose plans always have one.

@@ -29,7 +29,7 @@ use super::{Evaluation, Plan, Spec};
 use crate::reasons::WithheldReason;
 use crate::values::{DerivedValue, FamilyKind};
 use goodput::{Bracket, Goodput, Inputs};
-pub(crate) use plan::SloPlan;
+use plan::SloPlan;
 use plan::{Edges, PlannedSlo};
 
 /// The registry entry.
@@ -121,7 +121,7 @@ impl FrameState for SloState {
 }
 
 fn slo_plan(plan: &Plan) -> Option<&SloPlan> {
-    plan.slo.as_deref()
+    plan.layout.as_deref()?.as_any().downcast_ref()
 }
 
 /// One SLO's goodput inputs at a frame: cumulative counts in requests.

@@ -31,7 +31,7 @@ fn with(hist: Option<HistRoles>, scalars: &[usize]) -> Plan {
         hist,
         scalars: scalars.to_vec(),
         series: Vec::new(),
-        slo: None,
+        layout: None,
     }
 }
 

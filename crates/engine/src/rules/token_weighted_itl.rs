@@ -34,7 +34,7 @@ fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan
             need(learned, Input::TtftCount)?,
         ],
         series: Vec::new(),
-        slo: None,
+        layout: None,
     })
 }
 

@@ -37,7 +37,7 @@ fn plan(learned: &[(RoleKey, usize)], _: &super::PlanContext<'_>) -> Result<Plan
             itl_count,
         ],
         series: Vec::new(),
-        slo: None,
+        layout: None,
     })
 }
 

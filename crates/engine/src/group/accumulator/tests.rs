@@ -82,7 +82,7 @@ fn plan() -> (Plan, PlanRoles) {
         hist: None::<HistRoles>,
         scalars: vec![0],
         series: Vec::new(),
-        slo: None,
+        layout: None,
     };
     (plan, PlanRoles::new(vec![0], |r| r))
 }

@@ -74,7 +74,7 @@ impl PlannedSlo {
     }
 }
 
-/// The SLO family's plan beyond the roles ([`Plan::slo`]).
+/// The SLO family's plan beyond the roles (its [`Layout`](super::super::Layout), [`Plan::layout`]).
 #[derive(Debug, PartialEq)]
 pub(crate) struct SloPlan {
     /// Each SLO covering the group, in file order.
@@ -101,10 +101,16 @@ pub(crate) struct SloPlan {
     pub(super) layout: u64,
 }
 
-impl SloPlan {
+impl super::super::Layout for SloPlan {
     /// Why SLIs of the SLOs are not counted, in SLO then SLI order.
-    pub(crate) fn notes(&self) -> &Arc<[SliNote]> {
+    fn notes(&self) -> &Arc<[SliNote]> {
         &self.notes
+    }
+    fn same(&self, other: &dyn super::super::Layout) -> bool {
+        other.as_any().downcast_ref::<SloPlan>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 
@@ -440,6 +446,6 @@ pub(super) fn plan(
         hist: Some(tpot),
         scalars: vec![short],
         series,
-        slo: Some(Arc::new(slo)),
+        layout: Some(Arc::new(slo)),
     })
 }
