@@ -410,3 +410,61 @@ fn the_bounds_hold_across_a_vllm_restart_and_a_corrector_restart_with_its_state(
         assert!(engine2.stats().counter_resets >= 1);
     }
 }
+
+#[test]
+fn an_sli_between_edges_is_reported_once_after_the_first_complete_scrape_not_while_buckets_arrive()
+{
+    use crate::observe::EngineEvent;
+    let spec = SloSpec {
+        slos: vec![slo("chat", &[(Sli::Tpot, 0.07)])],
+    };
+    let mut engine = Engine::new(EngineConfig {
+        settle_scrapes: 0,
+        slos: SloSet::new(&spec, |_| None),
+        ..EngineConfig::default()
+    });
+    let mut sim = simulator(Profile::V0_33, false, 3);
+    let mut notes = Vec::new();
+    let mut first_complete_at = None;
+    for (k, t) in [5.0, 10.0, 15.0].into_iter().enumerate() {
+        sim.advance_to(t);
+        let ts = (t * 1000.0) as i64;
+        // One series per request, as remote write's shards may send them.
+        let snapshot = sim.snapshot();
+        for (i, s) in snapshot.samples().enumerate() {
+            let mut labels = vec![("__name__".to_owned(), s.name.clone())];
+            labels.extend(s.labels.iter().cloned());
+            let sample = Sample {
+                value: s.value,
+                timestamp_ms: ts,
+            };
+            ingest_series(
+                &mut engine,
+                &labels,
+                &[sample],
+                ts,
+                &mut IngestReport::default(),
+            );
+            for event in engine.take_events() {
+                match event {
+                    EngineEvent::FirstCompleteScrape { .. } => first_complete_at = Some((k, i)),
+                    EngineEvent::SloNotes { notes: n, .. } => notes.push(((k, i), n)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let first = first_complete_at.expect("a first complete scrape");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let (at, n) = &notes[0];
+    assert!(
+        *at >= first,
+        "reported at {at:?}, first complete scrape at {first:?}"
+    );
+    assert_eq!(n.len(), 1);
+    assert!(
+        n[0].detail.contains("nearest: 0.05 below, 0.075 above"),
+        "{}",
+        n[0].detail
+    );
+}

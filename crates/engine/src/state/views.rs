@@ -331,7 +331,10 @@ impl Engine {
                 }
             }
             meta.served = served;
-            let notes = group.slo_notes();
+            // Reported once the group has served (its first complete scrape): before, its
+            // series may still be arriving, and a partial bucket list makes notes that the next
+            // request takes back.
+            let notes = group.slo_notes().filter(|_| meta.first_complete);
             if notes != meta.notes_reported {
                 if let Some(notes) = &notes {
                     self.events.push(EngineEvent::SloNotes {
