@@ -308,6 +308,9 @@ pub(crate) struct GroupMeta {
     pub(crate) forms: crate::forms::FormsSeen,
     /// The SLO notes last reported ([`EngineEvent::SloNotes`]).
     pub(crate) notes_reported: Option<Arc<[crate::slo::SliNote]>>,
+    /// Notes that differ from the reported ones, and the newest sample timestamp when they were
+    /// first seen: reported once they still hold at a newer scrape.
+    pub(crate) notes_pending: Option<(Option<Arc<[crate::slo::SliNote]>>, i64)>,
 }
 
 /// Least time a limit's refusal stays current after it happened ([`GroupMeta::limited_at`]), ms.
@@ -382,6 +385,7 @@ impl GroupMeta {
             senders_reported: false,
             forms: crate::forms::FormsSeen::default(),
             notes_reported: None,
+            notes_pending: None,
         }
     }
 

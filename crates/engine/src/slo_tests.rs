@@ -412,8 +412,7 @@ fn the_bounds_hold_across_a_vllm_restart_and_a_corrector_restart_with_its_state(
 }
 
 #[test]
-fn an_sli_between_edges_is_reported_once_after_the_first_complete_scrape_not_while_buckets_arrive()
-{
+fn an_sli_between_edges_is_reported_once_at_the_next_scrape_not_while_its_buckets_arrive() {
     use crate::observe::EngineEvent;
     let spec = SloSpec {
         slos: vec![slo("chat", &[(Sli::Tpot, 0.07)])],
@@ -429,9 +428,16 @@ fn an_sli_between_edges_is_reported_once_after_the_first_complete_scrape_not_whi
     for (k, t) in [5.0, 10.0, 15.0].into_iter().enumerate() {
         sim.advance_to(t);
         let ts = (t * 1000.0) as i64;
-        // One series per request, as remote write's shards may send them.
+        // One series per request, the request TPOT histogram's finite buckets last (after its
+        // `+Inf`, `_sum` and `_count`), as remote write's shards may send them.
         let snapshot = sim.snapshot();
-        for (i, s) in snapshot.samples().enumerate() {
+        let mut samples: Vec<_> = snapshot.samples().collect();
+        let finite_tpot_bucket = |s: &&sim::SnapshotSample| {
+            s.name == "vllm:request_time_per_output_token_seconds_bucket"
+                && s.labels.iter().any(|(n, v)| n == "le" && v != "+Inf")
+        };
+        samples.sort_by_key(|s| finite_tpot_bucket(s));
+        for (i, s) in samples.into_iter().enumerate() {
             let mut labels = vec![("__name__".to_owned(), s.name.clone())];
             labels.extend(s.labels.iter().cloned());
             let sample = Sample {

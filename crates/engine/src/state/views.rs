@@ -331,18 +331,28 @@ impl Engine {
                 }
             }
             meta.served = served;
-            // Reported once the group has served (its first complete scrape): before, its
-            // series may still be arriving, and a partial bucket list makes notes that the next
+            // Reported once the same notes hold at a newer scrape than the one they first held
+            // at: while a scrape's series arrive, a partial bucket list makes notes that the next
             // request takes back.
-            let notes = group.slo_notes().filter(|_| meta.first_complete);
-            if notes != meta.notes_reported {
-                if let Some(notes) = &notes {
-                    self.events.push(EngineEvent::SloNotes {
-                        labels: group.labels.clone(),
-                        notes: notes.clone(),
-                    });
+            let notes = group.slo_notes();
+            let newest = meta.newest_ts;
+            if notes == meta.notes_reported {
+                meta.notes_pending = None;
+            } else {
+                match &meta.notes_pending {
+                    Some((pending, since)) if *pending == notes && newest > Some(*since) => {
+                        if let Some(notes) = &notes {
+                            self.events.push(EngineEvent::SloNotes {
+                                labels: group.labels.clone(),
+                                notes: notes.clone(),
+                            });
+                        }
+                        meta.notes_reported = notes;
+                        meta.notes_pending = None;
+                    }
+                    Some((pending, _)) if *pending == notes => {}
+                    _ => meta.notes_pending = newest.map(|ts| (notes, ts)),
                 }
-                meta.notes_reported = notes;
             }
             let limited = meta.limited_at(group.last_seen_ms);
             match limited.and_then(RejectReason::limit_name) {
