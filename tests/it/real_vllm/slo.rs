@@ -112,7 +112,7 @@ fn feed(engine: &mut Engine, text: &str, ts: i64) {
 }
 
 /// The SLO counters of the engine's only group: `(metric, slo, sli or bound) → value`.
-fn counters(engine: &Engine) -> Vec<(CounterMetric, String, String, f64)> {
+fn counters(engine: &Engine) -> Counters {
     let mut out = Vec::new();
     engine.for_each_derived(Family::SloCounters, |_, value| {
         let DerivedValue::Counters { rows, values } = value else {
@@ -135,7 +135,7 @@ fn counters(engine: &Engine) -> Vec<(CounterMetric, String, String, f64)> {
     out
 }
 
-fn get(c: &[(CounterMetric, String, String, f64)], m: CounterMetric, slo: &str, x: &str) -> f64 {
+fn get(c: &Counters, m: CounterMetric, slo: &str, x: &str) -> f64 {
     c.iter()
         .find(|(metric, s, second, _)| *metric == m && s == slo && second == x)
         .map(|e| e.3)
@@ -171,117 +171,150 @@ fn requests(bench: &Value) -> Vec<(f64, f64, f64)> {
         .collect()
 }
 
+/// The SLO counters of one capture: at its first frame and at its last.
+type Counters = Vec<(CounterMetric, String, String, f64)>;
+
+/// Feeds every frame of `dir` to an engine counting [`spec`]; the counters at the first frame and
+/// at the last.
+fn run(dir: &std::path::Path) -> (Counters, Counters) {
+    let frames = frames(dir);
+    let mut engine = Engine::new(EngineConfig {
+        settle_scrapes: 0,
+        slos: SloSet::new(&spec(), |_| None),
+        ..EngineConfig::default()
+    });
+    let (first_ts, first_text) = &frames[0];
+    feed(&mut engine, first_text, *first_ts);
+    let first = counters(&engine);
+    for (ts, text) in &frames[1..] {
+        feed(&mut engine, text, *ts);
+    }
+    (first, counters(&engine))
+}
+
+/// The increase of `f` from `before` to `after`.
+fn delta(before: &Dump, after: &Dump, f: impl Fn(&Dump) -> f64) -> f64 {
+    f(after) - f(before)
+}
+
+fn le1(x: &Dump) -> f64 {
+    x.v("vllm:request_generation_tokens_bucket{1}")
+}
+
+fn count(x: &Dump, family: &str) -> f64 {
+    x.v(&format!("{family}_count"))
+}
+
+/// Per SLI of the `bench` SLO, exact: the increase of the SLI rows is the dumps' bucket increase
+/// (TPOT less the requests of at most one token, vLLM's zeros).
+fn sli_counts_are_the_dumps(name: &str, first: &Counters, last: &Counters, b: &Dump, a: &Dump) {
+    use CounterMetric::{SloEvents, SloGoodEvents};
+    let rows = |m, sli: &str| get(last, m, "bench", sli) - get(first, m, "bench", sli);
+    let d = |f: &dyn Fn(&Dump) -> f64| delta(b, a, f);
+    let want = [
+        ("ttft", d(&|x| count(x, TTFT)), d(&|x| at(x, TTFT, 0.08))),
+        (
+            "tpot",
+            d(&|x| count(x, TPOT) - le1(x)),
+            d(&|x| at(x, TPOT, 0.01) - le1(x)),
+        ),
+        ("e2el", d(&|x| count(x, E2E)), d(&|x| at(x, E2E, 1.0))),
+    ];
+    for (sli, events, good) in want {
+        assert_eq!(rows(SloEvents, sli), events, "{name} {sli} events");
+        assert_eq!(rows(SloGoodEvents, sli), good, "{name} {sli} good events");
+    }
+}
+
+/// `r`'s value of `sli`: `(ttft, tpot, e2el)`.
+fn value(r: &(f64, f64, f64), sli: Sli) -> f64 {
+    match sli {
+        Sli::Ttft => r.0,
+        Sli::Tpot => r.1,
+        _ => r.2,
+    }
+}
+
+/// vLLM's requests good on `sli` at threshold `t`: the raw bucket's increase (vLLM's TPOT is 0
+/// for n ≤ 1, as the bench's).
+fn server_good(b: &Dump, a: &Dump, sli: Sli, t: f64) -> f64 {
+    let family = match sli {
+        Sli::Ttft => TTFT,
+        Sli::Tpot => TPOT,
+        _ => E2E,
+    };
+    delta(b, a, |x| at(x, family, t))
+}
+
+/// Checks every SLO's bounds against the bench's goodput; one table row per SLO.
+fn bounds_hold(
+    name: &str,
+    last: &Counters,
+    b: &Dump,
+    a: &Dump,
+    reqs: &[(f64, f64, f64)],
+) -> Vec<String> {
+    use CounterMetric::{GoodputRequests, SloFinishedRequests};
+    let finished = delta(b, a, |x| count(x, TPOT));
+    let mut rows = Vec::new();
+    for s in spec().slos {
+        let meets = |r: &&(f64, f64, f64), sli: Option<Sli>| {
+            s.slis
+                .iter()
+                .filter(|t| sli.is_none_or(|x| x == t.sli))
+                .all(|t| value(r, t.sli) <= t.threshold_seconds)
+        };
+        let good = reqs.iter().filter(|r| meets(r, None)).count() as f64;
+        // The client measures over HTTP and vLLM inside the server, so a request can meet a
+        // threshold at one and not at the other: per SLI, the requests vLLM counts good beyond
+        // the bench's (which may be good in vLLM though bad at the client), and the reverse. The
+        // bench's goodput is within the bounds up to those.
+        let (mut near_bad, mut near_good) = (0.0, 0.0);
+        for t in &s.slis {
+            let client = reqs.iter().filter(|r| meets(r, Some(t.sli))).count() as f64;
+            let diff = server_good(b, a, t.sli, t.threshold_seconds) - client;
+            near_bad += diff.max(0.0);
+            near_good += (-diff).max(0.0);
+        }
+        let slo = s.name.as_str();
+        let lower = get(last, GoodputRequests, slo, "lower");
+        let upper = get(last, GoodputRequests, slo, "upper");
+        assert_eq!(
+            get(last, SloFinishedRequests, slo, ""),
+            finished,
+            "{name} {slo}"
+        );
+        assert!(
+            lower <= good + near_bad && good - near_good <= upper,
+            "{name} {slo}: {lower} <= {good} (+{near_bad}) ; {good} (-{near_good}) <= {upper}"
+        );
+        rows.push(format!(
+            "| {name} | {slo} | {finished} | {good} | {lower} | {upper} | {near_bad} / {near_good} |"
+        ));
+    }
+    rows
+}
+
 #[test]
 fn real_vllm_slo_counts_are_exact_and_the_benchs_goodput_lies_within_the_bounds() {
     let mut rows = Vec::new();
     for release in RELEASES {
         for dir in batches(release) {
             let name = name(release, &dir);
-            let frames = frames(&dir);
-            let mut engine = Engine::new(EngineConfig {
-                settle_scrapes: 0,
-                slos: SloSet::new(&spec(), |_| None),
-                ..EngineConfig::default()
-            });
-            let (first_ts, first_text) = &frames[0];
-            feed(&mut engine, first_text, *first_ts);
-            let first = counters(&engine);
-            for (ts, text) in &frames[1..] {
-                feed(&mut engine, text, *ts);
-            }
-            let last = counters(&engine);
+            let (first, last) = run(&dir);
             let (b, a) = (
                 Dump::of(&read(&dir.join("before.prom"))),
                 Dump::of(&read(&dir.join("after.prom"))),
             );
-            let d = |f: &dyn Fn(&Dump) -> f64| f(&a) - f(&b);
-            let le1 = |x: &Dump| x.v("vllm:request_generation_tokens_bucket{1}");
-            let count = |family: &'static str| move |x: &Dump| x.v(&format!("{family}_count"));
-            // Per SLI, exact: the increase of the SLI rows is the dumps' bucket increase.
-            let delta =
-                |m, slo: &str, sli: &str| get(&last, m, slo, sli) - get(&first, m, slo, sli);
-            use CounterMetric::{GoodputRequests, SloEvents, SloFinishedRequests, SloGoodEvents};
-            assert_eq!(delta(SloEvents, "bench", "ttft"), d(&count(TTFT)), "{name}");
-            assert_eq!(
-                delta(SloGoodEvents, "bench", "ttft"),
-                d(&|x| at(x, TTFT, 0.08)),
-                "{name}"
-            );
-            assert_eq!(
-                delta(SloEvents, "bench", "tpot"),
-                d(&|x| count(TPOT)(x) - le1(x)),
-                "{name}"
-            );
-            assert_eq!(
-                delta(SloGoodEvents, "bench", "tpot"),
-                d(&|x| at(x, TPOT, 0.01) - le1(x)),
-                "{name}"
-            );
-            assert_eq!(delta(SloEvents, "bench", "e2el"), d(&count(E2E)), "{name}");
-            assert_eq!(
-                delta(SloGoodEvents, "bench", "e2el"),
-                d(&|x| at(x, E2E, 1.0)),
-                "{name}"
-            );
-            let bench = json(&dir.join("bench.json"));
-            let reqs = requests(&bench);
-            let finished = d(&count(TPOT));
+            sli_counts_are_the_dumps(&name, &first, &last, &b, &a);
+            let reqs = requests(&json(&dir.join("bench.json")));
+            let finished = delta(&b, &a, |x| count(x, TPOT));
             assert_eq!(
                 finished,
                 reqs.len() as f64,
                 "{name}: every request finished once"
             );
-            // Per SLI, the requests vLLM counts good at the threshold (the raw buckets: vLLM's
-            // TPOT is 0 for n ≤ 1, as the bench's), against the bench's own count.
-            let server = |sli: Sli, t: f64| match sli {
-                Sli::Ttft => d(&|x| at(x, TTFT, t)),
-                Sli::Tpot => d(&|x| at(x, TPOT, t)),
-                _ => d(&|x| at(x, E2E, t)),
-            };
-            let value = |r: &(f64, f64, f64), sli: Sli| match sli {
-                Sli::Ttft => r.0,
-                Sli::Tpot => r.1,
-                _ => r.2,
-            };
-            for s in spec().slos {
-                let good = reqs
-                    .iter()
-                    .filter(|r| {
-                        s.slis
-                            .iter()
-                            .all(|t| value(r, t.sli) <= t.threshold_seconds)
-                    })
-                    .count() as f64;
-                // The client measures over HTTP and vLLM inside the server, so a request can meet
-                // a threshold at one and not at the other: per SLI, the requests vLLM counts good
-                // beyond the bench's (which may be good in vLLM though bad at the client), and
-                // the reverse. The bench's goodput is within the bounds up to those.
-                let (mut near_bad, mut near_good) = (0.0, 0.0);
-                for t in &s.slis {
-                    let client = reqs
-                        .iter()
-                        .filter(|r| value(r, t.sli) <= t.threshold_seconds)
-                        .count() as f64;
-                    let diff = server(t.sli, t.threshold_seconds) - client;
-                    near_bad += diff.max(0.0);
-                    near_good += (-diff).max(0.0);
-                }
-                let name_s = s.name.as_str();
-                let lower = get(&last, GoodputRequests, name_s, "lower");
-                let upper = get(&last, GoodputRequests, name_s, "upper");
-                assert_eq!(
-                    get(&last, SloFinishedRequests, name_s, ""),
-                    finished,
-                    "{name} {name_s}"
-                );
-                assert!(
-                    lower <= good + near_bad && good - near_good <= upper,
-                    "{name} {name_s}: {lower} <= {good} (+{near_bad}) ; {good} (-{near_good}) <= {upper}"
-                );
-                rows.push(format!(
-                    "| {name} | {name_s} | {finished} | {good} | {lower} | {upper} | {near_bad} / {near_good} |"
-                ));
-            }
+            rows.extend(bounds_hold(&name, &last, &b, &a, &reqs));
         }
     }
     println!(
