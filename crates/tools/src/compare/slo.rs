@@ -210,6 +210,90 @@ fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "null".to_owned(), |v| v.to_string())
 }
 
+/// The row of one SLI: its threshold, raw, corrected and true attainment, and its events.
+fn sli_row(slo: &SloComparison, row: &SliRow) -> Vec<Cell> {
+    let corrected = row.corrected.and_then(|c| c.ratio());
+    let truth = row.truth.ratio();
+    let tone = match corrected {
+        Some(c) if Some(c) == truth => Tone::Good,
+        Some(_) => Tone::Bold,
+        None => Tone::Dim,
+    };
+    let unit = if row.sli == Sli::ItlPerToken {
+        " tokens"
+    } else {
+        ""
+    };
+    let own_objective = if row.objective == slo.objective {
+        String::new()
+    } else {
+        format!(" (objective {})", objective(row.objective))
+    };
+    vec![
+        Cell::plain(format!(
+            "{} ≤ {} s{own_objective}",
+            row.sli.label(),
+            row.threshold
+        )),
+        Cell::plain(percent(row.raw.and_then(|c| c.ratio()))),
+        Cell::new(percent(corrected), tone),
+        Cell::plain(percent(truth)),
+        Cell::plain(format!(
+            "{} ({}){unit}",
+            row.corrected
+                .map_or_else(|| "—".to_owned(), |c| c.events.to_string()),
+            row.truth.events
+        )),
+    ]
+}
+
+/// The two goodput rows of an SLO: as a share of the finished requests, and in requests per
+/// second over `window_s`.
+fn goodput_rows(g: &GoodputRow, window_s: f64) -> [Vec<Cell>; 2] {
+    let truth = (g.truth_finished > 0).then(|| g.truth_good as f64 / g.truth_finished as f64);
+    let band = g.corrected.and_then(|c| c.ratios());
+    let inside = |lower: f64, upper: f64, v: f64| lower <= v && v <= upper;
+    let tone = match (g.corrected, band) {
+        (Some(c), Some(_)) if inside(c.lower, c.upper, g.truth_good as f64) => Tone::Good,
+        (Some(_), Some(_)) => Tone::Bad,
+        _ => Tone::Dim,
+    };
+    let rate = |v: f64| format!("{:.2}", v / window_s);
+    [
+        vec![
+            Cell::plain("goodput, share of finished"),
+            Cell::plain(format!("{} naive", percent(g.naive))),
+            Cell::new(
+                band.map_or_else(
+                    || "—".to_owned(),
+                    |(l, u)| format!("{:.2}–{:.2} %", l * 100.0, u * 100.0),
+                ),
+                tone,
+            ),
+            Cell::plain(percent(truth)),
+            Cell::plain(format!(
+                "{} ({})",
+                g.corrected
+                    .map_or_else(|| "—".to_owned(), |c| c.finished.to_string()),
+                g.truth_finished
+            )),
+        ],
+        vec![
+            Cell::plain("goodput, requests/s"),
+            Cell::plain(""),
+            Cell::new(
+                g.corrected.map_or_else(
+                    || "—".to_owned(),
+                    |c| format!("{}–{}", rate(c.lower), rate(c.upper)),
+                ),
+                tone,
+            ),
+            Cell::plain(rate(g.truth_good as f64)),
+            Cell::plain(""),
+        ],
+    ]
+}
+
 /// The terminal table of the SLOs and the notes under it.
 pub(crate) fn render(slos: &[SloComparison], window_s: f64, color: bool) -> String {
     let mut s = String::new();
@@ -222,82 +306,12 @@ pub(crate) fn render(slos: &[SloComparison], window_s: f64, color: bool) -> Stri
             "events (truth)",
         ]);
         for row in &slo.slis {
-            let corrected = row.corrected.and_then(|c| c.ratio());
-            let truth = row.truth.ratio();
-            let tone = match corrected {
-                Some(c) if Some(c) == truth => Tone::Good,
-                Some(_) => Tone::Bold,
-                None => Tone::Dim,
-            };
-            let unit = if row.sli == Sli::ItlPerToken {
-                " tokens"
-            } else {
-                ""
-            };
-            table.push(vec![
-                Cell::plain(format!(
-                    "{} ≤ {} s{}",
-                    row.sli.label(),
-                    row.threshold,
-                    if row.objective == slo.objective {
-                        String::new()
-                    } else {
-                        format!(" (objective {})", objective(row.objective))
-                    }
-                )),
-                Cell::plain(percent(row.raw.and_then(|c| c.ratio()))),
-                Cell::new(percent(corrected), tone),
-                Cell::plain(percent(truth)),
-                Cell::plain(format!(
-                    "{} ({}){unit}",
-                    row.corrected
-                        .map_or_else(|| "—".to_owned(), |c| c.events.to_string()),
-                    row.truth.events
-                )),
-            ]);
+            table.push(sli_row(slo, row));
         }
         if let Some(g) = &slo.goodput {
-            let truth =
-                (g.truth_finished > 0).then(|| g.truth_good as f64 / g.truth_finished as f64);
-            let band = g.corrected.and_then(|c| c.ratios());
-            let inside = |lower: f64, upper: f64, v: f64| lower <= v && v <= upper;
-            let tone = match (g.corrected, band) {
-                (Some(c), Some(_)) if inside(c.lower, c.upper, g.truth_good as f64) => Tone::Good,
-                (Some(_), Some(_)) => Tone::Bad,
-                _ => Tone::Dim,
-            };
-            table.push(vec![
-                Cell::plain("goodput, share of finished"),
-                Cell::plain(format!("{} naive", percent(g.naive))),
-                Cell::new(
-                    band.map_or_else(
-                        || "—".to_owned(),
-                        |(l, u)| format!("{:.2}–{:.2} %", l * 100.0, u * 100.0),
-                    ),
-                    tone,
-                ),
-                Cell::plain(percent(truth)),
-                Cell::plain(format!(
-                    "{} ({})",
-                    g.corrected
-                        .map_or_else(|| "—".to_owned(), |c| c.finished.to_string()),
-                    g.truth_finished
-                )),
-            ]);
-            let rate = |v: f64| format!("{:.2}", v / window_s);
-            table.push(vec![
-                Cell::plain("goodput, requests/s"),
-                Cell::plain(""),
-                Cell::new(
-                    g.corrected.map_or_else(
-                        || "—".to_owned(),
-                        |c| format!("{}–{}", rate(c.lower), rate(c.upper)),
-                    ),
-                    tone,
-                ),
-                Cell::plain(rate(g.truth_good as f64)),
-                Cell::plain(""),
-            ]);
+            for row in goodput_rows(g, window_s) {
+                table.push(row);
+            }
         }
         s.push('\n');
         s.push_str(&table.render(color));
