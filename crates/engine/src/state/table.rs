@@ -7,7 +7,10 @@
 //!   series that names an older generation finds nothing;
 //! * `hashes` holds exactly the live slots, each under its group's hash;
 //! * `bytes` and `series` are the sums of [`GroupTable::accounted`] and of [`Group::series`]
-//!   over the live groups.
+//!   over the live groups;
+//! * `lone` holds exactly the live slots whose group feeds no family as last checked
+//!   ([`GroupTable::check_lone`]), each entry's `lone_at` its place there, and `lone_series`
+//!   and `lone_bytes` are the sums of their series and accounted bytes.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -32,6 +35,15 @@ pub(crate) struct Entry {
     /// The number of the batch that last held the group ([`GroupTable::hold`]): a group the
     /// current batch holds is never evicted during it.
     pub(crate) batch: u64,
+    /// Its place in [`GroupTable::lone`] while it feeds no family.
+    lone_at: Option<u32>,
+}
+
+impl Entry {
+    /// True when the group fed no family when last checked ([`GroupTable::check_lone`]).
+    pub(crate) fn lone(&self) -> bool {
+        self.lone_at.is_some()
+    }
 }
 
 /// A place for one group.
@@ -57,6 +69,12 @@ pub(crate) struct GroupTable {
     role_bytes: usize,
     /// Batches begun ([`GroupTable::begin_batch`]); the current one's number.
     batch: u64,
+    /// Slots of the live groups that feed no family, in no order.
+    lone: Vec<u32>,
+    /// Input series of the groups in `lone`.
+    lone_series: usize,
+    /// Bytes of the groups in `lone`, as accounted.
+    lone_bytes: usize,
 }
 
 /// Bytes one input series of a group takes, as accounted: its role, its place in the group's
@@ -86,6 +104,9 @@ impl GroupTable {
             series: 0,
             role_bytes,
             batch: 0,
+            lone: Vec::new(),
+            lone_series: 0,
+            lone_bytes: 0,
         }
     }
 
@@ -138,7 +159,60 @@ impl GroupTable {
         self.role_bytes = role_bytes;
         let live: Vec<&Group> = self.iter().map(|(_, e)| &e.group).collect();
         let bytes = live.iter().map(|g| self.accounted(g)).sum();
+        let lone = self.lone.iter().map(|s| self.accounted(&self.at(*s).group));
+        self.lone_bytes = lone.sum();
         self.bytes = bytes;
+    }
+
+    /// Input series of the groups that feed no family.
+    pub(crate) fn lone_series(&self) -> usize {
+        self.lone_series
+    }
+
+    /// Bytes of the groups that feed no family, as accounted (their slots' share of the table
+    /// is not counted: it is the table's).
+    pub(crate) fn lone_bytes(&self) -> usize {
+        self.lone_bytes
+    }
+
+    /// Slots of the groups that feed no family, in no order.
+    pub(crate) fn lone_slots(&self) -> &[u32] {
+        &self.lone
+    }
+
+    /// Checks again whether the group in `slot` (live) feeds a family ([`Group::feeds_no_family`])
+    /// and moves it into or out of the lone groups: after its role set changed.
+    pub(crate) fn check_lone(&mut self, slot: u32) {
+        let entry = self.at(slot);
+        let lone = entry.group.feeds_no_family();
+        if lone == entry.lone() {
+            return;
+        }
+        let (series, bytes) = (entry.group.series(), self.accounted(&entry.group));
+        if lone {
+            self.at_mut(slot).lone_at = Some(self.lone.len() as u32);
+            self.lone.push(slot);
+            self.lone_series += series;
+            self.lone_bytes += bytes;
+        } else {
+            self.unlist_lone(slot);
+        }
+    }
+
+    /// Takes the group in `slot` (live, lone) out of the lone groups.
+    fn unlist_lone(&mut self, slot: u32) {
+        let entry = self.at_mut(slot);
+        let Some(at) = entry.lone_at.take() else {
+            return;
+        };
+        let series = entry.group.series();
+        let bytes = self.accounted(&self.at(slot).group);
+        self.lone.swap_remove(at as usize);
+        if let Some(&moved) = self.lone.get(at as usize) {
+            self.at_mut(moved).lone_at = Some(at);
+        }
+        self.lone_series -= series;
+        self.lone_bytes = self.lone_bytes.saturating_sub(bytes);
     }
 
     /// Bytes the table takes: its slots (each group inline; they stay allocated when their group
@@ -221,6 +295,7 @@ impl GroupTable {
             group,
             meta,
             batch: self.batch,
+            lone_at: None,
         };
         let slot = match self.free.pop() {
             Some(i) => {
@@ -239,13 +314,16 @@ impl GroupTable {
         self.hashes.insert_unique(hash, slot, |i| {
             slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash)
         });
+        self.check_lone(slot);
         slot
     }
 
     /// Takes the group out of `slot`; the slot's generation moves on, so every reference to the
     /// group is dead.
     pub(crate) fn remove(&mut self, slot: u32) -> Option<Entry> {
-        let s = self.slots.get_mut(slot as usize)?;
+        self.slots.get(slot as usize)?.entry.as_ref()?;
+        self.unlist_lone(slot);
+        let s = &mut self.slots[slot as usize];
         let entry = s.entry.take()?;
         s.generation = s.generation.wrapping_add(1);
         self.series -= entry.group.series();
@@ -257,10 +335,14 @@ impl GroupTable {
         Some(entry)
     }
 
-    /// Records that the group in `slot` gained `added` input series.
-    pub(crate) fn grew(&mut self, added: usize) {
+    /// Records that the group in `slot` (live) gained `added` input series.
+    pub(crate) fn grew(&mut self, slot: u32, added: usize) {
         self.series += added;
         self.bytes += added * self.role_bytes;
+        if self.at(slot).lone() {
+            self.lone_series += added;
+            self.lone_bytes += added * self.role_bytes;
+        }
     }
 
     /// The generation of `slot` (of its current or next group).
