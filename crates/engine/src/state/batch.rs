@@ -824,7 +824,9 @@ impl<'e> Batch<'e> {
         if all_stale {
             self.stale.push(group_ref);
         }
-        self.parts.table.grew(slot, added);
+        if added > 0 {
+            self.parts.table.grew(slot, added);
+        }
         if role_set_changed {
             self.parts.table.check_lone(slot);
         }

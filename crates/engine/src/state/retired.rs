@@ -63,12 +63,22 @@ impl RetiredGroups {
         self.fit();
     }
 
-    /// Drops the oldest entries until they take at most the cap.
+    /// Drops the oldest entries until they take at most the cap, counted as evicted.
     pub(crate) fn fit(&mut self) {
         let over = self.bytes.saturating_sub(self.cap);
         if over > 0 {
             self.evict(over);
         }
+    }
+
+    /// [`RetiredGroups::fit`] for a restore: returns how many entries were dropped, which the
+    /// caller counts (`vllm_corrector_state_loads_ignored_total`), not as evicted.
+    pub(crate) fn fit_restored(&mut self) -> usize {
+        let mut n = 0;
+        while self.bytes > self.cap && self.pop_oldest().is_some() {
+            n += 1;
+        }
+        n
     }
 
     /// Entries held.
