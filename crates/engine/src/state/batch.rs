@@ -633,7 +633,7 @@ impl<'e> Batch<'e> {
             let group = match existing {
                 Some(_) => 0,
                 None => {
-                    GROUP_BYTES
+                    self.parts.table.group_bytes()
                         + group_label_bytes(labels, &self.parts.config.drop_labels)
                         + self.parts.table.new_slot_growth()
                 }

@@ -17,7 +17,7 @@ use std::hash::{BuildHasher, Hasher};
 use hashbrown::HashTable;
 
 use super::retired::label_bytes;
-use super::{FRAME_VALUE_BYTES, GROUP_BYTES, ROLE_BYTES};
+use super::{FRAME_BYTES, FRAME_VALUE_BYTES, GROUP_BYTES, ROLE_BYTES};
 use crate::classify::group_labels;
 use crate::group::Group;
 use crate::observe::{GroupMeta, GroupRef};
@@ -67,6 +67,9 @@ pub(crate) struct GroupTable {
     series: usize,
     /// Bytes one input series takes ([`role_bytes`]), under the current settings.
     role_bytes: usize,
+    /// Bytes a group takes beside its labels and series ([`group_bytes`]), under the current
+    /// settings.
+    group_bytes: usize,
     /// Batches begun ([`GroupTable::begin_batch`]); the current one's number.
     batch: u64,
     /// Slots of the live groups that feed no family, in no order.
@@ -81,8 +84,15 @@ pub(crate) struct GroupTable {
 /// role map, a value in each of `max_pending_frames` frames, its share of the plans, the outputs,
 /// the holds and the rule states. An upper bound, calibrated against the allocator
 /// (docs/RELIABILITY.md, "The memory budget").
-pub(crate) fn role_bytes(max_pending_frames: usize) -> usize {
+fn role_bytes(max_pending_frames: usize) -> usize {
     ROLE_BYTES + FRAME_VALUE_BYTES * max_pending_frames.max(1)
+}
+
+/// Bytes a group takes beside its labels and its series, as accounted: [`GROUP_BYTES`] and, for
+/// each of `max_pending_frames` frames, the frame itself ([`FRAME_BYTES`]). An upper bound,
+/// calibrated against the allocator (docs/RELIABILITY.md, "The memory budget").
+fn group_bytes(max_pending_frames: usize) -> usize {
+    GROUP_BYTES + FRAME_BYTES * max_pending_frames.max(1)
 }
 
 /// The bytes the group labels of a series' `labels` take once stored.
@@ -93,8 +103,8 @@ pub(crate) fn group_label_bytes(labels: &[Label<'_>], dropped: &[String]) -> usi
 }
 
 impl GroupTable {
-    /// An empty table whose series each take `role_bytes`.
-    pub(crate) fn new(role_bytes: usize) -> GroupTable {
+    /// An empty table for groups of at most `max_pending_frames` frames.
+    pub(crate) fn new(max_pending_frames: usize) -> GroupTable {
         GroupTable {
             hasher: foldhash::fast::RandomState::default(),
             slots: Vec::new(),
@@ -102,7 +112,8 @@ impl GroupTable {
             hashes: HashTable::new(),
             bytes: 0,
             series: 0,
-            role_bytes,
+            role_bytes: role_bytes(max_pending_frames),
+            group_bytes: group_bytes(max_pending_frames),
             batch: 0,
             lone: Vec::new(),
             lone_series: 0,
@@ -149,14 +160,21 @@ impl GroupTable {
         self.role_bytes
     }
 
-    /// The bytes a live group is accounted: [`GROUP_BYTES`], its labels and its series.
-    fn accounted(&self, group: &Group) -> usize {
-        GROUP_BYTES + label_bytes(&group.labels) + group.series() * self.role_bytes
+    /// Bytes a new group takes beside its labels and series ([`group_bytes`]).
+    pub(crate) fn group_bytes(&self) -> usize {
+        self.group_bytes
     }
 
-    /// Changes the bytes a series takes (the pending frames changed) and recounts every group.
-    pub(crate) fn set_role_bytes(&mut self, role_bytes: usize) {
-        self.role_bytes = role_bytes;
+    /// The bytes a live group is accounted: [`group_bytes`], its labels and its series.
+    fn accounted(&self, group: &Group) -> usize {
+        self.group_bytes + label_bytes(&group.labels) + group.series() * self.role_bytes
+    }
+
+    /// Changes the bytes a group and a series take (the pending frames changed) and recounts
+    /// every group.
+    pub(crate) fn set_pending_frames(&mut self, max_pending_frames: usize) {
+        self.role_bytes = role_bytes(max_pending_frames);
+        self.group_bytes = group_bytes(max_pending_frames);
         let live: Vec<&Group> = self.iter().map(|(_, e)| &e.group).collect();
         let bytes = live.iter().map(|g| self.accounted(g)).sum();
         let lone = self.lone.iter().map(|s| self.accounted(&self.at(*s).group));
