@@ -12,11 +12,21 @@
 //!   value;
 //! * **slow bodies**: 16 connections announcing 8 MiB bodies that send 2 bytes a second;
 //! * **slow readers**: 8 connections that ask for `/metrics`, `/api/v1/groups` and `/status` and
-//!   read 1 KiB a second.
+//!   read 1 KiB a second;
+//! * **metadata bomb**: RW 1.0 requests of one `MetricMetadata` each, for every family name the
+//!   metadata cache keeps (each read name and its base), with a 7.5 MiB help text;
+//! * **lone flood**: lone `vllm:generation_tokens_total` series of a misconfigured job (groups that
+//!   can feed no family): 135 000 re-sent every 15 s, and 5 000 new ones each second;
+//! * **late engines**: during the flood, every 2 minutes from the first, a new complete vLLM
+//!   engine (`model_name="a-late-<n>"`, so it is the first group of `/api/v1/groups`) starts,
+//!   sends six scrapes 10 s apart, then staleness markers; for each, the scrape whose write was
+//!   first accepted whole (2xx) and the first at which `/api/v1/groups` shows it served.
 //!
 //! The well-behaved engine is sent whole every second, stamped with the wall clock. Prints one
-//! `RESULT key=value …` line at the end: requests per attack by outcome, and the well-behaved
-//! engine's writes by outcome. Only loopback addresses are accepted.
+//! `RESULT key=value …` line at the end: requests per attack by outcome, the well-behaved
+//! engine's writes by outcome, and per late engine `late<n>=<accepted at scrape>/<served at
+//! scrape>/<ms to acceptance>` (scrapes from 1; 0 when never). Only loopback addresses are
+//! accepted.
 //!
 //! ```text
 //! cargo run --release --example soak_attack -- --addr 127.0.0.1:19710 --duration 2m
@@ -24,13 +34,13 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
 use protocol::encode::{SeriesSpec, compress, request_v2, write_request_v1};
-use protocol::{STALE_NAN_BITS, Sample};
+use protocol::{MetadataRef, MetricType, STALE_NAN_BITS, Sample};
 use sim::{SimConfig, Simulator, SpecConfig};
 
 #[derive(Parser)]
@@ -43,7 +53,7 @@ struct Args {
     #[arg(long, value_parser = humantime::parse_duration)]
     duration: Duration,
     /// The attacks to run, comma-separated (default: all): churn, label_heavy, unused_flood,
-    /// slow_bodies, slow_readers.
+    /// slow_bodies, slow_readers, metadata_bomb, lone_flood, late_engines.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
 }
@@ -152,9 +162,17 @@ fn post_v1(
     url: &str,
     series: &[SeriesSpec],
 ) -> Result<u16, reqwest::Error> {
+    post_v1_with(client, url, series, &[])
+}
+
+fn post_v1_with(
+    client: &reqwest::blocking::Client,
+    url: &str,
+    series: &[SeriesSpec],
+    metadata: &[MetadataRef<'_>],
+) -> Result<u16, reqwest::Error> {
     let body = compress(&prost::Message::encode_to_vec(&write_request_v1(
-        series,
-        &[],
+        series, metadata,
     )));
     client
         .post(url)
@@ -316,6 +334,166 @@ fn trickle(
     }
 }
 
+/// RW 1.0 metadata of 7.5 MiB help texts (and a 512-byte unit) for every name the metadata
+/// cache keeps: each read name and its base (without `_total`, `_bucket`, `_sum`, `_count`).
+fn metadata_bomb(url: &str, stop: &AtomicBool, tally: &Tally) {
+    let client = client();
+    let help = "h".repeat(7 * 1024 * 1024 + 512 * 1024);
+    let unit = "u".repeat(512);
+    let mut names: Vec<String> = Vec::new();
+    for read in engine::READ_NAMES {
+        let base = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| read.name.strip_suffix(s))
+            .unwrap_or(read.name);
+        for name in [read.name, base] {
+            if !names.iter().any(|n| n == name) {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    let mut i = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let metadata = MetadataRef {
+            metric_type: MetricType::Counter,
+            family_name: &names[i % names.len()],
+            help: &help,
+            unit: &unit,
+        };
+        i += 1;
+        tally.record(post_v1_with(&client, url, &[], &[metadata]));
+    }
+}
+
+/// A lone `vllm:generation_tokens_total` series of a misconfigured job: a group of its own that
+/// can feed no family.
+fn lone(id: &str, value: f64, ts: i64) -> SeriesSpec {
+    (
+        vec![
+            (
+                "__name__".to_owned(),
+                "vllm:generation_tokens_total".to_owned(),
+            ),
+            ("instance".to_owned(), id.to_owned()),
+            ("job".to_owned(), "flood".to_owned()),
+        ],
+        vec![Sample {
+            value,
+            timestamp_ms: ts,
+        }],
+    )
+}
+
+/// 135 000 lone series re-sent every 15 s, in requests of 5 000.
+fn lone_resend(url: &str, stop: &AtomicBool, tally: &Tally) {
+    let client = client();
+    let mut k = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let (start, ts) = (Instant::now(), now_ms());
+        k += 1;
+        for chunk in (0..135_000).collect::<Vec<u32>>().chunks(5_000) {
+            let series: Vec<SeriesSpec> = chunk
+                .iter()
+                .map(|i| lone(&format!("lone-{i}"), k as f64, ts))
+                .collect();
+            tally.record(post_v1(&client, url, &series));
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+        let wait = Duration::from_secs(15).saturating_sub(start.elapsed());
+        std::thread::sleep(wait);
+    }
+}
+
+/// 5 000 new lone series a second, each sent once.
+fn lone_fresh(url: &str, stop: &AtomicBool, tally: &Tally) {
+    let client = client();
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let ts = now_ms();
+        let series: Vec<SeriesSpec> = (0..5_000)
+            .map(|_| {
+                n += 1;
+                lone(&format!("fresh-{n}"), 1.0, ts)
+            })
+            .collect();
+        tally.record(post_v1(&client, url, &series));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// What became of one late engine: the scrape (from 1) whose write was first accepted whole, the
+/// first at which it showed served, and the ms from its first write to its acceptance (0: never).
+#[derive(Debug, Clone, Copy, Default)]
+struct Late {
+    accepted: u32,
+    served: u32,
+    accepted_ms: u64,
+}
+
+/// True when the first group of `/api/v1/groups` is `model_name` and serves a family.
+fn served(client: &reqwest::blocking::Client, base: &str, model_name: &str) -> bool {
+    for _ in 0..3 {
+        let page = client
+            .get(format!("{base}/api/v1/groups?limit=1"))
+            .send()
+            .and_then(|r| r.error_for_status())
+            .and_then(|r| r.bytes())
+            .map(|b| serde_json::from_slice::<serde_json::Value>(&b).unwrap_or_default());
+        let Ok(page) = page else {
+            // 503 while the slow readers hold the page slots: again a second later.
+            std::thread::sleep(Duration::from_secs(1));
+            continue;
+        };
+        let group = &page["data"][0];
+        return group["labels"]["model_name"] == model_name
+            && group["families"]
+                .as_object()
+                .is_some_and(|f| f.values().any(|v| v["state"] == "served"));
+    }
+    false
+}
+
+/// A new complete engine every 2 minutes from `first`, six scrapes 10 s apart, then markers.
+fn late_engines(
+    base: &str,
+    template: &Template,
+    first: Duration,
+    stop: &AtomicBool,
+    results: &Mutex<Vec<Late>>,
+) {
+    let (client, url) = (client(), format!("{base}/api/v1/write"));
+    let start = Instant::now();
+    let mut n = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let at = first + Duration::from_secs(120) * n;
+        if start.elapsed() < at {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        n += 1;
+        let model = format!("a-late-{n}");
+        let (t0, mut late) = (Instant::now(), Late::default());
+        for k in 0..6u32 {
+            let due = t0 + Duration::from_secs(10) * k;
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            let series = scrape(template, &model, "0", &[], Some(u64::from(k)), now_ms());
+            let ok = matches!(post_v1(&client, &url, &series), Ok(200..=299));
+            if ok && late.accepted == 0 {
+                late.accepted = k + 1;
+                late.accepted_ms = t0.elapsed().as_millis() as u64;
+            }
+            if late.served == 0 && served(&client, base, &model) {
+                late.served = k + 1;
+            }
+        }
+        let markers = scrape(template, &model, "0", &[], None, now_ms());
+        let _ = post_v1(&client, &url, &markers);
+        results.lock().expect("results").push(late);
+    }
+}
+
 fn main() -> Result<(), String> {
     let args = Args::parse();
     if !args.addr.ip().is_loopback() {
@@ -327,7 +505,8 @@ fn main() -> Result<(), String> {
     let url = format!("http://{}/api/v1/write", args.addr);
     let template = Arc::new(template()?);
     let stop = Arc::new(AtomicBool::new(false));
-    let tallies: Arc<[Tally; 4]> = Arc::new(Default::default());
+    let tallies: Arc<[Tally; 7]> = Arc::new(Default::default());
+    let late: Arc<Mutex<Vec<Late>>> = Arc::default();
     let opened: Arc<[AtomicU64; 2]> = Arc::new(Default::default());
     let mut threads = Vec::new();
     let on = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
@@ -348,6 +527,29 @@ fn main() -> Result<(), String> {
         let (url, stop, tallies) = (url.clone(), stop.clone(), tallies.clone());
         threads.push(std::thread::spawn(move || {
             unused_flood(&url, &stop, &tallies[2])
+        }));
+    }
+    if on("metadata_bomb") {
+        let (url, stop, tallies) = (url.clone(), stop.clone(), tallies.clone());
+        threads.push(std::thread::spawn(move || {
+            metadata_bomb(&url, &stop, &tallies[4])
+        }));
+    }
+    if on("lone_flood") {
+        let (u, st, t) = (url.clone(), stop.clone(), tallies.clone());
+        threads.push(std::thread::spawn(move || lone_resend(&u, &st, &t[5])));
+        let (u, st, t) = (url.clone(), stop.clone(), tallies.clone());
+        threads.push(std::thread::spawn(move || lone_fresh(&u, &st, &t[6])));
+    }
+    if on("late_engines") {
+        let (base, template, stop, late) = (
+            format!("http://{}", args.addr),
+            template.clone(),
+            stop.clone(),
+            late.clone(),
+        );
+        threads.push(std::thread::spawn(move || {
+            late_engines(&base, &template, Duration::from_secs(60), &stop, &late)
         }));
     }
     let host = args.addr;
@@ -387,15 +589,34 @@ fn main() -> Result<(), String> {
     for t in threads {
         let _ = t.join();
     }
+    let late: Vec<String> = late
+        .lock()
+        .expect("results")
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            format!(
+                "late{}={}/{}/{}",
+                i + 1,
+                l.accepted,
+                l.served,
+                l.accepted_ms
+            )
+        })
+        .collect();
     println!(
-        "RESULT seconds={:.0} {} {} {} {} slow_bodies_opened={} slow_readers_opened={}",
+        "RESULT seconds={:.0} {} {} {} {} {} {} {} slow_bodies_opened={} slow_readers_opened={} {}",
         start.elapsed().as_secs_f64(),
         tallies[0].show("churn"),
         tallies[1].show("label_heavy"),
         tallies[2].show("unused_flood"),
         tallies[3].show("steady"),
+        tallies[4].show("metadata_bomb"),
+        tallies[5].show("lone_resend"),
+        tallies[6].show("lone_fresh"),
         opened[0].load(Ordering::Relaxed),
-        opened[1].load(Ordering::Relaxed)
+        opened[1].load(Ordering::Relaxed),
+        late.join(" ")
     );
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! - `fleet N`: N vLLM pods × 2 engines (`benches/support/vllm_shape.rs`), 20 scrapes, so every
 //!   frame, output, hold and acceptance state is full;
 //! - `lone N`: N one-series groups (a cardinality flood), two scrapes;
+//! - `flood N`: the same, re-sent for 20 scrapes, so every group's frame window is full;
 //! - `labels N`: N groups of one series with 63 labels of 2 KiB values (the default label limits'
 //!   worst case), two scrapes;
 //! - `retired N`: N vLLM engines that served, then went stale: their states retired.
@@ -69,13 +70,18 @@ fn main() {
             std::mem::forget(scrape);
             (engine, fixtures)
         }
-        "lone" | "labels" => {
+        "lone" | "labels" | "flood" => {
             let value = "v".repeat(2048);
             let names: Vec<String> = (0..62).map(|i| format!("label_{i:02}")).collect();
             let instances: Vec<String> = (0..n).map(|i| format!("10.0.{i}:8000")).collect();
             let fixtures = dhat::HeapStats::get().curr_bytes;
             let mut engine = Engine::new(config());
-            for (k, ts) in [(1.0, 1_750_000_000_000i64), (2.0, 1_750_000_015_000)] {
+            let scrapes = if shape == "flood" { 20 } else { 2 };
+            for k in 0..scrapes {
+                let (k, ts) = (
+                    f64::from(k + 1),
+                    1_750_000_000_000i64 + 15_000 * i64::from(k),
+                );
                 for instance in &instances {
                     let mut labels = vec![
                         Label {
@@ -99,7 +105,7 @@ fn main() {
             }
             (engine, fixtures)
         }
-        other => panic!("shape {other}: fleet, lone, labels or retired"),
+        other => panic!("shape {other}: fleet, lone, flood, labels or retired"),
     };
     engine.sweep_idle(0);
     let heap = dhat::HeapStats::get().curr_bytes.saturating_sub(fixtures);

@@ -17,10 +17,14 @@
 # limits.max_active_series of 100 000 rule-input series, 51 per engine).
 #
 # SOAK_PROFILE=attack replaces the steady fleet with examples/soak_attack.rs: churning engines,
-# label-heavy groups, an RW 2.0 flood of unused series, slow bodies and slow readers at once, beside
-# one well-behaved engine; the summary then says PASS when the receiver's peak RSS stayed within
-# 1.2 × limits.max_memory_bytes and the well-behaved engine's writes all succeeded, FAIL otherwise
-# (exit status 1).
+# label-heavy groups, an RW 2.0 flood of unused series, slow bodies and slow readers, a metadata
+# bomb, a flood of lone series with new complete engines starting during it, beside one
+# well-behaved engine; and the receiver starts by restoring an oversized state file
+# (scripts/attacks/statefile.py: 350 000 groups of the first format, one 100 MB document; SOAK_STATE_GROUPS).
+# The summary then says PASS when the receiver's peak RSS while restoring and under the attacks
+# stayed within 1.2 × limits.max_memory_bytes, the well-behaved engine's writes all succeeded,
+# every late engine's write was accepted whole by its second scrape, and the metadata bomb was
+# never refused and never cached; FAIL otherwise (exit status 1).
 #
 # Everything it starts is stopped by process id when it ends, fails or is interrupted; the load
 # generator stops by itself after `minutes`. Exit status 0 when the run completed (the summary
@@ -59,7 +63,12 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --log.level warn \
+storage=()
+if [ "$profile" = attack ]; then
+  python3 scripts/attacks/statefile.py "$out/state" "${SOAK_STATE_GROUPS:-350000}" 1 >"$out/statefile.txt"
+  storage=(--storage.path "$out/state")
+fi
+target/release/vllm-corrector --web.listen-address "127.0.0.1:$port" --log.level warn "${storage[@]}" \
   >"$out/receiver.log" 2>&1 &
 receiver_pid=$!
 for _ in $(seq 1 100); do
@@ -68,6 +77,13 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 curl -fsS "http://127.0.0.1:$port/-/ready" >/dev/null
+restore_kb=0
+if [ "$profile" = attack ]; then
+  # The restore is done before the receiver listens: its peak is the peak so far. Then the peak
+  # is reset, so the attack's is its own.
+  restore_kb="$(awk '/^VmHWM:/ {print $2}' "/proc/$receiver_pid/status")"
+  echo 5 >"/proc/$receiver_pid/clear_refs"
+fi
 
 clk_tck="$(getconf CLK_TCK)"
 # One CSV row: elapsed s, RSS kB, peak RSS kB, receiver CPU s, counters from /metrics.
@@ -89,11 +105,15 @@ sample() {
     /^vllm_corrector_http_requests_total\{handler="\/api\/v1\/write",code="[45]/ {err+=$2}
     /^vllm_corrector_active_series / {series=$2}
     /^vllm_corrector_active_groups / {groups=$2}
-    END {printf "%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", e, rss, hwm, cpu, rec, app, rej, bad, lim, ok, err, series, groups}
+    /^vllm_corrector_memory_bytes\{part="groups"\}/ {mg=$2}
+    /^vllm_corrector_memory_bytes\{part="series_index"\}/ {mi=$2}
+    /^vllm_corrector_memory_bytes\{part="retired_groups"\}/ {mr=$2}
+    /^vllm_corrector_memory_bytes\{part="inflight_requests"\}/ {mf=$2}
+    END {printf "%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d\n", e, rss, hwm, cpu, rec, app, rej, bad, lim, ok, err, series, groups, mg / 1024, mi / 1024, mr / 1024, mf / 1024}
   '
 }
 
-echo "elapsed_s,rss_kb,rss_peak_kb,cpu_s,samples_received,samples_applied,samples_rejected,rejected_not_benign,requests_limited,writes_2xx,writes_4xx_5xx,active_series,active_groups" >"$csv"
+echo "elapsed_s,rss_kb,rss_peak_kb,cpu_s,samples_received,samples_applied,samples_rejected,rejected_not_benign,requests_limited,writes_2xx,writes_4xx_5xx,active_series,active_groups,groups_kb,series_index_kb,retired_kb,inflight_kb" >"$csv"
 sample 0 >>"$csv"
 
 if [ "$profile" = attack ]; then
@@ -148,16 +168,32 @@ sample $(( $(date +%s) - start )) >>"$csv"
 echo "files: $out" >&2
 
 if [ "$profile" = attack ]; then
-  budget="$(curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" |
-    awk '/^vllm_corrector_memory_budget_bytes\{budget="total"\}/ {printf "%d", $2}')"
+  page="$(curl -fsS --max-time 20 "http://127.0.0.1:$port/metrics" | grep -E \
+    '^vllm_corrector_(memory_budget_bytes|metadata_dropped_total|metadata_families|state_loads_ignored_total)')"
+  budget="$(awk '/^vllm_corrector_memory_budget_bytes\{budget="total"\}/ {printf "%d", $2}' <<<"$page")"
+  too_long="$(awk '/^vllm_corrector_metadata_dropped_total\{reason="too_long"\}/ {printf "%d", $2}' <<<"$page")"
+  cached="$(awk '/^vllm_corrector_metadata_families / {printf "%d", $2}' <<<"$page")"
+  restore_dropped="$(awk '/^vllm_corrector_state_loads_ignored_total\{reason="memory_budget"\}/ {printf "%d", $2}' <<<"$page")"
   peak_kb="$(awk -F, 'NR > 1 && $3 > m {m = $3} END {print m + 0}' "$csv")"
-  steady_bad="$(grep -o 'steady_4xx=[0-9]* steady_5xx=[0-9]* steady_transport=[0-9]*' "$out/load.log" |
-    tr ' ' '\n' | awk -F= '{s += $2} END {print s + 0}')"
+  result="$(grep '^RESULT' "$out/load.log")"
+  field() { grep -o "$1=[0-9]*" <<<"$result" | cut -d= -f2; }
+  steady_bad=$(( $(field steady_4xx) + $(field steady_5xx) + $(field steady_transport) ))
+  bomb_refused="$(field metadata_bomb_4xx)"
+  # late<n>=<scrape first accepted whole>/<scrape first served>/<ms to acceptance>
+  late="$(grep -o 'late[0-9]*=[0-9]*/[0-9]*/[0-9]*' <<<"$result" | tr '\n' ' ')"
+  late_bad="$(tr ' ' '\n' <<<"$late" | awk -F'[=/]' 'NF == 4 {n++; if ($2 < 1 || $2 > 2) bad++} END {print (n ? bad + 0 : 1)}')"
+  limit=$(( ${budget:-0} * 12 / 10 ))
   verdict=PASS
-  if [ -z "$budget" ] || [ $((peak_kb * 1024 * 10)) -gt $((budget * 12)) ] || [ "$steady_bad" -ne 0 ]; then
+  if [ -z "$budget" ] || [ $((peak_kb * 1024)) -gt "$limit" ] || [ $((restore_kb * 1024)) -gt "$limit" ] ||
+    [ "$steady_bad" -ne 0 ] || [ "$late_bad" -ne 0 ] || [ "${bomb_refused:-1}" -ne 0 ] ||
+    [ "${too_long:-0}" -eq 0 ] || [ "${cached:-1}" -ne 0 ]; then
     verdict=FAIL
   fi
-  echo "$verdict: peak RSS $((peak_kb / 1024)) MiB, limit 1.2 × max_memory_bytes = $((${budget:-0} * 12 / 10 / 1048576)) MiB; well-behaved writes failed: $steady_bad" |
-    tee -a "$summary"
+  {
+    echo "restore: peak RSS $((restore_kb / 1024)) MiB ($(cat "$out/statefile.txt" | cut -d: -f2-)); states dropped for the budget: ${restore_dropped:-?}"
+    echo "metadata bomb: $(field metadata_bomb_2xx) requests accepted, ${bomb_refused:-?} refused 4xx; entries dropped too_long: ${too_long:-?}; families cached: ${cached:-?}"
+    echo "late engines (scrape accepted/scrape served/ms to acceptance): ${late:-none}"
+    echo "$verdict: peak RSS $((peak_kb / 1024)) MiB under attack, $((restore_kb / 1024)) MiB restoring, limit 1.2 × max_memory_bytes = $((limit / 1048576)) MiB; well-behaved writes failed: $steady_bad; late engines not accepted by their 2nd scrape: $late_bad; metadata bomb refused: ${bomb_refused:-?}, cached: ${cached:-?}"
+  } | tee -a "$summary"
   [ "$verdict" = PASS ] || exit 1
 fi

@@ -7,9 +7,7 @@ use super::*;
 
 /// Engine `e`'s scrape at `k`, at `ts`, into `engine`; the report.
 fn send(engine: &mut Engine, e: &str, k: f64, ts: i64) -> IngestReport {
-    let mut report = IngestReport::default();
-    feed_at(engine, &scrape(e, k, true), ts, ts, &mut report);
-    report
+    write_at(engine, &scrape(e, k, true), ts, ts).report
 }
 
 fn budget(bytes: usize) -> EngineConfig {

@@ -10,9 +10,7 @@ use super::*;
 
 /// Feeds `raw` stamped `ts`, received at `now`.
 fn feed_scrape(engine: &mut Engine, raw: &[Raw], ts: i64, now: i64) -> IngestReport {
-    let mut report = IngestReport::default();
-    feed_at(engine, raw, ts, now, &mut report);
-    report
+    write_at(engine, raw, ts, now).report
 }
 
 /// `scrape(e, k, true)` without the series named `name`.

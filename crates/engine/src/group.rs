@@ -106,6 +106,22 @@ fn learned(roles: &[Role]) -> Vec<(RoleKey, usize)> {
         .collect()
 }
 
+/// No SLO: whether roles can feed a family is judged by the corrections alone (the SLO counters
+/// read nothing a correction does not read but their SLOs' own buckets).
+static NO_SLOS: std::sync::LazyLock<SloSet> = std::sync::LazyLock::new(SloSet::empty);
+
+/// True when the roles of `learned` (each with its position) plan at least one family, without
+/// regard to which SLOs cover the group.
+pub(crate) fn plans_a_family(learned: &[(RoleKey, usize)]) -> bool {
+    let context = PlanContext {
+        labels: &[],
+        slos: &NO_SLOS,
+    };
+    Family::ALL
+        .iter()
+        .any(|f| (f.spec().plan)(learned, &context).is_ok())
+}
+
 /// The cached plan of `family`, decided from the learned roles when the role set changed.
 fn plan_of<'s>(
     slots: &'s mut [Slot; FAMILIES],
@@ -150,6 +166,8 @@ pub(crate) struct Group {
     roles_changed_ts: i64,
     /// Scrapes (new newest frames) since then, for [`Group::incomplete`].
     scrapes_since_roles_changed: u32,
+    /// Changes of the learned role set since the group was created ([`Group::role_set_changes`]).
+    role_set_changes: u32,
     /// A series the group never had arrived fewer than `EngineConfig::settle_scrapes` newer
     /// scrapes ago: no family is evaluated (docs/ENGINE.md, "Settling"). Prometheus and vmagent
     /// shard remote write by series, and a shard whose request failed resends it after a backoff
@@ -190,6 +208,7 @@ impl Group {
             events: GroupEvents::default(),
             roles_changed_ts: i64::MIN,
             scrapes_since_roles_changed: 0,
+            role_set_changes: 0,
             settling: false,
             new_role_ts: i64::MIN,
             scrapes_since_new_role: 0,
@@ -324,9 +343,33 @@ impl Group {
             })
     }
 
+    /// True when the group, given the series of `more` (sorted, distinct) besides those it
+    /// holds (a stale one among them back), would plan at least one family: whether a request's
+    /// new series join a group that can feed a family (`crate::state::room`).
+    pub(crate) fn could_feed(&self, more: &[RoleKey]) -> bool {
+        let mut learned: Vec<(RoleKey, usize)> = self
+            .roles
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| !r.stale || more.binary_search(&r.key).is_ok())
+            .map(|(i, r)| (r.key, i))
+            .collect();
+        let unknown = more.iter().filter(|k| !self.has_role(**k));
+        learned.extend(unknown.enumerate().map(|(i, k)| (*k, self.roles.len() + i)));
+        plans_a_family(&learned)
+    }
+
+    /// Changes of the learned role set (a series new to the group, one that lapsed or came back)
+    /// since the group was created: when it moves, whether the group feeds a family may have
+    /// changed.
+    pub(crate) fn role_set_changes(&self) -> u32 {
+        self.role_set_changes
+    }
+
     fn roles_changed(&mut self, ts: i64) {
         self.roles_changed_ts = ts;
         self.scrapes_since_roles_changed = 0;
+        self.role_set_changes = self.role_set_changes.wrapping_add(1);
     }
 
     /// A series the group never had arrived at sample time `ts` (ms): families wait for the

@@ -32,7 +32,10 @@ pub use observe::{
 };
 pub use reasons::{RejectReason, RemovalReason, WithheldReason};
 pub use state::batch::SERIES_BYTES;
-pub use state::persist::{STATE_FORMAT_VERSION, StateCursor, StateError, StateHeader, StateRecord};
+pub use state::persist::{
+    MAX_STATE_RECORD_BYTES, STATE_FORMAT_VERSION, StateCursor, StateError, StateHeader,
+    StateRecord, read_format_1,
+};
 pub use state::{Engine, IngestPolicy, Outcome, Refusal, RequestError, Written};
 
 #[cfg(test)]

@@ -243,3 +243,147 @@ fn a_restored_state_is_written_again_by_a_group_stopped_before_it_settles() {
         "the test needs a sequence where losing the state shows"
     );
 }
+
+/// `document` (format 3, [`to_lines`]) as format 1 wrote it: one JSON document of each group's
+/// labels and acceptance-corrected state, on one line.
+fn as_format_1(document: &str) -> String {
+    let groups: Vec<serde_json::Value> = document
+        .lines()
+        .skip(1)
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            let acceptance = &record["state"]["states"][Family::AcceptanceCorrectedItl.name()];
+            serde_json::json!({"labels": record["labels"], "acceptance": acceptance})
+        })
+        .collect();
+    serde_json::json!({"version": 1, "groups": groups}).to_string()
+}
+
+/// Restores every record `read_format_1` gives; the records read, or the first error.
+fn from_format_1(engine: &mut Engine, text: &str, now_ms: i64) -> Result<usize, StateError> {
+    let mut invalid = None;
+    let n = crate::read_format_1(text.as_bytes(), |r| {
+        if let Err(e) = r.and_then(|r| engine.restore_record(r, now_ms)) {
+            invalid.get_or_insert(e);
+        }
+    })?;
+    invalid.map_or(Ok(n), Err)
+}
+
+#[test]
+fn a_state_file_of_format_1_is_read_as_a_stream_and_restores_the_acceptance_state() {
+    let scrapes = sequence();
+    let mut before = Engine::new(crate::test_support::config());
+    run(&mut before, &scrapes[..2]);
+    let old = as_format_1(&to_lines(&before));
+    // serde_json's `json!` sorts keys: put the version first, as the first format's writer did.
+    let old = format!(
+        "{{\"version\":1,{}",
+        old.replacen(",\"version\":1}", "}", 1)
+            .trim_start_matches('{')
+    );
+    assert!(
+        old.starts_with("{\"version\":1,\"groups\":[{\"acceptance\""),
+        "{old}"
+    );
+    let mut after = Engine::new(crate::test_support::config());
+    assert_eq!(from_format_1(&mut after, &old, 0).unwrap(), 1);
+    let mut uninterrupted = Engine::new(crate::test_support::config());
+    run(&mut uninterrupted, &scrapes);
+    run(&mut after, &scrapes[2..]);
+    let acceptance = |o: &Outputs| value_of(o, Family::AcceptanceCorrectedItl, "0");
+    assert_eq!(
+        acceptance(&outputs(&after)),
+        acceptance(&outputs(&uninterrupted))
+    );
+    // Another version, a truncated document and a group past the record bound are refused;
+    // the groups read before a fault were given.
+    let mut fresh = Engine::new(crate::test_support::config());
+    let v2 = old.replacen("\"version\":1", "\"version\":2", 1);
+    assert!(matches!(
+        from_format_1(&mut fresh, &v2, 0),
+        Err(StateError::Version { found: 2 })
+    ));
+    let group = old
+        .strip_prefix("{\"version\":1,\"groups\":[")
+        .and_then(|g| g.strip_suffix("]}"))
+        .unwrap();
+    let truncated = format!(
+        "{{\"version\":1,\"groups\":[{group},{}",
+        &group[..group.len() / 2]
+    );
+    assert!(matches!(
+        from_format_1(&mut fresh, &truncated, 0),
+        Err(StateError::Corrupt(_))
+    ));
+    assert_eq!(fresh.stats().retired_groups, 1, "the complete group");
+    let huge = old.replacen(
+        "\"labels\":[",
+        &format!(
+            "\"pad\":\"{}\",\"labels\":[",
+            "x".repeat(MAX_STATE_RECORD_BYTES)
+        ),
+        1,
+    );
+    match from_format_1(&mut Engine::new(config()), &huge, 0) {
+        Err(StateError::Corrupt(why)) => assert!(why.contains("longer than"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn restoring_more_than_the_retired_share_keeps_the_newest_samples_and_counts_the_rest() {
+    // One retired group's record, copied under 200 engine labels with newest sample times in a
+    // scrambled order, into an engine whose retired share holds far fewer.
+    let scrapes = sequence();
+    let mut engine = Engine::new(crate::test_support::config());
+    run(&mut engine, &scrapes[..2]);
+    let line = to_lines(&engine).lines().nth(1).unwrap().to_owned();
+    let newest = "\"newest_sample_ms\":16000";
+    assert!(
+        line.contains(newest) && line.contains("[\"engine\",\"0\"]"),
+        "{line}"
+    );
+    let max_state_bytes = 256 << 10;
+    let mut small = Engine::new(EngineConfig {
+        max_state_bytes,
+        ..crate::test_support::config()
+    });
+    let times: Vec<i64> = (0..200)
+        .map(|i| 1_000 + (i * 7_919) % 200 * 1_000)
+        .collect();
+    let mut dropped = 0;
+    for (i, ts) in times.iter().enumerate() {
+        let record = line
+            .replacen("[\"engine\",\"0\"]", &format!("[\"engine\",\"r{i}\"]"), 1)
+            .replacen(newest, &format!("\"newest_sample_ms\":{ts}"), 1);
+        dropped += small
+            .restore_record(serde_json::from_str(&record).unwrap(), 300_000)
+            .unwrap();
+    }
+    let stats = small.stats();
+    assert!(
+        stats.memory.retired <= max_state_bytes / 4,
+        "{:?}",
+        stats.memory
+    );
+    let kept = stats.retired_groups;
+    assert!(kept > 5 && kept < 200, "{kept}");
+    assert_eq!(dropped, 200 - kept);
+    assert_eq!(stats.retired_dropped, [0, 0], "not counted as evicted");
+    // Those kept are the newest: the `kept` largest times, by their engine labels.
+    let mut by_time: Vec<(i64, String)> = times
+        .iter()
+        .enumerate()
+        .map(|(i, ts)| (*ts, format!("r{i}")))
+        .collect();
+    by_time.sort_unstable();
+    let mut want: Vec<String> = by_time[200 - kept..]
+        .iter()
+        .map(|(_, e)| e.clone())
+        .collect();
+    let mut got = small.retired_engines();
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want);
+}

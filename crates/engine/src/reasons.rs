@@ -50,6 +50,13 @@ pub enum RejectReason {
     /// The sample's timestamp is 0 or negative (ms since the Unix epoch): no scrape makes one,
     /// and applied it would sit in its group as a scrape of 1970.
     NonPositiveTimestamp => "non_positive_timestamp",
+    /// A series the engine does not hold yet, of a group that can feed no family even with the
+    /// rest of its request (a lone `vllm:generation_tokens_total`, what a misconfigured job
+    /// floods), refused for room: groups that feed no family may hold at most a quarter of
+    /// `max_active_series` and of the state budget, and take only free room within it (or a lone
+    /// group's silent for 30 s), never a retired state's (docs/RELIABILITY.md, "A cardinality
+    /// flood").
+    FeedsNoFamily => "feeds_no_family",
 }
 /// The series' label set was invalid, or over a label limit.
 nested Label(LabelError);
@@ -87,6 +94,9 @@ impl std::fmt::Display for RejectReason {
             }
             RejectReason::MemoryBudget => {
                 "limits.max_memory_bytes: the engine's share of the memory budget is spent; new series are refused until idle or stale groups leave"
+            }
+            RejectReason::FeedsNoFamily => {
+                "a new series of a group that can feed no family, and no room for it within the quarter of limits.max_active_series and of the memory budget such groups may hold: check the scrape job that sends it"
             }
             RejectReason::TooManyBuckets => {
                 "a histogram with more than 1024 buckets (engine::MAX_SERIES_PER_INPUT) in one group: further buckets are refused"
@@ -180,7 +190,7 @@ mod tests {
         labels.sort_unstable();
         labels.dedup();
         assert_eq!(labels.len(), RejectReason::ALL.len());
-        assert_eq!(RejectReason::ALL.len(), 14 + LabelError::ALL.len());
+        assert_eq!(RejectReason::ALL.len(), 15 + LabelError::ALL.len());
         assert_eq!(
             RejectReason::Label(LabelError::ReservedLabelName).as_str(),
             "reserved_label_name"

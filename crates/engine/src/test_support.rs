@@ -189,6 +189,40 @@ pub(super) fn feed_at<N: AsRef<str>, V: AsRef<str>>(
     }
 }
 
+/// One remote-write request of `raw`, each series with one sample at `ts`, received at `now_ms`,
+/// encoded and decoded as the receiver does, and applied.
+pub(super) fn write_at(engine: &mut Engine, raw: &[Raw], ts: i64, now_ms: i64) -> Outcome {
+    let series: Vec<protocol::encode::SeriesSpec> = raw
+        .iter()
+        .map(|(labels, value)| {
+            let labels = labels
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.clone()))
+                .collect();
+            let sample = Sample {
+                value: *value,
+                timestamp_ms: ts,
+            };
+            (labels, vec![sample])
+        })
+        .collect();
+    let body = protocol::encode::encode_v1(&series, &[]);
+    let mut buf = Vec::new();
+    protocol::snappy::decompress_into(&body, usize::MAX, &mut buf).expect("snappy");
+    let mut request = protocol::Version::V1.decode(&buf).expect("decodes");
+    let limits = protocol::labels::LabelLimits::default();
+    let policy = IngestPolicy {
+        labels: &limits,
+        label_epoch: engine.index_epoch(),
+        max_future_skew_ms: i64::MAX / 4,
+        max_decoded_bytes: usize::MAX,
+    };
+    let samples = std::cell::Cell::new(request.sample_count());
+    engine
+        .apply(&mut request, &policy, now_ms, &samples)
+        .expect("applied")
+}
+
 /// Ingests each `(raw series, timestamp)` with the engine clock at 0.
 pub(super) fn feed(engine: &mut Engine, raw: &[(Raw, i64)], report: &mut IngestReport) {
     for ((labels, value), ts) in raw {

@@ -4,13 +4,17 @@
 //! chunk of groups at a time (the engine lock is held per chunk of `CHUNK_GROUPS`, never for the
 //! whole file, so writers do not stall while it is saved) into a temporary file in the same
 //! directory, then `fsync`, `rename` over the old one, `fsync` of the directory: a crash leaves
-//! either the old or the new file, never a torn one. It is read a line at a time, and a file larger
-//! than the engine's state budget is not read at all, so a restore never needs more memory than
-//! the state it restores.
+//! either the old or the new file, never a torn one; one write at a time (a periodic write still
+//! running when the last one starts, at shutdown, is waited for). It is read a line at a time, a
+//! line of at most [`engine::MAX_STATE_RECORD_BYTES`] (a longer one is skipped and counted), and
+//! a format 1 file as a stream of its groups, so a restore holds one record of the file at a time
+//! and the retired states it fills keep to their share of the budget, whatever the file's size:
+//! the newest samples stay, the oldest are dropped and counted (docs/RELIABILITY.md, "State
+//! across restarts").
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::config::Config;
 use crate::core::Core;
@@ -83,74 +87,159 @@ fn reason(error: &StateError) -> &'static str {
     }
 }
 
-/// Restores the state file of `dir` into `engine` at `now_ms` (receive clock). A missing file is a
-/// fresh start; an unreadable, oversized, corrupt or other-version file is ignored with a warning
-/// and counted in `vllm_corrector_state_loads_ignored_total{reason}`, and so is an invalid record
-/// (the others are restored). Returns the groups restored.
-pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfMetrics) -> usize {
+/// What [`load`] did with the records of a state file.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loaded {
+    /// Records read and restored (some may have been dropped since, counted in `dropped`).
+    pub(crate) restored: usize,
+    /// Records not restored: invalid, corrupt or too long.
+    pub(crate) ignored: usize,
+    /// Restored states dropped, the oldest samples first, to keep the retired states within
+    /// their share of the budget (`reason="memory_budget"`).
+    pub(crate) dropped: usize,
+}
+
+/// One line of a state file, read into `line` up to its end or [`engine::MAX_STATE_RECORD_BYTES`].
+enum Line {
+    /// A line (without its newline) is in `line`.
+    Read,
+    /// The line was longer: skipped to its end, `line` empty.
+    TooLong,
+    /// The file ended.
+    End,
+}
+
+/// Reads the next line of `reader` into `line` (cleared first), keeping at most
+/// [`engine::MAX_STATE_RECORD_BYTES`] of it in memory.
+fn next_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<Line> {
+    line.clear();
+    let mut too_long = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(match (too_long, line.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::End,
+                (false, false) => Line::Read,
+            });
+        }
+        let (part, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !too_long && line.len() + part.len() <= engine::MAX_STATE_RECORD_BYTES {
+            line.extend_from_slice(part);
+        } else {
+            too_long = true;
+            line.clear();
+        }
+        let used = done.unwrap_or(part.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Read });
+        }
+    }
+}
+
+/// Restores the state file of `dir` into `engine` at `now_ms` (receive clock), a record at a
+/// time. A missing file is a fresh start; an unreadable, corrupt or other-version file is ignored
+/// with a warning and counted in `vllm_corrector_state_loads_ignored_total{reason}`, and so is a
+/// record that is invalid, corrupt or longer than [`engine::MAX_STATE_RECORD_BYTES`]
+/// (`too_large`; the others are restored), and a restored state dropped to keep the retired
+/// states within their share of the budget, the oldest samples first (`memory_budget`).
+pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfMetrics) -> Loaded {
     let path = state_file(dir);
+    let counts = &metrics.ops.storage;
     let ignored = |why: &'static str, error: &dyn std::fmt::Display| {
         tracing::warn!(path = %path.display(), error = %error, "state file ignored: groups start afresh");
-        metrics.ops.storage.load_ignored(why);
-        0
+        counts.load_ignored(why);
     };
     let file = match std::fs::File::open(&path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             tracing::info!(path = %path.display(), "no state file: groups start afresh");
-            return 0;
+            return Loaded::default();
         }
-        Err(e) => return ignored("unreadable", &e),
-    };
-    let budget = engine.config().max_state_bytes;
-    match file.metadata().map(|m| m.len()) {
-        Ok(len) if len > budget as u64 => {
-            let why = format!("{len} bytes, over the state budget of {budget} bytes");
-            return ignored("too_large", &why);
+        Err(e) => {
+            ignored("unreadable", &e);
+            return Loaded::default();
         }
-        Ok(_) => {}
-        Err(e) => return ignored("unreadable", &e),
-    }
-    let mut lines = BufReader::new(file).lines();
-    let first = match lines.next() {
-        Some(Ok(line)) => line,
-        Some(Err(e)) => return ignored("unreadable", &e),
-        None => return ignored("corrupt", &"empty file"),
     };
-    let header: StateHeader = match serde_json::from_str(&first) {
-        Ok(header) => header,
-        Err(e) => return ignored("corrupt", &e),
-    };
-    if header.version == 1 {
-        // Format 1: the header is the whole document, on its one line.
-        return match engine.restore_state(&first, now_ms) {
-            Ok(groups) => groups,
-            Err(e) => ignored(reason(&e), &e),
-        };
-    }
-    if let Err(e) = header.check() {
-        return ignored("version", &e);
-    }
-    let (mut restored, mut invalid) = (0, 0);
-    for line in lines {
-        let record = match line {
-            Ok(line) => serde_json::from_str::<StateRecord>(&line)
-                .map_err(|e| StateError::Corrupt(e.to_string())),
-            Err(e) => return restored.max(ignored("unreadable", &e)),
-        };
-        match record.and_then(|r| engine.restore_record(r, now_ms)) {
-            Ok(()) => restored += 1,
+    let mut reader = BufReader::with_capacity(64 << 10, file);
+    let mut loaded = Loaded::default();
+    let mut first_invalid = true;
+    let mut record =
+        |loaded: &mut Loaded, engine: &mut Engine, r: Result<StateRecord, StateError>| match r
+            .and_then(|r| engine.restore_record(r, now_ms))
+        {
+            Ok(dropped) => {
+                loaded.restored += 1;
+                loaded.dropped += dropped;
+                counts.load_ignored_n("memory_budget", dropped as u64);
+            }
             Err(e) => {
-                if invalid == 0 {
+                if first_invalid {
                     tracing::warn!(path = %path.display(), error = %e, "state record ignored");
+                    first_invalid = false;
                 }
-                invalid += 1;
-                metrics.ops.storage.load_ignored(reason(&e));
+                loaded.ignored += 1;
+                counts.load_ignored(reason(&e));
+            }
+        };
+    let mut line = Vec::new();
+    // Formats 2 and 3 start with a header line; format 1 is one document on one line.
+    let header = match next_line(&mut reader, &mut line) {
+        Ok(Line::Read) => serde_json::from_slice::<StateHeader>(&line).ok(),
+        Ok(Line::TooLong) => None,
+        Ok(Line::End) => {
+            ignored("corrupt", &"empty file");
+            return loaded;
+        }
+        Err(e) => {
+            ignored("unreadable", &e);
+            return loaded;
+        }
+    };
+    match header {
+        Some(header) if header.version != 1 => {
+            if let Err(e) = header.check() {
+                ignored("version", &e);
+                return loaded;
+            }
+            loop {
+                match next_line(&mut reader, &mut line) {
+                    Ok(Line::Read) => {
+                        let r = serde_json::from_slice::<StateRecord>(&line)
+                            .map_err(|e| StateError::Corrupt(e.to_string()));
+                        record(&mut loaded, engine, r);
+                    }
+                    Ok(Line::TooLong) => {
+                        tracing::warn!(path = %path.display(), max = engine::MAX_STATE_RECORD_BYTES, "state record longer than the longest a group writes: ignored");
+                        loaded.ignored += 1;
+                        counts.load_ignored("too_large");
+                    }
+                    Ok(Line::End) => break,
+                    Err(e) => {
+                        ignored("unreadable", &e);
+                        break;
+                    }
+                }
+            }
+        }
+        _ => {
+            drop(line);
+            if let Err(e) = reader.rewind() {
+                ignored("unreadable", &e);
+                return loaded;
+            }
+            let read = engine::read_format_1(reader, |r| record(&mut loaded, engine, r));
+            if let Err(e) = read {
+                ignored(reason(&e), &e);
             }
         }
     }
-    tracing::info!(path = %path.display(), groups = restored, ignored = invalid, "state restored");
-    restored
+    tracing::info!(path = %path.display(), groups = loaded.restored, ignored = loaded.ignored, dropped_for_budget = loaded.dropped, "state restored");
+    loaded
 }
 
 /// Writes the engine's state as the state file of `dir`, atomically, a chunk of groups per hold
@@ -159,6 +248,12 @@ pub(crate) fn load(dir: &Path, engine: &mut Engine, now_ms: i64, metrics: &SelfM
 /// # Errors
 /// The I/O error of creating, writing, syncing or renaming the file; the old file is then intact.
 pub(crate) fn write_atomically(dir: &Path, core: &Core) -> std::io::Result<()> {
+    // Two writes at once would share the temporary file: the periodic one still running when
+    // the shutdown's starts (aborting its task does not stop its blocking thread).
+    static WRITING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = WRITING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     std::fs::create_dir_all(dir)?;
     let path = state_file(dir);
     let tmp = dir.join(format!("{STATE_FILE}.tmp"));

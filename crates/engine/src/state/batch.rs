@@ -21,7 +21,7 @@ use super::events::Events;
 use super::index::{SeriesIndex, Target};
 use super::metadata::MetadataCache;
 use super::retired::RetiredGroups;
-use super::room::Evictor;
+use super::room::{self, Evictor};
 use super::table::{GroupTable, group_label_bytes};
 use super::*;
 use crate::classify::{RoleKey, classify, may_be_read};
@@ -32,6 +32,8 @@ use crate::reasons::RemovalReason;
 use protocol::histogram::{self, HistogramError, NativeHistogram};
 use protocol::labels::LabelLimits;
 use protocol::{LabelScratch, NameMemo, ProtocolError, WriteRequestRef, is_stale_marker};
+
+mod feeds;
 
 /// The settings one request is applied under.
 #[derive(Debug, Clone, Copy)]
@@ -179,14 +181,20 @@ pub(super) enum Verdict {
     /// Its labels are decoded, checked and normalised: a series no rule reads.
     Unused,
     /// Its labels are decoded, checked and normalised: a series of `role`, whose group has the
-    /// group-label hash and count `group` (and is in `slot` if it was live in pass 1).
+    /// group-label hash and count `group` (and is in `slot` if it was live in pass 1), and can
+    /// feed a family with the request's series (`feeds`, [`Batch::judge`]).
     Input {
         role: RoleKey,
         group: (u64, usize),
         slot: Option<u32>,
+        feeds: bool,
     },
-    /// Decoded, checked and normalised, with native histograms: applied by labels.
-    Histograms,
+    /// Decoded, checked and normalised, with native histograms: applied by labels. Its group
+    /// as for [`Verdict::Input`].
+    Histograms {
+        group: (u64, usize),
+        slot: Option<u32>,
+    },
     /// Its labels were refused: every sample of it is rejected with this reason.
     Refused(protocol::LabelError),
 }
@@ -202,6 +210,32 @@ pub(super) struct Batch<'e> {
     /// Groups whose series all went stale during the batch: removed when it ends, unless a later
     /// sample of the batch revived them.
     stale: Vec<GroupRef>,
+    /// Groups (hash and label count) pass 1 found able to feed a family with the request's
+    /// series, which were not already feeding one ([`Batch::judge`]).
+    feeding: Vec<(u64, usize)>,
+}
+
+/// A series the index does not hold, once classified: its role, its group's hash and label
+/// count, and whether the group can feed a family with the request's series.
+struct New {
+    role: RoleKey,
+    group: (u64, usize),
+    feeds: bool,
+}
+
+/// The role of a series named `name` with normalised `labels` under `config`'s metric prefix,
+/// when a rule reads it.
+pub(super) fn read_role(
+    config: &EngineConfig,
+    name: &str,
+    labels: &[Label<'_>],
+) -> Option<RoleKey> {
+    if may_be_read(name, &config.metric_prefix) {
+        classify(name, &config.metric_prefix, labels)
+            .filter(|key| crate::classify::wanted(key.input, &config.slos))
+    } else {
+        None
+    }
 }
 
 /// Where a series goes, once its labels are read.
@@ -230,6 +264,7 @@ impl<'e> Batch<'e> {
             now_ms,
             indexed,
             stale: Vec::new(),
+            feeding: Vec::new(),
         }
     }
 
@@ -272,6 +307,7 @@ impl<'e> Batch<'e> {
             let labels = request.labels_of(series);
             *verdict = self.route_new(labels, !series.histograms.is_empty());
         }
+        self.judge(request, &mut verdicts);
         Ok(verdicts)
     }
 
@@ -306,11 +342,8 @@ impl<'e> Batch<'e> {
             .map_or("", |l| l.value);
         let role = if histograms {
             None
-        } else if may_be_read(name, &self.parts.config.metric_prefix) {
-            classify(name, &self.parts.config.metric_prefix, labels)
-                .filter(|key| crate::classify::wanted(key.input, &self.parts.config.slos))
         } else {
-            None
+            read_role(self.parts.config, name, labels)
         };
         if role.is_none() && !histograms {
             return Verdict::Unused;
@@ -322,8 +355,13 @@ impl<'e> Batch<'e> {
             self.parts.table.hold(slot);
         }
         match role {
-            Some(role) => Verdict::Input { role, group, slot },
-            None => Verdict::Histograms,
+            Some(role) => Verdict::Input {
+                role,
+                group,
+                slot,
+                feeds: false,
+            },
+            None => Verdict::Histograms { group, slot },
         }
     }
 
@@ -371,12 +409,18 @@ impl<'e> Batch<'e> {
                     }
                     None
                 }
-                Verdict::Input { role, group, slot } if !samples.is_empty() => {
+                Verdict::Input {
+                    role,
+                    group,
+                    slot,
+                    feeds,
+                } if !samples.is_empty() => {
                     let key = series.labels.key();
-                    self.apply_new(key, labels, role, group, slot, samples, report)
+                    let new = New { role, group, feeds };
+                    self.apply_new(key, labels, new, slot, samples, report)
                 }
                 Verdict::Input { .. } => None,
-                Verdict::Histograms => {
+                Verdict::Histograms { .. } => {
                     let limited = if samples.is_empty() {
                         None
                     } else {
@@ -497,8 +541,12 @@ impl<'e> Batch<'e> {
             return None;
         }
         match self.route_new(labels, false) {
-            Verdict::Input { role, group, slot } => {
-                self.apply_new(key, labels, role, group, slot, samples, report)
+            Verdict::Input {
+                role, group, slot, ..
+            } => {
+                let feeds = self.feeding.contains(&group) || self.could_feed(slot, &[role]);
+                let new = New { role, group, feeds };
+                self.apply_new(key, labels, new, slot, samples, report)
             }
             _ => {
                 report.reject(RejectReason::UnusedSeries, samples.len() as u64);
@@ -558,16 +606,14 @@ impl<'e> Batch<'e> {
         }
     }
 
-    /// Applies the samples of a series the index does not hold, of `role`, whose group hashes to
-    /// `group` (live in `slot` in pass 1, if it was); remembers it under `key` once it has its
-    /// place in the group. Returns the limit that refused it, if one did.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies the samples of a series the index does not hold, `new`, whose group was live in
+    /// `slot` in pass 1 if it was; remembers it under `key` once it has its place in the group.
+    /// Returns the limit that refused it, if one did.
     fn apply_new(
         &mut self,
         key: Option<SeriesKey>,
         labels: &[Label<'_>],
-        role: RoleKey,
-        group: (u64, usize),
+        new: New,
         slot: Option<u32>,
         samples: &[Sample],
         report: &mut IngestReport,
@@ -575,15 +621,15 @@ impl<'e> Batch<'e> {
         // A group pass 1 found is live still: a group the batch holds does not leave before it
         // ends. One created since (by an earlier series of the request) is found by its hash.
         let dropped = &self.parts.config.drop_labels;
-        let slot = slot.or_else(|| self.parts.table.find(group, labels, dropped));
-        let slot = match self.route(slot, labels, group.0, role, !samples.is_empty()) {
+        let slot = slot.or_else(|| self.parts.table.find(new.group, labels, dropped));
+        let slot = match self.route(slot, labels, &new, !samples.is_empty()) {
             Route::Limited(reason) => {
                 report.reject(reason, samples.len() as u64);
                 return Some(reason);
             }
             Route::Group(slot) => slot,
         };
-        let position = self.apply_routed(slot, Role::Key(role), samples, report);
+        let position = self.apply_routed(slot, Role::Key(new.role, new.feeds), samples, report);
         // Remembered once the series has its place in the group (not when its samples were all
         // refused before the group took it: the next request routes it again).
         if let (Some(key), Some(position), true) = (key, position, self.indexed) {
@@ -596,17 +642,17 @@ impl<'e> Batch<'e> {
         None
     }
 
-    /// Where a series of `role` goes: the group in `existing` (or a new group of `labels`, hash
-    /// `hash`), once room is made for it. A series the group does not hold is refused, creating
-    /// nothing, when `has_samples` and no room can be made.
+    /// Where the series `new` goes: the group in `existing` (or a new group of `labels`), once
+    /// room is made for it. A series the group does not hold is refused, creating nothing, when
+    /// `has_samples` and no room can be made.
     fn route(
         &mut self,
         existing: Option<u32>,
         labels: &[Label<'_>],
-        hash: u64,
-        role: RoleKey,
+        new: &New,
         has_samples: bool,
     ) -> Route {
+        let role = new.role;
         let known = existing.is_some_and(|slot| self.parts.table.at(slot).group.has_role(role));
         if !known
             && existing.is_some_and(|slot| {
@@ -620,13 +666,13 @@ impl<'e> Batch<'e> {
             let group = match existing {
                 Some(_) => 0,
                 None => {
-                    GROUP_BYTES
+                    self.parts.table.group_bytes()
                         + group_label_bytes(labels, &self.parts.config.drop_labels)
                         + self.parts.table.new_slot_growth()
                 }
             };
             let bytes = self.parts.table.role_bytes() + group;
-            if let Err(reason) = self.make_room(existing, bytes) {
+            if let Err(reason) = self.make_room(existing, bytes, new.feeds) {
                 if let Some(slot) = existing {
                     self.mark_limited(slot, reason);
                 }
@@ -635,7 +681,7 @@ impl<'e> Batch<'e> {
         }
         match existing {
             Some(slot) => Route::Group(slot),
-            None => Route::Group(self.create_group(labels, hash)),
+            None => Route::Group(self.create_group(labels, new.group.0)),
         }
     }
 
@@ -669,46 +715,36 @@ impl<'e> Batch<'e> {
         self.parts.table.bytes() + self.parts.index.bytes() + self.parts.retired.bytes()
     }
 
-    /// Ensures one more series, costing `bytes` of state, fits under `max_active_series` and the
-    /// state budget: retired states go first (the oldest samples first), then groups that feed
-    /// no family (never `keep`, the group the new series joins, nor one the batch holds).
+    /// [`room::make_room`] for one more series costing `bytes`, of a group that can feed a family
+    /// (`feeds`) or not, never evicting `keep`.
     ///
     /// # Errors
-    /// The reason the series is refused when no room could be made: `active_series_limit` or
-    /// `memory_budget`.
-    fn make_room(&mut self, keep: Option<u32>, bytes: usize) -> Result<(), RejectReason> {
-        let config = self.parts.config;
-        loop {
-            let over_series = self.parts.table.series() >= config.max_active_series;
-            let over_bytes = self.state_bytes().saturating_add(bytes) > config.max_state_bytes;
-            if !over_series && !over_bytes {
-                return Ok(());
-            }
-            if over_bytes && self.parts.retired.bytes() > 0 {
-                let need = self.state_bytes() + bytes - config.max_state_bytes;
-                self.parts.retired.evict(need);
-                continue;
-            }
-            let batch = self.parts.table.batch();
-            let Some(victim) = self
-                .parts
-                .room
-                .pick(self.parts.table, keep, self.now_ms, batch)
-            else {
-                return Err(if over_series {
-                    RejectReason::ActiveSeriesLimit
-                } else {
-                    RejectReason::MemoryBudget
-                });
-            };
-            leave(self.parts.table, self.parts.retired, victim.slot, false);
-            self.parts.counters.removed(RemovalReason::Evicted);
-        }
+    /// Why the series is refused when no room could be made.
+    fn make_room(
+        &mut self,
+        keep: Option<u32>,
+        bytes: usize,
+        feeds: bool,
+    ) -> Result<(), RejectReason> {
+        let parts = &mut self.parts;
+        let room = room::Room {
+            config: parts.config,
+            table: parts.table,
+            retired: parts.retired,
+            counters: parts.counters,
+            evictor: parts.room,
+            index_bytes: parts.index.bytes(),
+        };
+        room::make_room(room, keep, bytes, feeds, self.now_ms)
     }
 
     /// Records that a limit (`reason`) refused a new series of the group in `slot`, and queues
-    /// the group for the next [`Engine::take_events`] (which reports it once).
+    /// the group for the next [`Engine::take_events`] (which reports it once). A reason that is
+    /// no limit (`feeds_no_family`: the group feeds nothing to withhold) is not recorded.
     fn mark_limited(&mut self, slot: u32, reason: RejectReason) {
+        if reason.limit_name().is_none() {
+            return;
+        }
         let now_ms = self.now_ms;
         let generation = self.parts.table.generation(slot);
         let entry = self.parts.table.at_mut(slot);
@@ -737,13 +773,18 @@ impl<'e> Batch<'e> {
     ) -> Option<usize> {
         let config = self.parts.config;
         let (max_frames, settle) = (config.max_pending_frames.max(1), config.settle_scrapes);
-        let new_role =
-            matches!(role, Role::Key(key) if !self.parts.table.at(slot).group.has_role(key));
-        let no_room = if new_role && !samples.is_empty() {
-            let bytes = self.parts.table.role_bytes();
-            self.make_room(Some(slot), bytes).err()
-        } else {
-            None
+        let new_role = match role {
+            Role::Key(key, feeds) => {
+                (!self.parts.table.at(slot).group.has_role(key)).then_some(feeds)
+            }
+            Role::At(_) => None,
+        };
+        let no_room = match new_role {
+            Some(feeds) if !samples.is_empty() => {
+                let bytes = self.parts.table.role_bytes();
+                self.make_room(Some(slot), bytes, feeds).err()
+            }
+            _ => None,
         };
         let now_ms = self.now_ms;
         let generation = self.parts.table.generation(slot);
@@ -756,7 +797,7 @@ impl<'e> Batch<'e> {
         let entry = self.parts.table.at_mut(slot);
         let (group, meta) = (&mut entry.group, &mut entry.meta);
         group.last_seen_ms = now_ms;
-        let series_before = group.series();
+        let (series_before, changes_before) = (group.series(), group.role_set_changes());
         let mut newest_here = None;
         let (mut duplicates, mut out_of_order) = (0, 0);
         for sample in samples {
@@ -766,7 +807,7 @@ impl<'e> Batch<'e> {
             }
             let position = match role {
                 Role::At(position) => position,
-                Role::Key(key) => group.role_position(key, sample.timestamp_ms, settle),
+                Role::Key(key, _) => group.role_position(key, sample.timestamp_ms, settle),
             };
             role = Role::At(position);
             match group.offer(
@@ -795,6 +836,7 @@ impl<'e> Batch<'e> {
             }
         }
         let added = group.series() - series_before;
+        let role_set_changed = group.role_set_changes() != changes_before;
         let events = std::mem::take(&mut group.events);
         self.parts.counters.absorb(&events);
         if let Some(ts) = newest_here {
@@ -816,11 +858,16 @@ impl<'e> Batch<'e> {
         if all_stale {
             self.stale.push(group_ref);
         }
-        self.parts.table.grew(added);
+        if added > 0 {
+            self.parts.table.grew(slot, added);
+        }
+        if role_set_changed {
+            self.parts.table.check_lone(slot);
+        }
         self.bound_touched();
         match role {
             Role::At(position) => Some(position),
-            Role::Key(_) => None,
+            Role::Key(..) => None,
         }
     }
 
@@ -856,8 +903,9 @@ impl Drop for Batch<'_> {
 /// A series of a group: by its role, or by its position among the group's roles once it has one.
 #[derive(Debug, Clone, Copy)]
 enum Role {
-    /// Its role, new to the group or not.
-    Key(RoleKey),
+    /// Its role, new to the group or not, and whether its group can feed a family with its
+    /// request's series ([`Verdict::Input`]).
+    Key(RoleKey, bool),
     /// Its position ([`crate::group::Group::role_position`]).
     At(usize),
 }

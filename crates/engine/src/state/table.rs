@@ -7,14 +7,17 @@
 //!   series that names an older generation finds nothing;
 //! * `hashes` holds exactly the live slots, each under its group's hash;
 //! * `bytes` and `series` are the sums of [`GroupTable::accounted`] and of [`Group::series`]
-//!   over the live groups.
+//!   over the live groups;
+//! * `lone` holds exactly the live slots whose group feeds no family as last checked
+//!   ([`GroupTable::check_lone`]), each entry's `lone_at` its place there, and `lone_series`
+//!   and `lone_bytes` are the sums of their series and accounted bytes.
 
 use std::hash::{BuildHasher, Hasher};
 
 use hashbrown::HashTable;
 
 use super::retired::label_bytes;
-use super::{FRAME_VALUE_BYTES, GROUP_BYTES, ROLE_BYTES};
+use super::{FRAME_BYTES, FRAME_VALUE_BYTES, GROUP_BYTES, ROLE_BYTES};
 use crate::classify::group_labels;
 use crate::group::Group;
 use crate::observe::{GroupMeta, GroupRef};
@@ -32,6 +35,15 @@ pub(crate) struct Entry {
     /// The number of the batch that last held the group ([`GroupTable::hold`]): a group the
     /// current batch holds is never evicted during it.
     pub(crate) batch: u64,
+    /// Its place in [`GroupTable::lone`] while it feeds no family.
+    lone_at: Option<u32>,
+}
+
+impl Entry {
+    /// True when the group fed no family when last checked ([`GroupTable::check_lone`]).
+    pub(crate) fn lone(&self) -> bool {
+        self.lone_at.is_some()
+    }
 }
 
 /// A place for one group.
@@ -55,16 +67,32 @@ pub(crate) struct GroupTable {
     series: usize,
     /// Bytes one input series takes ([`role_bytes`]), under the current settings.
     role_bytes: usize,
+    /// Bytes a group takes beside its labels and series ([`group_bytes`]), under the current
+    /// settings.
+    group_bytes: usize,
     /// Batches begun ([`GroupTable::begin_batch`]); the current one's number.
     batch: u64,
+    /// Slots of the live groups that feed no family, in no order.
+    lone: Vec<u32>,
+    /// Input series of the groups in `lone`.
+    lone_series: usize,
+    /// Bytes of the groups in `lone`, as accounted.
+    lone_bytes: usize,
 }
 
 /// Bytes one input series of a group takes, as accounted: its role, its place in the group's
 /// role map, a value in each of `max_pending_frames` frames, its share of the plans, the outputs,
 /// the holds and the rule states. An upper bound, calibrated against the allocator
 /// (docs/RELIABILITY.md, "The memory budget").
-pub(crate) fn role_bytes(max_pending_frames: usize) -> usize {
+fn role_bytes(max_pending_frames: usize) -> usize {
     ROLE_BYTES + FRAME_VALUE_BYTES * max_pending_frames.max(1)
+}
+
+/// Bytes a group takes beside its labels and its series, as accounted: [`GROUP_BYTES`] and, for
+/// each of `max_pending_frames` frames, the frame itself ([`FRAME_BYTES`]). An upper bound,
+/// calibrated against the allocator (docs/RELIABILITY.md, "The memory budget").
+fn group_bytes(max_pending_frames: usize) -> usize {
+    GROUP_BYTES + FRAME_BYTES * max_pending_frames.max(1)
 }
 
 /// The bytes the group labels of a series' `labels` take once stored.
@@ -75,8 +103,8 @@ pub(crate) fn group_label_bytes(labels: &[Label<'_>], dropped: &[String]) -> usi
 }
 
 impl GroupTable {
-    /// An empty table whose series each take `role_bytes`.
-    pub(crate) fn new(role_bytes: usize) -> GroupTable {
+    /// An empty table for groups of at most `max_pending_frames` frames.
+    pub(crate) fn new(max_pending_frames: usize) -> GroupTable {
         GroupTable {
             hasher: foldhash::fast::RandomState::default(),
             slots: Vec::new(),
@@ -84,8 +112,12 @@ impl GroupTable {
             hashes: HashTable::new(),
             bytes: 0,
             series: 0,
-            role_bytes,
+            role_bytes: role_bytes(max_pending_frames),
+            group_bytes: group_bytes(max_pending_frames),
             batch: 0,
+            lone: Vec::new(),
+            lone_series: 0,
+            lone_bytes: 0,
         }
     }
 
@@ -128,17 +160,77 @@ impl GroupTable {
         self.role_bytes
     }
 
-    /// The bytes a live group is accounted: [`GROUP_BYTES`], its labels and its series.
-    fn accounted(&self, group: &Group) -> usize {
-        GROUP_BYTES + label_bytes(&group.labels) + group.series() * self.role_bytes
+    /// Bytes a new group takes beside its labels and series ([`group_bytes`]).
+    pub(crate) fn group_bytes(&self) -> usize {
+        self.group_bytes
     }
 
-    /// Changes the bytes a series takes (the pending frames changed) and recounts every group.
-    pub(crate) fn set_role_bytes(&mut self, role_bytes: usize) {
-        self.role_bytes = role_bytes;
+    /// The bytes a live group is accounted: [`group_bytes`], its labels and its series.
+    fn accounted(&self, group: &Group) -> usize {
+        self.group_bytes + label_bytes(&group.labels) + group.series() * self.role_bytes
+    }
+
+    /// Changes the bytes a group and a series take (the pending frames changed) and recounts
+    /// every group.
+    pub(crate) fn set_pending_frames(&mut self, max_pending_frames: usize) {
+        self.role_bytes = role_bytes(max_pending_frames);
+        self.group_bytes = group_bytes(max_pending_frames);
         let live: Vec<&Group> = self.iter().map(|(_, e)| &e.group).collect();
         let bytes = live.iter().map(|g| self.accounted(g)).sum();
+        let lone = self.lone.iter().map(|s| self.accounted(&self.at(*s).group));
+        self.lone_bytes = lone.sum();
         self.bytes = bytes;
+    }
+
+    /// Input series of the groups that feed no family.
+    pub(crate) fn lone_series(&self) -> usize {
+        self.lone_series
+    }
+
+    /// Bytes of the groups that feed no family, as accounted (their slots' share of the table
+    /// is not counted: it is the table's).
+    pub(crate) fn lone_bytes(&self) -> usize {
+        self.lone_bytes
+    }
+
+    /// Slots of the groups that feed no family, in no order.
+    pub(crate) fn lone_slots(&self) -> &[u32] {
+        &self.lone
+    }
+
+    /// Checks again whether the group in `slot` (live) feeds a family ([`Group::feeds_no_family`])
+    /// and moves it into or out of the lone groups: after its role set changed.
+    pub(crate) fn check_lone(&mut self, slot: u32) {
+        let entry = self.at(slot);
+        let lone = entry.group.feeds_no_family();
+        if lone == entry.lone() {
+            return;
+        }
+        let (series, bytes) = (entry.group.series(), self.accounted(&entry.group));
+        if lone {
+            self.at_mut(slot).lone_at = Some(self.lone.len() as u32);
+            self.lone.push(slot);
+            self.lone_series += series;
+            self.lone_bytes += bytes;
+        } else {
+            self.unlist_lone(slot);
+        }
+    }
+
+    /// Takes the group in `slot` (live, lone) out of the lone groups.
+    fn unlist_lone(&mut self, slot: u32) {
+        let entry = self.at_mut(slot);
+        let Some(at) = entry.lone_at.take() else {
+            return;
+        };
+        let series = entry.group.series();
+        let bytes = self.accounted(&self.at(slot).group);
+        self.lone.swap_remove(at as usize);
+        if let Some(&moved) = self.lone.get(at as usize) {
+            self.at_mut(moved).lone_at = Some(at);
+        }
+        self.lone_series -= series;
+        self.lone_bytes = self.lone_bytes.saturating_sub(bytes);
     }
 
     /// Bytes the table takes: its slots (each group inline; they stay allocated when their group
@@ -221,6 +313,7 @@ impl GroupTable {
             group,
             meta,
             batch: self.batch,
+            lone_at: None,
         };
         let slot = match self.free.pop() {
             Some(i) => {
@@ -239,13 +332,16 @@ impl GroupTable {
         self.hashes.insert_unique(hash, slot, |i| {
             slots[*i as usize].entry.as_ref().map_or(0, |e| e.hash)
         });
+        self.check_lone(slot);
         slot
     }
 
     /// Takes the group out of `slot`; the slot's generation moves on, so every reference to the
     /// group is dead.
     pub(crate) fn remove(&mut self, slot: u32) -> Option<Entry> {
-        let s = self.slots.get_mut(slot as usize)?;
+        self.slots.get(slot as usize)?.entry.as_ref()?;
+        self.unlist_lone(slot);
+        let s = &mut self.slots[slot as usize];
         let entry = s.entry.take()?;
         s.generation = s.generation.wrapping_add(1);
         self.series -= entry.group.series();
@@ -257,10 +353,14 @@ impl GroupTable {
         Some(entry)
     }
 
-    /// Records that the group in `slot` gained `added` input series.
-    pub(crate) fn grew(&mut self, added: usize) {
+    /// Records that the group in `slot` (live) gained `added` input series.
+    pub(crate) fn grew(&mut self, slot: u32, added: usize) {
         self.series += added;
         self.bytes += added * self.role_bytes;
+        if self.at(slot).lone() {
+            self.lone_series += added;
+            self.lone_bytes += added * self.role_bytes;
+        }
     }
 
     /// The generation of `slot` (of its current or next group).
@@ -311,8 +411,16 @@ impl GroupTable {
 
     /// Gives every live group the engine's SLOs (a reload changed them).
     pub(crate) fn set_slos(&mut self, slos: &crate::slo::SloSet) {
-        for entry in self.slots.iter_mut().filter_map(|s| s.entry.as_mut()) {
-            entry.group.set_slos(slos);
+        let mut live = Vec::new();
+        for (slot, s) in self.slots.iter_mut().enumerate() {
+            if let Some(entry) = s.entry.as_mut() {
+                entry.group.set_slos(slos);
+                live.push(slot as u32);
+            }
+        }
+        // The plans were decided again: whether each group feeds a family is judged again.
+        for slot in live {
+            self.check_lone(slot);
         }
     }
 

@@ -290,9 +290,11 @@ impl Engine {
     /// incomplete. At most `super::events::MAX_QUEUED_EVENTS` are held; older ones are dropped.
     pub fn take_events(&mut self) -> Vec<EngineEvent> {
         for touched in self.events.take_touched() {
-            let Some(Entry { group, meta, .. }) = self.table.get_mut(touched) else {
+            let Some(entry) = self.table.get_mut(touched) else {
                 continue;
             };
+            let lone = entry.lone();
+            let Entry { group, meta, .. } = entry;
             meta.touched = false;
             let served = Family::ALL.map(|f| group.output(f).is_some());
             if !meta.first_complete {
@@ -365,7 +367,9 @@ impl Engine {
                 _ => {}
             }
             meta.limit_reported = limited.is_some();
-            let incomplete = limited.is_none() && group.incomplete();
+            // A group that can feed no family (a flood's lone series) is not a target split
+            // across instances: its series are refused or evicted, counted under their own reason.
+            let incomplete = limited.is_none() && !lone && group.incomplete();
             if incomplete && !meta.incomplete_reported {
                 self.events.push(EngineEvent::GroupIncomplete {
                     labels: group.labels.clone(),

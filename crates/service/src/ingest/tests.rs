@@ -295,54 +295,71 @@ fn rw2_series_metadata_is_cached_only_for_families_a_rule_reads() {
     assert_eq!(receiver.engine().metadata_families(), 1);
 }
 
+/// The three series tokens per output reads (generation tokens, TTFT count, ITL count) of
+/// engine `e`, at `ts`, scaled by `v`, as one RW 2.0 request: a group that feeds a family.
+fn feeding_request(e: &str, v: f64, ts: i64) -> Vec<u8> {
+    let mut b = RequestV2Builder::new();
+    for name in [
+        "vllm:generation_tokens_total",
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+    ] {
+        push(
+            &mut b,
+            &[("__name__", name), ("engine", e)],
+            vec![sample(v, ts)],
+            vec![],
+        );
+    }
+    b.build().encode_to_vec()
+}
+
 #[test]
 fn active_series_cap_refuses_only_new_series_and_frees_with_idle_groups() {
     let config = EngineConfig {
-        max_active_series: 2,
+        max_active_series: 3,
         idle_timeout_ms: 60_000,
         ..EngineConfig::default()
     };
     let receiver = Receiver::new(config);
-    let series = |engine_label: &'static str, name: &'static str, v: f64, ts: i64| {
-        let mut b = RequestV2Builder::new();
-        push(
-            &mut b,
-            &[("__name__", name), ("engine", engine_label)],
-            vec![sample(v, ts)],
-            vec![],
-        );
-        b.build().encode_to_vec()
-    };
     let apply = |bytes: Vec<u8>, now: i64| receiver.receive_raw(Version::V2, &bytes, now);
-    let tokens = "vllm:generation_tokens_total";
-    let ttft = "vllm:time_to_first_token_seconds_count";
-    assert_eq!(apply(series("0", tokens, 1.0, 1_000), 0).report.applied, 1);
-    assert_eq!(apply(series("0", ttft, 1.0, 1_000), 0).report.applied, 1);
-    // A third series, in a new group: refused, with its own reason and a series rejection.
-    let refused = apply(series("1", tokens, 1.0, 1_000), 0);
+    assert_eq!(apply(feeding_request("0", 1.0, 1_000), 0).report.applied, 3);
+    // Three more series, of a new group that feeds a family: refused, with their own reason and
+    // a series rejection.
+    let refused = apply(feeding_request("1", 1.0, 1_000), 0);
     assert_eq!(
         refused.report.rejected[RejectReason::ActiveSeriesLimit.index()],
-        1
+        3
     );
     assert_eq!(
         invalid(&refused).map(|i| i.3),
         Some(Refusal::Reason(RejectReason::ActiveSeriesLimit))
     );
-    // A known series keeps flowing at the cap.
-    assert_eq!(apply(series("0", tokens, 2.0, 16_000), 1).report.applied, 1);
+    // Known series keep flowing at the cap.
+    assert_eq!(
+        apply(feeding_request("0", 2.0, 16_000), 1).report.applied,
+        3
+    );
     // Unused series allocate nothing, so the cap never refuses them.
-    let unused = apply(series("1", "vllm:num_requests_running", 1.0, 1_000), 1);
+    let mut b = RequestV2Builder::new();
+    push(
+        &mut b,
+        &[("__name__", "vllm:num_requests_running"), ("engine", "1")],
+        vec![sample(1.0, 1_000)],
+        vec![],
+    );
+    let unused = apply(b.build().encode_to_vec(), 1);
     assert_eq!(
         unused.report.rejected[RejectReason::UnusedSeries.index()],
         1
     );
-    // Engine "0"'s group goes idle (last seen at 1 ms, cutoff 60 001 ms): its 2 series are freed.
+    // Engine "0"'s group goes idle (last seen at 1 ms, cutoff 60 001 ms): its 3 series are freed.
     assert_eq!(receiver.engine().sweep_idle(60_002), 1);
     assert_eq!(
-        apply(series("1", tokens, 1.0, 1_000), 60_002)
+        apply(feeding_request("1", 1.0, 1_000), 60_002)
             .report
             .applied,
-        1
+        3
     );
 }
 
@@ -463,26 +480,17 @@ fn label_references_by_the_thousand_are_refused_whole_past_the_memory_allowance(
 
 #[test]
 fn a_series_refused_by_the_memory_budget_is_a_series_rejection_naming_the_budget() {
-    // No room for even one group: the first new series is refused as memory_budget, and the
-    // request's answer (400) names the limit, as it does for max_active_series.
+    // No room for even one group: the new series of a group that feeds a family are refused as
+    // memory_budget, and the request's answer (400) names the limit, as it does for
+    // max_active_series.
     let receiver = Receiver::new(EngineConfig {
         max_state_bytes: 1,
         ..EngineConfig::default()
     });
-    let mut b = RequestV2Builder::new();
-    push(
-        &mut b,
-        &[
-            ("__name__", "vllm:generation_tokens_total"),
-            ("engine", "0"),
-        ],
-        vec![sample(1.0, 1_000)],
-        vec![],
-    );
-    let refused = receiver.receive_raw(Version::V2, &b.build().encode_to_vec(), 0);
+    let refused = receiver.receive_raw(Version::V2, &feeding_request("0", 1.0, 1_000), 0);
     assert_eq!(
         refused.report.rejected[RejectReason::MemoryBudget.index()],
-        1
+        3
     );
     let rejection = invalid(&refused).map(|i| i.3);
     assert_eq!(rejection, Some(Refusal::Reason(RejectReason::MemoryBudget)));

@@ -142,3 +142,114 @@ fn check_usable_refuses_a_directory_it_cannot_write_or_create() {
         }
     }
 }
+
+#[test]
+fn a_line_longer_than_a_record_is_skipped_without_being_held() {
+    let long = "x".repeat(engine::MAX_STATE_RECORD_BYTES + 1);
+    let text = format!("{{\"version\":3}}\n{long}\nlast");
+    let mut reader = BufReader::with_capacity(1 << 10, text.as_bytes());
+    let mut line = Vec::new();
+    assert!(matches!(next_line(&mut reader, &mut line), Ok(Line::Read)));
+    assert_eq!(line, b"{\"version\":3}");
+    assert!(matches!(
+        next_line(&mut reader, &mut line),
+        Ok(Line::TooLong)
+    ));
+    assert!(line.capacity() <= 2 * engine::MAX_STATE_RECORD_BYTES);
+    assert!(matches!(next_line(&mut reader, &mut line), Ok(Line::Read)));
+    assert_eq!(line, b"last", "a last line without its newline");
+    assert!(matches!(next_line(&mut reader, &mut line), Ok(Line::End)));
+}
+
+/// A state file of `n` copies of one retired group's record (engine `r<i>`, newest sample
+/// `1_000 + i` s, so the later the newer), format 3 or, when `format_1`, the first format.
+fn state_file_of(n: usize, format_1: bool) -> String {
+    let line = r#"{"labels":[["engine","ENGINE"],["model_name","m"]],"state":{"states":{},"holds":{"vllm_corrected_tokens_per_output":{"served":{"SumCount":{"sum":2.0,"count":1.0}},"served_ts":TS,"inputs":[[{"input":"GenTotal","le_bits":0},3.0]]}},"newest_sample_ms":TS}}"#;
+    let acceptance = r#"{"labels":[["engine","ENGINE"],["model_name","m"]],"acceptance":{"acc":[1.0,2.0,2.0],"bounds":[0.01,0.05],"point":{"count":1.0,"finite":[0.0,1.0],"first_outputs":1.0,"generated":2.0,"per_pos":[],"sum":0.1},"ts":TS}}"#;
+    let record = |i: usize| {
+        let template = if format_1 { acceptance } else { line };
+        template
+            .replace("ENGINE", &format!("r{i}"))
+            .replace("TS", &(1_000_000 + 1_000 * i).to_string())
+    };
+    if format_1 {
+        let groups: Vec<String> = (0..n).map(record).collect();
+        format!("{{\"version\":1,\"groups\":[{}]}}", groups.join(","))
+    } else {
+        let mut out = String::from("{\"version\":3}\n");
+        for i in 0..n {
+            out.push_str(&record(i));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn ignored(metrics: &SelfMetrics, reason: &str) -> String {
+    let mut text = String::new();
+    metrics.encode_text(&mut text).expect("encode");
+    let name = format!("vllm_corrector_state_loads_ignored_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name.as_str()))
+        .unwrap_or("no such line")
+        .to_owned()
+}
+
+#[test]
+fn a_state_file_larger_than_the_budget_restores_the_newest_states_and_counts_the_rest() {
+    // 20 000 groups under a 1 MiB state budget (a quarter for the retired states), in either
+    // format: read a record at a time, the newest samples kept, the rest counted.
+    for format_1 in [false, true] {
+        let dir = scratch_dir(if format_1 {
+            "oversized-1"
+        } else {
+            "oversized-3"
+        });
+        std::fs::write(state_file(&dir), state_file_of(20_000, format_1)).expect("write");
+        let mut engine = Engine::new(engine::EngineConfig {
+            max_state_bytes: 1 << 20,
+            ..engine::EngineConfig::default()
+        });
+        let metrics = SelfMetrics::default();
+        let loaded = load(&dir, &mut engine, 1_100_000_000, &metrics);
+        let stats = engine.stats();
+        assert_eq!(loaded.restored, 20_000, "{loaded:?}");
+        assert_eq!(loaded.ignored, 0);
+        assert!(stats.memory.retired <= (1 << 20) / 4, "{:?}", stats.memory);
+        let kept = stats.retired_groups;
+        assert!(kept > 100 && kept < 2_000, "{kept}");
+        assert_eq!(loaded.dropped, 20_000 - kept);
+        assert_eq!(
+            ignored(&metrics, "memory_budget"),
+            loaded.dropped.to_string()
+        );
+        // The newest are those of the last records.
+        let snapshot = engine.state_records(&mut engine::StateCursor::default(), usize::MAX);
+        assert_eq!(snapshot.len(), kept);
+        let text = serde_json::to_string(&snapshot).expect("records");
+        assert!(text.contains("\"r19999\""), "the newest kept");
+        assert!(
+            !text.contains(&format!("\"r{}\"", 20_000 - kept - 1)),
+            "the next older dropped"
+        );
+        std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+}
+
+#[test]
+fn a_record_longer_than_any_group_writes_is_skipped_and_counted() {
+    let dir = scratch_dir("long-record");
+    let file = state_file_of(2, false);
+    let (header, records) = file.split_once('\n').unwrap();
+    let long = format!(
+        "{{\"labels\":\"{}\"}}",
+        "x".repeat(engine::MAX_STATE_RECORD_BYTES)
+    );
+    std::fs::write(state_file(&dir), format!("{header}\n{long}\n{records}")).expect("write");
+    let mut engine = Engine::new(engine::EngineConfig::default());
+    let metrics = SelfMetrics::default();
+    let loaded = load(&dir, &mut engine, 1_100_000_000, &metrics);
+    assert_eq!((loaded.restored, loaded.ignored, loaded.dropped), (2, 1, 0));
+    assert_eq!(ignored(&metrics, "too_large"), "1");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}

@@ -7,8 +7,14 @@ use prometheus_client::registry::Registry;
 
 /// Why a state file found at start was not used: the `reason` label of
 /// `vllm_corrector_state_loads_ignored_total`.
-pub(crate) const IGNORED_REASONS: [&str; 5] =
-    ["corrupt", "version", "unreadable", "invalid", "too_large"];
+pub(crate) const IGNORED_REASONS: [&str; 6] = [
+    "corrupt",
+    "version",
+    "unreadable",
+    "invalid",
+    "too_large",
+    "memory_budget",
+];
 
 /// Storage self-metrics.
 #[derive(Debug, Default)]
@@ -31,7 +37,7 @@ impl StorageMetrics {
     pub(crate) fn register(&self, registry: &mut Registry) {
         registry.register(
             "vllm_corrector_state_loads_ignored",
-            "State files (--storage.path) found at start and not used, by reason: corrupt (not a state file), version (another format version), unreadable (an I/O error), too_large (over the engine's state budget); and records of a state file not used: invalid (a timestamp out of range, a negative or non-finite number, an inconsistent shape, a label the receiver refuses). Those groups then start afresh",
+            "State files (--storage.path) found at start and not used, by reason: corrupt (not a state file, or a fault that ended its reading), version (another format version), unreadable (an I/O error); and records of a state file not used: invalid (a timestamp out of range, a negative or non-finite number, an inconsistent shape, a label the receiver refuses), corrupt, too_large (a record longer than any group writes, 4 MiB), memory_budget (restored, then dropped with the oldest samples to keep the removed groups' states within their quarter of the state budget). Those groups then start afresh",
             self.ignored.clone(),
         );
         registry.register(
@@ -45,6 +51,13 @@ impl StorageMetrics {
     /// [`IGNORED_REASONS`]).
     pub(crate) fn load_ignored(&self, reason: &'static str) {
         self.ignored.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// Counts `n` records of a state file ignored at start for `reason`.
+    pub(crate) fn load_ignored_n(&self, reason: &'static str, n: u64) {
+        if n > 0 {
+            self.ignored.get_or_create(&[("reason", reason)]).inc_by(n);
+        }
     }
 
     /// Counts a failed write.

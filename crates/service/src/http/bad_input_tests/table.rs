@@ -28,6 +28,23 @@ fn tokens(e: &str, samples: &[(f64, i64)]) -> SeriesSpec {
     )
 }
 
+/// The three series of engine `e` tokens per output reads (generation tokens, TTFT count, ITL
+/// count): a group that feeds a family.
+fn feeding(e: &str) -> Vec<SeriesSpec> {
+    [
+        TOKENS,
+        "vllm:time_to_first_token_seconds_count",
+        "vllm:inter_token_latency_seconds_count",
+    ]
+    .map(|name| {
+        series(
+            &[("__name__", name), ("engine", e), ("model_name", "m")],
+            &[(1.0, T)],
+        )
+    })
+    .to_vec()
+}
+
 fn v1(series: &[SeriesSpec]) -> Vec<u8> {
     encode::encode_v1(series, &[])
 }
@@ -553,9 +570,20 @@ pub(super) fn rows() -> Vec<Row> {
         .status(S::BAD_REQUEST, "max_label_value_length")
         .counts(2, 1, &[("label_value_too_long", 1)]),
         Row {
-            max_active_series: 1,
+            max_active_series: 2,
             ..Row::new(
                 "active series limit",
+                V2,
+                v2(&encode::request_v2(&feeding("0"))),
+            )
+        }
+        .status(S::BAD_REQUEST, "max_active_series")
+        .counts(3, 2, &[("active_series_limit", 1)])
+        .written(2, 0),
+        Row {
+            max_active_series: 4,
+            ..Row::new(
+                "a group that can feed no family past its quarter",
                 V2,
                 v2(&encode::request_v2(&[
                     tokens("0", &[(1.0, T)]),
@@ -563,8 +591,8 @@ pub(super) fn rows() -> Vec<Row> {
                 ])),
             )
         }
-        .status(S::BAD_REQUEST, "max_active_series")
-        .counts(2, 1, &[("active_series_limit", 1)])
+        .status(S::BAD_REQUEST, "can feed no family")
+        .counts(2, 1, &[("feeds_no_family", 1)])
         .written(1, 0),
         Row {
             limits: tight(|l| l.max_concurrent_requests = 1),
