@@ -9,7 +9,11 @@
 //! - `flood N`: the same, re-sent for 20 scrapes, so every group's frame window is full;
 //! - `labels N`: N groups of one series with 63 labels of 2 KiB values (the default label limits'
 //!   worst case), two scrapes;
-//! - `retired N`: N vLLM engines that served, then went stale: their states retired.
+//! - `retired N [K]`: N vLLM engines that served, then went stale: their states retired (with
+//!   K SLOs of `slos`, when given);
+//! - `slos N [K]`: as `fleet`, counting K SLOs (8 by default) of every SLI (all but the first
+//!   5 with thresholds between edges, so with notes) with 40-byte names: the SLO counters'
+//!   plans, rows, notes and states per group.
 //!
 //! Prints `accounted_bytes`, `heap_bytes` and their ratio; the accounting must not be below the
 //! heap (the ratio ≥ 1). Run: `cargo run --release --example state_bytes fleet 200`.
@@ -34,6 +38,41 @@ fn config() -> EngineConfig {
     }
 }
 
+/// `count` SLOs of every SLI with 40-byte names; all but the first 5 with thresholds between
+/// vLLM's edges.
+fn many_slos(count: usize) -> engine::slo::SloSet {
+    use engine::slo::{DEFAULT_WINDOW_MS, Sli, SliTarget, Slo, SloSpec};
+    let slo = |i: usize| {
+        let off = if i >= 5 { 0.003 } else { 0.0 };
+        let slis = [
+            (Sli::Ttft, 0.25 + off),
+            (Sli::Tpot, 0.05 + off),
+            (Sli::E2el, 5.0 + off),
+            (Sli::ItlPerToken, 0.05 + off),
+        ];
+        Slo {
+            name: format!("slo_{i}_{}", "x".repeat(34)),
+            description: String::new(),
+            objective: 0.99,
+            window_ms: DEFAULT_WINDOW_MS,
+            matchers: Vec::new(),
+            by: Vec::new(),
+            slis: slis
+                .iter()
+                .map(|(sli, t)| SliTarget {
+                    sli: *sli,
+                    threshold_seconds: *t,
+                    objective: 0.99,
+                })
+                .collect(),
+        }
+    };
+    let spec = SloSpec {
+        slos: (0..count).map(slo).collect(),
+    };
+    engine::slo::SloSet::new(&spec, |_| None)
+}
+
 /// One sample of `name` with `extra` labels, ingested at `ts`.
 fn one(engine: &mut Engine, labels: &[Label<'_>], value: f64, ts: i64) {
     let sample = Sample {
@@ -49,12 +88,17 @@ fn main() {
     let n: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(200);
     let _profiler = dhat::Profiler::builder().testing().build();
     let (mut engine, fixtures) = match shape {
-        "fleet" | "retired" => {
+        "fleet" | "retired" | "slos" => {
             // The fixtures (templates and scrape) stay alive until the heap is read.
             let templates: &'static [_] = Box::leak(vllm_shape::fleet(n, 2).into_boxed_slice());
             let mut scrape = scrape::Scrape::new(templates);
             let fixtures = dhat::HeapStats::get().curr_bytes;
-            let mut engine = Engine::new(config());
+            let mut config = config();
+            let count = args.get(3).and_then(|a| a.parse().ok());
+            if shape == "slos" || count.is_some() {
+                config.slos = many_slos(count.unwrap_or(8));
+            }
+            let mut engine = Engine::new(config);
             for k in 1..=20 {
                 scrape.at(k);
                 scrape.ingest(&mut engine, &mut IngestReport::default());

@@ -111,7 +111,7 @@ impl Engine {
     /// Creates an empty engine.
     pub fn new(config: EngineConfig) -> Self {
         Engine {
-            table: GroupTable::new(config.max_pending_frames),
+            table: GroupTable::new(config.max_pending_frames, &config.slos),
             index: SeriesIndex::new(index_cap(&config)),
             retired: RetiredGroups::new(config.max_state_bytes / 4),
             metadata: MetadataCache::default(),
@@ -148,7 +148,8 @@ impl Engine {
             self.index.clear();
         }
         self.index.cap = index_cap(&config);
-        self.table.set_pending_frames(config.max_pending_frames);
+        self.table
+            .set_sizes(config.max_pending_frames, &config.slos);
         self.retired.set_cap(config.max_state_bytes / 4);
         self.config = config;
     }

@@ -46,6 +46,15 @@ impl SloSet {
         self.0.is_empty()
     }
 
+    /// Bytes the SLO counters may hold per group, charged to every group by the memory
+    /// accounting (docs/RELIABILITY.md, "The memory budget"): per SLO its plan, rows, notes,
+    /// state, output and holds, 2.7 KiB with a 40-byte name measured
+    /// (`cargo run --release --example state_bytes slos 100 32`), so 3 KiB plus 16 bytes a byte
+    /// of its name. An upper bound whether or not the SLO covers the group.
+    pub(crate) fn bytes_per_group(&self) -> usize {
+        self.0.iter().map(|e| 3072 + 16 * e.slo.name.len()).sum()
+    }
+
     /// True when some SLO has a threshold for `sli`: its inputs are read.
     pub(crate) fn reads(&self, sli: Sli) -> bool {
         self.0.iter().any(|e| e.slo.target(sli).is_some())

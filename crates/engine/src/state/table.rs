@@ -88,11 +88,12 @@ fn role_bytes(max_pending_frames: usize) -> usize {
     ROLE_BYTES + FRAME_VALUE_BYTES * max_pending_frames.max(1)
 }
 
-/// Bytes a group takes beside its labels and its series, as accounted: [`GROUP_BYTES`] and, for
-/// each of `max_pending_frames` frames, the frame itself ([`FRAME_BYTES`]). An upper bound,
+/// Bytes a group takes beside its labels and its series, as accounted: [`GROUP_BYTES`], for
+/// each of `max_pending_frames` frames the frame itself ([`FRAME_BYTES`]), and what the SLO
+/// counters of `slos` may hold ([`crate::slo::SloSet::bytes_per_group`]). An upper bound,
 /// calibrated against the allocator (docs/RELIABILITY.md, "The memory budget").
-fn group_bytes(max_pending_frames: usize) -> usize {
-    GROUP_BYTES + FRAME_BYTES * max_pending_frames.max(1)
+fn group_bytes(max_pending_frames: usize, slos: &crate::slo::SloSet) -> usize {
+    GROUP_BYTES + FRAME_BYTES * max_pending_frames.max(1) + slos.bytes_per_group()
 }
 
 /// The bytes the group labels of a series' `labels` take once stored.
@@ -103,8 +104,8 @@ pub(crate) fn group_label_bytes(labels: &[Label<'_>], dropped: &[String]) -> usi
 }
 
 impl GroupTable {
-    /// An empty table for groups of at most `max_pending_frames` frames.
-    pub(crate) fn new(max_pending_frames: usize) -> GroupTable {
+    /// An empty table for groups of at most `max_pending_frames` frames counting `slos`.
+    pub(crate) fn new(max_pending_frames: usize, slos: &crate::slo::SloSet) -> GroupTable {
         GroupTable {
             hasher: foldhash::fast::RandomState::default(),
             slots: Vec::new(),
@@ -113,7 +114,7 @@ impl GroupTable {
             bytes: 0,
             series: 0,
             role_bytes: role_bytes(max_pending_frames),
-            group_bytes: group_bytes(max_pending_frames),
+            group_bytes: group_bytes(max_pending_frames, slos),
             batch: 0,
             lone: Vec::new(),
             lone_series: 0,
@@ -170,11 +171,11 @@ impl GroupTable {
         self.group_bytes + label_bytes(&group.labels) + group.series() * self.role_bytes
     }
 
-    /// Changes the bytes a group and a series take (the pending frames changed) and recounts
-    /// every group.
-    pub(crate) fn set_pending_frames(&mut self, max_pending_frames: usize) {
+    /// Changes the bytes a group and a series take (the pending frames or the SLOs changed) and
+    /// recounts every group.
+    pub(crate) fn set_sizes(&mut self, max_pending_frames: usize, slos: &crate::slo::SloSet) {
         self.role_bytes = role_bytes(max_pending_frames);
-        self.group_bytes = group_bytes(max_pending_frames);
+        self.group_bytes = group_bytes(max_pending_frames, slos);
         let live: Vec<&Group> = self.iter().map(|(_, e)| &e.group).collect();
         let bytes = live.iter().map(|g| self.accounted(g)).sum();
         let lone = self.lone.iter().map(|s| self.accounted(&self.at(*s).group));
