@@ -228,7 +228,7 @@ pub(crate) fn hold(served: &DerivedValue, value: DerivedValue) -> (DerivedValue,
                 values: v0,
             },
             DerivedValue::Counters { rows, mut values },
-        ) if *r0 == rows => {
+        ) if Arc::ptr_eq(r0, &rows) || *r0 == rows => {
             for (v, floor) in values.iter_mut().zip(v0) {
                 up(v, *floor);
             }

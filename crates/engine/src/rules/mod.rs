@@ -209,10 +209,14 @@ impl PartialEq for dyn Layout {
 impl Plan {
     /// Every role index the plan reads.
     pub(crate) fn roles(&self) -> Vec<usize> {
+        self.each_role().collect()
+    }
+
+    /// Every role index the plan reads, without collecting them.
+    pub(crate) fn each_role(&self) -> impl Iterator<Item = usize> + '_ {
         let hist = self.hist.iter().flat_map(HistRoles::roles);
         hist.chain(self.scalars.iter().copied())
             .chain(self.series.iter().copied())
-            .collect()
     }
 
     /// Why SLIs of the SLOs covering the group are not counted (a rule's [`Layout::notes`]);

@@ -144,10 +144,10 @@ fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
     }
 }
 
-/// The TTFT, TPOT and E2EL rows' `(events, good)` at a frame, in plan order.
-fn sli_values(p: &SloPlan, values: &[f64]) -> Vec<(f64, f64)> {
+/// The TTFT, TPOT and E2EL rows' `(events, good)` at a frame, in plan order, into `out`.
+fn sli_values(p: &SloPlan, values: &[f64], out: &mut Vec<(f64, f64)>) {
     let short = values[p.short];
-    let mut out = Vec::new();
+    out.clear();
     for s in &p.slos {
         if let Some(m) = s.ttft.filter(|m| m.edges.exact) {
             out.push((values[m.count], values[m.edges.hi]));
@@ -159,7 +159,6 @@ fn sli_values(p: &SloPlan, values: &[f64]) -> Vec<(f64, f64)> {
             out.push((values[m.count], values[m.edges.hi]));
         }
     }
-    out
 }
 
 impl FrameRule for SloCounters {
@@ -176,9 +175,8 @@ impl FrameRule for SloCounters {
     fn check(plan: &Plan, values: &[f64]) -> Result<(), WithheldReason> {
         slo_plan(plan).ok_or(WithheldReason::Incomplete)?;
         let ok = plan
-            .roles()
-            .iter()
-            .all(|r| values.get(*r).is_some_and(|v| v.is_finite() && *v >= 0.0));
+            .each_role()
+            .all(|r| values.get(r).is_some_and(|v| v.is_finite() && *v >= 0.0));
         if ok {
             Ok(())
         } else {
@@ -212,14 +210,25 @@ impl FrameRule for SloCounters {
             return false;
         };
         let mut reset = false;
-        let mut kept = std::mem::take(&mut state.goodput);
-        for s in &p.slos {
-            let mut goodput = match kept.iter().position(|(n, _)| *n == s.name) {
-                Some(i) => kept.swap_remove(i).1,
-                None => Goodput::new(),
-            };
+        // The SLOs of the plan last advanced, in its order (the steady state): in place.
+        let same = state.goodput.len() == p.slos.len()
+            && state
+                .goodput
+                .iter()
+                .zip(&p.slos)
+                .all(|((n, _), s)| *n == s.name);
+        if !same {
+            let mut kept = std::mem::take(&mut state.goodput);
+            for s in &p.slos {
+                let goodput = match kept.iter().position(|(n, _)| *n == s.name) {
+                    Some(i) => kept.swap_remove(i).1,
+                    None => Goodput::new(),
+                };
+                state.goodput.push((s.name.clone(), goodput));
+            }
+        }
+        for (s, (_, goodput)) in p.slos.iter().zip(state.goodput.iter_mut()) {
             reset |= goodput.advance(&inputs(p, s, values), s.key);
-            state.goodput.push((s.name.clone(), goodput));
         }
         state.layout = p.layout;
         type Acceptance = AcceptanceCorrectedItl;
@@ -239,7 +248,7 @@ impl FrameRule for SloCounters {
             Some(_) => {}
             None => state.acceptance = None,
         }
-        state.sli_values = sli_values(p, values);
+        sli_values(p, values, &mut state.sli_values);
         state.ts = Some(ts);
         reset
     }
@@ -264,23 +273,30 @@ impl FrameRule for SloCounters {
         };
         let mut values = Vec::with_capacity(p.rows.len());
         let mut sli = state.sli_values.iter();
-        for s in &p.slos {
-            let from_frame = s.exact().len() - usize::from(s.itl.is_some());
-            let mut pairs: Vec<(f64, f64)> = sli.by_ref().take(from_frame).copied().collect();
-            if let Some(i) = s.itl {
-                let (buckets, count) = itl.as_ref().ok_or(WithheldReason::Incomplete)?;
-                pairs.push((*count, buckets[i].1));
+        for (s, (name, g)) in p.slos.iter().zip(&state.goodput) {
+            if *name != s.name {
+                return Err(WithheldReason::Incomplete);
             }
-            values.extend(pairs.iter().map(|(e, _)| *e));
-            values.extend(pairs.iter().map(|(_, g)| *g));
-            if pairs.iter().any(|(e, g)| g > e) {
+            // The pairs `(events, good)` of the SLO's counted SLIs: from the frame, then ITL per
+            // token from the acceptance-corrected state; the rows list every events, then every
+            // good events.
+            let from_frame = s.counted - usize::from(s.itl.is_some());
+            let itl_pair = match s.itl {
+                Some(i) => {
+                    let (buckets, count) = itl.as_ref().ok_or(WithheldReason::Incomplete)?;
+                    Some((*count, buckets[i].1))
+                }
+                None => None,
+            };
+            let pairs = || sli.clone().take(from_frame).copied().chain(itl_pair);
+            values.extend(pairs().map(|(e, _)| e));
+            values.extend(pairs().map(|(_, g)| g));
+            if pairs().any(|(e, g)| g > e) {
                 return Err(WithheldReason::InconsistentInputs);
             }
-            let (_, g) = state
-                .goodput
-                .iter()
-                .find(|(n, _)| *n == s.name)
-                .ok_or(WithheldReason::Incomplete)?;
+            for _ in 0..from_frame {
+                sli.next();
+            }
             values.extend([g.finished, g.lower, g.upper]);
         }
         if values.len() != p.rows.len() || values.iter().any(|v| *v < 0.0) {

@@ -88,17 +88,23 @@ impl Inputs {
             && ttft_ok
     }
 
-    /// Every count, for the reset test.
-    fn counts(&self) -> Vec<f64> {
-        let mut out = vec![self.finished, self.short];
-        out.extend(self.abnormal);
-        if let Some(b) = self.tpot {
-            out.extend([b.lo, b.hi]);
-        }
-        for (count, b) in self.e2el.iter().chain(self.ttft.iter()) {
-            out.extend([*count, b.lo, b.hi]);
-        }
-        out
+    /// True when a count of `self` is below the same count of `prev` (the same layout): a
+    /// counter reset.
+    fn fell_from(&self, prev: &Inputs) -> bool {
+        let below = |now: f64, then: f64| now < then;
+        let bracket =
+            |now: &Bracket, then: &Bracket| below(now.lo, then.lo) || below(now.hi, then.hi);
+        let histogram =
+            |now: Option<(f64, Bracket)>, then: Option<(f64, Bracket)>| match (now, then) {
+                (Some((c, b)), Some((c0, b0))) => below(c, c0) || bracket(&b, &b0),
+                _ => false,
+            };
+        below(self.finished, prev.finished)
+            || below(self.short, prev.short)
+            || matches!((self.abnormal, prev.abnormal), (Some(a), Some(a0)) if a < a0)
+            || matches!((&self.tpot, &prev.tpot), (Some(b), Some(b0)) if bracket(b, b0))
+            || histogram(self.e2el, prev.e2el)
+            || histogram(self.ttft, prev.ttft)
     }
 
     /// Finished requests that may lack a TTFT observation, at most: those of at most one output
@@ -192,7 +198,7 @@ impl Goodput {
         self.key = key;
         let reset = now.finished < prev.finished
             || now.short < prev.short
-            || (comparable && prev.counts().iter().zip(now.counts()).any(|(p, n)| n < *p));
+            || (comparable && now.fell_from(&prev));
         if !comparable {
             // After a reset the interval holds what the new process finished: its counts now.
             let n = if reset {

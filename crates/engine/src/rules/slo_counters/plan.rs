@@ -52,6 +52,8 @@ pub(super) struct PlannedSlo {
     /// A fingerprint of the SLO's goodput inputs (thresholds, the edges around them, whether
     /// the finish reasons are read): frames of two keys are not compared bucket by bucket.
     pub(super) key: u64,
+    /// The SLIs counted ([`PlannedSlo::exact`]'s length).
+    pub(super) counted: usize,
 }
 
 impl PlannedSlo {
@@ -261,6 +263,7 @@ fn plan_slo(
         itl: None,
         complete: true,
         key: 0,
+        counted: 0,
     };
     for target in &slo.slis {
         let t = target.threshold_seconds;
@@ -318,6 +321,7 @@ fn plan_slo(
     }
     print.bytes(&[u8::from(planned.complete)]);
     planned.key = print.0;
+    planned.counted = planned.exact().len();
     planned
 }
 
