@@ -333,29 +333,7 @@ impl Engine {
                 }
             }
             meta.served = served;
-            // Reported once the same notes hold at a newer scrape than the one they first held
-            // at: while a scrape's series arrive, a partial bucket list makes notes that the next
-            // request takes back.
-            let notes = group.slo_notes();
-            let newest = meta.newest_ts;
-            if notes == meta.notes_reported {
-                meta.notes_pending = None;
-            } else {
-                match &meta.notes_pending {
-                    Some((pending, since)) if *pending == notes && newest > Some(*since) => {
-                        if let Some(notes) = &notes {
-                            self.events.push(EngineEvent::SloNotes {
-                                labels: group.labels.clone(),
-                                notes: notes.clone(),
-                            });
-                        }
-                        meta.notes_reported = notes;
-                        meta.notes_pending = None;
-                    }
-                    Some((pending, _)) if *pending == notes => {}
-                    _ => meta.notes_pending = newest.map(|ts| (notes, ts)),
-                }
-            }
+            note_slos(group, meta, &mut self.events);
             let limited = meta.limited_at(group.last_seen_ms);
             match limited.and_then(RejectReason::limit_name) {
                 Some(limit) if !meta.limit_reported => {
@@ -424,5 +402,35 @@ impl Engine {
             newest_sample_ms: self.counters.newest_sample_ms,
             groups_incomplete,
         }
+    }
+}
+
+/// Reports the SLI notes of `group` ([`EngineEvent::SloNotes`]) once the same notes hold at a
+/// newer scrape than the one they first held at: while a scrape's series arrive, a partial bucket
+/// list makes notes that the next request takes back.
+fn note_slos(
+    group: &crate::group::Group,
+    meta: &mut GroupMeta,
+    events: &mut super::events::Events,
+) {
+    let notes = group.slo_notes();
+    let newest = meta.newest_ts;
+    if notes == meta.notes_reported {
+        meta.notes_pending = None;
+        return;
+    }
+    match &meta.notes_pending {
+        Some((pending, since)) if *pending == notes && newest > Some(*since) => {
+            if let Some(notes) = &notes {
+                events.push(EngineEvent::SloNotes {
+                    labels: group.labels.clone(),
+                    notes: notes.clone(),
+                });
+            }
+            meta.notes_reported = notes;
+            meta.notes_pending = None;
+        }
+        Some((pending, _)) if *pending == notes => {}
+        _ => meta.notes_pending = newest.map(|ts| (notes, ts)),
     }
 }
