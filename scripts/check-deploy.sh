@@ -158,7 +158,7 @@ check_vmagent_configs() {
         -remoteWrite.urlRelabelConfig=deploy/vmagent/shard-0.relabel.yml,deploy/vmagent/shard-1.relabel.yml \
         2>&1 | grep -E 'fatal|error|configs are ok'
     rc=${PIPESTATUS[0]}
-    if vmagent -help 2>&1 | grep -q -- '-remoteWrite.shardByURL.labels'; then
+    if vmagent -help 2>&1 | grep -- '-remoteWrite.shardByURL.labels' >/dev/null; then
         vmagent -dryRun -promscrape.config="$scrape" "${urls[@]}" -remoteWrite.shardByURL \
             -remoteWrite.shardByURL.labels=instance -remoteWrite.relabelConfig=deploy/vmagent/keep.relabel.yml \
             2>&1 | grep -E 'fatal|error|configs are ok'
@@ -237,9 +237,17 @@ check_binary_fits_runtime() {
     fi
 }
 
+# Whether the body at URL has a line matching PATTERN. The body is read whole first: under pipefail,
+# `curl | grep -q` fails when grep exits at the first match while curl still writes (curl exit 23).
+body_has() {
+    local body
+    body=$(curl -fsS "$1") || return 1
+    grep -q -- "$2" <<<"$body"
+}
+
 smoke_test() {
     local bin=$1 port pid base ok=0 i code
-    if ! "$bin" --help | grep -q '0.0.0.0:9490'; then
+    if ! "$bin" --help | grep '0.0.0.0:9490' >/dev/null; then
         echo "--help does not show the default listen address 0.0.0.0:9490 that the Dockerfile EXPOSEs"
         ok=1
     fi
@@ -258,11 +266,11 @@ smoke_test() {
         code=$(curl -s -o /dev/null -w '%{http_code}' "${base}${path}")
         [[ $code == 200 ]] || { echo "GET ${path}: HTTP ${code}, want 200"; ok=1; }
     done
-    curl -fsS "${base}/metrics" | grep -q '^vllm_corrector_build_info' ||
+    body_has "${base}/metrics" '^vllm_corrector_build_info' ||
         { echo "GET /metrics: no vllm_corrector_build_info"; ok=1; }
-    curl -fsS "${base}/" | grep -q 'href="status"' || { echo "GET /: no landing page"; ok=1; }
-    curl -fsS "${base}/status" | grep -q 'id="groups"' || { echo "GET /status: no groups table"; ok=1; }
-    curl -fsS "${base}/api/v1/groups" | grep -q '"status":"success"' || { echo "GET /api/v1/groups: no success envelope"; ok=1; }
+    body_has "${base}/" 'href="status"' || { echo "GET /: no landing page"; ok=1; }
+    body_has "${base}/status" 'id="groups"' || { echo "GET /status: no groups table"; ok=1; }
+    body_has "${base}/api/v1/groups" '"status":"success"' || { echo "GET /api/v1/groups: no success envelope"; ok=1; }
     if kill -TERM "$pid" 2>/dev/null; then
         for i in $(seq 1 50); do
             kill -0 "$pid" 2>/dev/null || break

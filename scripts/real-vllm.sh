@@ -323,8 +323,8 @@ YML
     PIDS+=("$!")
     wait_http "http://127.0.0.1:$PROM_PORT/-/ready" 60 "$!" "$tmp/prometheus.log"
     local q="http://127.0.0.1:$PROM_PORT/api/v1/query?query=vllm_corrected_token_weighted_itl_seconds_count"
-    for _ in $(seq 60); do curl -fsS "$q" | grep -q '"value"' && break; sleep 1; done
-    curl -fsS "$q" | grep -q '"value"' || { log "no corrected series in Prometheus after 60 s"; exit 1; }
+    for _ in $(seq 60); do curl -fsS "$q" | grep '"value"' >/dev/null && break; sleep 1; done
+    curl -fsS "$q" | grep '"value"' >/dev/null || { log "no corrected series in Prometheus after 60 s"; exit 1; }
     run_batches "$DEPLOY_SERVER" "$tmp/raw" --only one_token,greedy,sampled,stop --settle 8
     for d in "$tmp"/raw/*/; do
         "$VENV/bin/python" "$PY_DIR/truth.py" "$d" "$tmp/truth/$(basename "$d")" >/dev/null
