@@ -353,10 +353,16 @@ fn run_goodput(data: &[u8]) -> usize {
 
 /// Many more random programs for the `goodput` target than CI runs, for a stable-Rust soak:
 /// `GOODPUT_PROGRAMS=5000 cargo test --release --test it goodput_fuzz_soak -- --ignored`. A
-/// failing program is kept in `target/goodput-failure.bin`.
+/// failing program is kept in `target/goodput-failure.bin`; `GOODPUT_REPLAY=FILE` runs that one
+/// program alone (with `GOODPUT_FUZZ_TRACE=1`, step by step).
 #[test]
 #[ignore]
 fn goodput_fuzz_soak() {
+    if let Some(path) = std::env::var_os("GOODPUT_REPLAY") {
+        let data = std::fs::read(&path).expect("GOODPUT_REPLAY names a readable file");
+        eprintln!("{} bounds checked", fuzz::goodput(&data));
+        return;
+    }
     let n: u64 = std::env::var("GOODPUT_PROGRAMS")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -113,10 +113,7 @@ static NO_SLOS: std::sync::LazyLock<SloSet> = std::sync::LazyLock::new(SloSet::e
 /// True when the roles of `learned` (each with its position) plan at least one family, without
 /// regard to which SLOs cover the group.
 pub(crate) fn plans_a_family(learned: &[(RoleKey, usize)]) -> bool {
-    let context = PlanContext {
-        labels: &[],
-        slos: &NO_SLOS,
-    };
+    let context = PlanContext::new(&[], &NO_SLOS);
     Family::ALL
         .iter()
         .any(|f| (f.spec().plan)(learned, &context).is_ok())
@@ -131,7 +128,12 @@ fn plan_of<'s>(
 ) -> Result<&'s (Plan, PlanRoles), Unplanned> {
     let slot = &mut slots[family.index()];
     let plan = slot.plan.get_or_insert_with(|| {
-        (family.spec().plan)(&learned(roles), context).map(|p| {
+        let lapsed: Vec<RoleKey> = roles.iter().filter(|r| r.stale).map(|r| r.key).collect();
+        let context = PlanContext {
+            lapsed: &lapsed,
+            ..*context
+        };
+        (family.spec().plan)(&learned(roles), &context).map(|p| {
             let plan_roles = PlanRoles::new(p.roles(), |r| roles[r].key);
             Box::new((p, plan_roles))
         })
@@ -221,10 +223,7 @@ impl Group {
 
     /// What the group's plans depend on besides its roles.
     fn plan_context(&self) -> PlanContext<'_> {
-        PlanContext {
-            labels: &self.labels,
-            slos: &self.slos,
-        }
+        PlanContext::new(&self.labels, &self.slos)
     }
 
     /// Counts the SLOs of `slos` that cover the group from now on; a change re-plans every
@@ -523,10 +522,7 @@ impl Group {
                 if let Ok((_, roles)) = plan_of(
                     &mut self.slots,
                     &self.roles,
-                    &PlanContext {
-                        labels: &self.labels,
-                        slos: &self.slos,
-                    },
+                    &PlanContext::new(&self.labels, &self.slos),
                     family,
                 ) {
                     for r in &roles.roles {
@@ -550,10 +546,7 @@ impl Group {
         plan_of(
             &mut self.slots,
             &self.roles,
-            &PlanContext {
-                labels: &self.labels,
-                slos: &self.slos,
-            },
+            &PlanContext::new(&self.labels, &self.slos),
             family,
         )
     }
@@ -583,10 +576,7 @@ impl Group {
             let Ok((_, roles)) = plan_of(
                 &mut self.slots,
                 &self.roles,
-                &PlanContext {
-                    labels: &self.labels,
-                    slos: &self.slos,
-                },
+                &PlanContext::new(&self.labels, &self.slos),
                 family,
             ) else {
                 continue;
@@ -658,8 +648,11 @@ impl Group {
         let Some(oldest) = self.frames.pop_front() else {
             return;
         };
-        let incomplete =
-            Family::ALL.iter().any(|f| matches!(plan_of(&mut self.slots, &self.roles, &PlanContext { labels: &self.labels, slos: &self.slos }, *f), Ok((_, roles)) if !oldest.holds_plan(roles)));
+        let incomplete = Family::ALL.iter().any(|f| {
+            let context = PlanContext::new(&self.labels, &self.slos);
+            plan_of(&mut self.slots, &self.roles, &context, *f)
+                .is_ok_and(|(_, roles)| !oldest.holds_plan(roles))
+        });
         if incomplete {
             self.events.frames_dropped += 1;
         }
@@ -692,10 +685,7 @@ impl Group {
             if let Ok((plan, roles)) = plan_of(
                 &mut self.slots,
                 &self.roles,
-                &PlanContext {
-                    labels: &self.labels,
-                    slos: &self.slos,
-                },
+                &PlanContext::new(&self.labels, &self.slos),
                 family,
             ) {
                 let (plan, roles) = (plan.clone(), roles.clone());

@@ -79,14 +79,32 @@ pub(crate) type Degrades = fn(&Plan, &[(RoleKey, usize)]) -> Option<Input>;
 /// reason (`no_le_1_bound`, `no_slo`).
 pub(crate) type Planner = fn(&[(RoleKey, usize)], &PlanContext<'_>) -> Result<Plan, Unplanned>;
 
-/// What a plan may depend on besides the learned roles: the group's labels and the SLOs the
-/// engine counts (which of them cover the group).
+/// What a plan may depend on besides the learned roles: the group's labels, the SLOs the
+/// engine counts (which of them cover the group) and the series the group sent that lapsed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PlanContext<'a> {
     /// The group's labels, sorted by name.
     pub(crate) labels: &'a [(String, String)],
     /// The engine's SLOs.
     pub(crate) slos: &'a crate::slo::SloSet,
+    /// Series the group sent that lapsed (no sample over the frame window): a plan that sums the
+    /// members of an input (the finish reasons) must not read the rest as the whole.
+    pub(crate) lapsed: &'a [RoleKey],
+}
+
+impl<'a> PlanContext<'a> {
+    /// The context of a group labelled `labels` (sorted by name), counting `slos`, with no lapsed
+    /// series; [`crate::group`] fills `lapsed` when it plans.
+    pub(crate) fn new(
+        labels: &'a [(String, String)],
+        slos: &'a crate::slo::SloSet,
+    ) -> PlanContext<'a> {
+        PlanContext {
+            labels,
+            slos,
+            lapsed: &[],
+        }
+    }
 }
 
 /// Why a family has no plan: the reason, and the input series it lacks when that is the reason

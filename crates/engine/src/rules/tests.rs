@@ -18,10 +18,8 @@ fn evaluate_stateless(
 
 /// The plan of `family` from `learned`.
 fn plan(family: Family, learned: &[(RoleKey, usize)]) -> Result<Plan, WithheldReason> {
-    let context = super::PlanContext {
-        labels: &[],
-        slos: &crate::slo::SloSet::empty(),
-    };
+    let slos = crate::slo::SloSet::empty();
+    let context = super::PlanContext::new(&[], &slos);
     (family.spec().plan)(learned, &context).map_err(|u| u.reason)
 }
 

@@ -92,7 +92,8 @@ pub(crate) struct SloPlan {
     /// same loop as the request TPOT, so a frame where the two disagree is torn.
     pub(super) generated: usize,
     /// Roles of `vllm:request_success_total{finished_reason="abort"|"error"}` the group sends,
-    /// when an SLO has a TTFT threshold (empty otherwise, or when the group sends neither).
+    /// when an SLO has a TTFT threshold and they count every abnormal finish
+    /// ([`abnormal_finishes`]); empty otherwise.
     pub(super) abnormal: Vec<usize>,
     /// The acceptance-corrected ITL plan, when an SLO reads ITL per token.
     pub(super) acceptance: Option<Plan>,
@@ -409,12 +410,8 @@ pub(super) fn plan(
             print.f64(b);
         }
     }
-    let abnormal: Vec<usize> = if slos.iter().any(|s| s.ttft.is_some()) {
-        learned
-            .iter()
-            .filter(|(k, _)| k.input == Input::AbnormalFinishes)
-            .map(|(_, r)| *r)
-            .collect()
+    let abnormal = if slos.iter().any(|s| s.ttft.is_some()) {
+        abnormal_finishes(learned, context.lapsed)
     } else {
         Vec::new()
     };
@@ -452,4 +449,28 @@ pub(super) fn plan(
         series,
         layout: Some(Arc::new(slo)),
     })
+}
+
+/// The roles of the abnormal finish reasons (`abort`, `error`) when together they count every
+/// request that may finish without a token; empty when they may not, and every request of at most
+/// one token is then taken as one that may lack a TTFT observation (docs/GOODPUT.md, "The facts the
+/// bounds rest on"). They may not when `abort`, which every vLLM release sends, is missing (a
+/// relabeling that drops it), or when one of them lapsed while the group kept sending the rest:
+/// read as the whole, the rest would count too few. (A release before `error` existed sends
+/// `abort` alone, which is the whole.)
+pub(super) fn abnormal_finishes(learned: &[(RoleKey, usize)], lapsed: &[RoleKey]) -> Vec<usize> {
+    let abnormal = |k: &RoleKey| k.input == Input::AbnormalFinishes;
+    // `abort` is the first of `classify::FINISHED_ABNORMALLY`: its key holds index 0.
+    let abort = RoleKey {
+        input: Input::AbnormalFinishes,
+        le_bits: 0f64.to_bits(),
+    };
+    if lapsed.iter().any(abnormal) || !learned.iter().any(|(k, _)| *k == abort) {
+        return Vec::new();
+    }
+    learned
+        .iter()
+        .filter(|(k, _)| abnormal(k))
+        .map(|(_, r)| *r)
+        .collect()
 }
