@@ -112,8 +112,9 @@ fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
         // Every family is the same but the goodput bounds of the SLO counters: those add each
         // interval once as its frame completes (`FrameRule::FORWARD_ONLY`), and a frame first
         // complete under a plan that lacked some series counts that interval loosely (every
-        // finished request to the upper bound, none to the lower). Their SLI counts and the
-        // finished requests are the same, and the bounds still contain the in-order ones.
+        // finished request to the upper bound, none to the lower, and nothing to the SLI rows).
+        // Their finished requests are the same, their SLI rows at most the in-order ones, and
+        // the bounds still contain the in-order ones.
         let got = outputs(&engine);
         assert_eq!(got.len(), want.len(), "seed {seed}");
         for (g, w) in got.iter().zip(&want) {
@@ -124,7 +125,8 @@ fn shuffled_split_arrival_gives_the_same_output_as_in_order_arrival() {
                 ) => {
                     assert_eq!((f, l), (f2, l2), "seed {seed}");
                     // Rows: TPOT events, good events, finished, lower, upper.
-                    assert_eq!(v[..3], v2[..3], "seed {seed}");
+                    assert_eq!(v[2], v2[2], "seed {seed}");
+                    assert!(v[0] <= v2[0] && v[1] <= v2[1], "seed {seed}: {v:?} {v2:?}");
                     assert!(v[3] <= v2[3] && v2[4] <= v[4], "seed {seed}: {v:?} {v2:?}");
                 }
                 _ => assert_eq!(g, w, "seed {seed}"),

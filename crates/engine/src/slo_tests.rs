@@ -275,7 +275,8 @@ fn scripted() -> Simulator {
 fn every_sli_on_an_edge_is_counted_exactly_and_one_between_edges_is_not_counted() {
     let mut sim = scripted();
     let mut engine = new_engine();
-    for t in (2..=150).step_by(2) {
+    // From the first arrival: the SLI rows count from the first frame, before any request.
+    for t in (0..=150).step_by(2) {
         scrape(&mut engine, &mut sim, f64::from(t), 0);
     }
     let c = counters(&engine);
@@ -335,29 +336,38 @@ fn every_sli_on_an_edge_is_counted_exactly_and_one_between_edges_is_not_counted(
 fn itl_per_token_counts_the_acceptance_corrected_distribution() {
     let mut sim = simulator(Profile::V0_33, false, 4);
     let mut engine = new_engine();
-    for t in (2..=40).step_by(2) {
+    // The acceptance-corrected histogram's `_count` and its bucket at 0.05 s.
+    let served = |engine: &Engine| {
+        let mut acceptance = None;
+        engine.for_each_derived(Family::AcceptanceCorrectedItl, |_, v| {
+            acceptance = Some(v.clone())
+        });
+        let Some(DerivedValue::Histogram { buckets, count, .. }) = acceptance else {
+            panic!("acceptance-corrected ITL served");
+        };
+        let at = buckets.iter().find(|(le, _)| *le == 0.05).expect("edge").1;
+        (count, at)
+    };
+    scrape(&mut engine, &mut sim, 2.0, 0);
+    let (count0, at0) = served(&engine);
+    for t in (4..=40).step_by(2) {
         scrape(&mut engine, &mut sim, f64::from(t), 0);
     }
     let c = counters(&engine);
-    let mut acceptance = None;
-    engine.for_each_derived(Family::AcceptanceCorrectedItl, |_, v| {
-        acceptance = Some(v.clone())
-    });
-    let Some(DerivedValue::Histogram { buckets, count, .. }) = acceptance else {
-        panic!("acceptance-corrected ITL served");
-    };
+    let (count, at) = served(&engine);
     // Without drafts one output is one token: the ITL per token is vLLM's ITL histogram, whose
-    // `_count` is the tokens after the first of every request so far.
+    // `_count` is the tokens after the first of every request; the rows count from the first
+    // frame.
+    assert!(count0 > 0.0, "tokens before the first frame, not counted");
     assert_eq!(
         get(&c, CounterMetric::SloEvents, "tokens", "itl_per_token"),
-        count
+        count - count0
     );
-    let at = buckets.iter().find(|(le, _)| *le == 0.05).expect("edge").1;
     assert_eq!(
         get(&c, CounterMetric::SloGoodEvents, "tokens", "itl_per_token"),
-        at
+        at - at0
     );
-    assert!(at > 0.0 && at < count);
+    assert!(at - at0 > 0.0 && at - at0 < count - count0);
 }
 
 #[test]
@@ -473,4 +483,52 @@ fn an_sli_between_edges_is_reported_once_at_the_next_scrape_not_while_its_bucket
         "{}",
         n[0].detail
     );
+}
+
+#[test]
+fn a_reload_that_changes_a_threshold_never_lowers_the_sli_rows() {
+    let mut sim = scripted();
+    let mut engine = new_engine();
+    let tpot_rows = |engine: &Engine| {
+        let c = counters(engine);
+        (
+            get(&c, CounterMetric::SloEvents, "tpot", "tpot"),
+            get(&c, CounterMetric::SloGoodEvents, "tpot", "tpot"),
+        )
+    };
+    for t in (0..=40).step_by(2) {
+        scrape(&mut engine, &mut sim, f64::from(t), 0);
+    }
+    let before = tpot_rows(&engine);
+    // The reload moves the `tpot` SLO's threshold from the 0.05 s edge to the 0.025 s one.
+    let mut reloaded = spec();
+    reloaded.slos[0].slis[0].threshold_seconds = 0.025;
+    let mut config = engine.config().clone();
+    config.slos = SloSet::new(&reloaded, |_| None);
+    engine.set_config(config);
+    let mut last = before;
+    for t in (42..=150).step_by(2) {
+        scrape(&mut engine, &mut sim, f64::from(t), 0);
+        let now = tpot_rows(&engine);
+        assert!(
+            now.0 >= last.0 && now.1 >= last.1,
+            "at {t} s: {last:?} -> {now:?}"
+        );
+        last = now;
+    }
+    // The reload re-plans the group, which evaluates its newest frame (40 s) again under the new
+    // threshold: that step compares buckets of two thresholds and adds nothing. Every interval
+    // from 40 s adds its requests of two or more tokens, good at the new threshold.
+    let records = sim.truth().requests();
+    let after: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.n >= 2 && r.finish_ns() > 40_000_000_000)
+        .collect();
+    let good = after.iter().filter(|r| r.tpot_s() <= 0.025).count() as f64;
+    assert!(
+        good > 0.0 && good < after.len() as f64,
+        "{good} of {}",
+        after.len()
+    );
+    assert_eq!(last, (before.0 + after.len() as f64, before.1 + good));
 }

@@ -74,9 +74,6 @@ pub(crate) struct SloState {
     /// reload starts afresh, one removed is dropped, and a change of the group's inputs keeps
     /// the counts ([`Goodput::advance`] compares frames of one layout only).
     goodput: Vec<(String, Goodput)>,
-    /// The TTFT, TPOT and E2EL rows' values at the newest frame, `(events, good)` per counted SLI
-    /// in plan order.
-    sli_values: Vec<(f64, f64)>,
     /// The acceptance-corrected ITL state.
     acceptance: Option<Committed>,
 }
@@ -95,7 +92,6 @@ impl FrameState for SloState {
                 .iter()
                 .map(|(n, _)| n.capacity())
                 .sum::<usize>()
-            + self.sli_values.capacity() * 16
             + self.acceptance.as_ref().map_or(0, Committed::heap_bytes)
     }
     fn validate(&self, latest_ms: i64) -> Result<(), &'static str> {
@@ -104,14 +100,6 @@ impl FrameState for SloState {
         }
         if !self.goodput.iter().all(|(_, g)| g.is_valid()) {
             return Err("goodput bounds out of order");
-        }
-        let count = |v: &f64| v.is_finite() && *v >= 0.0;
-        if !self
-            .sli_values
-            .iter()
-            .all(|(e, g)| count(e) && count(g) && g <= e)
-        {
-            return Err("an SLI count that is no count");
         }
         if let Some(a) = &self.acceptance {
             FrameState::validate(a, latest_ms)?;
@@ -141,23 +129,11 @@ fn inputs(p: &SloPlan, s: &PlannedSlo, values: &[f64]) -> Inputs {
         abnormal: (s.ttft.is_some() && !p.abnormal.is_empty())
             .then(|| p.abnormal.iter().map(|r| values[*r]).sum()),
         degraded: !s.complete,
-    }
-}
-
-/// The TTFT, TPOT and E2EL rows' `(events, good)` at a frame, in plan order, into `out`.
-fn sli_values(p: &SloPlan, values: &[f64], out: &mut Vec<(f64, f64)>) {
-    let short = values[p.short];
-    out.clear();
-    for s in &p.slos {
-        if let Some(m) = s.ttft.filter(|m| m.edges.exact) {
-            out.push((values[m.count], values[m.edges.hi]));
-        }
-        if let Some(e) = s.tpot.filter(|e| e.exact) {
-            out.push((values[p.finished] - short, values[e.hi] - short));
-        }
-        if let Some(m) = s.e2el.filter(|m| m.edges.exact) {
-            out.push((values[m.count], values[m.edges.hi]));
-        }
+        exact: [
+            s.ttft.is_some_and(|m| m.edges.exact),
+            s.tpot.is_some_and(|e| e.exact),
+            s.e2el.is_some_and(|m| m.edges.exact),
+        ],
     }
 }
 
@@ -190,7 +166,6 @@ impl FrameRule for SloCounters {
             ts: None,
             layout: p.map_or(0, |p| p.layout),
             goodput: Vec::new(),
-            sli_values: Vec::new(),
             acceptance: p
                 .and_then(|p| p.acceptance.as_ref())
                 .map(<AcceptanceCorrectedItl as FrameRule>::seed),
@@ -248,7 +223,19 @@ impl FrameRule for SloCounters {
             Some(_) => {}
             None => state.acceptance = None,
         }
-        sli_values(p, values, &mut state.sli_values);
+        // ITL per token: each SLO's tokens and tokens at its threshold, from the estimate.
+        if let (Some(a_plan), Some(a)) = (&p.acceptance, &state.acceptance)
+            && p.slos.iter().any(|s| s.itl.is_some())
+            && a.point.is_some()
+            && let Ok(DerivedValue::Histogram { buckets, count, .. }) =
+                <Acceptance as FrameRule>::output(a_plan, a)
+        {
+            for (s, (_, goodput)) in p.slos.iter().zip(state.goodput.iter_mut()) {
+                if let Some(i) = s.itl {
+                    goodput.itl.advance(count, buckets[i].1, i);
+                }
+            }
+        }
         state.ts = Some(ts);
         reset
     }
@@ -262,41 +249,29 @@ impl FrameRule for SloCounters {
         if !state.has_frame() {
             return Err(WithheldReason::Incomplete);
         }
-        let itl = match (&p.acceptance, &state.acceptance) {
-            (Some(a_plan), Some(a)) if a.point.is_some() => {
-                match <AcceptanceCorrectedItl as FrameRule>::output(a_plan, a)? {
-                    DerivedValue::Histogram { buckets, count, .. } => Some((buckets, count)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
         let mut values = Vec::with_capacity(p.rows.len());
-        let mut sli = state.sli_values.iter();
         for (s, (name, g)) in p.slos.iter().zip(&state.goodput) {
             if *name != s.name {
                 return Err(WithheldReason::Incomplete);
             }
-            // The pairs `(events, good)` of the SLO's counted SLIs: from the frame, then ITL per
-            // token from the acceptance-corrected state; the rows list every events, then every
-            // good events.
-            let from_frame = s.counted - usize::from(s.itl.is_some());
-            let itl_pair = match s.itl {
-                Some(i) => {
-                    let (buckets, count) = itl.as_ref().ok_or(WithheldReason::Incomplete)?;
-                    Some((*count, buckets[i].1))
-                }
-                None => None,
+            // The `(events, good)` of the SLO's counted SLIs, in `Sli::ALL` order; the rows list
+            // every events, then every good events.
+            let exact = [
+                s.ttft.is_some_and(|m| m.edges.exact),
+                s.tpot.is_some_and(|e| e.exact),
+                s.e2el.is_some_and(|m| m.edges.exact),
+            ];
+            let itl = s.itl.map(|_| (g.itl.events, g.itl.good));
+            let pairs = || {
+                g.sli
+                    .iter()
+                    .zip(exact)
+                    .filter(|(_, x)| *x)
+                    .map(|(p, _)| *p)
+                    .chain(itl)
             };
-            let pairs = || sli.clone().take(from_frame).copied().chain(itl_pair);
             values.extend(pairs().map(|(e, _)| e));
             values.extend(pairs().map(|(_, g)| g));
-            if pairs().any(|(e, g)| g > e) {
-                return Err(WithheldReason::InconsistentInputs);
-            }
-            for _ in 0..from_frame {
-                sli.next();
-            }
             values.extend([g.finished, g.lower, g.upper]);
         }
         if values.len() != p.rows.len() || values.iter().any(|v| *v < 0.0) {

@@ -53,6 +53,10 @@ pub(crate) struct Inputs {
     /// be bounded below, and every finished request may be good.
     #[serde(default)]
     pub(crate) degraded: bool,
+    /// TTFT, TPOT and E2EL: the threshold is an edge of the histogram, so its bucket counts the
+    /// SLI's good events exactly (only then are they counted in [`Goodput::sli`]).
+    #[serde(default)]
+    pub(crate) exact: [bool; 3],
 }
 
 /// A histogram's cumulative counts at the edges around a threshold T: `lo` at the largest edge
@@ -143,6 +147,54 @@ pub(crate) struct Goodput {
     /// compared bucket by bucket with `prev`.
     #[serde(default)]
     key: u64,
+    /// The SLI events and good events counted since the baseline, `(events, good)` for TTFT,
+    /// canonical TPOT and E2EL: the same intervals as the bounds, so they never fall (a vLLM
+    /// restart adds what the new process counted), and an interval that cannot be compared (a
+    /// threshold changed by a reload, an input that went stale) adds nothing to them.
+    #[serde(default)]
+    pub(crate) sli: [(f64, f64); 3],
+    /// ITL per token, counted the same way from the acceptance-corrected estimate.
+    #[serde(default)]
+    pub(crate) itl: ItlCount,
+}
+
+/// The ITL-per-token events and good events of one SLO since the baseline, from the
+/// acceptance-corrected histogram's `_count` and its bucket at the threshold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ItlCount {
+    /// `(count, bucket at the threshold)` at the previous frame, and the bucket's index.
+    prev: Option<(f64, f64, usize)>,
+    /// Tokens, and tokens at most the threshold, since the baseline.
+    pub(crate) events: f64,
+    pub(crate) good: f64,
+}
+
+impl ItlCount {
+    /// Adds the frame where the histogram's `_count` is `count` and its bucket `index` holds
+    /// `good`: the increase since the previous frame, all of it after a fall (the estimate
+    /// restarted with vLLM), nothing when the bucket is another one than before.
+    pub(crate) fn advance(&mut self, count: f64, good: f64, index: usize) {
+        if let Some((c0, g0, i0)) = self.prev
+            && i0 == index
+        {
+            let (events, good) = if count < c0 || good < g0 {
+                (count, good)
+            } else {
+                (count - c0, good - g0)
+            };
+            let events = events.max(0.0);
+            self.events += events;
+            self.good += good.clamp(0.0, events);
+        }
+        self.prev = Some((count, good, index));
+    }
+
+    fn is_valid(&self) -> bool {
+        self.events.is_finite()
+            && self.good.is_finite()
+            && 0.0 <= self.good
+            && self.good <= self.events
+    }
 }
 
 impl Goodput {
@@ -156,6 +208,8 @@ impl Goodput {
             bad_ttft: 0.0,
             good_ttft: 0.0,
             key: 0,
+            sli: [(0.0, 0.0); 3],
+            itl: ItlCount::default(),
         }
     }
 
@@ -168,9 +222,12 @@ impl Goodput {
             self.bad_ttft,
             self.good_ttft,
         ];
+        let count = |(e, g): &(f64, f64)| e.is_finite() && g.is_finite() && 0.0 <= *g && g <= e;
         numbers.iter().all(|v| v.is_finite() && *v >= 0.0)
             && self.lower <= self.upper
             && self.upper <= self.finished
+            && self.sli.iter().all(count)
+            && self.itl.is_valid()
     }
 
     /// Adds the frame whose inputs are `now`, of the layout `key`. A torn frame
@@ -223,6 +280,29 @@ impl Goodput {
         let d = |f: fn(&Inputs) -> f64| f(now) - base.as_ref().map_or(0.0, f);
         let n = d(|i| i.finished);
         self.finished += n;
+        // The SLIs' events and good events: the bucket at the threshold, when it is an edge (a
+        // plan that lacked that bucket brackets it between two others, and counts nothing).
+        let short = d(|i| i.short);
+        let sli = [
+            now.ttft.map(|_| {
+                let count = d(|i| i.ttft.map_or(0.0, |(c, _)| c));
+                (count, d(|i| i.ttft.map_or(0.0, |(_, b)| b.hi)))
+            }),
+            now.tpot
+                .map(|_| (n - short, d(|i| i.tpot.map_or(0.0, |b| b.hi)) - short)),
+            now.e2el.map(|_| {
+                let count = d(|i| i.e2el.map_or(0.0, |(c, _)| c));
+                (count, d(|i| i.e2el.map_or(0.0, |(_, b)| b.hi)))
+            }),
+        ];
+        for ((total, add), exact) in self.sli.iter_mut().zip(sli).zip(now.exact) {
+            if let Some((events, good)) = add.filter(|_| exact) {
+                // On inputs vLLM sends, 0 ≤ good ≤ events per interval; kept so on any.
+                let events = events.max(0.0);
+                total.0 += events;
+                total.1 += good.clamp(0.0, events);
+            }
+        }
         // Finish-time SLIs: (surely good, possibly good) among the n.
         let mut finish: Vec<(f64, f64)> = Vec::new();
         if now.tpot.is_some() {

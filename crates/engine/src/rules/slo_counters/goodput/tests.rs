@@ -89,6 +89,7 @@ fn inputs(reqs: &[Request], at_s: f64, th: Thresholds) -> Inputs {
         abnormal: (th.reasons && th.ttft.is_some())
             .then(|| done.iter().filter(|r| r.abnormal).count() as f64),
         degraded: false,
+        exact: [th.ttft, th.tpot, th.e2el].map(|t| t.is_some_and(|t| EDGES.contains(&t))),
     }
 }
 
@@ -413,6 +414,7 @@ fn a_torn_frame_adds_nothing_and_the_next_consistent_one_covers_both_intervals()
         ttft: None,
         abnormal: None,
         degraded: false,
+        exact: [false, true, true],
     };
     let mut goodput = Goodput::new();
     goodput.advance(&frame(10.0, 10.0), 1);
