@@ -554,4 +554,22 @@ fn check_config_accepts_the_shipped_files_and_refuses_a_bad_one_as_the_service_d
             .2
             .contains("engine.max_pending_frames: 0 is outside 1..=1024"),
     );
+    // A valid spec whose fast page cannot fire (14.4 × 10 % > 1): accepted, with a warning.
+    let silent = dir.path().join("silent.yml");
+    std::fs::write(
+        &silent,
+        "slos:\n  - name: chat\n    objective: 0.9\n    tpot: 0.05\n",
+    )
+    .unwrap();
+    let (code, out, err) = run(&["check-config", "--config.file", silent.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains("silent.yml: warning: SLO chat: tpot at 90 %: 1 of its alerts can never fire"),
+        "{out}"
+    );
+    assert!(
+        !run(&["check-config", "--config.file", &shipped])
+            .1
+            .contains("warning")
+    );
 }

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::slo_rules::alert_warnings;
 use service::config::Config;
 use service::web::WebSettings;
 
@@ -29,7 +30,8 @@ pub struct CheckConfigArgs {
 
 /// What `check-config` prints for valid files: one line per file, `PATH: valid …`, with what
 /// the configuration file sets that a reader most often gets wrong (the input prefix, the
-/// dropped labels, the SLOs, the memory budget).
+/// dropped labels, the SLOs, the memory budget), then `PATH: warning: …` for each generated
+/// burn-rate alert of its SLOs that cannot fire (`slo_rules::alert_warnings`).
 ///
 /// # Errors
 /// The first refusal, as the service words it (naming the file and the field): the
@@ -43,6 +45,9 @@ pub fn run(args: &CheckConfigArgs) -> Result<String, String> {
             path.display(),
             config.summary()
         ));
+        for warning in config.slos.slos.iter().flat_map(alert_warnings) {
+            out.push_str(&format!("{}: warning: {warning}\n", path.display()));
+        }
     }
     if let Some(path) = &args.web_config_file {
         let web = WebSettings::load(Some(path)).map_err(|e| e.to_string())?;

@@ -27,10 +27,12 @@ mod groups;
 mod le;
 mod pyrra;
 mod sloth;
+mod warnings;
 mod windows;
 
 pub use groups::{EVENTS, FINISHED, GOOD_EVENTS, GOODPUT};
 use groups::{Group, duration, slo_groups};
+pub(crate) use warnings::alert_warnings;
 use windows::burn_windows;
 
 /// `vllm-corrector rules`: the SLO rules, or with the `corrections` subcommand the PromQL
@@ -367,6 +369,9 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
         });
         let _ = writeln!(out, "#   page (critical): {fast}, {slow}");
         let _ = writeln!(out, "#   ticket (warning): {quick}, {long}");
+        for warning in alert_warnings(slo) {
+            out.push_str(&warnings::wrap(&format!("WARNING: {warning}"), "#   "));
+        }
     }
     out
 }

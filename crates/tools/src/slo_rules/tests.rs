@@ -433,7 +433,7 @@ fn bucket_rules_warn_of_a_threshold_that_is_no_default_vllm_bucket_edge() {
         };
         render(&spec(text), &options)
             .lines()
-            .filter(|l| l.contains("WARNING"))
+            .filter(|l| l.contains("WARNING") && l.contains("bucket edges"))
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
