@@ -262,3 +262,67 @@ fn an_ha_pair_writing_the_same_series_shows_on_status_and_in_the_api() {
         "{status}"
     );
 }
+
+/// The instances' engines that `/api/v1/groups?<query>` lists.
+fn api_engines(corrector: &Corrector, query: &str) -> Vec<String> {
+    let v: Value =
+        serde_json::from_str(&get(corrector, &format!("/api/v1/groups?{query}"))).unwrap();
+    v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["labels"]["engine"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_groups_api_filters_find_an_sli_whose_threshold_is_not_a_bucket_edge() {
+    // vLLM's TPOT edges are 0.05 and 0.075: a 70 ms threshold lies between them. Engine "0"'s SLO
+    // counts TPOT at 50 ms exactly, engine "1"'s leaves TPOT out with a note.
+    let [t1, t2, _] = scrape_times();
+    let corrector = Corrector::start_with_config(Some(
+        "engine:\n  settle_scrapes: 0\nslos:\n  \
+         - {name: exact, objective: 0.99, tpot: 0.05, match: {engine: \"0\"}}\n  \
+         - {name: between, objective: 0.99, tpot: 0.07, match: {engine: \"1\"}}\n",
+    ));
+    for (scrape, ts) in [(Scrape::T1, t1), (Scrape::T2, t2)] {
+        let mut points = engine_points(scrape, ts, "0", None);
+        points.extend(engine_points(scrape, ts, "1", None));
+        corrector.write(&points);
+    }
+    let snapshot = corrector.snapshot();
+    let own = [
+        ("family", "vllm_corrected_slo"),
+        ("state", "withheld"),
+        ("reason", "not_a_bucket_edge"),
+        ("slo", "between"),
+        ("sli", "tpot"),
+    ];
+    let with_note = snapshot
+        .text
+        .lines()
+        .filter(|l| l.starts_with("vllm_corrector_family_info{") && l.contains("not_a_bucket_edge"))
+        .collect::<Vec<_>>();
+    assert_eq!(with_note.len(), 1, "{}", snapshot.text);
+    assert!(
+        own.iter()
+            .all(|(k, v)| with_note[0].contains(&format!("{k}=\"{v}\""))),
+        "{}",
+        with_note[0]
+    );
+    assert!(with_note[0].contains("engine=\"1\""), "{}", with_note[0]);
+    assert_eq!(api_engines(&corrector, "reason=not_a_bucket_edge"), ["1"]);
+    assert_eq!(api_engines(&corrector, "state=withheld"), ["1"]);
+    assert_eq!(
+        api_engines(&corrector, "family=vllm_corrected_slo&state=withheld"),
+        ["1"]
+    );
+    assert_eq!(
+        api_engines(&corrector, "reason=missing_input"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        api_engines(&corrector, "family=vllm_corrected_slo&state=served"),
+        ["0", "1"]
+    );
+}

@@ -170,9 +170,11 @@ pub trait GroupFilter {
     fn reads_families(&self) -> bool {
         false
     }
-    /// Whether a group whose families show these statuses (in [`Family::ALL`] order) is listed.
-    fn families(&self, families: &[FamilyStatus]) -> bool {
-        let _ = families;
+    /// Whether a group whose families show these statuses (in [`Family::ALL`] order) and whose
+    /// SLO counters leave out these SLIs (each note a withheld SLI of
+    /// [`Family::SloCounters`]) is listed.
+    fn families(&self, families: &[FamilyStatus], notes: &[crate::slo::SliNote]) -> bool {
+        let _ = (families, notes);
         true
     }
 }

@@ -96,6 +96,9 @@ pub enum SliNoteReason {
 }
 
 impl SliNoteReason {
+    /// Every reason, in declaration order.
+    pub const ALL: [SliNoteReason; 2] = [SliNoteReason::NotABucketEdge, SliNoteReason::Incomplete];
+
     /// The `reason` label value: `not_a_bucket_edge` or `incomplete`.
     pub fn as_str(self) -> &'static str {
         match self {

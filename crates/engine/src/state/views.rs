@@ -253,7 +253,10 @@ impl Engine {
             summary.serving += usize::from(Family::ALL.iter().any(|&f| group.output(f).is_some()));
             if !filter.labels(&group.labels)
                 || (filter.reads_families()
-                    && !filter.families(&Family::ALL.map(|f| family_status(group, &entry.meta, f))))
+                    && !filter.families(
+                        &Family::ALL.map(|f| family_status(group, &entry.meta, f)),
+                        group.slo_notes().as_deref().unwrap_or_default(),
+                    ))
             {
                 continue;
             }

@@ -5,14 +5,18 @@
 //!   with `=`, `!=`, `=~` and `!~` (regular expressions anchored at both ends, RE2 syntax as in
 //!   Prometheus; a missing label matches `""`). Repeated, a group matching any selector is
 //!   listed, as in the Prometheus HTTP API's `match[]`.
-//! * `state=served|degraded|withheld`: groups with a family in that state.
-//! * `reason=<reason>`: groups with a family withheld (or degraded) for that reason
-//!   (`missing_input`, `incomplete`, `limit`, …: `engine::WithheldReason`).
+//! * `state=served|degraded|withheld`: groups with a family in that state; an SLI that the SLO
+//!   counters leave out (an SLI note: `not_a_bucket_edge`, `incomplete`) is withheld in
+//!   `vllm_corrected_slo`, as `vllm_corrector_family_info` shows it.
+//! * `reason=<reason>`: groups with a family, or an SLI, withheld (or degraded) for that reason
+//!   (`missing_input`, `incomplete`, `limit`, …: `engine::WithheldReason`; `not_a_bucket_edge`:
+//!   `engine::slo::SliNoteReason`).
 //! * `family=<corrected family>`: `state` and `reason` look at that family only.
 //!
 //! Everything given must hold. A selector is parsed here, in a few lines, rather than by a PromQL
 //! parser: it is the matcher list only, no metric name, function or operator.
 
+use engine::slo::{SliNote, SliNoteReason};
 use engine::{Family, FamilyStatus, GroupFilter, WithheldReason};
 use regex::{Regex, RegexBuilder};
 
@@ -103,17 +107,17 @@ impl Filter {
                 );
             }
             "reason" => {
-                self.reason = Some(
-                    WithheldReason::ALL
-                        .iter()
-                        .map(|r| r.as_str())
-                        .find(|r| *r == value)
-                        .ok_or_else(|| {
-                            let all: Vec<&str> =
-                                WithheldReason::ALL.iter().map(|r| r.as_str()).collect();
-                            format!("reason={value:?} is none of {}", all.join(", "))
-                        })?,
-                );
+                let mut all: Vec<&'static str> =
+                    WithheldReason::ALL.iter().map(|r| r.as_str()).collect();
+                for note in SliNoteReason::ALL.map(SliNoteReason::as_str) {
+                    if !all.contains(&note) {
+                        all.push(note);
+                    }
+                }
+                self.reason =
+                    Some(all.iter().copied().find(|r| *r == value).ok_or_else(|| {
+                        format!("reason={value:?} is none of {}", all.join(", "))
+                    })?);
             }
             "family" => {
                 self.family = Some(
@@ -148,11 +152,15 @@ impl GroupFilter for Filter {
         self.state.is_some() || self.reason.is_some() || self.family.is_some()
     }
 
-    fn families(&self, families: &[FamilyStatus]) -> bool {
-        families.iter().any(|f| {
-            self.family.is_none_or(|family| family == f.family)
-                && self.state.is_none_or(|state| f.state() == state)
-                && self.reason.is_none_or(|reason| f.reason() == Some(reason))
+    fn families(&self, families: &[FamilyStatus], notes: &[SliNote]) -> bool {
+        let statuses = families.iter().map(|f| (f.family, f.state(), f.reason()));
+        let slis = notes
+            .iter()
+            .map(|n| (Family::SloCounters, "withheld", Some(n.reason.as_str())));
+        statuses.chain(slis).any(|(family, state, reason)| {
+            self.family.is_none_or(|f| f == family)
+                && self.state.is_none_or(|s| s == state)
+                && self.reason.is_none_or(|r| reason == Some(r))
         })
     }
 }

@@ -132,9 +132,52 @@ fn state_reason_and_family_look_at_the_families_as_status_shows_them() {
     ] {
         let f = filter(query).unwrap();
         assert!(f.reads_families(), "{query}");
-        assert_eq!(f.families(&group), listed, "{query}");
+        assert_eq!(f.families(&group, &[]), listed, "{query}");
     }
     assert!(!Filter::default().reads_families());
+}
+
+/// An SLI the SLO counters leave out shows as withheld in `vllm_corrected_slo` on `/status` and in
+/// `vllm_corrector_family_info`; the filters list its group the same way, with the note's reason.
+#[test]
+fn state_reason_and_family_find_the_slis_an_slo_leaves_out() {
+    let served = |family| FamilyStatus {
+        family,
+        withheld: None,
+        degraded: false,
+        missing_input: None,
+        limit: None,
+    };
+    let group = [
+        served(Family::SloCounters),
+        served(Family::named("vllm_corrected_tokens_per_output")),
+    ];
+    let note = engine::slo::SliNote {
+        slo: "chat".into(),
+        sli: engine::slo::Sli::Tpot,
+        reason: engine::slo::SliNoteReason::NotABucketEdge,
+        detail: "0.07 s is not an le".into(),
+    };
+    for (query, with_note, without) in [
+        ("state=withheld", true, false),
+        ("reason=not_a_bucket_edge", true, false),
+        ("reason=incomplete", false, false),
+        ("family=vllm_corrected_slo&state=withheld", true, false),
+        ("family=vllm_corrected_slo&state=served", true, true),
+        (
+            "family=vllm_corrected_tokens_per_output&reason=not_a_bucket_edge",
+            false,
+            false,
+        ),
+    ] {
+        let f = filter(query).unwrap();
+        assert_eq!(
+            f.families(&group, std::slice::from_ref(&note)),
+            with_note,
+            "{query}"
+        );
+        assert_eq!(f.families(&group, &[]), without, "{query}");
+    }
 }
 
 /// Six groups serving token-weighted ITL (`instance` 000000 to 000005) and one, `lone`, with
