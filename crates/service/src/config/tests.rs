@@ -397,3 +397,31 @@ fn input_drop_labels_are_label_names_the_rules_do_not_read() {
         );
     }
 }
+
+/// docs/CONFIGURATION.md says its sample "shows its default" for every field: parsed, it gives the
+/// configuration of no file at all, but for `storage` (whose default is none).
+#[test]
+fn the_documented_sample_file_is_the_defaults() {
+    let doc = include_str!("../../../../docs/CONFIGURATION.md");
+    let sample = doc
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a yaml block in docs/CONFIGURATION.md");
+    let without_storage: String = sample
+        .lines()
+        .scan(false, |in_storage, line| {
+            if !line.starts_with(' ') {
+                *in_storage = line.starts_with("storage:");
+            }
+            Some((!*in_storage).then_some(line))
+        })
+        .flatten()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(without_storage.contains("slos:"), "{without_storage}");
+    assert_eq!(
+        from_yaml(&without_storage).unwrap(),
+        Config::from_args(args(&[])).unwrap()
+    );
+}
