@@ -288,7 +288,7 @@ fn validate_slo(i: usize, slo: &Slo) -> Result<(), SloError> {
             "name",
             format!(
                 "{name:?} is not a name like chat or chat_fast: lower-case letters, digits and \
-                 single underscores, starting with a letter (it becomes part of rule names)"
+                 single underscores, starting with a letter and not ending with an underscore (it becomes part of rule names)"
             ),
         ));
     }
@@ -302,16 +302,16 @@ fn validate_slo(i: usize, slo: &Slo) -> Result<(), SloError> {
     if slo.window_ms < MIN_WINDOW_MS || slo.window_ms > MAX_WINDOW_MS {
         return Err(err(
             "window",
-            format!(
-                "{} is outside 1h..=366d",
-                format_ms(slo.window_ms).unwrap_or_else(|| format!("{} ms", slo.window_ms))
-            ),
+            format!("{} is outside 1h..=366d", duration_text(slo.window_ms)),
         ));
     }
     if !slo.window_ms.is_multiple_of(60_000) {
         return Err(err(
             "window",
-            format!("{} ms is not a whole number of minutes", slo.window_ms),
+            format!(
+                "{} is not a whole number of minutes",
+                duration_text(slo.window_ms)
+            ),
         ));
     }
     if slo.slis.is_empty() {
@@ -400,6 +400,30 @@ pub fn format_ms(ms: u64) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// `ms` as a Prometheus duration with every unit down to ms (`90s`, `2h30s`, `1d500ms`, `0s`),
+/// for messages about a window that [`format_ms`] cannot print.
+fn duration_text(ms: u64) -> String {
+    let units = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+        (1, "ms"),
+    ];
+    let mut out = String::new();
+    let mut rest = ms;
+    for (size, unit) in units {
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
 }
 
 /// Why an [`SloSpec`] was refused: the field (`slos[1].objective`) and what is wrong.

@@ -146,7 +146,9 @@ pub(crate) struct FileConfig {
     pub(crate) limits: LimitsSection,
     /// Where the stateful rule's state is kept across restarts.
     pub(crate) storage: StorageSection,
-    /// The SLOs (reloadable). Absent: the shipped default; `[]`: none.
+    /// The SLOs (reloadable). Absent: the shipped default; `[]`: none; `slos:` with nothing after
+    /// it is refused, since a reader cannot tell which of the two it means.
+    #[serde(default, deserialize_with = "slos::entries")]
     pub(crate) slos: Option<Vec<SloEntry>>,
 }
 

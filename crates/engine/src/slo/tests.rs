@@ -127,10 +127,10 @@ fn objectives_are_fractions_strictly_between_0_and_1() {
 #[test]
 fn windows_run_from_one_hour_to_366_days_in_whole_minutes() {
     for (ms, message) in [
-        (3_599_999, "3599999 ms is outside 1h..=366d"),
+        (3_599_999, "59m59s999ms is outside 1h..=366d"),
         (59 * 60_000, "59m is outside 1h..=366d"),
         (367 * DAY_MS, "367d is outside 1h..=366d"),
-        (3_600_000 + 30_000, "is not a whole number of minutes"),
+        (3_600_000 + 30_000, "1h30s is not a whole number of minutes"),
     ] {
         let mut slo = chat();
         slo.window_ms = ms;

@@ -81,6 +81,10 @@ pub(crate) fn yaml_message(
             format!("duplicate key `{key}`")
         }
         serde_saphyr::Error::DuplicateMappingKey { key: None, .. } => "duplicate key".to_owned(),
+        // A number read without a target type (a threshold) refuses `.inf` and `.nan` itself.
+        serde_saphyr::Error::NonFiniteFloat { value, .. } => {
+            format!("{value} is not a finite number")
+        }
         other => {
             let text = other.to_string();
             let suffix = location.map(|l| format!(" at line {}, column {}", l.line(), l.column()));
@@ -93,9 +97,17 @@ pub(crate) fn yaml_message(
     let Some(location) = location else {
         return base;
     };
+    // A missing field is reported where its mapping ends, at the last key written: name the list
+    // entry that lacks it (`slos[0]`), the only mappings with required fields.
+    let missing = base.starts_with("missing field");
     let field = usize::try_from(location.line())
         .ok()
         .and_then(field_at)
+        .and_then(|f| match f.rfind(']') {
+            _ if !missing => Some(f),
+            Some(end) => Some(f[..=end].to_owned()),
+            None => None,
+        })
         .map(|f| format!("{f}: "))
         .unwrap_or_default();
     format!(

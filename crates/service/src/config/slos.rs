@@ -45,12 +45,16 @@ pub(crate) struct SloEntry {
     /// Aggregation labels; default `[namespace, model_name]`.
     by: Option<Vec<String>>,
     /// TTFT threshold, seconds.
+    #[serde(default, deserialize_with = "seconds")]
     ttft: Option<f64>,
     /// Canonical TPOT threshold, seconds.
+    #[serde(default, deserialize_with = "seconds")]
     tpot: Option<f64>,
     /// E2EL threshold, seconds.
+    #[serde(default, deserialize_with = "seconds")]
     e2el: Option<f64>,
     /// Per-token ITL threshold, seconds.
+    #[serde(default, deserialize_with = "seconds")]
     itl_per_token: Option<f64>,
     /// Per-SLI objectives.
     #[serde(default)]
@@ -65,6 +69,43 @@ struct SliObjectives {
     tpot: Option<f64>,
     e2el: Option<f64>,
     itl_per_token: Option<f64>,
+}
+
+/// `slos:` as written: a list. A key with no value is refused rather than read as absent (the
+/// shipped default) or as `[]` (no SLO): the message names both.
+pub(crate) fn entries<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<SloEntry>>, D::Error> {
+    Option::<Vec<SloEntry>>::deserialize(d)?.map(Some).ok_or_else(|| {
+        serde::de::Error::custom(
+            "no value: write `slos: []` for no SLO, or leave the key out for the shipped default",
+        )
+    })
+}
+
+/// A threshold as written: a number of seconds; anything else is refused saying so, with the
+/// number to write for a duration such as `50ms`.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Seconds(f64),
+        Text(String),
+        Other(serde::de::IgnoredAny),
+    }
+    let message = match Option::<Written>::deserialize(d)? {
+        None => return Ok(None),
+        Some(Written::Seconds(s)) => return Ok(Some(s)),
+        Some(Written::Text(text)) => match humantime::parse_duration(text.trim()) {
+            Ok(d) => format!(
+                "{text:?} is not a number of seconds: write {}",
+                d.as_secs_f64()
+            ),
+            Err(_) => format!("{text:?} is not a number of seconds such as 0.05"),
+        },
+        Some(Written::Other(_)) => "expected a number of seconds such as 0.05".to_owned(),
+    };
+    Err(serde::de::Error::custom(message))
 }
 
 fn default_window() -> String {

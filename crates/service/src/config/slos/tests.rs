@@ -140,10 +140,6 @@ fn each_mistake_is_refused_naming_its_field() {
             "slos[0].tpot: -0.05 is not a threshold in seconds",
         ),
         (
-            "slos:\n  - name: a\n    objective: 0.99\n    tpot: .inf\n",
-            "slos[0].tpot: inf is not a threshold in seconds",
-        ),
-        (
             "slos:\n  - name: a\n    objective: 0.99\n    tpot: 0.05\n    objectives: {ttft: 0.9}\n",
             "slos[0].objectives.ttft: an objective for ttft, which has no threshold",
         ),
@@ -162,6 +158,15 @@ fn each_mistake_is_refused_naming_its_field() {
         (
             "slos:\n  - name: a\n    objective: 0.99\n    tpot: 0.05\n    by: [model-name]\n",
             "slos[0].by[0]: \"model-name\" is not a label name",
+        ),
+        (
+            "slos:\n  - name: chat_\n    objective: 0.99\n    tpot: 0.05\n",
+            "slos[0].name: \"chat_\" is not a name like chat or chat_fast: lower-case letters, \
+             digits and single underscores, starting with a letter and not ending with an underscore",
+        ),
+        (
+            "slos:\n  - name: a\n    objective: 0.99\n    tpot: 0.05\n    window: 2h30s\n",
+            "slos[0].window: 2h30s is not a whole number of minutes",
         ),
     ] {
         let error = refused(yaml);
@@ -209,5 +214,55 @@ fn yaml_errors_in_a_list_name_the_item() {
     assert!(
         error.contains("line 5, column 16: slos[1].objective: "),
         "{error}"
+    );
+}
+
+#[test]
+fn a_threshold_that_is_no_number_says_what_to_write() {
+    for (value, want) in [
+        (
+            "\"50ms\"",
+            "slos[0].tpot: \"50ms\" is not a number of seconds: write 0.05",
+        ),
+        (
+            "2s",
+            "slos[0].tpot: \"2s\" is not a number of seconds: write 2",
+        ),
+        (
+            "fast",
+            "slos[0].tpot: \"fast\" is not a number of seconds such as 0.05",
+        ),
+        (".inf", "slos[0].tpot: .inf is not a finite number"),
+        (
+            "{threshold: 0.05}",
+            "slos[0].tpot: expected a number of seconds such as 0.05",
+        ),
+    ] {
+        let yaml = format!("slos:\n  - name: a\n    objective: 0.99\n    tpot: {value}\n");
+        let error = refused(&yaml);
+        assert_eq!(
+            error,
+            format!("--config.file test.yaml: line 4, column 11: {want}"),
+            "{yaml}"
+        );
+    }
+    // null is an absent threshold: the SLO counts e2el only.
+    let spec = from_yaml("slos:\n  - name: a\n    objective: 0.99\n    tpot: null\n    e2el: 20\n")
+        .unwrap()
+        .slos;
+    assert_eq!(spec.slos[0].slis.len(), 1);
+    assert_eq!(spec.slos[0].slis[0].sli, Sli::E2el);
+}
+
+#[test]
+fn a_missing_field_names_the_entry_and_slos_without_a_value_is_refused() {
+    assert_eq!(
+        refused("slos:\n  - name: a\n    tpot: 0.05\n    match:\n      model: x\n"),
+        "--config.file test.yaml: line 4, column 5: slos[0]: missing field `objective`"
+    );
+    assert_eq!(
+        refused("slos:\n"),
+        "--config.file test.yaml: line 1, column 5: slos: no value: write `slos: []` for no SLO, \
+         or leave the key out for the shipped default"
     );
 }
