@@ -352,7 +352,8 @@ fn run_goodput(data: &[u8]) -> usize {
 }
 
 /// Many more random programs for the `goodput` target than CI runs, for a stable-Rust soak:
-/// `GOODPUT_PROGRAMS=5000 cargo test --release --test it goodput_fuzz_soak -- --ignored`. A
+/// `GOODPUT_PROGRAMS=5000 cargo test --release --test it goodput_fuzz_soak -- --ignored`
+/// (`GOODPUT_FIRST_SEED=N` starts at seed N instead of 0). A
 /// failing program is kept in `target/goodput-failure.bin`; `GOODPUT_REPLAY=FILE` runs that one
 /// program alone (with `GOODPUT_FUZZ_TRACE=1`, step by step).
 #[test]
@@ -367,8 +368,12 @@ fn goodput_fuzz_soak() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let first: u64 = std::env::var("GOODPUT_FIRST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut checked = 0;
-    for seed in 0..n {
+    for seed in first..first.saturating_add(n) {
         let mut rng = StdRng::seed_from_u64(seed);
         let len = rng.random_range(200..6000);
         checked += run_goodput(&goodput_program(&mut rng, len));

@@ -254,7 +254,7 @@ pub(crate) async fn run_until(
     // window's corrected values start with the raw ones.
     let engine = Engine::new(EngineConfig {
         settle_scrapes: 0,
-        slos: slo_set,
+        slos: slo_set.clone(),
         ..EngineConfig::default()
     });
     let state = AppState::new(engine, Limits::default());
@@ -319,7 +319,7 @@ pub(crate) async fn run_until(
         points.push_back(point);
         if last_print.elapsed() + args.scrape_interval / 2 >= args.refresh {
             last_print = Instant::now();
-            if let Some(c) = compare(&points, &live, epoch_ms, &spec, baseline_ms) {
+            if let Some(c) = compare(&points, &live, epoch_ms, (&spec, &slo_set), baseline_ms) {
                 print(out, style, &intro, &c)?;
                 printed_ts = points.back().map(|p| p.ts_ms);
                 last = Some(c);
@@ -329,7 +329,7 @@ pub(crate) async fn run_until(
     // A final table when the last points were not shown yet.
     if result.is_ok()
         && points.back().map(|p| p.ts_ms) != printed_ts
-        && let Some(c) = compare(&points, &live, epoch_ms, &spec, baseline_ms)
+        && let Some(c) = compare(&points, &live, epoch_ms, (&spec, &slo_set), baseline_ms)
     {
         print(out, style, &intro, &c)?;
         last = Some(c);
@@ -433,7 +433,7 @@ fn compare(
     points: &VecDeque<Point>,
     live: &LiveSim,
     epoch_ms: i64,
-    spec: &SloSpec,
+    (spec, set): (&SloSpec, &SloSet),
     baseline_ms: Option<i64>,
 ) -> Option<Comparison> {
     let (first, last) = (points.front()?, points.back()?);
@@ -454,11 +454,20 @@ fn compare(
     );
     let read = slo_readings::for_spec(
         spec,
+        set,
         (&first.corrected, &last.corrected),
         (&first.raw, &last.raw),
     );
     let baseline = baseline_ms == Some(first.ts_ms);
-    c.slos = live.with(|s| super::compare::slo::comparisons(spec, &read, s, window, baseline));
+    // An engine is covered when the group of its `engine` label is, as the corrector sees it.
+    let covered = |slo: &Slo, engine: &str| {
+        last.raw.groups.keys().any(|labels| {
+            labels.iter().any(|(n, v)| n == "engine" && v == engine)
+                && set.covers(&slo.name, labels)
+        })
+    };
+    c.slos =
+        live.with(|s| super::compare::slo::comparisons(spec, &read, s, &covered, window, baseline));
     Some(c)
 }
 

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use engine::slo::{Sli, Slo, SloSpec};
+use engine::slo::{Sli, Slo, SloSet, SloSpec};
 use engine::{CounterMetric, DEFAULT_METRIC_PREFIX};
 
 use crate::presentation::SLO;
@@ -264,6 +264,7 @@ pub(crate) fn total(before: &Dump, after: &Dump, spec: &SloSpec) -> Vec<SloInter
 /// as two pairs of dumps.
 pub(crate) fn for_spec(
     spec: &SloSpec,
+    set: &SloSet,
     counters: (&Dump, &Dump),
     raw: (&Dump, &Dump),
 ) -> Vec<SloInterval> {
@@ -281,16 +282,22 @@ pub(crate) fn for_spec(
                     raw: BTreeMap::new(),
                     goodput: None,
                 });
-            read.raw = raw_total(raw.0, raw.1, slo);
+            read.raw = raw_total(raw.0, raw.1, slo, |labels| set.covers(&slo.name, labels));
             read
         })
         .collect()
 }
 
-/// [`raw_between`] summed over every group of both dumps.
-pub(crate) fn raw_total(before: &Dump, after: &Dump, slo: &Slo) -> BTreeMap<Sli, Count> {
+/// [`raw_between`] summed over the groups of both dumps that `covered` (the SLO's `match:`)
+/// accepts.
+pub(crate) fn raw_total(
+    before: &Dump,
+    after: &Dump,
+    slo: &Slo,
+    covered: impl Fn(&[(String, String)]) -> bool,
+) -> BTreeMap<Sli, Count> {
     let mut out: BTreeMap<Sli, Count> = BTreeMap::new();
-    for (key, a) in &after.groups {
+    for (key, a) in after.groups.iter().filter(|(key, _)| covered(key)) {
         if let Some(b) = before.groups.get(key) {
             for (sli, count) in raw_between(b, a, slo) {
                 out.entry(sli).or_default().add(&count);

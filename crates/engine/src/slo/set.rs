@@ -60,6 +60,16 @@ impl SloSet {
         self.0.iter().any(|e| e.slo.target(sli).is_some())
     }
 
+    /// Whether the SLO named `slo` covers the group of `labels` (its `match:` holds, or it has
+    /// none); false for a name the set does not have. For tools that total other readings (vLLM's
+    /// raw buckets, the simulator's requests) over the groups the SLO counts.
+    pub fn covers(&self, slo: &str, labels: &[(String, String)]) -> bool {
+        self.0
+            .iter()
+            .find(|e| e.slo.name == slo)
+            .is_some_and(|e| e.matcher.as_ref().is_none_or(|m| m(labels)))
+    }
+
     /// The SLOs covering the group of `labels`, in file order.
     pub(crate) fn covering<'s>(
         &'s self,

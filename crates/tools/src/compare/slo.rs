@@ -68,12 +68,28 @@ pub(crate) struct SloComparison {
     pub(crate) goodput: Option<GoodputRow>,
 }
 
-/// What the simulator's records say of `slo` over `[from_ns, to_ns)`: each SLI's count, then
-/// the finished and good requests, then the requests in flight at `from_ns` with a first token.
-fn truth(sim: &Simulator, slo: &Slo, from_ns: u64, to_ns: u64) -> (Vec<Count>, u64, u64, u64) {
+/// What the simulator's records say of `slo` over `[from_ns, to_ns)`, counting the requests of
+/// the engines `covered` accepts (by `engine` label): each SLI's count, then the finished and
+/// good requests, then the requests in flight at `from_ns` with a first token.
+fn truth(
+    sim: &Simulator,
+    slo: &Slo,
+    covered: &dyn Fn(&str) -> bool,
+    (from_ns, to_ns): (u64, u64),
+) -> (Vec<Count>, u64, u64, u64) {
     let window = |ns: u64| (from_ns..to_ns).contains(&ns);
-    let records = sim.truth().requests();
-    let running: Vec<_> = sim.running_requests().map(|(_, r)| r).collect();
+    let records: Vec<_> = sim
+        .truth()
+        .requests()
+        .iter()
+        .filter(|r| covered(&r.engine))
+        .collect();
+    let records = &records[..];
+    let running: Vec<_> = sim
+        .running_requests()
+        .filter(|(engine, _)| covered(&engine.to_string()))
+        .map(|(_, r)| r)
+        .collect();
     let threshold = |sli: Sli| slo.target(sli).map(|t| t.threshold_seconds);
     let mut counts = Vec::new();
     for target in &slo.slis {
@@ -152,20 +168,23 @@ fn truth(sim: &Simulator, slo: &Slo, from_ns: u64, to_ns: u64) -> (Vec<Count>, u
 }
 
 /// Every SLO of `spec` over `[from_ns, to_ns)`: `corrected` holds the corrector's counters and
-/// vLLM's raw readings per SLO ([`crate::slo_readings`]); `baseline` is true when the window
-/// starts at the corrector's first scrape.
+/// vLLM's raw readings per SLO ([`crate::slo_readings`]); `covered(slo, engine)` says whether the
+/// SLO's `match:` covers the simulator's engine of that `engine` label; `baseline` is true when
+/// the window starts at the corrector's first scrape.
 pub(crate) fn comparisons(
     spec: &SloSpec,
     corrected: &[SloInterval],
     sim: &Simulator,
-    (from_ns, to_ns): (u64, u64),
+    covered: &dyn Fn(&Slo, &str) -> bool,
+    window: (u64, u64),
     baseline: bool,
 ) -> Vec<SloComparison> {
     spec.slos
         .iter()
         .map(|slo| {
             let read = corrected.iter().find(|s| s.name == slo.name);
-            let (counts, finished, good, in_flight) = truth(sim, slo, from_ns, to_ns);
+            let (counts, finished, good, in_flight) =
+                truth(sim, slo, &|engine| covered(slo, engine), window);
             let slis = slo
                 .slis
                 .iter()

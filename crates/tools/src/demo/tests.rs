@@ -51,17 +51,23 @@ fn within(value: Option<f64>, truth: Option<f64>, rel: f64) {
 /// Per SLI the corrector's counts equal the records' exactly (its thresholds are bucket edges);
 /// vLLM's own TPOT bucket counts every request of at most one token as good; the window starts
 /// at the corrector's first scrape, so the true goodput lies within the bounds with no slack.
-fn check_slos_against_the_records(args: &DemoArgs, last: &Comparison) {
+/// An SLO of `spec` with `match: {engine: E}` counts the records of engine E only.
+fn check_slos_against_the_records(args: &DemoArgs, spec: &SloSpec, last: &Comparison) {
     let mut sim = Simulator::new(sim_config(args, 0)).unwrap();
     sim.advance_to(last.at_s + 120.0);
     let to = (last.at_s * 1000.0).round() / 1000.0;
     let from = ((last.at_s - last.window_s) * 1000.0).round() / 1000.0;
     let inside = |t: f64| from <= t && t < to;
-    let reqs = finished(&sim);
-    let spec = demo_slos();
+    let all = finished(&sim);
     assert_eq!(last.slos.len(), spec.slos.len());
     for (slo, shown) in spec.slos.iter().zip(&last.slos) {
         assert_eq!(shown.name, slo.name);
+        let engine = slo.matchers.iter().find(|m| m.label == "engine");
+        let reqs: Vec<Req> = all
+            .iter()
+            .filter(|r| engine.is_none_or(|m| m.regex == r.engine))
+            .cloned()
+            .collect();
         let t = |sli| slo.target(sli).unwrap().threshold_seconds;
         let (ttft, tpot, e2el) = (t(Sli::Ttft), t(Sli::Tpot), t(Sli::E2el));
         let want = [
@@ -204,13 +210,55 @@ async fn six_second_demo_prints_corrected_values_and_slo_counts_equal_to_truth_a
         "{text}"
     );
     // The SLOs, printed and returned alike.
-    check_slos_against_the_records(&args, &last);
+    check_slos_against_the_records(&args, &demo_slos(), &last);
     assert!(
         text.contains(&format!(
             "slo=interactive sli=ttft threshold=0.25 objective=0.9 raw={}",
             last.slos[0].slis[0].raw.unwrap().ratio().unwrap()
         )),
         "{text}"
+    );
+}
+
+/// An SLO's `match:` picks the groups the corrector counts; the demo's raw and true columns
+/// count the same engines' requests, so the three columns compare like with like.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_slo_that_matches_one_engine_compares_that_engines_raw_and_true_counts() {
+    let dir = std::env::temp_dir().join(format!("demo-match-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yml");
+    std::fs::write(
+        &path,
+        "slos:\n\
+         - {name: every, objective: 0.9, ttft: 0.25, tpot: 0.025, e2el: 5}\n\
+         - {name: engine_0, objective: 0.9, ttft: 0.25, tpot: 0.025, e2el: 5, match: {engine: \"0\"}}\n",
+    )
+    .unwrap();
+    let args = demo_args(&[
+        "--duration",
+        "6s",
+        "--refresh",
+        "6s",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--no-color",
+        "--config.file",
+        path.to_str().unwrap(),
+    ]);
+    let spec = slos(&args).unwrap().0;
+    let mut out = Vec::new();
+    let last = run_until(args.clone(), &mut out, Style::Plain, std::future::pending())
+        .await
+        .expect("demo runs")
+        .expect("at least one window");
+    let _ = std::fs::remove_dir_all(dir);
+    check_slos_against_the_records(&args, &spec, &last);
+    let finished = |i: usize| last.slos[i].goodput.unwrap().truth_finished;
+    assert!(
+        0 < finished(1) && finished(1) < finished(0),
+        "engine 0 finished {} of {}",
+        finished(1),
+        finished(0)
     );
 }
 
