@@ -33,7 +33,10 @@ use protocol::histogram::{self, HistogramError, NativeHistogram};
 use protocol::labels::LabelLimits;
 use protocol::{LabelScratch, NameMemo, ProtocolError, WriteRequestRef, is_stale_marker};
 
+mod admit;
 mod feeds;
+mod look_up;
+mod native;
 mod outcome;
 
 pub use outcome::{IngestPolicy, Outcome, Refusal, RequestError, SERIES_BYTES, Written};
@@ -170,103 +173,6 @@ impl<'e> Batch<'e> {
         }
     }
 
-    /// Pass 1 (module doc).
-    fn look_up(
-        &mut self,
-        request: &mut WriteRequestRef<'_>,
-        policy: &IngestPolicy<'_>,
-        samples: &Cell<u64>,
-    ) -> Result<Vec<Verdict>, RequestError> {
-        let mut verdicts = Vec::with_capacity(request.series.len());
-        for series in &request.series {
-            let known = match series.labels.key() {
-                Some(key) if series.histograms.is_empty() => self.known(key),
-                _ => None,
-            };
-            verdicts.push(known.map_or(Verdict::Unused, Verdict::Known));
-        }
-        let (mut memo, mut scratch) = (NameMemo::default(), LabelScratch::default());
-        for (i, verdict) in verdicts.iter_mut().enumerate() {
-            if matches!(verdict, Verdict::Known(_)) {
-                continue;
-            }
-            let before = request.series[i].sample_count();
-            request.resolve(i, &mut scratch)?;
-            samples.set(samples.get() + request.series[i].sample_count() - before);
-            let bytes = request.series.len() * SERIES_BYTES
-                + request.labels.capacity() * size_of::<Label<'static>>();
-            if bytes > policy.max_decoded_bytes {
-                return Err(RequestError::TooLargeInMemory {
-                    series: request.series.len(),
-                    bytes: policy.max_decoded_bytes,
-                });
-            }
-            if let Err(error) = request.check_labels(i, policy.labels, &mut memo) {
-                *verdict = Verdict::Refused(error);
-                continue;
-            }
-            let series = &request.series[i];
-            let labels = request.labels_of(series);
-            *verdict = self.route_new(labels, !series.histograms.is_empty());
-        }
-        self.judge(request, &mut verdicts);
-        Ok(verdicts)
-    }
-
-    /// What the index holds for `key`, its group held for the batch: `None` when it holds nothing
-    /// (or only a dead entry of a removed group, forgotten here), and always for a batch that does
-    /// not use the index.
-    #[inline]
-    fn known(&mut self, key: SeriesKey) -> Option<Target> {
-        if !self.indexed {
-            return None;
-        }
-        let target = self.parts.index.get(key, self.now_ms)?;
-        if let Target::Group {
-            slot, generation, ..
-        } = target
-        {
-            if !self.parts.table.live(slot, generation) {
-                self.parts.index.remove(key);
-                return None;
-            }
-            self.parts.table.hold(slot);
-        }
-        Some(target)
-    }
-
-    /// Classifies a series the index does not hold, by its normalised `labels`, and finds its
-    /// group (holding it for the batch), once.
-    fn route_new(&mut self, labels: &[Label<'_>], histograms: bool) -> Verdict {
-        let name = labels
-            .iter()
-            .find(|l| l.name == "__name__")
-            .map_or("", |l| l.value);
-        let role = if histograms {
-            None
-        } else {
-            read_role(self.parts.config, name, labels)
-        };
-        if role.is_none() && !histograms {
-            return Verdict::Unused;
-        }
-        let dropped = &self.parts.config.drop_labels;
-        let group = self.parts.table.hash(labels, dropped);
-        let slot = self.parts.table.find(group, labels, dropped);
-        if let Some(slot) = slot {
-            self.parts.table.hold(slot);
-        }
-        match role {
-            Some(role) => Verdict::Input {
-                role,
-                group,
-                slot,
-                feeds: false,
-            },
-            None => Verdict::Histograms { group, slot },
-        }
-    }
-
     /// Pass 2 (module doc).
     fn apply_request(
         &mut self,
@@ -371,63 +277,6 @@ impl<'e> Batch<'e> {
         outcome
     }
 
-    /// One native histogram sample of a series with `labels` (decoded and normalised): its
-    /// accounting, and `Ok(true)` when it was written in full, `Ok(false)` when not all of it
-    /// was, or why it was refused.
-    fn apply_histogram(
-        &mut self,
-        labels: &[Label<'_>],
-        histogram: &NativeHistogram,
-        latest: i64,
-    ) -> (IngestReport, Result<bool, Refusal>) {
-        let mut report = IngestReport::default();
-        let h = match histogram {
-            NativeHistogram::OtherSchema { .. } => {
-                report.reject(RejectReason::NativeHistogram, 1);
-                self.record_form(labels, UnreadForm::ExponentialNativeHistogram);
-                return (report, Ok(true));
-            }
-            NativeHistogram::Invalid(e) => {
-                report.reject(RejectReason::InvalidNativeHistogram, 1);
-                return (report, Err(Refusal::Histogram(*e)));
-            }
-            NativeHistogram::CustomBuckets(h) => h,
-        };
-        for (bad, reason) in [
-            (h.timestamp_ms > latest, RejectReason::FutureTimestamp),
-            (h.timestamp_ms <= 0, RejectReason::NonPositiveTimestamp),
-        ] {
-            if bad {
-                report.reject(reason, histogram.sample_count());
-                return (report, Err(reason.into()));
-            }
-        }
-        let mut scratch = Vec::new();
-        let mut limited = None;
-        let converted =
-            histogram::for_each_classic_series(labels, std::slice::from_ref(h), |labels, s| {
-                let key = SeriesKey::of_labels(labels, &mut scratch);
-                let refused = self.apply_labelled(Some(key), labels, s, &mut report);
-                limited = limited.or(refused);
-            });
-        match converted {
-            Ok(()) => {
-                let written = accepted(&report) == report.received;
-                match limited {
-                    Some(reason) => (report, Err(reason.into())),
-                    None => (report, Ok(written)),
-                }
-            }
-            Err(e) => {
-                report.reject(
-                    RejectReason::InvalidNativeHistogram,
-                    histogram.sample_count(),
-                );
-                (report, Err(Refusal::Histogram(e)))
-            }
-        }
-    }
-
     /// Applies one series' samples by its labels (normalised), looked up by `key` first and
     /// remembered under it: what [`Engine::ingest`] and the classic series of native histograms
     /// take. Returns the limit that refused the series, if one did.
@@ -460,33 +309,6 @@ impl<'e> Batch<'e> {
                 None
             }
         }
-    }
-
-    /// For a series of `labels` (normalised) that no rule reads in this `form`, and that is a
-    /// read histogram's native series or unread part (`crate::forms`): records the form in its
-    /// group. False when it is such a series and its group does not exist yet (the caller does
-    /// not remember it as unused, so it is looked at again), true otherwise. Costs a prefix test
-    /// for most unused series, a group look-up for the few that are histogram parts.
-    fn record_form(&mut self, labels: &[Label<'_>], form: UnreadForm) -> bool {
-        let name = labels
-            .iter()
-            .find(|l| l.name == "__name__")
-            .map_or("", |l| l.value);
-        let prefix = &self.parts.config.metric_prefix;
-        let bit = match form {
-            UnreadForm::ExponentialNativeHistogram => forms::native_bit(name, prefix),
-            UnreadForm::UnreadParts => forms::unread_part_bit(name, prefix),
-        };
-        let Some(bit) = bit else {
-            return true;
-        };
-        let dropped = &self.parts.config.drop_labels;
-        let group = self.parts.table.hash(labels, dropped);
-        let Some(slot) = self.parts.table.find(group, labels, dropped) else {
-            return false;
-        };
-        self.parts.table.at_mut(slot).meta.forms.record(bit, form);
-        true
     }
 
     /// Applies one series' samples to what the index holds for it.
@@ -542,126 +364,6 @@ impl<'e> Batch<'e> {
                 .insert_group(key, slot, generation, position, room);
         }
         None
-    }
-
-    /// Where the series `new` goes: the group in `existing` (or a new group of `labels`), once
-    /// room is made for it. A series the group does not hold is refused, creating nothing, when
-    /// `has_samples` and no room can be made.
-    fn route(
-        &mut self,
-        existing: Option<u32>,
-        labels: &[Label<'_>],
-        new: &New,
-        has_samples: bool,
-    ) -> Route {
-        let role = new.role;
-        let known = existing.is_some_and(|slot| self.parts.table.at(slot).group.has_role(role));
-        if !known
-            && existing.is_some_and(|slot| {
-                self.parts.table.at(slot).group.series_of_input(role) >= crate::MAX_SERIES_PER_INPUT
-            })
-        {
-            return Route::Limited(RejectReason::TooManyBuckets);
-        }
-        if !known && has_samples {
-            // A new series, and a new group when its group is not held yet.
-            let group = match existing {
-                Some(_) => 0,
-                None => {
-                    self.parts.table.group_bytes()
-                        + group_label_bytes(labels, &self.parts.config.drop_labels)
-                        + self.parts.table.new_slot_growth()
-                }
-            };
-            let bytes = self.parts.table.role_bytes() + group;
-            if let Err(reason) = self.make_room(existing, bytes, new.feeds) {
-                if let Some(slot) = existing {
-                    self.mark_limited(slot, reason);
-                }
-                return Route::Limited(reason);
-            }
-        }
-        match existing {
-            Some(slot) => Route::Group(slot),
-            None => Route::Group(self.create_group(labels, new.group.0)),
-        }
-    }
-
-    /// A new group for the series `labels` (group-label hash `hash`), resuming what the same
-    /// group left when it was retired.
-    fn create_group(&mut self, labels: &[Label<'_>], hash: u64) -> u32 {
-        let dropped = &self.parts.config.drop_labels;
-        let owned: Vec<(String, String)> = crate::classify::group_labels(labels, dropped)
-            .map(|l| (l.name.to_owned(), l.value.to_owned()))
-            .collect();
-        let resumed = self.parts.retired.take(&owned);
-        let mut group = Group::new(owned, self.now_ms);
-        group.set_slos(&self.parts.config.slos);
-        if let Some(retired) = resumed {
-            group.resume(retired);
-        }
-        self.parts
-            .table
-            .insert(hash, group, GroupMeta::new(self.now_ms))
-    }
-
-    /// Bytes of the state budget not yet accounted.
-    fn state_room(&self) -> usize {
-        self.parts
-            .config
-            .max_state_bytes
-            .saturating_sub(self.state_bytes())
-    }
-
-    fn state_bytes(&self) -> usize {
-        self.parts.table.bytes() + self.parts.index.bytes() + self.parts.retired.bytes()
-    }
-
-    /// [`room::make_room`] for one more series costing `bytes`, of a group that can feed a family
-    /// (`feeds`) or not, never evicting `keep`.
-    ///
-    /// # Errors
-    /// Why the series is refused when no room could be made.
-    fn make_room(
-        &mut self,
-        keep: Option<u32>,
-        bytes: usize,
-        feeds: bool,
-    ) -> Result<(), RejectReason> {
-        let parts = &mut self.parts;
-        let room = room::Room {
-            config: parts.config,
-            table: parts.table,
-            retired: parts.retired,
-            counters: parts.counters,
-            evictor: parts.room,
-            index_bytes: parts.index.bytes(),
-        };
-        room::make_room(room, keep, bytes, feeds, self.now_ms)
-    }
-
-    /// Records that a limit (`reason`) refused a new series of the group in `slot`, and queues
-    /// the group for the next [`Engine::take_events`] (which reports it once). A reason that is
-    /// no limit (`feeds_no_family`: the group feeds nothing to withhold) is not recorded.
-    fn mark_limited(&mut self, slot: u32, reason: RejectReason) {
-        if reason.limit_name().is_none() {
-            return;
-        }
-        let now_ms = self.now_ms;
-        let generation = self.parts.table.generation(slot);
-        let entry = self.parts.table.at_mut(slot);
-        entry.meta.limited = Some((reason, now_ms));
-        let group = GroupRef { slot, generation };
-        self.parts.events.touch(group, &mut entry.meta);
-        self.bound_touched();
-    }
-
-    /// [`Events::bound_touched`] against the table.
-    fn bound_touched(&mut self) {
-        let table = &*self.parts.table;
-        self.parts
-            .events
-            .bound_touched(table.slot_count(), |g| table.get(g).is_some());
     }
 
     /// The samples of a series routed to the group in `slot` as `role`. Returns the series'
