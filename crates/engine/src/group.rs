@@ -555,7 +555,7 @@ impl Group {
                 }
             }
             self.active_roles -= lapsed.len();
-            self.on_role_set_shrunk();
+            self.replan();
             let newest = self.frames.back().map_or(oldest.ts, |f| f.ts);
             self.roles_changed(newest);
         }

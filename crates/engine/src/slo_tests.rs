@@ -532,3 +532,47 @@ fn a_reload_that_changes_a_threshold_never_lowers_the_sli_rows() {
     );
     assert_eq!(last, (before.0 + after.len() as f64, before.1 + good));
 }
+
+#[test]
+fn a_reload_whose_match_no_longer_covers_a_group_removes_its_slo_rows() {
+    let mut sim = scripted();
+    let mut engine = new_engine();
+    for t in (0..=20).step_by(2) {
+        scrape(&mut engine, &mut sim, f64::from(t), 0);
+    }
+    assert!(
+        get(&counters(&engine), CounterMetric::SloEvents, "tpot", "tpot") > 0.0,
+        "the SLO counts before the reload"
+    );
+    let slo_status = |engine: &Engine| {
+        let groups = engine.snapshot();
+        assert_eq!(groups.len(), 1);
+        groups[0]
+            .families
+            .iter()
+            .find(|f| f.family == Family::SloCounters)
+            .unwrap()
+            .withheld
+    };
+    assert_eq!(slo_status(&engine), None);
+    // Every SLO now covers only a model the group is not.
+    let mut narrowed = spec();
+    for slo in &mut narrowed.slos {
+        slo.matchers = vec![crate::slo::LabelMatch {
+            label: "model_name".into(),
+            regex: "zzz".into(),
+        }];
+    }
+    let mut config = engine.config().clone();
+    config.slos = SloSet::new(&narrowed, |_| Some(std::sync::Arc::new(|_: &[_]| false)));
+    engine.set_config(config);
+    for t in [22.0, 24.0] {
+        scrape(&mut engine, &mut sim, t, 0);
+        assert!(
+            counters(&engine).is_empty(),
+            "at {t} s: {:?}",
+            counters(&engine)
+        );
+        assert_eq!(slo_status(&engine), Some(crate::WithheldReason::NoSlo));
+    }
+}

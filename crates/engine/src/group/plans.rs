@@ -58,11 +58,13 @@ impl Group {
     }
 
     /// Counts the SLOs of `slos` that cover the group from now on; a change re-plans every
-    /// family (the SLO family's state restarts when its layout changes).
+    /// family (the SLO family's state restarts when its layout changes), and the SLO rows leave
+    /// `/metrics` when no SLO covers the group any more (`no_slo`), as a group new since the
+    /// change would show.
     pub(crate) fn set_slos(&mut self, slos: &SloSet) {
         if self.slos != *slos {
             self.slos = slos.clone();
-            self.invalidate_plans();
+            self.replan();
         }
     }
 
@@ -115,8 +117,9 @@ impl Group {
         )
     }
 
-    /// A role went stale: families that lost a required input leave `/metrics`.
-    pub(super) fn on_role_set_shrunk(&mut self) {
+    /// Re-plans every family after what the plans depend on changed (a role went stale, the
+    /// SLOs changed): a family that no longer plans leaves `/metrics`.
+    pub(super) fn replan(&mut self) {
         self.invalidate_plans();
         for family in Family::ALL {
             if self.plan(family).is_err() {
