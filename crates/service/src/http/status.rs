@@ -8,6 +8,7 @@
 //! sit behind the same authentication as `/metrics`. Every label name and value is HTML-escaped
 //! ([`escape`]), values after the PromQL escapes: label values come from remote-write senders.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 
 use axum::extract::{RawQuery, State};
@@ -19,7 +20,7 @@ use super::page::{self, PageFill, PageQuery};
 use super::renders::{PageChunks, RenderKind, Slot};
 use super::{AppState, HttpError};
 use crate::exposition::render::escape_label_value;
-use engine::{FamilyStatus, GroupSnapshot, GroupsPage};
+use engine::{FamilyStatus, GroupFilter, GroupSnapshot, GroupsPage};
 
 const HTML: &str = "text/html; charset=utf-8";
 
@@ -81,11 +82,53 @@ pub(crate) async fn docs() -> Response {
 
 /// One page of groups for `query`, from [`engine::Engine::snapshot_page`]: the engine lock is held
 /// for one pass over the groups and the copy of at most `query.limit` snapshots (labels shared,
-/// not copied); the rendering runs after it is released.
+/// not copied); the rendering runs after it is released. `match[]` selectors run outside the lock,
+/// over the labels of every group (shared, taken under it first), so a request with many regexes
+/// over long label values never holds up a remote write.
 fn snapshot_page(state: &AppState, query: &PageQuery) -> GroupsPage {
-    state
-        .lock_engine()
-        .snapshot_page_where(query.after.as_deref(), query.limit, &query.filter)
+    let (after, limit) = (query.after.as_deref(), query.limit);
+    if !query.filter.matches_labels() {
+        return state
+            .lock_engine()
+            .snapshot_page_where(after, limit, &query.filter);
+    }
+    let groups = state.lock_engine().group_refs();
+    // Held until the page is taken: no label set listed here is freed, so no other group's
+    // can take its address.
+    let listed: HashSet<usize> = groups
+        .iter()
+        .filter(|(_, labels)| query.filter.labels(labels))
+        .map(|(_, labels)| labels.as_ptr() as usize)
+        .collect();
+    let page = state.lock_engine().snapshot_page_where(
+        after,
+        limit,
+        &Matched {
+            filter: &query.filter,
+            listed: &listed,
+        },
+    );
+    drop(groups);
+    page
+}
+
+/// A filter whose `match[]` selectors were run already: a group is listed when its labels (by
+/// address, shared with the engine) were.
+struct Matched<'a> {
+    filter: &'a page::filter::Filter,
+    listed: &'a HashSet<usize>,
+}
+
+impl GroupFilter for Matched<'_> {
+    fn labels(&self, labels: &[(String, String)]) -> bool {
+        self.listed.contains(&(labels.as_ptr() as usize))
+    }
+    fn reads_families(&self) -> bool {
+        self.filter.reads_families()
+    }
+    fn families(&self, families: &[FamilyStatus], notes: &[engine::slo::SliNote]) -> bool {
+        self.filter.families(families, notes)
+    }
 }
 
 /// A rendered page as the response, holding its render slot until written.

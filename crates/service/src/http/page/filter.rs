@@ -23,6 +23,12 @@ use regex::{Regex, RegexBuilder};
 /// Most `match[]` selectors in one request.
 pub(crate) const MAX_SELECTORS: usize = 16;
 
+/// Most label matchers in one request, over all its selectors: a request's matching costs at most
+/// this many regex runs per group (each over a label value of at most
+/// `limits.max_label_value_length` bytes), and runs outside the engine lock
+/// (`super::super::status`).
+pub(crate) const MAX_MATCHERS: usize = 64;
+
 /// The compiled size a matcher's regular expression may take (the `regex` crate's
 /// `size_limit`): a request cannot make the server build a huge automaton.
 const REGEX_BYTES: usize = 256 * 1024;
@@ -94,7 +100,14 @@ impl Filter {
                 if self.selectors.len() == MAX_SELECTORS {
                     return Err(format!("more than {MAX_SELECTORS} match[] selectors"));
                 }
-                self.selectors.push(selector(value)?);
+                let matchers = selector(value)?;
+                let total = self.selectors.iter().map(Vec::len).sum::<usize>() + matchers.len();
+                if total > MAX_MATCHERS {
+                    return Err(format!(
+                        "more than {MAX_MATCHERS} label matchers over all match[] selectors"
+                    ));
+                }
+                self.selectors.push(matchers);
             }
             "state" => {
                 self.state = Some(
@@ -136,6 +149,14 @@ impl Filter {
         );
         self.query.push('&');
         Ok(true)
+    }
+}
+
+impl Filter {
+    /// Whether the filter has `match[]` selectors, whose regexes may be worth running outside
+    /// the engine lock.
+    pub(crate) fn matches_labels(&self) -> bool {
+        !self.selectors.is_empty()
     }
 }
 
