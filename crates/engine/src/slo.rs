@@ -201,6 +201,10 @@ pub const MAX_WINDOW_MS: u64 = 366 * DAY_MS;
 pub const DEFAULT_WINDOW_MS: u64 = 30 * DAY_MS;
 /// The longest SLO name, in bytes, so that rule names stay readable.
 pub const MAX_NAME_LEN: usize = 48;
+/// The most SLOs one spec holds. Each costs every group it may cover about 3 KiB of the state
+/// budget (`SloSet::bytes_per_group`): 64 take 200 KiB a group, which leaves the default 224 MiB
+/// state budget room for at most about 1 100 vLLM engines.
+pub const MAX_SLOS: usize = 64;
 /// The default aggregation labels: one SLO reading per namespace and model.
 pub const DEFAULT_BY: [&str; 2] = ["namespace", "model_name"];
 /// Labels the SLO series carry themselves, so neither `match:` nor `by:` may name them.
@@ -247,6 +251,17 @@ impl SloSpec {
     /// # Errors
     /// The first [`SloError`], naming the field as `slos[i].field`.
     pub fn validate(&self) -> Result<(), SloError> {
+        if self.slos.len() > MAX_SLOS {
+            return Err(SloError::new(
+                MAX_SLOS,
+                "name",
+                format!(
+                    "{} SLOs, more than {MAX_SLOS}: each costs every vLLM engine about 3 KiB of \
+                     the state budget",
+                    self.slos.len()
+                ),
+            ));
+        }
         for (i, slo) in self.slos.iter().enumerate() {
             validate_slo(i, slo)?;
             for (j, earlier) in self.slos[..i].iter().enumerate() {

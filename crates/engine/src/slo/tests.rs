@@ -125,6 +125,21 @@ fn objectives_are_fractions_strictly_between_0_and_1() {
 }
 
 #[test]
+fn a_spec_holds_at_most_64_slos() {
+    let named = |n: usize| Slo {
+        name: format!("slo{n}"),
+        ..chat()
+    };
+    let spec = |n: usize| SloSpec {
+        slos: (0..n).map(named).collect(),
+    };
+    spec(MAX_SLOS).validate().unwrap();
+    let e = spec(MAX_SLOS + 1).validate().unwrap_err();
+    assert_eq!(e.field, "slos[64].name");
+    assert!(e.message.starts_with("65 SLOs, more than 64"), "{e}");
+}
+
+#[test]
 fn windows_run_from_one_hour_to_366_days_in_whole_minutes() {
     for (ms, message) in [
         (3_599_999, "59m59s999ms is outside 1h..=366d"),
