@@ -83,10 +83,22 @@ fn simulator(profile: Profile, spec_decode: bool, seed: u64) -> Simulator {
 
 /// Feeds the simulator's scrape at `t_s` (+ `offset_ms` of sender time) to the engine.
 fn scrape(engine: &mut Engine, sim: &mut Simulator, t_s: f64, offset_ms: i64) {
+    scrape_without(engine, sim, t_s, offset_ms, "");
+}
+
+/// [`scrape`] without the series named `dropped` (none when empty), as a keep rule that drops
+/// them sends it.
+fn scrape_without(
+    engine: &mut Engine,
+    sim: &mut Simulator,
+    t_s: f64,
+    offset_ms: i64,
+    dropped: &str,
+) {
     sim.advance_to(t_s);
     let ts = (t_s * 1000.0) as i64 + offset_ms;
     let mut report = IngestReport::default();
-    for s in sim.snapshot().samples() {
+    for s in sim.snapshot().samples().filter(|s| s.name != dropped) {
         let mut labels = vec![("__name__".to_owned(), s.name.clone())];
         labels.extend(s.labels.iter().cloned());
         let sample = Sample {
@@ -575,4 +587,38 @@ fn a_reload_whose_match_no_longer_covers_a_group_removes_its_slo_rows() {
         );
         assert_eq!(slo_status(&engine), Some(crate::WithheldReason::NoSlo));
     }
+}
+
+#[test]
+fn an_sli_whose_input_the_pipeline_drops_leaves_the_other_slis_counting() {
+    let mut sim = scripted();
+    let mut engine = new_engine();
+    // The shipped keep rule drops the TTFT buckets: the `all` SLO's TTFT has no input.
+    for t in (0..=150).step_by(2) {
+        let dropped = "vllm:time_to_first_token_seconds_bucket";
+        scrape_without(&mut engine, &mut sim, f64::from(t), 0, dropped);
+    }
+    let c = counters(&engine);
+    let records = sim.truth().requests();
+    assert_eq!(records.len(), 300, "every request finished");
+    let long: Vec<&RequestRecord> = records.iter().filter(|r| r.n >= 2).collect();
+    let row = |m, sli| get(&c, m, "all", sli);
+    assert_eq!(row(CounterMetric::SloEvents, "tpot"), long.len() as f64);
+    let tpot_good = long.iter().filter(|r| r.tpot_s() <= 0.05).count() as f64;
+    assert_eq!(row(CounterMetric::SloGoodEvents, "tpot"), tpot_good);
+    assert_eq!(row(CounterMetric::SloEvents, "e2el"), records.len() as f64);
+    let e2el_good = records.iter().filter(|r| r.e2el_s() <= 5.0).count() as f64;
+    assert_eq!(row(CounterMetric::SloGoodEvents, "e2el"), e2el_good);
+    assert!(
+        !c.iter().any(|(m, slo, sli, _)| slo == "all"
+            && sli == "ttft"
+            && *m == CounterMetric::SloEvents),
+        "{c:?}"
+    );
+    let notes = engine.snapshot()[0].slo_notes.clone().expect("notes");
+    let ttft = notes
+        .iter()
+        .find(|n| n.slo == "all" && n.sli == Sli::Ttft)
+        .expect("a note for the TTFT SLI");
+    assert_eq!(ttft.reason, crate::slo::SliNoteReason::Incomplete);
 }

@@ -230,6 +230,36 @@ impl Goodput {
             && self.itl.is_valid()
     }
 
+    /// Adds to the SLI rows the events and good events between `prev` and `now`, two frames of
+    /// one layout: per SLI whose threshold is an edge, the bucket at the threshold and the count
+    /// (TPOT: the finished requests of two or more tokens), from `now` alone after a counter
+    /// reset (`reset`).
+    fn add_slis(&mut self, now: &Inputs, prev: &Inputs, reset: bool) {
+        let histogram = |i: &Inputs, f: fn(&Inputs) -> Option<(f64, Bracket)>| {
+            f(i).map(|(count, b)| (count, b.hi))
+        };
+        let tpot = |i: &Inputs| i.tpot.map(|b| (i.finished - i.short, b.hi - i.short));
+        let rows = [
+            (histogram(now, |i| i.ttft), histogram(prev, |i| i.ttft)),
+            (tpot(now), tpot(prev)),
+            (histogram(now, |i| i.e2el), histogram(prev, |i| i.e2el)),
+        ];
+        for ((total, (now, then)), exact) in self.sli.iter_mut().zip(rows).zip(now.exact) {
+            let (Some((events, good)), Some((events0, good0)), true) = (now, then, exact) else {
+                continue;
+            };
+            let (events, good) = if reset {
+                (events, good)
+            } else {
+                (events - events0, good - good0)
+            };
+            // On inputs vLLM sends, 0 ≤ good ≤ events per interval; kept so on any.
+            let events = events.max(0.0);
+            total.0 += events;
+            total.1 += good.clamp(0.0, events);
+        }
+    }
+
     /// Adds the frame whose inputs are `now`, of the layout `key`. A torn frame
     /// ([`Inputs::consistent`]) adds nothing. The first consistent frame is the baseline: it
     /// counts nothing and seeds the budgets with the TTFT observations of requests still in
@@ -251,11 +281,17 @@ impl Goodput {
             }
             return false;
         };
-        let comparable = self.key == key && !now.degraded && !prev.degraded;
+        let same_layout = self.key == key;
+        let comparable = same_layout && !now.degraded && !prev.degraded;
         self.key = key;
         let reset = now.finished < prev.finished
             || now.short < prev.short
             || (comparable && now.fell_from(&prev));
+        // The SLI rows need only their own inputs at the same edges in both frames: an SLI whose
+        // input the pipeline drops (a degraded SLO) does not stop the others counting.
+        if same_layout {
+            self.add_slis(now, &prev, reset || now.fell_from(&prev));
+        }
         if !comparable {
             // After a reset the interval holds what the new process finished: its counts now.
             let n = if reset {
@@ -280,29 +316,6 @@ impl Goodput {
         let d = |f: fn(&Inputs) -> f64| f(now) - base.as_ref().map_or(0.0, f);
         let n = d(|i| i.finished);
         self.finished += n;
-        // The SLIs' events and good events: the bucket at the threshold, when it is an edge (a
-        // plan that lacked that bucket brackets it between two others, and counts nothing).
-        let short = d(|i| i.short);
-        let sli = [
-            now.ttft.map(|_| {
-                let count = d(|i| i.ttft.map_or(0.0, |(c, _)| c));
-                (count, d(|i| i.ttft.map_or(0.0, |(_, b)| b.hi)))
-            }),
-            now.tpot
-                .map(|_| (n - short, d(|i| i.tpot.map_or(0.0, |b| b.hi)) - short)),
-            now.e2el.map(|_| {
-                let count = d(|i| i.e2el.map_or(0.0, |(c, _)| c));
-                (count, d(|i| i.e2el.map_or(0.0, |(_, b)| b.hi)))
-            }),
-        ];
-        for ((total, add), exact) in self.sli.iter_mut().zip(sli).zip(now.exact) {
-            if let Some((events, good)) = add.filter(|_| exact) {
-                // On inputs vLLM sends, 0 ≤ good ≤ events per interval; kept so on any.
-                let events = events.max(0.0);
-                total.0 += events;
-                total.1 += good.clamp(0.0, events);
-            }
-        }
         // Finish-time SLIs: (surely good, possibly good) among the n.
         let mut finish: Vec<(f64, f64)> = Vec::new();
         if now.tpot.is_some() {
