@@ -59,8 +59,11 @@ fn main() -> ExitCode {
             }
         },
         Some(Command::Rules(args)) => match tools::slo_rules::run(&args) {
-            Ok(text) => {
-                print!("{text}");
+            Ok(printed) => {
+                for warning in &printed.warnings {
+                    eprintln!("vllm-corrector rules: warning: {warning}");
+                }
+                print!("{}", printed.text);
                 ExitCode::SUCCESS
             }
             // An invalid --config.file: exit status 2, as the service's.

@@ -572,4 +572,39 @@ fn check_config_accepts_the_shipped_files_and_refuses_a_bad_one_as_the_service_d
             .1
             .contains("warning")
     );
+    // Milliseconds where seconds are meant, and a threshold off vLLM's edges: both files are
+    // valid, and both check-config and rules (on standard error, beside the rules) say so.
+    let ms = dir.path().join("ms.yml");
+    std::fs::write(
+        &ms,
+        "slos:\n  - name: chat\n    objective: 0.99\n    ttft: 0.4\n    tpot: 50\n",
+    )
+    .unwrap();
+    let path = ms.to_str().unwrap();
+    let edge = "SLO chat: ttft 0.4 s is not one of vLLM's default bucket edges (nearest: 0.25 \
+                below, 0.5 above)";
+    let unit =
+        "SLO chat: tpot 50 s looks like milliseconds: thresholds are seconds (0.05 for 50 ms).";
+    let (code, out, err) = run(&["check-config", "--config.file", path]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("ms.yml: warning: {edge}")), "{out}");
+    assert!(out.contains(&format!("ms.yml: warning: {unit}")), "{out}");
+    let (code, rules, err) = run(&["rules", "--config.file", path]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("vllm-corrector rules: warning: {edge}")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("vllm-corrector rules: warning: {unit}")),
+        "{err}"
+    );
+    assert!(
+        rules.contains("#   WARNING: SLO chat: tpot 50 s looks like milliseconds"),
+        "{rules}"
+    );
+    assert!(
+        !rules.contains("vllm-corrector rules: warning"),
+        "stdout holds the rules only"
+    );
 }

@@ -294,6 +294,9 @@ pub struct EngineStats {
     /// the state budget. A group whose state was dropped restarts its outputs when it returns
     /// (docs/ENGINE.md, "Groups that leave and come back").
     pub retired_dropped: [u64; 2],
+    /// `(slo, groups)`: per SLO of the configuration, in file order, the groups its `match:`
+    /// covers (`vllm_corrector_slo_groups{slo}`): 0 while groups are tracked means it covers none.
+    pub slo_groups: Vec<(String, usize)>,
 }
 
 impl EngineStats {

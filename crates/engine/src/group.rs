@@ -147,6 +147,9 @@ pub(crate) struct Group {
     structurally_incomplete: std::cell::OnceCell<bool>,
     /// The engine's SLOs, for the SLO family's plan.
     slos: SloSet,
+    /// The SLOs of `slos` that cover the group, as bits by index ([`SloSet::covering_mask`]),
+    /// for `vllm_corrector_slo_groups`.
+    slo_mask: u64,
     /// Timestamp (ms) of the newest frame at which a stateful family counted a counter reset.
     last_reset_ts: Option<i64>,
 }
@@ -173,8 +176,14 @@ impl Group {
             readers: None,
             structurally_incomplete: std::cell::OnceCell::new(),
             slos: SloSet::empty(),
+            slo_mask: 0,
             last_reset_ts: None,
         }
+    }
+
+    /// The SLOs that cover the group, as bits by their index in the configuration.
+    pub(crate) fn slo_mask(&self) -> u64 {
+        self.slo_mask
     }
 
     /// Number of input series the group holds state for, stale ones included.

@@ -622,3 +622,61 @@ fn an_sli_whose_input_the_pipeline_drops_leaves_the_other_slis_counting() {
         .expect("a note for the TTFT SLI");
     assert_eq!(ttft.reason, crate::slo::SliNoteReason::Incomplete);
 }
+
+#[test]
+fn the_groups_each_slo_covers_are_counted_so_a_match_that_selects_none_shows() {
+    let matching = |label: &str, regex: &str| {
+        let (label, regex) = (label.to_owned(), regex.to_owned());
+        move |labels: &[(String, String)]| labels.iter().any(|(n, v)| *n == label && *v == regex)
+    };
+    let mut spec = spec();
+    spec.slos.truncate(3);
+    // As the service builds a set: each SLO's matcher follows its `match:`.
+    let set = |spec: &SloSpec, typo: &'static str| {
+        let mut spec = spec.clone();
+        spec.slos[1].matchers = vec![crate::slo::LabelMatch {
+            label: typo.into(),
+            regex: "0".into(),
+        }];
+        let spec = &spec;
+        let zero = matching("engine", "0");
+        let typo = matching(typo, "0");
+        SloSet::new(spec, |slo| match slo.name.as_str() {
+            "tpot" => Some(std::sync::Arc::new(zero.clone())),
+            "all" => Some(std::sync::Arc::new(typo.clone())),
+            _ => None,
+        })
+    };
+    let mut engine = Engine::new(EngineConfig {
+        slos: set(&spec, "enigne"),
+        ..EngineConfig::default()
+    });
+    let mut report = IngestReport::default();
+    for engine_label in ["0", "1"] {
+        let labels = [
+            ("__name__", "vllm:generation_tokens_total"),
+            ("engine", engine_label),
+        ];
+        let sample = Sample {
+            value: 1.0,
+            timestamp_ms: 1_000,
+        };
+        ingest_series(&mut engine, &labels, &[sample], 1_000, &mut report);
+    }
+    assert_eq!(report.applied, 2);
+    let counted = |engine: &Engine| engine.stats().slo_groups;
+    let want = |n: [usize; 3]| {
+        ["tpot", "all", "tokens"]
+            .into_iter()
+            .zip(n)
+            .map(|(s, n)| (s.to_owned(), n))
+            .collect::<Vec<_>>()
+    };
+    // `all` matches a label no group has: it covers none.
+    assert_eq!(counted(&engine), want([1, 0, 2]));
+    // A reload that fixes the typo covers engine "0".
+    let mut config = engine.config().clone();
+    config.slos = set(&spec, "engine");
+    engine.set_config(config);
+    assert_eq!(counted(&engine), want([1, 1, 2]));
+}

@@ -44,7 +44,7 @@ pub struct Args {
     #[arg(long = "web.listen-address", value_name = "HOST:PORT", default_value = DEFAULT_LISTEN_ADDRESS)]
     pub(crate) listen_address: String,
 
-    /// Optional YAML configuration file (engine and limits). Without it, embedded defaults apply.
+    /// Optional YAML configuration file (engine, limits, input, storage and slos). Without it, embedded defaults apply.
     /// Re-read on SIGHUP and `POST /-/reload`.
     #[arg(long = "config.file", value_name = "PATH")]
     pub(crate) config_file: Option<PathBuf>,

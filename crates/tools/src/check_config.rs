@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::slo_rules::alert_warnings;
+use crate::slo_rules::spec_warnings;
 use service::config::Config;
 use service::web::WebSettings;
 
@@ -45,7 +45,7 @@ pub fn run(args: &CheckConfigArgs) -> Result<String, String> {
             path.display(),
             config.summary()
         ));
-        for warning in config.slos.slos.iter().flat_map(alert_warnings) {
+        for warning in config.slos.slos.iter().flat_map(spec_warnings) {
             out.push_str(&format!("{}: warning: {warning}\n", path.display()));
         }
     }

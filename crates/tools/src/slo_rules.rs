@@ -32,7 +32,7 @@ mod windows;
 
 pub use groups::{EVENTS, FINISHED, GOOD_EVENTS, GOODPUT};
 use groups::{Group, duration, slo_groups};
-pub(crate) use warnings::alert_warnings;
+pub(crate) use warnings::{alert_warnings, spec_warnings};
 use windows::burn_windows;
 
 /// `vllm-corrector rules`: the SLO rules, or with the `corrections` subcommand the PromQL
@@ -143,14 +143,28 @@ impl Default for SloRulesOptions {
     }
 }
 
+/// What `vllm-corrector rules …` prints: the rules, for standard output, and the warnings of
+/// the spec ([`spec_warnings`]), each a sentence, for standard error (a header comment alone is
+/// lost in `> rules.yml`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Printed {
+    /// The rule file or object, print-ready.
+    pub text: String,
+    /// What may be wrong with the spec; empty when nothing is.
+    pub warnings: Vec<String>,
+}
+
 /// What `vllm-corrector rules …` prints.
 ///
 /// # Errors
 /// The configuration error (naming the file and field) when `--config.file` is unreadable or
 /// invalid.
-pub fn run(args: &RulesArgs) -> Result<String, service::config::ConfigError> {
+pub fn run(args: &RulesArgs) -> Result<Printed, service::config::ConfigError> {
     match &args.command {
-        Some(RulesCommand::Corrections(options)) => Ok(promql_rules::render(options)),
+        Some(RulesCommand::Corrections(options)) => Ok(Printed {
+            text: promql_rules::render(options),
+            warnings: Vec::new(),
+        }),
         None => {
             let mut options = args.slo.clone();
             let spec = match &args.slo.config_file {
@@ -161,7 +175,10 @@ pub fn run(args: &RulesArgs) -> Result<String, service::config::ConfigError> {
                 }
                 None => SloSpec::shipped_default(),
             };
-            Ok(render(&spec, &options))
+            Ok(Printed {
+                text: render(&spec, &options),
+                warnings: spec.slos.iter().flat_map(spec_warnings).collect(),
+            })
         }
     }
 }
@@ -189,6 +206,7 @@ pub fn render(spec: &SloSpec, options: &SloRulesOptions) -> String {
                 kind: "PrometheusRule",
                 metadata: Metadata {
                     name: "vllm-corrector-slos".to_owned(),
+                    namespace: NAMESPACE,
                     labels: operator_labels(),
                 },
                 spec: RuleFile { groups: &groups },
@@ -232,6 +250,9 @@ const OPERATOR_NOTE: &str = "\
 # kube-prometheus selects all of them; kube-prometheus-stack (Helm) selects
 # release: <your Helm release name>, here the chart's documented kube-prometheus-stack. Installed
 # under another release name? Set the label in your kustomization (labels: - pairs: {release: …}).
+# Namespace monitoring, as kube-prometheus': put it in the Prometheus' namespace (a kustomization's
+# namespace: replaces it). Named vllm-corrector-slos, as deploy/alerts/slo-prometheusrule.yaml
+# (the shipped default SLO): applying this one replaces that one.
 ";
 
 #[derive(Serialize)]
@@ -248,11 +269,18 @@ struct PrometheusRule<'a> {
     spec: RuleFile<'a>,
 }
 
+/// An object's `metadata`: its name, [`NAMESPACE`] and the Operator's selector labels.
 #[derive(Serialize)]
 pub(crate) struct Metadata {
     pub(crate) name: String,
+    pub(crate) namespace: &'static str,
     pub(crate) labels: BTreeMap<String, String>,
 }
+
+/// The namespace of the printed objects, as of the shipped ones (deploy/alerts/kustomization.yaml):
+/// kube-prometheus' `monitoring`, which an including kustomization's `namespace:` replaces; never
+/// kubectl's current namespace.
+pub(crate) const NAMESPACE: &str = "monitoring";
 
 /// `value` as YAML (lists indented under their key, multi-line expressions as `|` blocks).
 pub(crate) fn yaml(value: &impl Serialize) -> String {
@@ -300,7 +328,12 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
     }
     out.push_str(
         "# Every ratio sums its numerator and denominator by slo, sli and the SLO's by labels, then\n\
-         # divides.\n",
+         # divides.\n#\n\
+         # Two more steps make them work: the remote write must send what the SLOs read (print the\n\
+         # keep rule with `vllm-corrector relabel --config.file FILE`), and the corrector's health\n\
+         # alerts (deploy/alerts/vllm-corrector.rules.yml) say when an SLI is not counted\n\
+         # (VllmCorrectorGroupsWithheld) or an SLO's match: selects no vLLM engine\n\
+         # (VllmCorrectorSloCoversNoGroup): load them beside these.\n",
     );
     if spec.slos.is_empty() {
         out.push_str("#\n# The spec has no SLO (slos: []): no rules.\n");
@@ -369,7 +402,10 @@ fn header(spec: &SloSpec, options: &SloRulesOptions, origin: &str) -> String {
         });
         let _ = writeln!(out, "#   page (critical): {fast}, {slow}");
         let _ = writeln!(out, "#   ticket (warning): {quick}, {long}");
-        for warning in alert_warnings(slo) {
+        for warning in warnings::unit_warnings(slo)
+            .into_iter()
+            .chain(alert_warnings(slo))
+        {
             out.push_str(&warnings::wrap(&format!("WARNING: {warning}"), "#   "));
         }
     }

@@ -64,6 +64,7 @@ impl Group {
     pub(crate) fn set_slos(&mut self, slos: &SloSet) {
         if self.slos != *slos {
             self.slos = slos.clone();
+            self.slo_mask = slos.covering_mask(&self.labels);
             self.replan();
         }
     }

@@ -70,6 +70,22 @@ impl SloSet {
             .is_some_and(|e| e.matcher.as_ref().is_none_or(|m| m(labels)))
     }
 
+    /// The SLOs covering the group of `labels` as bits by their index in file order (a spec holds
+    /// at most [`super::MAX_SLOS`], 64; any past the 64th are not counted here).
+    pub(crate) fn covering_mask(&self, labels: &[(String, String)]) -> u64 {
+        self.0
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, e)| e.matcher.as_ref().is_none_or(|m| m(labels)))
+            .fold(0, |mask, (i, _)| mask | 1 << i)
+    }
+
+    /// The SLOs' names, in file order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|e| e.slo.name.as_str())
+    }
+
     /// The SLOs covering the group of `labels`, in file order.
     pub(crate) fn covering<'s>(
         &'s self,

@@ -377,8 +377,18 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let mut withheld: HashMap<(Family, WithheldReason), usize> = HashMap::new();
         let (mut active_series, mut groups_incomplete) = (0, 0);
+        let mut slo_groups: Vec<(String, usize)> = self
+            .config
+            .slos
+            .names()
+            .map(|n| (n.to_owned(), 0))
+            .collect();
         for (_, Entry { group, meta, .. }) in self.table.iter() {
             active_series += group.active_series();
+            let mask = group.slo_mask();
+            for (i, (_, n)) in slo_groups.iter_mut().enumerate().take(64) {
+                *n += usize::from(mask & (1 << i) != 0);
+            }
             let limited = meta.limited_at(group.last_seen_ms).is_some();
             groups_incomplete += usize::from(!limited && group.incomplete());
             for family in Family::ALL {
@@ -404,6 +414,7 @@ impl Engine {
             output_resets: self.counters.output_resets,
             newest_sample_ms: self.counters.newest_sample_ms,
             groups_incomplete,
+            slo_groups,
         }
     }
 }

@@ -76,6 +76,12 @@ impl ScrapeMetrics {
                 .get_or_create(&[("reason", reason.as_str())])
                 .inc_by(stats.groups_removed(reason));
         }
+        let slo_groups: MetricFamily<[(&'static str, String); 1], Gauge> = MetricFamily::default();
+        for (slo, n) in &stats.slo_groups {
+            slo_groups
+                .get_or_create(&[("slo", slo.clone())])
+                .set(to_i64(*n));
+        }
         let metadata_families = metadata_families_gauge;
         let mut registry = Registry::default();
         let r = &mut registry;
@@ -93,6 +99,11 @@ impl ScrapeMetrics {
             "vllm_corrector_groups_withheld",
             "Groups that currently withhold a corrected family, by family and reason (only the pairs that can happen; per group: vllm_corrector_family_info)",
             groups_withheld,
+        );
+        r.register(
+            "vllm_corrector_slo_groups",
+            "Groups (vLLM engines) each SLO of the configuration covers, by slo: 0 while groups are tracked means its match: selects none, so it counts nothing and its alerts cannot fire",
+            slo_groups,
         );
         r.register(
             "vllm_corrector_groups_incomplete",

@@ -158,6 +158,7 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         },
         retired_groups: 11,
         retired_dropped: [0, 0],
+        slo_groups: vec![("chat".into(), 2), ("typo".into(), 0)],
     };
     // A second scrape with a lower withheld count shows that count, not a sum (each scrape
     // collects its own registry).
@@ -181,6 +182,8 @@ fn engine_stats_are_mirrored_at_scrape_time() {
         "vllm_corrector_newest_sample_timestamp_seconds 1700000000.5",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_request_time_per_output_token_seconds\",reason=\"no_le_1_bound\"} 1",
         "vllm_corrector_groups_withheld{family=\"vllm_corrected_iteration_tokens_local_compute\",reason=\"missing_input\"} 0",
+        "vllm_corrector_slo_groups{slo=\"chat\"} 2",
+        "vllm_corrector_slo_groups{slo=\"typo\"} 0",
     ] {
         assert!(has_line(&t, line), "missing {line} in\n{t}");
     }

@@ -169,6 +169,7 @@ fn objective(slo: &Slo, target: &SliTarget, reads: Reads<'_>) -> Objective {
         kind: "ServiceLevelObjective",
         metadata: Metadata {
             name: format!("{}-{}", slo.name, target.sli).replace('_', "-"),
+            namespace: super::NAMESPACE,
             labels: operator_labels(),
         },
         spec: ObjectiveSpec {
@@ -206,6 +207,7 @@ pub(crate) fn render(spec: &SloSpec, reads: Reads<'_>, origin: &str) -> String {
             kind: "PrometheusRule",
             metadata: Metadata {
                 name: "vllm-corrector-slo-bad-events".to_owned(),
+                namespace: super::NAMESPACE,
                 labels: operator_labels(),
             },
             spec: HelperSpec {

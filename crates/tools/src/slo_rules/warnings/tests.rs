@@ -80,3 +80,62 @@ fn wrap_keeps_every_word_under_100_columns() {
     assert!(out.lines().all(|l| l.len() <= 100 && l.starts_with("#   ")));
     assert_eq!(out.split_whitespace().filter(|w| *w == "word").count(), 60);
 }
+
+/// One SLI at threshold `t` seconds.
+fn at(sli: Sli, t: f64) -> Slo {
+    let mut slo = slo(30 * DAY, &[(sli, 0.99)]);
+    slo.slis[0].threshold_seconds = t;
+    slo
+}
+
+#[test]
+fn a_threshold_off_vllms_default_edges_names_the_nearest_ones() {
+    // vLLM's default TTFT edges include 0.25 and 0.5, TPOT's 0.05 and 0.075.
+    let w = edge_warnings(&at(Sli::Ttft, 0.4));
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(
+            "SLO chat: ttft 0.4 s is not one of vLLM's default bucket edges (nearest: 0.25 \
+             below, 0.5 above)"
+        ),
+        "{}",
+        w[0]
+    );
+    assert!(w[0].contains("--custom-histogram-buckets"), "{}", w[0]);
+    assert!(edge_warnings(&at(Sli::Tpot, 0.05)).is_empty());
+    assert!(edge_warnings(&at(Sli::Ttft, 0.5)).is_empty());
+}
+
+#[test]
+fn a_threshold_written_in_milliseconds_says_so() {
+    for (sli, ms) in [
+        (Sli::Ttft, 500.0),
+        (Sli::Tpot, 50.0),
+        (Sli::E2el, 20_000.0),
+        (Sli::ItlPerToken, 30.0),
+    ] {
+        let w = unit_warnings(&at(sli, ms));
+        assert_eq!(
+            w,
+            [format!(
+                "SLO chat: {sli} {ms} s looks like milliseconds: thresholds are seconds ({} for \
+                 {ms} ms).",
+                ms / 1000.0
+            )],
+            "{sli}"
+        );
+    }
+    // Seconds as vLLM users write them: nothing.
+    for (sli, s) in [
+        (Sli::Ttft, 10.0),
+        (Sli::Tpot, 0.5),
+        (Sli::E2el, 600.0),
+        (Sli::ItlPerToken, 0.2),
+    ] {
+        assert!(unit_warnings(&at(sli, s)).is_empty(), "{sli} {s}");
+    }
+    // 40 s is one of vLLM's TPOT edges: only the unit warning says anything.
+    let tpot_40 = at(Sli::Tpot, 40.0);
+    assert!(edge_warnings(&tpot_40).is_empty());
+    assert_eq!(spec_warnings(&tpot_40).len(), 1);
+}
