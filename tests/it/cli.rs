@@ -291,7 +291,11 @@ fn rules_reads_the_slos_of_the_config_file_and_refuses_an_invalid_one_with_statu
     assert!(out.is_empty(), "{out}");
     assert_eq!(
         err.trim_end(),
-        "vllm-corrector: slos[0].objective: 99 is not a fraction in (0, 1) such as 0.99 (99 %)"
+        format!(
+            "vllm-corrector: --config.file {}: slos[0].objective: 99 is not a fraction in (0, 1) \
+             such as 0.99 (99 %)",
+            bad.display()
+        )
     );
     // The SLO flags and the corrections subcommand do not mix.
     let (code, _, err) = run(&["rules", "--format", "sloth", "corrections"]);

@@ -330,11 +330,11 @@ fn validate_slo(i: usize, slo: &Slo) -> Result<(), SloError> {
         ));
     }
     if slo.slis.is_empty() {
-        return Err(err(
-            "ttft",
-            "no threshold: give at least one of ttft, tpot, e2el, itl_per_token (seconds)"
+        return Err(SloError {
+            field: format!("slos[{i}]"),
+            message: "no threshold: give at least one of ttft, tpot, e2el, itl_per_token (seconds)"
                 .to_owned(),
-        ));
+        });
     }
     for (k, target) in slo.slis.iter().enumerate() {
         let field = target.sli.name();

@@ -294,8 +294,27 @@ impl Config {
     /// Validates arguments together with an already parsed file config.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the first invalid flag or field.
+    /// [`ConfigError::Invalid`] naming the first invalid flag or field; a field of the file
+    /// (`--config.file` given) as [`ConfigError::InFile`], which names the file too.
     pub(crate) fn from_parts(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
+        let path = args.config_file.clone();
+        Config::validate(args, file).map_err(|error| match (path, error) {
+            (Some(path), ConfigError::Slo(e)) => ConfigError::InFile {
+                path,
+                source: Box::new(ConfigError::Slo(e)),
+            },
+            (Some(path), e @ ConfigError::Invalid { field, .. }) if !field.starts_with("--") => {
+                ConfigError::InFile {
+                    path,
+                    source: Box::new(e),
+                }
+            }
+            (_, e) => e,
+        })
+    }
+
+    /// [`Config::from_parts`], naming the field alone.
+    fn validate(args: Args, file: FileConfig) -> Result<Config, ConfigError> {
         let listen_address = parse_listen_address(&args.listen_address)?;
         let mut engine = validate_engine(&file.engine)?;
         let input = validate_input(&file.input)?;

@@ -26,6 +26,15 @@ pub enum ConfigError {
     /// An SLO of `slos:` is invalid; the error names the field (`slos[1].objective`).
     #[error(transparent)]
     Slo(#[from] engine::slo::SloError),
+    /// A field of the configuration file is invalid (an [`ConfigError::Invalid`] of a YAML field
+    /// or an [`ConfigError::Slo`]): the message names the file, then the field.
+    #[error("--config.file {path}: {source}")]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// The field's error.
+        source: Box<ConfigError>,
+    },
     /// A value is out of range or malformed.
     #[error("{field}: {message}")]
     Invalid {

@@ -35,6 +35,7 @@ pub(crate) struct SloEntry {
     #[serde(default)]
     description: String,
     /// Fraction of good events aimed at.
+    #[serde(deserialize_with = "fraction")]
     objective: f64,
     /// The SLO period, a humantime duration (`30d`, `4w`, `7d`).
     #[serde(default = "default_window")]
@@ -65,10 +66,47 @@ pub(crate) struct SloEntry {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SliObjectives {
+    #[serde(default, deserialize_with = "some_fraction")]
     ttft: Option<f64>,
+    #[serde(default, deserialize_with = "some_fraction")]
     tpot: Option<f64>,
+    #[serde(default, deserialize_with = "some_fraction")]
     e2el: Option<f64>,
+    #[serde(default, deserialize_with = "some_fraction")]
     itl_per_token: Option<f64>,
+}
+
+/// An objective as written: a number (checked to be a fraction later); a percentage such as
+/// `"99.9%"` is refused with the fraction to write.
+fn fraction<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Written {
+        Number(f64),
+        Text(String),
+        Other(serde::de::IgnoredAny),
+    }
+    let message = match Written::deserialize(d)? {
+        Written::Number(v) => return Ok(v),
+        Written::Text(text) => match text
+            .trim()
+            .strip_suffix('%')
+            .map(|p| p.trim().parse::<f64>())
+        {
+            Some(Ok(percent)) => format!(
+                "{text:?} is not a fraction: write {}",
+                (percent * 1e6).round() / 1e8
+            ),
+            _ => format!("{text:?} is not a fraction such as 0.99"),
+        },
+        Written::Other(_) => "expected a fraction such as 0.99".to_owned(),
+    };
+    Err(serde::de::Error::custom(message))
+}
+
+/// [`fraction`] of an optional per-SLI objective.
+fn some_fraction<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    fraction(d).map(Some)
 }
 
 /// `slos:` as written: a list. A key with no value is refused rather than read as absent (the

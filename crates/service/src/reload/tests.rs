@@ -164,7 +164,14 @@ async fn a_bad_config_file_keeps_the_old_configuration_and_sets_the_failure_metr
     );
     let (status, text) = post(&state, "/-/reload", Vec::new(), None).await;
     assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR);
-    assert_eq!(text, "limits.max_concurrent_requests: must be at least 1\n");
+    let file = dir.0.join("config.yml");
+    assert_eq!(
+        text,
+        format!(
+            "--config.file {}: limits.max_concurrent_requests: must be at least 1\n",
+            file.display()
+        )
+    );
     assert_eq!(
         post(&state, "/api/v1/write", vec![0u8; 2000], None).await.0,
         StatusCode::PAYLOAD_TOO_LARGE

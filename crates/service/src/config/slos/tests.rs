@@ -133,7 +133,7 @@ fn each_mistake_is_refused_naming_its_field() {
         ),
         (
             "slos:\n  - name: a\n    objective: 0.99\n",
-            "slos[0].ttft: no threshold: give at least one of ttft, tpot, e2el, itl_per_token",
+            "slos[0]: no threshold: give at least one of ttft, tpot, e2el, itl_per_token",
         ),
         (
             "slos:\n  - name: a\n    objective: 0.99\n    tpot: -0.05\n",
@@ -252,6 +252,39 @@ fn a_threshold_that_is_no_number_says_what_to_write() {
         .slos;
     assert_eq!(spec.slos[0].slis.len(), 1);
     assert_eq!(spec.slos[0].slis[0].sli, Sli::E2el);
+}
+
+#[test]
+fn an_objective_written_as_a_percentage_says_which_fraction_to_write() {
+    for (value, want) in [
+        (
+            "99.9%",
+            "slos[0].objective: \"99.9%\" is not a fraction: write 0.999",
+        ),
+        (
+            "\"95 %\"",
+            "slos[0].objective: \"95 %\" is not a fraction: write 0.95",
+        ),
+        (
+            "high",
+            "slos[0].objective: \"high\" is not a fraction such as 0.99",
+        ),
+    ] {
+        let yaml = format!("slos:\n  - name: a\n    objective: {value}\n    tpot: 0.05\n");
+        let error = refused(&yaml);
+        assert_eq!(
+            error,
+            format!("--config.file test.yaml: line 3, column 16: {want}"),
+            "{yaml}"
+        );
+    }
+    let error = refused(
+        "slos:\n  - name: a\n    objective: 0.99\n    tpot: 0.05\n    objectives: {tpot: 95%}\n",
+    );
+    assert!(
+        error.ends_with("\"95%\" is not a fraction: write 0.95"),
+        "{error}"
+    );
 }
 
 #[test]
