@@ -325,4 +325,14 @@ fn the_groups_api_filters_find_an_sli_whose_threshold_is_not_a_bucket_edge() {
         api_engines(&corrector, "family=vllm_corrected_slo&state=served"),
         ["0", "1"]
     );
+    // /status says so in the group's state cell, not "ok".
+    let status = get(&corrector, "/status?match[]=%7Bengine%3D%221%22%7D");
+    assert!(
+        status.contains(
+            "<span class=\"slo-notes\">SLIs not counted</span>: between tpot (not_a_bucket_edge)"
+        ),
+        "{status}"
+    );
+    let status = get(&corrector, "/status?match[]=%7Bengine%3D%220%22%7D");
+    assert!(!status.contains("SLIs not counted"), "{status}");
 }

@@ -320,7 +320,8 @@ fn family_item(out: &mut String, f: &FamilyStatus) {
 
 /// The state cell of a group: `ok`, or each thing wrong with it: a limit refusing its new
 /// series, an incomplete set of series (naming each histogram that arrives in a form the rules do
-/// not read, else blaming a split or a filter), duplicate or out-of-order samples (two senders?).
+/// not read, else blaming a split or a filter), SLIs an SLO leaves out, duplicate or out-of-order
+/// samples (two senders?).
 fn group_state(g: &GroupSnapshot) -> String {
     let mut parts = Vec::new();
     if let Some(limit) = g.limited {
@@ -342,6 +343,16 @@ fn group_state(g: &GroupSnapshot) -> String {
             escape(u.histogram),
             escape(u.form.words()),
             u.form.as_str()
+        ));
+    }
+    if let Some(notes) = g.slo_notes.as_deref().filter(|n| !n.is_empty()) {
+        let slis: Vec<String> = notes
+            .iter()
+            .map(|n| format!("{} {} ({})", escape(&n.slo), n.sli, n.reason.as_str()))
+            .collect();
+        parts.push(format!(
+            "<span class=\"slo-notes\">SLIs not counted</span>: {} (below)",
+            slis.join(", ")
         ));
     }
     let [duplicates, out_of_order] = g.recent_rejects;
