@@ -144,7 +144,7 @@ impl Default for SloRulesOptions {
 }
 
 /// What `vllm-corrector rules …` prints: the rules, for standard output, and the warnings of
-/// the spec ([`spec_warnings`]), each a sentence, for standard error (a header comment alone is
+/// the spec (`slo_rules::warnings`), each a sentence, for standard error (a header comment alone is
 /// lost in `> rules.yml`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Printed {
