@@ -41,7 +41,7 @@ fn config() -> EngineConfig {
 /// `count` SLOs of every SLI with 40-byte names; all but the first 5 with thresholds between
 /// vLLM's edges.
 fn many_slos(count: usize) -> engine::slo::SloSet {
-    use engine::slo::{DEFAULT_WINDOW_MS, Sli, SliTarget, Slo, SloSpec};
+    use engine::slo::{Sli, Slo, SloSpec};
     let slo = |i: usize| {
         let off = if i >= 5 { 0.003 } else { 0.0 };
         let slis = [
@@ -50,22 +50,7 @@ fn many_slos(count: usize) -> engine::slo::SloSet {
             (Sli::E2el, 5.0 + off),
             (Sli::ItlPerToken, 0.05 + off),
         ];
-        Slo {
-            name: format!("slo_{i}_{}", "x".repeat(34)),
-            description: String::new(),
-            objective: 0.99,
-            window_ms: DEFAULT_WINDOW_MS,
-            matchers: Vec::new(),
-            by: Vec::new(),
-            slis: slis
-                .iter()
-                .map(|(sli, t)| SliTarget {
-                    sli: *sli,
-                    threshold_seconds: *t,
-                    objective: 0.99,
-                })
-                .collect(),
-        }
+        Slo::with_thresholds(&format!("slo_{i}_{}", "x".repeat(34)), 0.99, &slis)
     };
     let spec = SloSpec {
         slos: (0..count).map(slo).collect(),

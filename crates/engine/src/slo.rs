@@ -180,6 +180,30 @@ pub struct Slo {
 }
 
 impl Slo {
+    /// An SLO named `name` over the default window ([`DEFAULT_WINDOW_MS`]) covering every group
+    /// (no `match:`), aggregated by no label (`by: []`), with one SLI per `(sli, seconds)` of
+    /// `thresholds`, in the order given, each at `objective`. For specs built in code (the demo,
+    /// tests, fuzzing, examples); a configuration file's `slos:` is read by the service. Not
+    /// validated: [`SloSpec::validate`] says what is wrong.
+    pub fn with_thresholds(name: &str, objective: f64, thresholds: &[(Sli, f64)]) -> Slo {
+        Slo {
+            name: name.to_owned(),
+            description: String::new(),
+            objective,
+            window_ms: DEFAULT_WINDOW_MS,
+            matchers: Vec::new(),
+            by: Vec::new(),
+            slis: thresholds
+                .iter()
+                .map(|&(sli, threshold_seconds)| SliTarget {
+                    sli,
+                    threshold_seconds,
+                    objective,
+                })
+                .collect(),
+        }
+    }
+
     /// The target of `sli`, if this SLO has one.
     pub fn target(&self, sli: Sli) -> Option<&SliTarget> {
         self.slis.iter().find(|t| t.sli == sli)

@@ -7,7 +7,7 @@
 
 use super::test_support::{from_lines, ingest_series, to_lines};
 use super::{DerivedValue, Engine, EngineConfig, Family, IngestReport};
-use crate::slo::{Sli, SliTarget, Slo, SloSet, SloSpec};
+use crate::slo::{Sli, Slo, SloSet, SloSpec};
 use crate::values::CounterMetric;
 use protocol::Sample;
 use sim::{
@@ -16,22 +16,7 @@ use sim::{
 
 /// An SLO over every group with thresholds `(sli, seconds)`.
 fn slo(name: &str, slis: &[(Sli, f64)]) -> Slo {
-    Slo {
-        name: name.to_owned(),
-        description: String::new(),
-        objective: 0.99,
-        window_ms: crate::slo::DEFAULT_WINDOW_MS,
-        matchers: Vec::new(),
-        by: Vec::new(),
-        slis: slis
-            .iter()
-            .map(|(sli, t)| SliTarget {
-                sli: *sli,
-                threshold_seconds: *t,
-                objective: 0.99,
-            })
-            .collect(),
-    }
+    Slo::with_thresholds(name, 0.99, slis)
 }
 
 /// Three SLOs on vLLM's default edges (TTFT 0.1 s, TPOT 0.05 s, E2EL 5 s; ITL 0.05 s) and one

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub(crate) use super::compare::{Comparison, comparison, plain_lines, render_table};
 use super::readings::{Dump, DumpSample, Interval, cumulative_by_suffix};
 use super::slo_readings;
-use engine::slo::{DEFAULT_BY, Sli, SliTarget, Slo, SloSet, SloSpec};
+use engine::slo::{DEFAULT_BY, Sli, Slo, SloSet, SloSpec};
 use engine::{Engine, EngineConfig};
 use promtext::Format;
 use service::config::Limits;
@@ -192,20 +192,12 @@ pub(crate) fn sim_config(args: &DemoArgs, epoch_unix_ms: i64) -> SimConfig {
 /// meets: a narrow band. Per `namespace` and `model_name`, 30 days.
 pub(crate) fn demo_slos() -> SloSpec {
     let slo = |name: &str, objective: f64, [ttft, tpot, e2el]: [f64; 3]| Slo {
-        name: name.to_owned(),
-        description: String::new(),
-        objective,
-        window_ms: engine::slo::DEFAULT_WINDOW_MS,
-        matchers: Vec::new(),
         by: DEFAULT_BY.iter().map(|s| (*s).to_owned()).collect(),
-        slis: [(Sli::Ttft, ttft), (Sli::Tpot, tpot), (Sli::E2el, e2el)]
-            .into_iter()
-            .map(|(sli, threshold_seconds)| SliTarget {
-                sli,
-                threshold_seconds,
-                objective,
-            })
-            .collect(),
+        ..Slo::with_thresholds(
+            name,
+            objective,
+            &[(Sli::Ttft, ttft), (Sli::Tpot, tpot), (Sli::E2el, e2el)],
+        )
     };
     SloSpec {
         slos: vec![

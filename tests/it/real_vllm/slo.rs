@@ -11,7 +11,7 @@
 //!   threshold and the bench's. Those are counted and printed, with the rows of
 //!   docs/ACCURACY.md, "SLO counters and goodput on real vLLM".
 
-use engine::slo::{Sli, SliTarget, Slo, SloSet, SloSpec};
+use engine::slo::{Sli, Slo, SloSet, SloSpec};
 use engine::{CounterMetric, DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use protocol::{Label, Sample};
 use serde_json::Value;
@@ -23,22 +23,7 @@ const E2E: &str = "vllm:e2e_request_latency_seconds";
 
 /// One SLO of `(sli, seconds)` thresholds, named `name`.
 fn slo(name: &str, slis: &[(Sli, f64)]) -> Slo {
-    Slo {
-        name: name.to_owned(),
-        description: String::new(),
-        objective: 0.9,
-        window_ms: engine::slo::DEFAULT_WINDOW_MS,
-        matchers: Vec::new(),
-        by: Vec::new(),
-        slis: slis
-            .iter()
-            .map(|(sli, t)| SliTarget {
-                sli: *sli,
-                threshold_seconds: *t,
-                objective: 0.9,
-            })
-            .collect(),
-    }
+    Slo::with_thresholds(name, 0.9, slis)
 }
 
 /// The SLO sets, on vLLM's default edges: the goodput captures' own (`--goodput ttft:80 tpot:10

@@ -13,7 +13,7 @@
 //! * `lower ≤ upper ≤ finished`, and none of the three falls, unless the engine dropped the
 //!   group's state (its `finished` then restarts too);
 
-use engine::slo::{Sli, SliTarget, Slo, SloSet, SloSpec};
+use engine::slo::{Sli, Slo, SloSet, SloSpec};
 use engine::{CounterMetric, DerivedValue, Engine, EngineConfig, Family, IngestReport};
 use protocol::{Label, STALE_NAN_BITS, Sample};
 
@@ -25,22 +25,7 @@ const E2E_EDGES: [f64; 5] = [0.3, 0.5, 0.8, 1.0, 1.5];
 
 /// The SLOs: two on edges, one between edges (its goodput uses the edges around it).
 fn slos() -> SloSpec {
-    let slo = |name: &str, slis: &[(Sli, f64)]| Slo {
-        name: name.to_owned(),
-        description: String::new(),
-        objective: 0.9,
-        window_ms: engine::slo::DEFAULT_WINDOW_MS,
-        matchers: Vec::new(),
-        by: Vec::new(),
-        slis: slis
-            .iter()
-            .map(|(sli, t)| SliTarget {
-                sli: *sli,
-                threshold_seconds: *t,
-                objective: 0.9,
-            })
-            .collect(),
-    };
+    let slo = |name: &str, slis: &[(Sli, f64)]| Slo::with_thresholds(name, 0.9, slis);
     SloSpec {
         slos: vec![
             slo("tpot", &[(Sli::Tpot, 0.05)]),
