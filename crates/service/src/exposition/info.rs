@@ -30,7 +30,7 @@ use engine::slo::SliNote;
 use engine::{FamilyStatus, UnreadHistogram, WithheldReason};
 
 use super::Format;
-use super::render::{escape_help, escape_label_value};
+use super::render::{escape_label_value, write_help_and_type};
 
 /// The metric name.
 pub(crate) const NAME: &str = "vllm_corrector_family_info";
@@ -69,13 +69,7 @@ pub(crate) fn render_family_info(out: &mut String, groups: &[GroupFamilies<'_>],
 
 /// Appends the `# HELP` and `# TYPE` lines of `vllm_corrector_family_info`.
 pub(crate) fn render_header(out: &mut String, format: Format) {
-    out.push_str("# HELP ");
-    out.push_str(NAME);
-    out.push(' ');
-    escape_help(out, HELP, format);
-    out.push_str("\n# TYPE ");
-    out.push_str(NAME);
-    out.push_str(" gauge\n");
+    write_help_and_type(out, NAME, HELP, "gauge", format);
 }
 
 /// Appends the `vllm_corrector_family_info` series of one group: one per family of `families`,

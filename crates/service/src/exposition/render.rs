@@ -199,19 +199,31 @@ pub(crate) fn render_groups(out: &mut String, groups: &[GroupOutputs], format: F
     RenderCursor::default().write_until(out, groups, format, usize::MAX);
 }
 
+/// Appends `# HELP name help` (escaped for `format`) and `# TYPE name kind`, the header every
+/// family of every page starts with.
+pub(crate) fn write_help_and_type(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    kind: &str,
+    format: Format,
+) {
+    out.push_str("# HELP ");
+    out.push_str(name);
+    out.push(' ');
+    escape_help(out, help, format);
+    out.push_str("\n# TYPE ");
+    out.push_str(name);
+    out.push(' ');
+    out.push_str(kind);
+    out.push('\n');
+}
+
 /// Appends the `# HELP` and `# TYPE unknown` lines of `family` + `suffix`, one of the three
 /// families a histogram of fractional buckets is written as in OpenMetrics.
 fn write_unknown_header(out: &mut String, family: Family, suffix: &str) {
-    let name = family.name();
-    out.push_str("# HELP ");
-    out.push_str(name);
-    out.push_str(suffix);
-    out.push(' ');
-    escape_help(out, family.help(), Format::OpenMetrics);
-    out.push_str("\n# TYPE ");
-    out.push_str(name);
-    out.push_str(suffix);
-    out.push_str(" unknown\n");
+    let name = format!("{}{suffix}", family.name());
+    write_help_and_type(out, &name, family.help(), "unknown", Format::OpenMetrics);
 }
 
 /// Appends one group's samples of the `family` + `suffix` part (`_bucket`: one per bucket with
@@ -253,18 +265,12 @@ fn write_unknown_part(
 
 /// Appends the `# HELP` and `# TYPE` lines of `family`.
 pub(crate) fn write_header(out: &mut String, family: Family, format: Format) {
-    let name = family.name();
-    out.push_str("# HELP ");
-    out.push_str(name);
-    out.push(' ');
-    escape_help(out, family.help(), format);
-    out.push_str("\n# TYPE ");
-    out.push_str(name);
-    out.push_str(match family.kind() {
-        FamilyKind::Histogram => " histogram\n",
-        FamilyKind::SumCount => " summary\n",
-        FamilyKind::Counters => " unknown\n",
-    });
+    let kind = match family.kind() {
+        FamilyKind::Histogram => "histogram",
+        FamilyKind::SumCount => "summary",
+        FamilyKind::Counters => "unknown",
+    };
+    write_help_and_type(out, family.name(), family.help(), kind, format);
 }
 
 /// The labels the SLO counters' rows carry themselves: a group label of one of these names is
@@ -307,13 +313,7 @@ fn write_counter_header(out: &mut String, metric: CounterMetric, format: Format)
         Format::OpenMetrics => metric.name().to_owned(),
         Format::Text => format!("{}_total", metric.name()),
     };
-    out.push_str("# HELP ");
-    out.push_str(&name);
-    out.push(' ');
-    escape_help(out, metric.help(), format);
-    out.push_str("\n# TYPE ");
-    out.push_str(&name);
-    out.push_str(" counter\n");
+    write_help_and_type(out, &name, metric.help(), "counter", format);
 }
 
 /// Appends one group's rows of `metric`: `name_total{group labels, row labels} value`.

@@ -12,7 +12,7 @@
 //! `vllm_corrector_family_info` (`super::info`).
 
 use super::Format;
-use super::render::{escape_help, escape_label_value, renamed_labels};
+use super::render::{escape_label_value, renamed_labels, write_help_and_type};
 
 /// The metric name.
 pub(crate) const NAME: &str = "vllm_corrector_group_recent_rejected_samples";
@@ -24,13 +24,7 @@ const OWN: [&str; 1] = ["reason"];
 
 /// Appends the `# HELP` and `# TYPE` lines.
 pub(crate) fn render_header(out: &mut String, format: Format) {
-    out.push_str("# HELP ");
-    out.push_str(NAME);
-    out.push(' ');
-    escape_help(out, HELP, format);
-    out.push_str("\n# TYPE ");
-    out.push_str(NAME);
-    out.push_str(" gauge\n");
+    write_help_and_type(out, NAME, HELP, "gauge", format);
 }
 
 /// Appends the series of one group with `rejects` (`duplicate_sample`, `out_of_order`), one per
