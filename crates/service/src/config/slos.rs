@@ -76,16 +76,19 @@ struct SliObjectives {
     itl_per_token: Option<f64>,
 }
 
+/// A number in the file as written, so that a string or a mapping where a number belongs is
+/// refused with what to write instead of the parser's type error.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Written {
+    Number(f64),
+    Text(String),
+    Other(serde::de::IgnoredAny),
+}
+
 /// An objective as written: a number (checked to be a fraction later); a percentage such as
 /// `"99.9%"` is refused with the fraction to write.
 fn fraction<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Written {
-        Number(f64),
-        Text(String),
-        Other(serde::de::IgnoredAny),
-    }
     let message = match Written::deserialize(d)? {
         Written::Number(v) => return Ok(v),
         Written::Text(text) => match text
@@ -124,16 +127,9 @@ pub(crate) fn entries<'de, D: serde::Deserializer<'de>>(
 /// A threshold as written: a number of seconds; anything else is refused saying so, with the
 /// number to write for a duration such as `50ms`.
 fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Written {
-        Seconds(f64),
-        Text(String),
-        Other(serde::de::IgnoredAny),
-    }
     let message = match Option::<Written>::deserialize(d)? {
         None => return Ok(None),
-        Some(Written::Seconds(s)) => return Ok(Some(s)),
+        Some(Written::Number(s)) => return Ok(Some(s)),
         Some(Written::Text(text)) => match humantime::parse_duration(text.trim()) {
             Ok(d) => format!(
                 "{text:?} is not a number of seconds: write {}",
